@@ -34,7 +34,7 @@ func (noLoader) Load(url string) (any, error) {
 
 // schemaURL is the base URL of every compiled schema; relative references
 // resolve against it and reach noLoader.
-const schemaURL = "urn:agrun:schema"
+const schemaURL = "mem:///agrun/parameters.json"
 
 // CompileSchema checks and compiles a parameters schema: at most
 // MaxSchemaBytes, strict JSON (no duplicate keys, bounded nesting), an object
