@@ -1,0 +1,164 @@
+// Package archtest checks that the packages keep to the import graph of
+// docs/ARCHITECTURE.md (from design.md). It fails the build of the test
+// suite as soon as someone adds an arrow the design does not have.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agcore/agrun"
+
+// layers: for each top-level folder, the project folders its packages may
+// import directly (besides themselves and internal/), and the third-party
+// module prefixes they may import directly. Standard library imports are
+// always allowed, except in guest-sdk where only the standard library is.
+var layers = map[string]struct {
+	project  []string
+	external []string
+}{
+	"permission": {},
+	"registry":   {project: []string{"permission"}, external: []string{"github.com/santhosh-tekuri/jsonschema/v6"}},
+	"runtime":    {external: []string{"github.com/tetratelabs/wazero"}},
+	"wasmtools":  {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
+	"mcp":        {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
+	"loop":       {project: []string{"registry", "permission"}, external: []string{"github.com/openai/openai-go/v3"}},
+	"guest-sdk":  {},
+}
+
+// transitive lists, for each layer, every project folder it may reach at
+// all, through any chain of imports: the closure of the arrows above.
+var transitive = map[string][]string{
+	"permission": {},
+	"registry":   {"permission"},
+	"runtime":    {},
+	"wasmtools":  {"runtime", "registry", "permission"},
+	"mcp":        {"registry", "permission"},
+	"loop":       {"registry", "permission"},
+	"guest-sdk":  {},
+}
+
+type pkg struct {
+	path     string
+	imports  []string
+	standard map[string]bool
+}
+
+// touchSources opens every folder and stats every Go file of the module, so
+// that go test's result cache, which tracks only what the test process
+// itself reads, is invalidated whenever a source file changes.
+func touchSources(t *testing.T) {
+	t.Helper()
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == ".cache") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(p, ".go") || d.Name() == "go.mod" {
+			_, err = os.Stat(p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	touchSources(t)
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// top returns the top-level folder of a module package path ("" for others).
+func top(path string) string {
+	rel, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		return ""
+	}
+	d, _, _ := strings.Cut(rel, "/")
+	return d
+}
+
+func TestImportGraph(t *testing.T) {
+	std := map[string]bool{}
+	for _, p := range goList(t, "std") {
+		std[p] = true
+	}
+	lines := goList(t, "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}}`, "./...")
+	for _, l := range lines {
+		parts := strings.SplitN(l, "|", 3)
+		path, dir := parts[0], top(parts[0])
+		layer, ok := layers[dir]
+		if !ok {
+			continue // cmd/, internal/: may import anything
+		}
+		for _, imp := range strings.Fields(parts[1]) {
+			switch {
+			case imp == "C" || std[imp]:
+				// The standard library is open to all.
+			case strings.HasPrefix(imp, module+"/"):
+				d := top(imp)
+				if d == dir || (d == "internal" && dir != "guest-sdk") || slices.Contains(layer.project, d) {
+					continue
+				}
+				t.Errorf("%s imports %s: the import graph has no arrow %s -> %s", path, imp, dir, d)
+			default:
+				if dir == "guest-sdk" {
+					t.Errorf("%s imports %s: guest-sdk may use only the standard library", path, imp)
+					continue
+				}
+				if !slices.ContainsFunc(layer.external, func(p string) bool { return imp == p || strings.HasPrefix(imp, p+"/") }) {
+					t.Errorf("%s imports %s: not a dependency of %s in the design", path, imp, dir)
+				}
+			}
+		}
+	}
+}
+
+// TestTransitive checks the closure: an internal/ helper must not become a
+// back door from, say, runtime to registry.
+func TestTransitive(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		dir := top(p)
+		allowed, ok := transitive[dir]
+		if !ok {
+			continue
+		}
+		{
+			for _, dep := range goList(t, "-deps", p) {
+				d := top(dep)
+				if d == "" || d == dir || d == "internal" || slices.Contains(allowed, d) {
+					continue
+				}
+				t.Errorf("%s depends (transitively) on %s", p, dep)
+			}
+		}
+	}
+}

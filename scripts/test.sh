@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a fresh machine: installs what the tests need
+# (scripts/setup.sh), then go test over every package. Extra arguments are
+# passed to go test (e.g. scripts/test.sh -run TestX ./runtime/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+[ -x scripts/setup-npm.sh ] && scripts/setup-npm.sh
+
+# Test guests and the wazero compilation cache are shared by every test
+# binary of the run (see internal/testguest).
+export AGRUN_TEST_CACHE="${AGRUN_TEST_CACHE:-$PWD/.cache/test}"
+
+if [ $# -gt 0 ]; then
+  exec go test -count=1 "$@"
+fi
+go test -count=1 -timeout 20m ./...
