@@ -1,0 +1,39 @@
+// Package guest is what an agrun tool imports: it hides the guest ABI
+// (see ABI.md beside this file) behind ordinary Go.
+//
+// A tool is a WASI command built with GOOS=wasip1 GOARCH=wasm. Its main
+// function hands one function to [Run]:
+//
+//	type Args struct{ Text string `json:"text"` }
+//	type Result struct{ Words int `json:"words"` }
+//
+//	func main() {
+//		guest.Run(func(ctx context.Context, in Args) (Result, error) {
+//			return Result{Words: len(strings.Fields(in.Text))}, nil
+//		})
+//	}
+//
+// Run decodes the call's arguments from stdin, calls the function, and writes
+// the result to stdout; an error becomes the ABI's {"error":"..."} answer and
+// a non-zero exit.
+//
+// # Network
+//
+// A tool that declares the "network" permission reaches the hosts the
+// operator allowed through [HTTPClient], a standard *http.Client whose
+// transport calls the host function agrun.http_request. Sockets are not
+// available. When the host has not granted network, requests fail with an
+// error matching [ErrNotGranted].
+//
+// # Files and logs
+//
+// Files are plain os calls on the paths the operator mounted (for example
+// os.ReadFile("/docs/readme.md")); nothing else of the host's file system
+// exists. [Log] writes to the host's log, not to the tool's output.
+//
+// # Host builds
+//
+// The package also compiles for the host's GOOS so that tool code can be
+// unit-tested natively: there, [HTTPClient] requests fail with [ErrNoHost]
+// and [Log] writes to stderr.
+package guest
