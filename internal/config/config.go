@@ -1,0 +1,506 @@
+// Package config decodes agrun.toml strictly: an unknown key, a wrong type,
+// a bad duration or size, an unknown permission or an incomplete section is
+// an *Error naming the key and its line. Relative paths are resolved against
+// the folder of the config file.
+//
+//	cfg, err := config.Load("agrun.toml")
+//	if err != nil {
+//		fmt.Fprintln(os.Stderr, err) // agrun.toml:12: tools.wc.wasmm: unknown key
+//		os.Exit(2)
+//	}
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agcore/agrun/permission"
+)
+
+// Config is a decoded agrun.toml. Paths in it are absolute.
+type Config struct {
+	LLM         LLM                  `toml:"llm"`
+	Sandbox     Sandbox              `toml:"sandbox"`
+	Permissions Permissions          `toml:"permissions"`
+	Tools       map[string]Tool      `toml:"tools"`
+	MCP         map[string]MCPServer `toml:"mcp"`
+	Sessions    Sessions             `toml:"sessions"`
+	Serve       Serve                `toml:"serve"`
+
+	// Path is the config file's absolute path ("" for Default()).
+	Path string `toml:"-"`
+}
+
+// LLM is the [llm] section: the OpenAI-compatible endpoint.
+type LLM struct {
+	BaseURL           string   `toml:"base_url"`
+	Model             string   `toml:"model"`
+	APIKeyEnv         string   `toml:"api_key_env"` // the variable holding the key; the key itself never appears in a config
+	MaxTurns          int      `toml:"max_turns"`
+	System            string   `toml:"system"`
+	Temperature       *float64 `toml:"temperature"`
+	ParallelToolCalls *bool    `toml:"parallel_tool_calls"`
+	Timeout           Duration `toml:"timeout"` // per request attempt
+	MaxRetries        *int     `toml:"max_retries"`
+}
+
+// Sandbox is the [sandbox] section: defaults for every WASM tool.
+type Sandbox struct {
+	CacheDir     string   `toml:"cache_dir"`
+	NoCache      bool     `toml:"no_cache"`
+	Timeout      Duration `toml:"timeout"`
+	Memory       Size     `toml:"memory"`
+	MaxOutput    Size     `toml:"max_output"`
+	MaxParallel  int      `toml:"max_parallel"`
+	MaxInstances int      `toml:"max_instances"`
+}
+
+// Permissions is the [permissions] section.
+type Permissions struct {
+	Allowed          []permission.Permission `toml:"allowed"`
+	Denied           []permission.Permission `toml:"denied"`
+	AllowUnspecified *bool                   `toml:"allow_unspecified"`
+}
+
+// Tool is one [tools.NAME] section: a WASM tool and what it is granted.
+type Tool struct {
+	Wasm         string   `toml:"wasm"`
+	Manifest     string   `toml:"manifest"`
+	AllowedHosts []string `toml:"allowed_hosts"`
+	AllowPrivate bool     `toml:"allow_private"`
+	SHA256       string   `toml:"sha256"`
+	Timeout      Duration `toml:"timeout"`
+	Memory       Size     `toml:"memory"`
+	MaxOutput    Size     `toml:"max_output"`
+	Mounts       []Mount  `toml:"mounts"`
+}
+
+// MCPServer is one [mcp.NAME] section.
+type MCPServer struct {
+	Command     string                  `toml:"command"`
+	Args        []string                `toml:"args"`
+	Env         map[string]string       `toml:"env"`
+	Dir         string                  `toml:"dir"`
+	URL         string                  `toml:"url"`
+	Headers     map[string]string       `toml:"headers"`
+	Timeout     Duration                `toml:"timeout"`
+	Permissions []permission.Permission `toml:"permissions"`
+}
+
+// Sessions is the [sessions] section.
+type Sessions struct {
+	Dir string `toml:"dir"`
+}
+
+// Serve is the [serve] section of `agrun serve`.
+type Serve struct {
+	Addr               string   `toml:"addr"`
+	TokensEnv          string   `toml:"tokens_env"`
+	MaxUpload          Size     `toml:"max_upload"`
+	MaxBody            Size     `toml:"max_body"`
+	MaxConcurrentCalls int      `toml:"max_concurrent_calls"`
+	CallTimeout        Duration `toml:"call_timeout"`
+	ReadTimeout        Duration `toml:"read_timeout"`
+	WriteTimeout       Duration `toml:"write_timeout"`
+	UploadsPerMinute   int      `toml:"uploads_per_minute"`
+	DataDir            string   `toml:"data_dir"`
+	Uploads            Uploads  `toml:"uploads"`
+}
+
+// Uploads is [serve.uploads]: what uploaded tools are granted (default:
+// nothing — pure compute).
+type Uploads struct {
+	AllowedHosts []string `toml:"allowed_hosts"`
+	AllowPrivate bool     `toml:"allow_private"`
+	Timeout      Duration `toml:"timeout"`
+	Memory       Size     `toml:"memory"`
+	MaxOutput    Size     `toml:"max_output"`
+}
+
+// Mount is a HOST:GUEST[:MODE] mount; MODE is ro (default), rw, or rwd
+// (rw + delete).
+type Mount struct {
+	Host        string
+	Guest       string
+	Writable    bool
+	AllowDelete bool
+}
+
+// UnmarshalText parses HOST:GUEST[:MODE].
+func (m *Mount) UnmarshalText(b []byte) error {
+	s := string(b)
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return fmt.Errorf("mount %q: want HOST:GUEST[:MODE]", s)
+	}
+	*m = Mount{Host: parts[0], Guest: parts[1]}
+	if !strings.HasPrefix(m.Guest, "/") {
+		return fmt.Errorf("mount %q: guest path must be absolute", s)
+	}
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "ro":
+		case "rw":
+			m.Writable = true
+		case "rwd":
+			m.Writable, m.AllowDelete = true, true
+		default:
+			return fmt.Errorf("mount %q: mode must be ro, rw or rwd", s)
+		}
+	}
+	return nil
+}
+
+// String returns the mount in HOST:GUEST:MODE form.
+func (m Mount) String() string {
+	mode := "ro"
+	if m.AllowDelete {
+		mode = "rwd"
+	} else if m.Writable {
+		mode = "rw"
+	}
+	return m.Host + ":" + m.Guest + ":" + mode
+}
+
+// Duration is a time.Duration written as "10s", "1m30s".
+type Duration time.Duration
+
+// UnmarshalText parses a Go duration; it must be positive.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("bad duration %q (want e.g. \"10s\", \"500ms\", \"2m\")", b)
+	}
+	if v <= 0 {
+		return fmt.Errorf("duration %q must be positive", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Size is a byte count written as "64MiB", "512KiB", "1GB" or "1024".
+type Size int64
+
+var sizeRE = regexp.MustCompile(`^\s*([0-9]+)\s*([KMGT]i?B|B)?\s*$`)
+
+// UnmarshalText parses a size: an integer with an optional unit B, KB, MB,
+// GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024).
+func (s *Size) UnmarshalText(b []byte) error {
+	m := sizeRE.FindStringSubmatch(string(b))
+	if m == nil {
+		return fmt.Errorf("bad size %q (want e.g. \"64MiB\", \"512KiB\", \"1000000\")", b)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad size %q: %v", b, err)
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	if n > (1<<62)/mult {
+		return fmt.Errorf("size %q too large", b)
+	}
+	*s = Size(n * mult)
+	return nil
+}
+
+// Error is a configuration error: the file, the line (0 if unknown), the
+// key, and what is wrong.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+// Error implements error: "agrun.toml:12: tools.wc.wasm: file not found".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Default returns the configuration used when no file exists: no tools, the
+// default permission policy, OpenAI's endpoint.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+// Load reads and decodes the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes data as the config file at path (used for messages and to
+// resolve relative paths).
+func Parse(path string, data []byte) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	c := &Config{Path: abs}
+	lines := newLineIndex(string(data))
+	md, err := toml.Decode(string(data), c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{File: path, Line: pe.Position.Line, Key: pe.LastKey, Msg: cleanTOML(pe.Message)}
+		}
+		if m := tomlErrRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &Error{File: path, Line: line, Key: m[2], Msg: m[3]}
+		}
+		return nil, &Error{File: path, Msg: cleanTOML(err.Error())}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return nil, &Error{File: path, Line: lines.find(k), Key: k.String(), Msg: "unknown key"}
+	}
+	if err := c.check(path, lines); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	c.resolvePaths(filepath.Dir(abs))
+	return c, nil
+}
+
+// tomlErrRE matches the decoder's type errors, which are plain errors with
+// the position in the text.
+var tomlErrRE = regexp.MustCompile(`(?s)^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+// cleanTOML drops the library's "toml: " prefix and location, which Error
+// reports in its own form.
+func cleanTOML(s string) string {
+	s = strings.TrimPrefix(s, "toml: ")
+	if i := strings.Index(s, "): "); i >= 0 && strings.HasPrefix(s, "line ") {
+		s = s[i+3:]
+	}
+	return s
+}
+
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+
+func (c *Config) check(path string, lines *lineIndex) error {
+	errAt := func(msg string, key ...string) error {
+		return &Error{File: path, Line: lines.find(key), Key: toml.Key(key).String(), Msg: msg}
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		t := c.Tools[name]
+		if !validName(name) {
+			return errAt("tool name must match ^[a-zA-Z0-9_-]{1,64}$", "tools", name)
+		}
+		if t.Wasm == "" {
+			return errAt(`missing "wasm" (the path of the .wasm file)`, "tools", name)
+		}
+		if t.SHA256 != "" && !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(t.SHA256) {
+			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "tools", name, "sha256")
+		}
+		for _, h := range t.AllowedHosts {
+			if !hostRE.MatchString(h) {
+				return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "tools", name, "allowed_hosts")
+			}
+		}
+	}
+	for _, h := range c.Serve.Uploads.AllowedHosts {
+		if !hostRE.MatchString(h) {
+			return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "serve", "uploads", "allowed_hosts")
+		}
+	}
+	for _, name := range sortedKeys(c.MCP) {
+		s := c.MCP[name]
+		switch {
+		case s.Command == "" && s.URL == "":
+			return errAt(`needs "command" (a stdio server) or "url" (streamable HTTP)`, "mcp", name)
+		case s.Command != "" && s.URL != "":
+			return errAt(`has both "command" and "url"; choose one`, "mcp", name)
+		case strings.Contains(name, "__"):
+			return errAt(`server name may not contain "__" (it separates server and tool in tool names)`, "mcp", name)
+		case !validName(name):
+			return errAt("server name must match ^[a-zA-Z0-9_-]{1,64}$", "mcp", name)
+		}
+		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+			return errAt("url must start with http:// or https://", "mcp", name, "url")
+		}
+	}
+	if c.LLM.MaxTurns < 0 {
+		return errAt("must be positive", "llm", "max_turns")
+	}
+	if c.Sandbox.MaxParallel < 0 {
+		return errAt("must be positive", "sandbox", "max_parallel")
+	}
+	return nil
+}
+
+func validName(s string) bool { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`).MatchString(s) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func (c *Config) applyDefaults() {
+	if c.LLM.BaseURL == "" {
+		c.LLM.BaseURL = "https://api.openai.com/v1"
+	}
+	if c.LLM.APIKeyEnv == "" {
+		c.LLM.APIKeyEnv = "OPENAI_API_KEY"
+	}
+	if c.LLM.Model == "" {
+		c.LLM.Model = "gpt-4.1-mini"
+	}
+	if c.LLM.MaxTurns == 0 {
+		c.LLM.MaxTurns = 10
+	}
+	if c.Permissions.AllowUnspecified == nil && c.Permissions.Allowed == nil && c.Permissions.Denied == nil {
+		d := permission.DefaultConfig()
+		c.Permissions.Allowed, c.Permissions.Denied = d.Allowed, d.Denied
+	}
+	if c.Permissions.AllowUnspecified == nil {
+		t := true
+		c.Permissions.AllowUnspecified = &t
+	}
+	if c.Serve.Addr == "" {
+		c.Serve.Addr = "127.0.0.1:8080"
+	}
+	if c.Serve.TokensEnv == "" {
+		c.Serve.TokensEnv = "AGRUN_TOKENS"
+	}
+	if c.Serve.MaxUpload == 0 {
+		c.Serve.MaxUpload = 16 << 20
+	}
+}
+
+// PermissionConfig returns the [permissions] section as a permission.Config.
+func (c *Config) PermissionConfig() permission.Config {
+	return permission.Config{
+		Allowed:          c.Permissions.Allowed,
+		Denied:           c.Permissions.Denied,
+		AllowUnspecified: c.Permissions.AllowUnspecified == nil || *c.Permissions.AllowUnspecified,
+	}
+}
+
+func (c *Config) resolvePaths(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		if strings.HasPrefix(p, "~/") {
+			if h, err := os.UserHomeDir(); err == nil {
+				return filepath.Join(h, p[2:])
+			}
+		}
+		return filepath.Join(dir, p)
+	}
+	c.Sandbox.CacheDir = abs(c.Sandbox.CacheDir)
+	c.Sessions.Dir = abs(c.Sessions.Dir)
+	c.Serve.DataDir = abs(c.Serve.DataDir)
+	for name, t := range c.Tools {
+		t.Wasm = abs(t.Wasm)
+		t.Manifest = abs(t.Manifest)
+		for i := range t.Mounts {
+			t.Mounts[i].Host = abs(t.Mounts[i].Host)
+		}
+		c.Tools[name] = t
+	}
+	for name, s := range c.MCP {
+		s.Dir = abs(s.Dir)
+		// A command given as a relative path (./server) is relative to the
+		// config; a bare name (npx) is looked up in PATH.
+		if strings.HasPrefix(s.Command, "./") || strings.HasPrefix(s.Command, "../") {
+			s.Command = abs(s.Command)
+		}
+		c.MCP[name] = s
+	}
+}
+
+// lineIndex finds the line of a key in a TOML text, for keys the decoder
+// does not report positions for (unknown keys, semantic errors). It
+// understands [table] and [[array]] headers and `key =` lines, which is how
+// agrun.toml files are written; it returns 0 when it cannot tell.
+type lineIndex struct {
+	lines []string
+}
+
+func newLineIndex(s string) *lineIndex { return &lineIndex{lines: strings.Split(s, "\n")} }
+
+var headerRE = regexp.MustCompile(`^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$`)
+var keyRE = regexp.MustCompile(`^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=`)
+
+func normKey(s string) string {
+	var parts []string
+	for _, p := range strings.Split(s, ".") {
+		parts = append(parts, strings.Trim(strings.TrimSpace(p), `"'`))
+	}
+	return strings.Join(parts, ".")
+}
+
+func (li *lineIndex) find(key []string) int {
+	want := strings.Join(key, ".")
+	table := ""
+	for i, l := range li.lines {
+		if m := headerRE.FindStringSubmatch(l); m != nil {
+			table = normKey(m[1])
+			if table == want {
+				return i + 1
+			}
+			continue
+		}
+		if m := keyRE.FindStringSubmatch(l); m != nil {
+			full := normKey(m[1])
+			if table != "" {
+				full = table + "." + full
+			}
+			if full == want {
+				return i + 1
+			}
+		}
+	}
+	// A parent's line is better than none.
+	if len(key) > 1 {
+		return li.find(key[:len(key)-1])
+	}
+	return 0
+}
+
+// Locate returns the config file to use: flagPath if set, else
+// $AGRUN_CONFIG, else ./agrun.toml. explicit reports whether the user named
+// the file (a missing explicit file is an error; a missing ./agrun.toml means
+// Default()).
+func Locate(flagPath string) (path string, explicit bool) {
+	if flagPath != "" {
+		return flagPath, true
+	}
+	if p := os.Getenv("AGRUN_CONFIG"); p != "" {
+		return p, true
+	}
+	return "agrun.toml", false
+}
