@@ -1,0 +1,220 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCompileRefuses(t *testing.T) {
+	r := newRuntime(t, Config{})
+	tests := []struct {
+		name, wat, want string
+	}{
+		{"table.grow on an unbounded table", "tablegrow", "could grow without bound"},
+		{"table.fill on an unbounded table", "tablefill", "table.grow or table.fill"},
+		{"initial table over the cap", "tablebig", "initial size 200000 exceeds the limit of 100000"},
+		{"initial memory over the limit", "bigmem", "initial memory of 131072000 bytes exceeds"},
+		{"WASI import with a wrong signature", "badsig", "import wasi_snapshot_preview1.fd_write: signature"},
+		{"unknown import module", "unknown", "import env.system"},
+		{"agrun import with a wrong signature", "badagrun", "import agrun.http_request: signature"},
+		{"imported memory", "importmem", "importing a memory"},
+		{"reactor without _start", "reactor", "no _start"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.Compile(context.Background(), wat(t, tt.wat))
+			if !errors.Is(err, ErrCompile) {
+				t.Fatalf("err = %v, want ErrCompile", err)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Errorf("err = %v, want a *ValidationError inside", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %q, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompileRefusesGarbage(t *testing.T) {
+	r := newRuntime(t, Config{MaxModuleBytes: 1 << 20})
+	good := wat(t, "trap")
+	tests := []struct {
+		name string
+		wasm []byte
+	}{
+		{"empty", nil},
+		{"not wasm", []byte("#!/bin/sh\necho hi\n")},
+		{"truncated", good[:len(good)-3]},
+		{"too large", append(append([]byte{}, good...), make([]byte, 1<<20)...)},
+		// A function declaring 2^32-1 locals: wazero alone would try to
+		// allocate 4 GiB for them.
+		{"absurd locals", []byte("\x00asm\x01\x00\x00\x00" +
+			"\x01\x04\x01\x60\x00\x00" + // type: func()
+			"\x03\x02\x01\x00" + // one function
+			"\x0a\x0a\x01\x08\x01\xff\xff\xff\xff\x0f\x7f\x0b")}, // 1 group of 2^32-1 i32
+		{"huge vector count", []byte("\x00asm\x01\x00\x00\x00\x01\x05\xff\xff\xff\xff\x0f")},
+		{"unknown section", []byte("\x00asm\x01\x00\x00\x00\x0e\x00")},
+		{"duplicate section", []byte("\x00asm\x01\x00\x00\x00\x01\x01\x00\x01\x01\x00")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := r.Compile(context.Background(), tt.wasm)
+			if !errors.Is(err, ErrCompile) {
+				t.Fatalf("err = %v, want ErrCompile", err)
+			}
+		})
+	}
+}
+
+// Go's wasip1 modules declare an unbounded function table but never grow
+// it: they must load.
+func TestCompileGoModule(t *testing.T) {
+	r := newRuntime(t, Config{})
+	wasm := probe(t)
+	m := compile(t, r, wasm)
+	if got := m.SHA256(); len(got) != 64 || strings.ToLower(got) != got {
+		t.Errorf("SHA256 = %q", got)
+	}
+	if !contains(m.Exports(), "_start") || !contains(m.Exports(), "memory") {
+		t.Errorf("Exports = %v", m.Exports())
+	}
+	for _, want := range []string{"agrun.log", "agrun.http_request", "wasi_snapshot_preview1.fd_write"} {
+		if !contains(m.Imports(), want) {
+			t.Errorf("Imports lacks %s: %v", want, m.Imports())
+		}
+	}
+	parsed, err := parseModule(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parsed.tables) != 1 || parsed.tables[0].hasMax {
+		t.Errorf("tables = %+v, want one without a maximum", parsed.tables)
+	}
+
+	// Same bytes: the same compiled code, a new handle.
+	m2 := compile(t, r, wasm)
+	if m2.c != m.c {
+		t.Error("second Compile of the same bytes compiled again")
+	}
+	m.Close(context.Background())
+	if _, err := r.Run(context.Background(), m, Input{Args: []string{"probe", "echo"}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run on a closed module: %v, want ErrClosed", err)
+	}
+	out, err := r.Run(context.Background(), m2, Input{Args: []string{"probe", "echo"}, Stdin: []byte("hi")})
+	if err != nil || string(out.Stdout) != "hi" {
+		t.Fatalf("Run on the other handle: %v %+v", err, out)
+	}
+}
+
+func TestCustomSection(t *testing.T) {
+	r := newRuntime(t, Config{})
+	wasm := wat(t, "trap")
+	// Append two custom sections named agrun.manifest; the first wins.
+	for _, payload := range []string{`{"name":"a"}`, `{"name":"b"}`} {
+		sec := appendU32(nil, uint32(len("agrun.manifest")))
+		sec = append(sec, "agrun.manifest"...)
+		sec = append(sec, payload...)
+		wasm = append(wasm, 0)
+		wasm = appendU32(wasm, uint32(len(sec)))
+		wasm = append(wasm, sec...)
+	}
+	m := compile(t, r, wasm)
+	if got := m.CustomSection("agrun.manifest"); string(got) != `{"name":"a"}` {
+		t.Errorf("CustomSection = %q", got)
+	}
+	if got := m.CustomSection("nope"); got != nil {
+		t.Errorf("CustomSection(nope) = %q, want nil", got)
+	}
+}
+
+func TestTableWithMaximumRuns(t *testing.T) {
+	r := newRuntime(t, Config{})
+	m := compile(t, r, wat(t, "tablemax"))
+	out, err := r.Run(context.Background(), m, Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != 6 {
+		t.Errorf("exit code %d, want the table size 6", out.ExitCode)
+	}
+}
+
+// Merged data segments must put every byte where the originals did.
+func TestMergeDataSegments(t *testing.T) {
+	r := newRuntime(t, Config{})
+	for _, tt := range []struct {
+		wat       string
+		mergeable bool
+		want      string
+	}{
+		{"data", true, "AB\x00\x00\x00\x00\x00\x00\x00\x00CDEFGH" + strings.Repeat("\x00", 24) + "XY" + strings.Repeat("\x00", 22) + "far!"},
+		{"overlap", false, "aaBBaaaacc"},
+	} {
+		t.Run(tt.wat, func(t *testing.T) {
+			wasm := wat(t, tt.wat)
+			pm, err := parseModule(wasm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			merged, err := mergeData(wasm, pm)
+			if (err == nil) != tt.mergeable {
+				t.Fatalf("mergeData err = %v, mergeable = %v", err, tt.mergeable)
+			}
+			if tt.mergeable {
+				mm, err := parseModule(merged)
+				if err != nil {
+					t.Fatalf("merged module does not parse: %v", err)
+				}
+				if len(mm.data) != 2 {
+					t.Errorf("merged into %d segments, want 2", len(mm.data))
+				}
+			}
+			m := compile(t, r, wasm)
+			out, err := r.Run(context.Background(), m, Input{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out.Stdout) != tt.want {
+				t.Errorf("memory = %q, want %q", out.Stdout, tt.want)
+			}
+		})
+	}
+}
+
+// A Go module's thousands of segments merge, and the module still runs.
+func TestMergeGoModule(t *testing.T) {
+	wasm := probe(t)
+	pm, err := parseModule(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := mergeData(wasm, pm)
+	if err != nil {
+		t.Fatalf("Go module not mergeable: %v", err)
+	}
+	mm, err := parseModule(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d data segments merged into %d", len(pm.data), len(mm.data))
+	if len(mm.data) >= len(pm.data)/10 {
+		t.Errorf("%d segments merged into %d", len(pm.data), len(mm.data))
+	}
+	if !bytes.Equal(merged[:8], wasm[:8]) {
+		t.Error("header changed")
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

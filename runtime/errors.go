@@ -1,0 +1,32 @@
+package runtime
+
+import "errors"
+
+// Sentinel errors for each way a call or a compilation can fail. Errors
+// returned by this package wrap one of them (test with errors.Is) and,
+// where there is one, the underlying cause: wazero's error, a context error
+// (context.DeadlineExceeded for ErrTimeout, context.Canceled when the
+// caller cancelled), or a *ValidationError for ErrCompile.
+var (
+	// ErrCompile: the module is malformed, invalid, or refused by the
+	// sandbox's checks.
+	ErrCompile = errors.New("runtime: module refused")
+	// ErrTimeout: the call's time limit (or the caller's deadline) ended it.
+	ErrTimeout = errors.New("runtime: time limit exceeded")
+	// ErrMemoryLimit: the guest tried to grow its memory past the limit,
+	// or a Go guest reported running out of memory.
+	ErrMemoryLimit = errors.New("runtime: memory limit exceeded")
+	// ErrOutputLimit: the guest wrote more than MaxStdout or MaxStderr.
+	ErrOutputLimit = errors.New("runtime: output limit exceeded")
+	// ErrInputLimit: the input is larger than MaxStdin; nothing ran.
+	ErrInputLimit = errors.New("runtime: input too large")
+	// ErrTrap: the guest trapped (unreachable, out-of-bounds access,
+	// stack overflow, division by zero, ...).
+	ErrTrap = errors.New("runtime: guest trapped")
+	// ErrNotGranted: the guest called a host function it was not granted
+	// (agrun.http_request without a NetworkGrant). The call fails with it
+	// whatever the guest did afterwards.
+	ErrNotGranted = errors.New("runtime: capability not granted")
+	// ErrClosed: the Runtime or the Module was closed.
+	ErrClosed = errors.New("runtime: closed")
+)

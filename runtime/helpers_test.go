@@ -1,0 +1,41 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+
+	"github.com/agcore/agrun/internal/testguest"
+)
+
+// newRuntime returns a Runtime on the shared test compilation cache,
+// closed when the test ends.
+func newRuntime(t testing.TB, cfg Config) *Runtime {
+	t.Helper()
+	if cfg.CacheDir == "" && !cfg.DisableCache {
+		cfg.CacheDir = testguest.CompilationCacheDir(t)
+	}
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
+// compile compiles wasm, failing the test on error.
+func compile(t testing.TB, r *Runtime, wasm []byte) *Module {
+	t.Helper()
+	m, err := r.Compile(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func probe(t testing.TB) []byte { return testguest.Build(t, "testdata/guests/probe") }
+
+func wat(t testing.TB, name string) []byte { return testguest.WAT(t, "testdata/wat/"+name+".wat") }

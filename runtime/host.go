@@ -1,0 +1,189 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Limits of the agrun host functions (guest-sdk/ABI.md, section 4).
+const (
+	maxLogMessage   = 4 << 10
+	maxLogPerCall   = 256 << 10
+	maxRequestBytes = 1 << 20
+)
+
+// Error codes returned to the guest (ABI section 4.3).
+const (
+	codeFault       = -1 // a pointer/length pair lies outside memory
+	codeNoPending   = -2 // no pending response
+	codeTooSmall    = -3 // buffer too small; the response stays pending
+	codeRequestSize = -4 // request larger than 1 MiB
+)
+
+// instantiateHost registers import module "agrun". One module serves every
+// call: each function finds its call's state in the context wazero passes
+// it, so a call without a NetworkGrant gets the not_granted behaviour from
+// the same http_request.
+func (r *Runtime) instantiateHost(ctx context.Context) error {
+	i32 := api.ValueTypeI32
+	b := r.wz.NewHostModuleBuilder("agrun")
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).
+		WithParameterNames("level", "msg_ptr", "msg_len").
+		Export("log")
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostHTTPRequest), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("req_ptr", "req_len").
+		Export("http_request")
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(hostHTTPResponse), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("buf_ptr", "buf_len").
+		Export("http_response")
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// guard recovers a panic in a host function: the call ends with an error
+// naming the function instead of taking the host down. stack[0], if the
+// function has a result, is set to EFAULT.
+func guard(ctx context.Context, st *callState, name string, stack []uint64) {
+	if p := recover(); p != nil {
+		err := fmt.Errorf("runtime: host function agrun.%s panicked: %v", name, p)
+		if st != nil {
+			st.hostErr.CompareAndSwap(nil, &err)
+			st.cancel(err)
+		}
+		if len(stack) > 0 {
+			stack[0] = api.EncodeI32(codeFault)
+		}
+	}
+}
+
+func stateOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(callStateKey{}).(*callState)
+	return st
+}
+
+// hostLog implements agrun.log(level, msg_ptr, msg_len).
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	st := stateOf(ctx)
+	defer guard(ctx, st, "log", nil)
+	if st == nil || ctx.Err() != nil {
+		return
+	}
+	level, ptr, n := int32(api.DecodeI32(stack[0])), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	if st.logged >= maxLogPerCall {
+		return
+	}
+	take := min(n, maxLogMessage, uint32(maxLogPerCall-st.logged))
+	msg, ok := mod.Memory().Read(ptr, take)
+	if !ok || uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
+		return
+	}
+	st.logged += int64(take)
+	text := strings.ToValidUTF8(string(msg), "\uFFFD")
+	attrs := []slog.Attr{slog.String("module", st.module)}
+	if take < n {
+		attrs = append(attrs, slog.Bool("truncated", true))
+	}
+	var lvl slog.Level
+	switch {
+	case level <= 0:
+		lvl = slog.LevelDebug
+	case level == 1:
+		lvl = slog.LevelInfo
+	case level == 2:
+		lvl = slog.LevelWarn
+	default:
+		lvl = slog.LevelError
+	}
+	st.r.cfg.Logger.LogAttrs(ctx, lvl, text, attrs...)
+}
+
+// hostHTTPRequest implements agrun.http_request(req_ptr, req_len) -> i32.
+func hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
+	st := stateOf(ctx)
+	defer guard(ctx, st, "http_request", stack)
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+	stack[0] = api.EncodeI32(st.httpRequest(ctx, mod, ptr, n))
+}
+
+func (st *callState) httpRequest(ctx context.Context, mod api.Module, ptr, n uint32) int32 {
+	if n > maxRequestBytes {
+		return codeRequestSize
+	}
+	req, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		return codeFault
+	}
+	var resp any
+	switch {
+	case st.grant == nil:
+		st.notGranted.Store(true)
+		resp = errorResponse("not_granted", "network access was not granted to this call")
+	case st.reqs >= st.maxRequests():
+		resp = errorResponse("too_many_requests", fmt.Sprintf("at most %d requests per call", st.maxRequests()))
+	default:
+		st.reqs++
+		if st.net == nil {
+			st.net = newNetClient(st.grant)
+		}
+		resp = st.net.do(ctx, req)
+	}
+	b, err := json.Marshal(resp)
+	if err != nil { // cannot happen: the values are plain
+		b = []byte(`{"error":{"code":"network","message":"encoding the response failed"}}`)
+	}
+	st.pending, st.hasResp = b, true
+	return int32(len(b))
+}
+
+func (st *callState) maxRequests() int {
+	if st.grant.MaxRequests > 0 {
+		return st.grant.MaxRequests
+	}
+	return defaultMaxRequests
+}
+
+// hostHTTPResponse implements agrun.http_response(buf_ptr, buf_len) -> i32.
+func hostHTTPResponse(ctx context.Context, mod api.Module, stack []uint64) {
+	st := stateOf(ctx)
+	defer guard(ctx, st, "http_response", stack)
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+	stack[0] = api.EncodeI32(st.httpResponse(mod, ptr, n))
+}
+
+func (st *callState) httpResponse(mod api.Module, ptr, n uint32) int32 {
+	if uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
+		return codeFault
+	}
+	if !st.hasResp {
+		return codeNoPending
+	}
+	if uint64(n) < uint64(len(st.pending)) {
+		return codeTooSmall
+	}
+	if !mod.Memory().Write(ptr, st.pending) {
+		return codeFault
+	}
+	written := int32(len(st.pending))
+	st.pending, st.hasResp = nil, false
+	return written
+}
+
+// apiError is the body of an error response.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func errorResponse(code, msg string) any {
+	return struct {
+		Error apiError `json:"error"`
+	}{apiError{code, msg}}
+}

@@ -1,0 +1,26 @@
+package runtime
+
+// sliceMemory is a guest memory in a Go slice, grown by copying; used
+// where a mapping is unavailable.
+type sliceMemory struct {
+	mem      []byte
+	limit    uint64
+	onExceed func()
+}
+
+func (m *sliceMemory) Reallocate(size uint64) []byte {
+	if size > m.limit {
+		m.onExceed()
+		return nil
+	}
+	if size <= uint64(cap(m.mem)) {
+		m.mem = m.mem[:size]
+		return m.mem
+	}
+	n := make([]byte, size, min(max(size, 2*uint64(cap(m.mem))), m.limit))
+	copy(n, m.mem)
+	m.mem = n
+	return m.mem
+}
+
+func (m *sliceMemory) Free() { m.mem = nil }

@@ -1,0 +1,5 @@
+package runtime
+
+import "syscall"
+
+const mapNoReserve = syscall.MAP_NORESERVE

@@ -1,0 +1,16 @@
+//go:build !unix
+
+package runtime
+
+import "github.com/tetratelabs/wazero/experimental"
+
+// memAllocator backs each guest memory with a Go slice and refuses growth
+// past the call's memory limit (see mem_unix.go for the mapped version).
+type memAllocator struct {
+	limit    uint64
+	onExceed func()
+}
+
+func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory {
+	return &sliceMemory{limit: a.limit, onExceed: a.onExceed}
+}

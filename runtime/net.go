@@ -1,0 +1,281 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of a NetworkGrant.
+const (
+	defaultMaxResponseBytes = 4 << 20
+	defaultMaxRequests      = 16
+	maxResponseHeaderBytes  = 64 << 10
+	maxRedirects            = 10
+)
+
+// httpRequest is the request JSON of agrun.http_request.
+type httpRequest struct {
+	Method  string              `json:"method"`
+	URL     string              `json:"url"`
+	Headers map[string][]string `json:"headers"`
+	Body    []byte              `json:"body"` // base64 in JSON
+}
+
+// httpResponse is a successful pending response.
+type httpResponse struct {
+	Status  int                 `json:"status"`
+	Headers map[string][]string `json:"headers"`
+	Body    []byte              `json:"body"` // base64 in JSON
+}
+
+// forbiddenError reports a request the grant does not allow.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+// netClient performs one call's requests under its NetworkGrant.
+type netClient struct {
+	grant     *NetworkGrant
+	anyPort   map[string]bool // allowed host names, every port
+	hostPorts map[string]bool // allowed "host:port"
+	transport *http.Transport
+	client    *http.Client
+}
+
+func newNetClient(g *NetworkGrant) *netClient {
+	c := &netClient{grant: g, anyPort: map[string]bool{}, hostPorts: map[string]bool{}}
+	for _, h := range g.AllowedHosts {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if host, port, err := net.SplitHostPort(h); err == nil {
+			c.hostPorts[net.JoinHostPort(normHost(host), port)] = true
+		} else {
+			c.anyPort[normHost(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))] = true
+		}
+	}
+	c.transport = &http.Transport{
+		Proxy:                  nil, // never the environment's proxies
+		DialContext:            c.dial,
+		TLSHandshakeTimeout:    10 * time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		DisableCompression:     true, // a small compressed body must not expand past the cap unseen
+		MaxIdleConnsPerHost:    2,
+	}
+	c.client = &http.Client{Transport: c.transport, CheckRedirect: c.checkRedirect}
+	return c
+}
+
+func (c *netClient) close() { c.transport.CloseIdleConnections() }
+
+func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// checkURL refuses URLs outside the grant: scheme, user info, host.
+func (c *netClient) checkURL(u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return &forbiddenError{fmt.Sprintf("scheme %q is not allowed (http or https only)", u.Scheme)}
+	}
+	if u.User != nil {
+		return &forbiddenError{"user info in the URL is not allowed"}
+	}
+	host := normHost(u.Hostname())
+	if host == "" {
+		return &forbiddenError{"the URL has no host"}
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if c.anyPort[host] || c.hostPorts[net.JoinHostPort(host, port)] {
+		return nil
+	}
+	return &forbiddenError{fmt.Sprintf("host %q is not in the allowed hosts", u.Host)}
+}
+
+func (c *netClient) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return &forbiddenError{fmt.Sprintf("more than %d redirects", maxRedirects)}
+	}
+	if err := c.checkURL(req.URL); err != nil {
+		return &forbiddenError{"redirect refused: " + err.Error()}
+	}
+	return nil
+}
+
+// dial resolves the host itself and connects only to addresses that pass
+// the grant's address check, so a name cannot be re-resolved to a private
+// address between the check and the connection.
+func (c *netClient) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
+			return nil, err
+		}
+	}
+	if !c.grant.AllowPrivate {
+		for _, ip := range ips {
+			if why := forbiddenAddr(ip); why != "" {
+				return nil, &forbiddenError{fmt.Sprintf("host %q resolves to %s, a %s address", host, ip, why)}
+			}
+		}
+	}
+	var d net.Dialer
+	var firstErr error
+	for _, ip := range ips {
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("no address for %q", host)
+	}
+	return nil, firstErr
+}
+
+// Address ranges refused unless AllowPrivate, beyond what netip's
+// predicates (loopback, private, link-local, multicast, unspecified) cover.
+var forbiddenPrefixes = []struct {
+	p   netip.Prefix
+	why string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "\"this network\""},
+	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT"}, // also Alibaba's metadata 100.100.100.200
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // includes 255.255.255.255
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible"},
+	{netip.MustParsePrefix("100::/64"), "discard"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("2001::/32"), "Teredo"},
+}
+
+// Prefixes that embed an IPv4 address, which is checked in turn.
+var embeddingPrefixes = []struct {
+	p   netip.Prefix
+	off int // byte offset of the IPv4 address
+}{
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},  // NAT64
+	{netip.MustParsePrefix("64:ff9b:1::/48"), 12}, // local NAT64
+	{netip.MustParsePrefix("2002::/16"), 2},       // 6to4
+}
+
+// forbiddenAddr returns why ip may not be dialled without AllowPrivate, or
+// "" if it may.
+func forbiddenAddr(ip netip.Addr) string {
+	ip = ip.Unmap() // IPv4-mapped IPv6 is checked as IPv4
+	switch {
+	case !ip.IsValid():
+		return "invalid"
+	case ip.IsUnspecified():
+		return "unspecified"
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsPrivate():
+		return "private" // RFC 1918 and unique-local fc00::/7 (incl. fd00:ec2::254)
+	case ip.IsLinkLocalUnicast():
+		return "link-local" // incl. the metadata address 169.254.169.254
+	case ip.IsMulticast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast():
+		return "multicast"
+	}
+	for _, f := range forbiddenPrefixes {
+		if f.p.Contains(ip) {
+			return f.why
+		}
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		if ip.Zone() != "" || b[0] == 0xfe && b[1]&0xc0 == 0xc0 {
+			return "site-local"
+		}
+		for _, e := range embeddingPrefixes {
+			if e.p.Contains(ip) {
+				v4 := netip.AddrFrom4([4]byte(b[e.off : e.off+4]))
+				if why := forbiddenAddr(v4); why != "" {
+					return why + " (embedded in " + e.p.String() + ")"
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// do performs one request and returns the pending response value.
+func (c *netClient) do(ctx context.Context, raw []byte) any {
+	var in httpRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return errorResponse("bad_request", "invalid request JSON: "+err.Error())
+	}
+	if dec.More() {
+		return errorResponse("bad_request", "invalid request JSON: data after the object")
+	}
+	if in.Method == "" {
+		in.Method = http.MethodGet
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil {
+		return errorResponse("bad_request", "invalid url: "+err.Error())
+	}
+	if err := c.checkURL(u); err != nil {
+		return errorResponse("forbidden", err.Error())
+	}
+	req, err := http.NewRequestWithContext(ctx, in.Method, u.String(), bytes.NewReader(in.Body))
+	if err != nil {
+		return errorResponse("bad_request", err.Error())
+	}
+	for k, vs := range in.Headers {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return requestError(ctx, err)
+	}
+	defer resp.Body.Close()
+	max := c.grant.MaxResponseBytes
+	if max <= 0 {
+		max = defaultMaxResponseBytes
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return requestError(ctx, err)
+	}
+	if int64(len(body)) > max {
+		return errorResponse("too_large", fmt.Sprintf("response body over the limit of %d bytes", max))
+	}
+	return httpResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}
+}
+
+func requestError(ctx context.Context, err error) any {
+	var fe *forbiddenError
+	switch {
+	case errors.As(err, &fe):
+		return errorResponse("forbidden", fe.msg)
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return errorResponse("timeout", "the call's deadline passed during the request")
+	}
+	return errorResponse("network", err.Error())
+}

@@ -1,0 +1,452 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Package defaults. A zero field in [Config] or [Limits] means the default.
+const (
+	DefaultTimeout          = 10 * time.Second
+	DefaultMemoryBytes      = 64 << 20
+	DefaultMaxStdout        = 1 << 20
+	DefaultMaxStderr        = 64 << 10
+	DefaultMaxStdin         = 1 << 20
+	DefaultMaxModuleBytes   = 64 << 20
+	DefaultMaxTableElements = 100_000
+)
+
+// maxMemoryBytes is the most a wasm32 memory can hold (65536 pages).
+const maxMemoryBytes = 1 << 32
+
+// Config configures a [Runtime]. The zero value is ready to use and safe.
+type Config struct {
+	// CacheDir is the directory of the on-disk compilation cache, shared by
+	// every process that uses it. If empty, it is os.UserCacheDir()+"/agrun";
+	// if that cannot be determined, no disk cache is used.
+	CacheDir string
+	// DisableCache turns the on-disk compilation cache off: every process
+	// compiles modules again. Modules are still compiled once per process.
+	DisableCache bool
+	// Limits are the defaults for every call; a zero field means the package
+	// default (see [Limits]).
+	Limits Limits
+	// MaxInstances bounds the guest instances alive at once. Run calls
+	// beyond it wait for a slot, or for their context to end. If zero,
+	// 2*GOMAXPROCS.
+	MaxInstances int
+	// MaxModuleBytes refuses larger modules at Compile. If zero, 64 MiB.
+	MaxModuleBytes int64
+	// MaxTableElements is the largest table a module may declare as its
+	// maximum (or, for a table without a maximum or with a larger one, as its
+	// minimum, and then the code must contain no table.grow or table.fill).
+	// If zero, 100,000.
+	MaxTableElements uint32
+	// Logger receives what guests write with the agrun.log host function.
+	// If nil, slog.Default().
+	Logger *slog.Logger
+}
+
+// Limits bound one call. A zero field means the Runtime's default, whose
+// zero fields mean the package defaults: 10 s, 64 MiB, 1 MiB, 64 KiB and
+// 1 MiB.
+type Limits struct {
+	// Timeout ends the call with ErrTimeout wherever the guest is, host
+	// functions included.
+	Timeout time.Duration
+	// MemoryBytes caps the guest's linear memory (rounded down to whole
+	// 64 KiB pages, at most 4 GiB). Growing past it ends the call with
+	// ErrMemoryLimit.
+	MemoryBytes int64
+	// MaxStdout and MaxStderr cap what the guest writes; crossing a cap
+	// ends the call with ErrOutputLimit at once.
+	MaxStdout, MaxStderr int64
+	// MaxStdin refuses larger inputs with ErrInputLimit before anything runs.
+	MaxStdin int64
+}
+
+// withDefaults returns l with each zero field taken from d.
+func (l Limits) withDefaults(d Limits) Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.MemoryBytes > maxMemoryBytes {
+		l.MemoryBytes = maxMemoryBytes
+	}
+	if l.MaxStdout <= 0 {
+		l.MaxStdout = d.MaxStdout
+	}
+	if l.MaxStderr <= 0 {
+		l.MaxStderr = d.MaxStderr
+	}
+	if l.MaxStdin <= 0 {
+		l.MaxStdin = d.MaxStdin
+	}
+	return l
+}
+
+var packageLimits = Limits{
+	Timeout:     DefaultTimeout,
+	MemoryBytes: DefaultMemoryBytes,
+	MaxStdout:   DefaultMaxStdout,
+	MaxStderr:   DefaultMaxStderr,
+	MaxStdin:    DefaultMaxStdin,
+}
+
+// Runtime compiles and runs untrusted WebAssembly modules. It is safe for
+// concurrent use. Close it to release compiled code and wait for the calls
+// in flight to end.
+type Runtime struct {
+	cfg      Config
+	wz       wazero.Runtime
+	cache    wazero.CompilationCache
+	wasiSigs map[string]funcType
+	modCfg   wazero.ModuleConfig
+	sem      chan struct{}
+
+	closing context.Context // done when Close starts
+	stop    context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+	modules  map[[32]byte]*compiled
+}
+
+// compiled is one compiled module, shared by every Module with its bytes.
+type compiled struct {
+	done chan struct{} // closed when cm/err are set
+	cm   wazero.CompiledModule
+	info *wasmModule
+	err  error
+	refs int // Module handles and calls in flight; guarded by Runtime.mu
+}
+
+// New returns a Runtime. It fails only if the wazero runtime or the
+// compilation cache directory cannot be set up.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	cfg.Limits = cfg.Limits.withDefaults(packageLimits)
+	if cfg.MaxInstances <= 0 {
+		cfg.MaxInstances = 2 * goruntime.GOMAXPROCS(0)
+	}
+	if cfg.MaxModuleBytes <= 0 {
+		cfg.MaxModuleBytes = DefaultMaxModuleBytes
+	}
+	if cfg.MaxTableElements == 0 {
+		cfg.MaxTableElements = DefaultMaxTableElements
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCoreFeatures(api.CoreFeaturesV2).
+		WithCloseOnContextDone(true)
+	r := &Runtime{cfg: cfg, modules: map[[32]byte]*compiled{}, sem: make(chan struct{}, cfg.MaxInstances)}
+	if !cfg.DisableCache {
+		dir := cfg.CacheDir
+		if dir == "" {
+			if uc, err := os.UserCacheDir(); err == nil {
+				dir = filepath.Join(uc, "agrun")
+			}
+		}
+		if dir != "" {
+			c, err := wazero.NewCompilationCacheWithDir(dir)
+			if err != nil {
+				return nil, fmt.Errorf("runtime: compilation cache: %w", err)
+			}
+			r.cache = c
+			rc = rc.WithCompilationCache(c)
+		}
+	}
+	r.wz = wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.wz); err != nil {
+		r.wz.Close(ctx)
+		return nil, fmt.Errorf("runtime: instantiating WASI: %w", err)
+	}
+	r.wasiSigs = map[string]funcType{}
+	for name, d := range r.wz.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
+		r.wasiSigs[name] = funcType{params: d.ParamTypes(), results: d.ResultTypes()}
+	}
+	if err := r.instantiateHost(ctx); err != nil {
+		r.wz.Close(ctx)
+		return nil, fmt.Errorf("runtime: instantiating host functions: %w", err)
+	}
+	r.modCfg = wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_start").
+		WithRandSource(randReader).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(nanosleep)
+	r.closing, r.stop = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Close ends every call in flight (they return ErrClosed), waits for them,
+// and releases all compiled code. Modules compiled by r cannot be used
+// afterwards. Close is idempotent.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.stop()
+	r.inflight.Wait()
+	err := r.wz.Close(ctx)
+	if r.cache != nil {
+		if e := r.cache.Close(ctx); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Module is a validated, compiled module. It is safe for concurrent use:
+// any number of Run calls may share it. Close it when it is no longer
+// needed; the compiled code is released when the last Module with the same
+// bytes is closed and no call is using it.
+type Module struct {
+	r      *Runtime
+	c      *compiled
+	sha    string
+	sum    [32]byte
+	mu     sync.Mutex
+	closed bool
+}
+
+// Compile validates wasm and compiles it, once per content per process
+// (and, with the disk cache, once per content across processes).
+//
+// It refuses, with an error wrapping ErrCompile that names the reason:
+// modules over MaxModuleBytes; malformed modules; imports other than
+// wasi_snapshot_preview1 functions and the agrun functions of the guest
+// ABI, with exactly their signatures; imported memories, tables and
+// globals; a memory whose minimum exceeds the default memory limit; a
+// table whose maximum exceeds MaxTableElements unless its minimum is
+// within the cap and the code contains no table.grow or table.fill; and
+// modules that do not export "_start" and "memory".
+//
+// Imports of the WASI socket functions (sock_accept, sock_recv,
+// sock_send, sock_shutdown) are allowed because Go's wasip1 standard
+// library imports them whenever net is linked in: no socket is ever
+// preopened, so they can only fail with EBADF or ENOTSOCK.
+func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
+		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
+	}
+	sum := sha256.Sum256(wasm)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c, ok := r.modules[sum]
+	if !ok {
+		c = &compiled{done: make(chan struct{})}
+		r.modules[sum] = c
+	}
+	c.refs++
+	r.mu.Unlock()
+
+	if !ok {
+		c.info, c.cm, c.err = r.compile(ctx, wasm)
+		close(c.done)
+	} else {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			r.release(sum, c)
+			return nil, ctx.Err()
+		}
+	}
+	if c.err != nil {
+		err := c.err
+		r.release(sum, c)
+		return nil, err
+	}
+	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
+}
+
+func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero.CompiledModule, error) {
+	m, err := parseModule(wasm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	if err := r.validate(m); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	bin := wasm
+	if merged, err := mergeData(wasm, m); err == nil {
+		bin = merged
+	}
+	cm, err := r.wz.CompileModule(ctx, bin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	// Keep only what Module reports, copied: the caller owns wasm.
+	info := &wasmModule{imports: m.imports, exports: m.exports, memories: m.memories}
+	for _, c := range m.customs {
+		info.customs = append(info.customs, customSection{name: c.name, data: append([]byte(nil), c.data...)})
+	}
+	return info, cm, nil
+}
+
+// agrunSigs are the host functions of the guest ABI and their signatures.
+var agrunSigs = map[string]funcType{
+	"log":           {params: []byte{valI32, valI32, valI32}},
+	"http_request":  {params: []byte{valI32, valI32}, results: []byte{valI32}},
+	"http_response": {params: []byte{valI32, valI32}, results: []byte{valI32}},
+}
+
+// ValidationError describes why Compile refused a module. It is always
+// wrapped together with ErrCompile.
+type ValidationError struct {
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return e.Reason }
+
+func refuse(format string, args ...any) error {
+	return &ValidationError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (r *Runtime) validate(m *wasmModule) error {
+	for _, im := range m.imports {
+		if im.kind != kindFunc {
+			return refuse("import %s.%s: importing a %s is not allowed", im.module, im.name, kindName(im.kind))
+		}
+		var sigs map[string]funcType
+		switch im.module {
+		case wasi_snapshot_preview1.ModuleName:
+			sigs = r.wasiSigs
+		case "agrun":
+			sigs = agrunSigs
+		default:
+			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1 and agrun)", im.module, im.name, im.module)
+		}
+		want, ok := sigs[im.name]
+		if !ok {
+			return refuse("import %s.%s: no such function", im.module, im.name)
+		}
+		if !want.equal(im.typ) {
+			return refuse("import %s.%s: signature %v, want %v", im.module, im.name, im.typ, want)
+		}
+	}
+	if len(m.memories) == 0 {
+		return refuse("module defines no memory")
+	}
+	if min := int64(m.memories[0].min) * 65536; min > r.cfg.Limits.MemoryBytes {
+		return refuse("initial memory of %d bytes exceeds the memory limit of %d", min, r.cfg.Limits.MemoryBytes)
+	}
+	limit := r.cfg.MaxTableElements
+	for i, t := range m.tables {
+		if t.min > limit {
+			return refuse("table %d: initial size %d exceeds the limit of %d elements", i, t.min, limit)
+		}
+		if (!t.hasMax || t.max > limit) && m.usesTableGrow {
+			max := "no maximum"
+			if t.hasMax {
+				max = fmt.Sprintf("maximum %d", t.max)
+			}
+			return refuse("table %d: %s (limit %d elements) and the code contains table.grow or table.fill: the table could grow without bound", i, max, limit)
+		}
+	}
+	var hasStart, hasMemory bool
+	for _, e := range m.exports {
+		hasStart = hasStart || (e.name == "_start" && e.kind == kindFunc)
+		hasMemory = hasMemory || (e.name == "memory" && e.kind == kindMemory)
+	}
+	if !hasStart {
+		return refuse("module exports no _start function (a WASI command is required; reactors are not supported)")
+	}
+	if !hasMemory {
+		return refuse("module exports no memory named \"memory\"")
+	}
+	return nil
+}
+
+// release drops one reference to c and closes its code after the last.
+func (r *Runtime) release(sum [32]byte, c *compiled) {
+	r.mu.Lock()
+	c.refs--
+	last := c.refs == 0
+	if last && r.modules[sum] == c {
+		delete(r.modules, sum)
+	}
+	r.mu.Unlock()
+	if last && c.cm != nil {
+		c.cm.Close(context.Background())
+	}
+}
+
+// acquire adds a reference for a call; false if the module is closed.
+func (m *Module) acquire() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.r.mu.Lock()
+	m.c.refs++
+	m.r.mu.Unlock()
+	return true
+}
+
+// Close releases the module. Calls in flight finish normally; later calls
+// return ErrClosed. Close is idempotent and always returns nil; the context
+// is accepted for symmetry with Runtime.Close.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.r.release(m.sum, m.c)
+	return nil
+}
+
+// SHA256 returns the lowercase hex SHA-256 of the module's bytes as given
+// to Compile.
+func (m *Module) SHA256() string { return m.sha }
+
+// CustomSection returns the payload of the first custom section with the
+// given name, or nil if there is none. The caller must not modify it.
+func (m *Module) CustomSection(name string) []byte { return m.c.info.customSection(name) }
+
+// Imports returns the module's imports as "module.name", in module order.
+func (m *Module) Imports() []string {
+	out := make([]string, len(m.c.info.imports))
+	for i, im := range m.c.info.imports {
+		out[i] = im.module + "." + im.name
+	}
+	return out
+}
+
+// Exports returns the names of the module's exports, in module order.
+func (m *Module) Exports() []string {
+	out := make([]string, len(m.c.info.exports))
+	for i, e := range m.c.info.exports {
+		out[i] = e.name
+	}
+	return out
+}

@@ -1,0 +1,4 @@
+;; A reactor (no _start): refused.
+(module
+  (memory (export "memory") 1)
+  (func (export "_initialize")))
