@@ -63,7 +63,8 @@ type NetworkGrant struct {
 type Output struct {
 	// Stdout and Stderr are what the guest wrote, up to the caps.
 	Stdout, Stderr []byte
-	// ExitCode is the guest's exit code (0 when _start returned).
+	// ExitCode is the guest's exit code (0 when _start returned, and when
+	// the sandbox ended the call).
 	ExitCode uint32
 	// Duration is the wall time of the call, instantiation included.
 	Duration time.Duration
@@ -165,8 +166,8 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 // classify turns how the instance ended into Run's result.
 func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, err error, out *Output) error {
 	var exit *sys.ExitError
-	if errors.As(err, &exit) {
-		out.ExitCode = exit.ExitCode()
+	if errors.As(err, &exit) && callCtx.Err() == nil {
+		out.ExitCode = exit.ExitCode() // not the code wazero uses for a closed context
 	}
 	switch {
 	case st.notGranted.Load():
