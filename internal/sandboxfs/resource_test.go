@@ -1,0 +1,201 @@
+//go:build linux
+
+package sandboxfs
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+)
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestOpenFileCap: a guest that opens thousands of files and never closes
+// them gets EAGAIN at the cap, and every descriptor is released when its
+// module closes.
+func TestOpenFileCap(t *testing.T) {
+	tr := newTree(t)
+	// Warm up whatever the process opens once (the poller, the guest's
+	// compiled code) so the count below sees only this FS.
+	warm := startGuest(t, newFS(t, tr.mount, Options{}))
+	warm.mustOK(cmd{Op: "read", Path: "/data/hello.txt"})
+	warm.stop()
+
+	before := openFDs(t)
+	fsys, err := New(tr.mount, Options{})
+	must(t, err)
+	g := startGuest(t, fsys)
+	r := g.mustFail(cmd{Op: "openmany", Path: "/data/hello.txt", N: 5000}, "EAGAIN")
+	// The mount's own directory (wazero opens it lazily) is the one file
+	// not counted in r.N.
+	if r.N != DefaultMaxOpenFiles-1 {
+		t.Errorf("opened %d files before the cap, want %d", r.N, DefaultMaxOpenFiles-1)
+	}
+	if n := openFDs(t); n < before+DefaultMaxOpenFiles {
+		t.Errorf("only %d descriptors open while the guest holds %d files", n-before, r.N)
+	}
+	g.stop() // the guest exits without closing anything
+
+	if n := fsys.(*rootFS).open.Load(); n != 0 {
+		t.Errorf("%d files still counted open after the module closed", n)
+	}
+	must(t, fsys.(io.Closer).Close())
+	if after := openFDs(t); after != before {
+		t.Errorf("descriptors: %d before, %d after the module and FS closed", before, after)
+	}
+}
+
+// TestOpenFileCapOption: the cap is configurable and freed slots are reused.
+func TestOpenFileCapOption(t *testing.T) {
+	tr := newTree(t)
+	fsys := newFS(t, tr.mount, Options{MaxOpenFiles: 3})
+	var fs []experimentalsys.File
+	for i := 0; i < 3; i++ {
+		f, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0)
+		if errno != 0 {
+			t.Fatalf("open %d: %v", i, errno)
+		}
+		fs = append(fs, f)
+	}
+	if _, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0); errno != experimentalsys.EAGAIN {
+		t.Fatalf("open beyond cap = %v, want EAGAIN", errno)
+	}
+	fs[0].Close()
+	fs[0].Close() // idempotent: must not free a second slot
+	f, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		t.Fatalf("open after close = %v", errno)
+	}
+	if _, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0); errno != experimentalsys.EAGAIN {
+		t.Fatalf("double close freed a slot: %v", errno)
+	}
+	// Failed opens do not leak slots.
+	f.Close()
+	for i := 0; i < 10; i++ {
+		if _, errno := fsys.OpenFile("missing", experimentalsys.O_RDONLY, 0); errno != experimentalsys.ENOENT {
+			t.Fatalf("open missing = %v", errno)
+		}
+	}
+	if _, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0); errno != 0 {
+		t.Fatalf("failed opens leaked slots: %v", errno)
+	}
+}
+
+// TestMaxWriteBytes: writes stop with EIO once the budget is spent, a write
+// that crosses it is cut short, and truncate growth counts too.
+func TestMaxWriteBytes(t *testing.T) {
+	tr := newTree(t)
+	tr.outsideUnchanged(t)
+	const budget = 10_000
+	g := startGuest(t, newFS(t, tr.mount, Options{Writable: true, MaxWriteBytes: budget}))
+	r := g.mustFail(cmd{Op: "writebig", Path: "/data/big", N: 50_000}, "EIO")
+	if r.N != budget {
+		t.Errorf("wrote %d bytes, want exactly the budget %d", r.N, budget)
+	}
+	g.mustFail(cmd{Op: "append", Path: "/data/hello.txt", Data: "x"}, "EIO")
+	g.mustFail(cmd{Op: "ftruncate", Path: "/data/hello.txt", N: 1 << 30}, "EIO")
+	g.mustOK(cmd{Op: "ftruncate", Path: "/data/hello.txt", N: 1}) // shrinking is free
+	g.stop()
+	fi, err := os.Stat(filepath.Join(tr.mount, "big"))
+	must(t, err)
+	if fi.Size() != budget {
+		t.Errorf("big is %d bytes on the host", fi.Size())
+	}
+}
+
+// TestConcurrentSwapRace hammers the FS from several goroutines while
+// another keeps swapping a directory inside the mount for a symlink out of
+// it (run with -race). No operation may ever reach the outside.
+func TestConcurrentSwapRace(t *testing.T) {
+	tr := newTree(t)
+	tr.outsideUnchanged(t)
+	fsys := newFS(t, tr.mount, Options{Writable: true, AllowDelete: true})
+	d := filepath.Join(tr.mount, "d")
+	must(t, os.Symlink(tr.outside, d+".link"))
+
+	stop := make(chan struct{})
+	var swapper sync.WaitGroup
+	swapper.Add(1)
+	swaps := 0
+	go func() {
+		defer swapper.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// d is a real directory, then briefly the symlink out.
+			for _, mv := range [][2]string{{d, d + ".dir"}, {d + ".link", d}, {d, d + ".link"}, {d + ".dir", d}} {
+				if err := os.Rename(mv[0], mv[1]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			swaps++
+		}
+	}()
+
+	const workers, rounds = 4, 3000
+	var wg sync.WaitGroup
+	errs := make(chan string, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			buf := make([]byte, 64)
+			for i := 0; i < rounds; i++ {
+				if f, errno := fsys.OpenFile("d/secret.txt", experimentalsys.O_RDWR, 0); errno == 0 {
+					n, _ := f.Read(buf)
+					f.Close()
+					if strings.Contains(string(buf[:n]), secret) {
+						errs <- "read the outside secret"
+						return
+					}
+				}
+				name := fmt.Sprintf("d/new-%d-%d", w, i)
+				if f, errno := fsys.OpenFile(name, experimentalsys.O_WRONLY|experimentalsys.O_CREAT, 0o644); errno == 0 {
+					f.Write([]byte("x"))
+					f.Close()
+					fsys.Unlink(name)
+				}
+				if errno := fsys.Mkdir(name, 0o755); errno == 0 {
+					fsys.Rmdir(name)
+				}
+				fsys.Utimens("d/secret.txt", 1, 1)
+				fsys.Rename("d/secret.txt", "d/secret.txt")
+				if f, errno := fsys.OpenFile("d", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0); errno == 0 {
+					ds, _ := f.Readdir(100)
+					f.Close()
+					for _, e := range ds {
+						if e.Name == "dir" || e.Name == "emptydir" {
+							errs <- "listed the outside directory"
+							return
+						}
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(stop)
+	swapper.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	t.Logf("%d swaps during %d operations per worker", swaps, rounds)
+}
