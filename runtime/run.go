@@ -104,10 +104,6 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	if min := int64(m.c.info.memories[0].min) * 65536; min > lim.MemoryBytes {
 		return nil, fmt.Errorf("%w: initial memory of %d bytes exceeds the limit of %d", ErrMemoryLimit, min, lim.MemoryBytes)
 	}
-	fsCfg, err := mountConfig(in.Mounts)
-	if err != nil {
-		return nil, err
-	}
 
 	r.mu.Lock()
 	if r.closed {
@@ -131,6 +127,12 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 		return nil, ErrClosed
 	}
 	defer func() { <-r.sem }()
+
+	fsCfg, closers, err := mountConfig(in.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(closers)
 
 	start := time.Now()
 	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, lim.Timeout)
