@@ -145,7 +145,7 @@ func (r *rootFS) OpenFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 
 func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileMode) (*file, experimentalsys.Errno) {
 	name = rel(name)
-	if flag&experimentalsys.O_NOFOLLOW != 0 && flag&experimentalsys.O_CREAT == 0 {
+	if flag&experimentalsys.O_NOFOLLOW != 0 {
 		// os.Root follows a final symlink (inside the root); honour the
 		// guest's request not to.
 		if fi, err := r.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {

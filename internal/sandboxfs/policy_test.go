@@ -2,6 +2,7 @@ package sandboxfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -267,5 +268,66 @@ func TestNew(t *testing.T) {
 	must(t, c.Close())
 	if _, errno := fsys.Stat("f"); errno != experimentalsys.EBADF {
 		t.Errorf("Stat after Close = %v, want EBADF", errno)
+	}
+}
+
+// TestGuestOrdinaryCalls checks that what a tool usually does works:
+// seek, fstat, listing a directory larger than one batch, and listing it
+// again after rewinding the same handle.
+func TestGuestOrdinaryCalls(t *testing.T) {
+	tr := newTree(t)
+	tr.outsideUnchanged(t)
+	big := filepath.Join(tr.mount, "big")
+	must(t, os.Mkdir(big, 0o755))
+	const n = 1500
+	for i := 0; i < n; i++ {
+		must(t, os.WriteFile(filepath.Join(big, fmt.Sprintf("f%04d", i)), nil, 0o644))
+	}
+	g := startGuest(t, newFS(t, tr.mount, Options{}))
+	if r := g.mustOK(cmd{Op: "seekread", Path: "/data/hello.txt", N: 2}); r.Data != "llo" || r.N != 5 {
+		t.Errorf("seekread = %q size %d", r.Data, r.N)
+	}
+	r := g.mustOK(cmd{Op: "readdir", Path: "/data/big"})
+	if len(r.Names) != n || r.Names[0] != "f0000" || r.Names[n-1] != fmt.Sprintf("f%04d", n-1) {
+		t.Errorf("readdir listed %d names", len(r.Names))
+	}
+	if r := g.mustOK(cmd{Op: "readdir_twice", Path: "/data/big"}); r.N != n || len(r.Names) != n {
+		t.Errorf("readdir_twice: %d then %d names", r.N, len(r.Names))
+	}
+	if r := g.mustOK(cmd{Op: "readdir", Path: "/data"}); !strings.Contains(strings.Join(r.Names, ","), "abs_link,absdir_link,big,d,") {
+		t.Errorf("root listing = %v", r.Names)
+	}
+}
+
+// TestUtimensOmit: UTIME_OMIT leaves a time as it was, by path and by
+// descriptor.
+func TestUtimensOmit(t *testing.T) {
+	tr := newTree(t)
+	fsys := newFS(t, tr.mount, Options{Writable: true})
+	const a, m = int64(1_000_000_000_000_000_000), int64(2_000_000_000_000_000_000)
+	if errno := fsys.Utimens("hello.txt", a, m); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := fsys.Utimens("hello.txt", experimentalsys.UTIME_OMIT, m+1); errno != 0 {
+		t.Fatal(errno)
+	}
+	st, _ := fsys.Stat("hello.txt")
+	if st.Atim != a || st.Mtim != m+1 {
+		t.Errorf("path: atim %d mtim %d", st.Atim, st.Mtim)
+	}
+	f, errno := fsys.OpenFile("hello.txt", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer f.Close()
+	if errno := f.Utimens(a+2, experimentalsys.UTIME_OMIT); errno != 0 {
+		t.Fatal(errno)
+	}
+	st, _ = f.Stat()
+	if st.Atim != a+2 || st.Mtim != m+1 {
+		t.Errorf("descriptor: atim %d mtim %d", st.Atim, st.Mtim)
+	}
+	if errno := fsys.Utimens("missing", experimentalsys.UTIME_OMIT, experimentalsys.UTIME_OMIT); errno != experimentalsys.ENOENT {
+		t.Errorf("Utimens(missing, omit, omit) = %v", errno)
 	}
 }

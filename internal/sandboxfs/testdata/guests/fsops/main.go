@@ -110,6 +110,36 @@ func do(c cmd) reply {
 			_, err = f.WriteAt([]byte(c.Data), c.N)
 			f.Close()
 		}
+	case "seekread": // read from offset N via seek, plus the size via fstat
+		var f *os.File
+		if f, err = os.Open(c.Path); err == nil {
+			var b []byte
+			if _, err = f.Seek(c.N, io.SeekStart); err == nil {
+				b, err = io.ReadAll(f)
+			}
+			var fi os.FileInfo
+			if err == nil {
+				fi, err = f.Stat()
+			}
+			if err == nil {
+				r.Data, r.N = string(b), fi.Size()
+			}
+			f.Close()
+		}
+	case "readdir_twice": // list, rewind the same handle, list again
+		var f *os.File
+		if f, err = os.Open(c.Path); err == nil {
+			var a, b []string
+			if a, err = f.Readdirnames(-1); err == nil {
+				if _, err = f.Seek(0, io.SeekStart); err == nil {
+					b, err = f.Readdirnames(-1)
+				}
+			}
+			r.N = int64(len(a))
+			r.Names = b
+			sort.Strings(r.Names)
+			f.Close()
+		}
 	case "mkdir":
 		err = syscall.Mkdir(c.Path, 0o755)
 	case "rmdir":
