@@ -170,3 +170,18 @@ func TestWazeroDirMountLeaks(t *testing.T) {
 		t.Errorf("wazero's mount read %q through absdir_link", r.Data)
 	}
 }
+
+// TestPreexistingHardLinkIsAFile documents a limit, not a defence: a hard
+// link the host already has inside the mount to a file outside is the same
+// file, and the guest reads it. No path-based check can tell the names
+// apart; do not mount trees holding such links.
+func TestPreexistingHardLinkIsAFile(t *testing.T) {
+	tr := newTree(t)
+	if err := os.Link(filepath.Join(tr.outside, "secret.txt"), filepath.Join(tr.mount, "hard")); err != nil {
+		t.Fatalf("host cannot hard link here: %v", err)
+	}
+	g := startGuest(t, newFS(t, tr.mount, Options{}))
+	if r := g.mustOK(cmd{Op: "read", Path: "/data/hard"}); r.Data != secret {
+		t.Errorf("read %q", r.Data)
+	}
+}
