@@ -77,7 +77,9 @@ func fetchAll(t *testing.T, r *Runtime, m *Module, grant *NetworkGrant, reqs ...
 	return res, err
 }
 
-func get(u string) string { return fmt.Sprintf(`{"method":"GET","url":%q,"headers":{"X-Probe":["1"]}}`, u) }
+func get(u string) string {
+	return fmt.Sprintf(`{"method":"GET","url":%q,"headers":{"X-Probe":["1"]}}`, u)
+}
 
 func errCode(v map[string]any) string {
 	e, _ := v["error"].(map[string]any)
@@ -312,5 +314,3 @@ func TestMounts(t *testing.T) {
 		}
 	}
 }
-
-

@@ -175,7 +175,7 @@ var embeddingPrefixes = []struct {
 	p   netip.Prefix
 	off int // byte offset of the IPv4 address
 }{
-	{netip.MustParsePrefix("64:ff9b::/96"), 12},  // NAT64
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},   // NAT64
 	{netip.MustParsePrefix("64:ff9b:1::/48"), 12}, // local NAT64
 	{netip.MustParsePrefix("2002::/16"), 2},       // 6to4
 }
