@@ -56,9 +56,10 @@
 //     set through its Errno type, which lacks EMFILE and ENOSPC (anything
 //     else, a full host disk included, reaches the guest as EIO).
 //
-// Escapes by the path itself ("..", absolute paths) are refused with EPERM;
-// escapes through symlinks also surface as EPERM (os.Root's "path escapes
-// from parent").
+// Paths are relative to the mount (a leading "/" means its root). A ".."
+// that would leave the mount is refused with EPERM, as are symlinks that
+// would (os.Root's "path escapes from parent"); wazero itself already
+// refuses ".." above a mount point with EPERM.
 //
 // # Not defended
 //
@@ -70,7 +71,8 @@
 //     contains one (rename of the link itself is refused) changes where the
 //     link points for host-side readers. Do not mount such trees writable.
 //   - Bind mounts and other file system boundaries inside the mount are
-//     crossed (os.Root does not prohibit them), as are device files for stat.
+//     crossed (os.Root does not prohibit them). Special files inside it can
+//     be stat'ed and listed, though not opened.
 //   - Disk usage beyond bytes written: inodes (many empty files or
 //     directories) are not capped, and sparse holes made by writing at a large
 //     offset take no budget (they take no disk blocks either).
