@@ -1,0 +1,176 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// ServerOptions configures NewServer, Serve and NewHTTPHandler. A nil
+// *ServerOptions means all defaults.
+type ServerOptions struct {
+	// Name and Version are what the server reports to clients. Empty means
+	// "agrun" and "0.1.0".
+	Name, Version string
+	// Logger receives the SDK's diagnostics and tools that could not be
+	// exposed. Nil means warnings and errors to stderr (never stdout, which
+	// carries the stdio protocol).
+	Logger *slog.Logger
+	// HTTP configures NewHTTPHandler (ignored by Serve). Nil means the SDK's
+	// defaults, which include protection against DNS rebinding for
+	// servers listening on localhost.
+	HTTP *sdk.StreamableHTTPOptions
+}
+
+// NewServer returns an MCP server that offers every tool of reg: each
+// registry tool becomes an MCP tool with the same name, description and
+// input schema, and each call goes through reg.Invoke, so the registry's
+// permission check and argument validation apply exactly as for the model.
+// A failed call is an isError result whose text is "error (<kind>):
+// <message>"; a successful one is a text block holding the tool's output (a
+// JSON string output as its plain text, anything else as JSON), with the
+// output also as structuredContent when it is a JSON object.
+//
+// The tool list follows the registry: it is brought up to date before
+// every tools/list and tools/call, and connected clients are sent
+// notifications/tools/list_changed when it changed.
+func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
+	var o ServerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "agrun"
+	}
+	if o.Version == "" {
+		o.Version = "0.1.0"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}}
+	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
+		Logger:   o.Logger,
+		HasTools: true,
+	})
+	b.sync()
+	b.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" || method == "tools/call" {
+				b.sync()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return b.srv
+}
+
+// Serve serves reg over t until the client disconnects or ctx is done, as
+// NewServer describes. For a stdio server use &sdk.StdioTransport{}.
+func Serve(ctx context.Context, reg *registry.Registry, t sdk.Transport, opts *ServerOptions) error {
+	return NewServer(reg, opts).Run(ctx, t)
+}
+
+// NewHTTPHandler returns a streamable HTTP handler serving reg (see
+// NewServer) to any number of clients. Mount it on the MCP endpoint path,
+// e.g. mux.Handle("/mcp", h).
+func NewHTTPHandler(reg *registry.Registry, opts *ServerOptions) http.Handler {
+	srv := NewServer(reg, opts)
+	var ho *sdk.StreamableHTTPOptions
+	if opts != nil && opts.HTTP != nil {
+		c := *opts.HTTP
+		ho = &c
+	}
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, ho)
+}
+
+// bridge keeps an sdk.Server's tools in step with a registry.
+type bridge struct {
+	reg *registry.Registry
+	srv *sdk.Server
+	log *slog.Logger
+
+	mu      sync.Mutex
+	exposed map[string]string // tool name -> fingerprint of its definition
+}
+
+func (b *bridge) sync() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := map[string]bool{}
+	for _, d := range b.reg.Definitions() {
+		seen[d.Name] = true
+		fp := d.Description + "\x00" + string(d.Parameters)
+		if b.exposed[d.Name] == fp {
+			continue
+		}
+		if err := b.add(d); err != nil {
+			b.log.Warn("mcp: tool not exposed", "tool", d.Name, "error", err.Error())
+			delete(b.exposed, d.Name)
+			b.srv.RemoveTools(d.Name)
+			continue
+		}
+		b.exposed[d.Name] = fp
+	}
+	var gone []string
+	for name := range b.exposed {
+		if !seen[name] {
+			gone = append(gone, name)
+			delete(b.exposed, name)
+		}
+	}
+	if len(gone) > 0 {
+		b.srv.RemoveTools(gone...)
+	}
+}
+
+// add exposes one tool; the SDK panics on schemas it dislikes, and a
+// registry tool's schema may come from an untrusted module.
+func (b *bridge) add(d registry.Definition) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	b.srv.AddTool(&sdk.Tool{
+		Name:        d.Name,
+		Description: d.Description,
+		InputSchema: d.Parameters,
+	}, b.call)
+	return nil
+}
+
+func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	inv := b.reg.Invoke(ctx, req.Params.Name, req.Params.Arguments)
+	if inv.Err != nil {
+		e := registry.AsError(req.Params.Name, inv.Err)
+		return &sdk.CallToolResult{
+			IsError: true,
+			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("error (%s): %s", e.Kind, e.Message())}},
+		}, nil
+	}
+	return outputResult(inv.Output), nil
+}
+
+// outputResult renders a registry tool's output as a tools/call result.
+func outputResult(out json.RawMessage) *sdk.CallToolResult {
+	out = bytes.TrimSpace(out)
+	var s string
+	if len(out) > 0 && out[0] == '"' && json.Unmarshal(out, &s) == nil {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+	}
+	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(out)}}}
+	if len(out) > 0 && out[0] == '{' {
+		res.StructuredContent = json.RawMessage(out)
+	}
+	return res
+}
