@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -237,17 +236,6 @@ func TestSymlinkAndLinkRulesFSLevel(t *testing.T) {
 	if errno := fsys.Rmdir("."); errno == 0 {
 		t.Error("Rmdir of the mount root succeeded")
 	}
-}
-
-// TestSpecialFilesRefused: a FIFO in the mount neither blocks the host (an
-// open without a writer would) nor opens.
-func TestSpecialFilesRefused(t *testing.T) {
-	tr := newTree(t)
-	must(t, syscall.Mkfifo(filepath.Join(tr.mount, "fifo"), 0o644))
-	g := startGuest(t, newFS(t, tr.mount, Options{Writable: true}))
-	g.mustFail(cmd{Op: "read", Path: "/data/fifo"}, "EACCES")
-	g.mustFail(cmd{Op: "writeopen", Path: "/data/fifo", Data: "x"}, "") // ENXIO (no reader), EIO to the guest
-	g.mustOK(cmd{Op: "stat", Path: "/data/fifo"})
 }
 
 // TestNew checks New's errors.
