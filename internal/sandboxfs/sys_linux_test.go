@@ -62,4 +62,3 @@ func TestSpecialFilesRefused(t *testing.T) {
 	g.mustFail(cmd{Op: "writeopen", Path: "/data/fifo", Data: "x"}, "") // ENXIO (no reader), EIO to the guest
 	g.mustOK(cmd{Op: "stat", Path: "/data/fifo"})
 }
-
