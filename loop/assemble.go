@@ -1,0 +1,148 @@
+package loop
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+)
+
+// reply is one model answer, however it arrived.
+type reply struct {
+	Content      string
+	Calls        []ToolCall
+	FinishReason string
+	Usage        Usage
+}
+
+// assembler builds a reply from streamed chunks. It is ours rather than
+// openai-go's ChatCompletionAccumulator because real servers break the
+// accumulator's assumptions (see accumulator_test.go for each case): calls
+// that all arrive at index 0 with different ids are glued into one, an
+// index starting at 1 leaves an empty call 0, chunks whose id changes are
+// rejected, usage sent in several chunks is summed, and its
+// JustFinishedToolCall never fires when finish_reason comes with the call.
+//
+// Rules, per tool-call fragment of choice 0:
+//   - the slot is the fragment's index, or the last call when it has none;
+//   - a non-empty id different from the slot's call's id starts a new call;
+//   - without ids, a fragment carrying a name and arguments while the slot's
+//     call already has a name and complete JSON arguments starts a new call
+//     (whole calls, one per chunk, no index and no id);
+//   - a name equal to the call's name is a repeat and is not appended;
+//   - arguments are appended; type is ignored (always "function" when sent).
+type assembler struct {
+	content strings.Builder
+	calls   []*partialCall
+	byIndex map[int64]*partialCall
+	finish  string
+	usage   Usage
+	chunks  int
+}
+
+type partialCall struct {
+	id   string
+	name string
+	args strings.Builder
+}
+
+// add takes one chunk.
+func (a *assembler) add(chunk *openai.ChatCompletionChunk) {
+	a.chunks++
+	if chunk.JSON.Usage.Valid() {
+		u := chunk.Usage
+		a.usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	}
+	for i := range chunk.Choices {
+		ch := &chunk.Choices[i]
+		if ch.Index != 0 {
+			continue // n > 1 is never requested; ignore other choices
+		}
+		if ch.FinishReason != "" {
+			a.finish = ch.FinishReason
+		}
+		a.content.WriteString(ch.Delta.Content)
+		if ch.Delta.Content == "" && ch.Delta.Refusal != "" {
+			a.content.WriteString(ch.Delta.Refusal)
+		}
+		for j := range ch.Delta.ToolCalls {
+			a.addCall(&ch.Delta.ToolCalls[j])
+		}
+	}
+}
+
+func (a *assembler) addCall(f *openai.ChatCompletionChunkChoiceDeltaToolCall) {
+	hasIndex := f.JSON.Index.Valid()
+	var cur *partialCall
+	if hasIndex {
+		cur = a.byIndex[f.Index]
+	} else if n := len(a.calls); n > 0 {
+		cur = a.calls[n-1]
+	}
+	if cur == nil || startsNewCall(cur, f) {
+		cur = &partialCall{}
+		a.calls = append(a.calls, cur)
+		if hasIndex {
+			if a.byIndex == nil {
+				a.byIndex = map[int64]*partialCall{}
+			}
+			a.byIndex[f.Index] = cur
+		}
+	}
+	if cur.id == "" {
+		cur.id = f.ID
+	}
+	if name := f.Function.Name; name != "" && name != cur.name {
+		cur.name += name
+	}
+	cur.args.WriteString(f.Function.Arguments)
+}
+
+func startsNewCall(cur *partialCall, f *openai.ChatCompletionChunkChoiceDeltaToolCall) bool {
+	if f.ID != "" && cur.id != "" {
+		return f.ID != cur.id
+	}
+	if f.ID != "" && f.ID == cur.id {
+		return false
+	}
+	return f.Function.Name != "" && f.Function.Arguments != "" && cur.name != "" &&
+		cur.args.Len() > 0 && json.Valid([]byte(cur.args.String()))
+}
+
+// result returns the assembled reply. Calls with neither a name nor
+// arguments (empty slots) are dropped.
+func (a *assembler) result() reply {
+	r := reply{Content: a.content.String(), FinishReason: a.finish, Usage: a.usage}
+	for _, c := range a.calls {
+		if c.name == "" && c.args.Len() == 0 {
+			continue
+		}
+		r.Calls = append(r.Calls, ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
+	}
+	return r
+}
+
+// replyFromCompletion reads a non-streamed answer. Tool calls are read
+// field by field, whatever their "type" says.
+func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
+	r := reply{Usage: Usage{PromptTokens: cc.Usage.PromptTokens, CompletionTokens: cc.Usage.CompletionTokens, TotalTokens: cc.Usage.TotalTokens}}
+	for i := range cc.Choices {
+		ch := &cc.Choices[i]
+		if ch.Index != 0 && len(cc.Choices) > 1 {
+			continue
+		}
+		r.FinishReason = ch.FinishReason
+		r.Content = ch.Message.Content
+		if r.Content == "" {
+			r.Content = ch.Message.Refusal
+		}
+		for _, tc := range ch.Message.ToolCalls {
+			if tc.Function.Name == "" && tc.Function.Arguments == "" {
+				continue
+			}
+			r.Calls = append(r.Calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		return r, true
+	}
+	return r, false
+}

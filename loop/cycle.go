@@ -1,0 +1,478 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultBaseURL             = "https://api.openai.com/v1"
+	DefaultMaxTurns            = 10
+	DefaultMaxToolCallsPerTurn = 32
+	DefaultMaxRetries          = 2
+	// RepeatLimit is how many turns in a row may make the same call
+	// before the model is told; one more ends the run (ErrRepeatedCall).
+	RepeatLimit = 3
+)
+
+// Config configures a Cycle. The zero value of each field means its
+// default; only Model is required.
+type Config struct {
+	// BaseURL of an OpenAI-compatible Chat Completions API ("/chat/completions"
+	// is appended). Default DefaultBaseURL. OPENAI_BASE_URL is not read.
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends none (local servers).
+	// OPENAI_API_KEY is not read: the caller decides where keys come from.
+	APIKey string
+	// Model is the model name. Required.
+	Model string
+	// System is the system prompt, sent first in every request unless the
+	// history already starts with a system message. It is configuration,
+	// not history: it is not in Messages() and not given to OnMessage, so a
+	// resumed session uses the current prompt.
+	System string
+	// Temperature, if set, is sent as "temperature".
+	Temperature *float64
+	// MaxTurns bounds the model requests of one run. Default DefaultMaxTurns.
+	MaxTurns int
+	// ParallelToolCalls, if set, is sent as "parallel_tool_calls" (only in
+	// requests that carry tools).
+	ParallelToolCalls *bool
+	// MaxToolCallsPerTurn bounds the calls run for one reply; further calls
+	// are answered with an error tool message and not run. Default
+	// DefaultMaxToolCallsPerTurn.
+	MaxToolCallsPerTurn int
+	// RequestTimeout bounds each HTTP attempt, including reading a whole
+	// streamed reply (openai-go's WithRequestTimeout). Zero: no bound other
+	// than the context.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a request that failed with a connection
+	// error, 408, 409, 429 or 5xx is retried, with openai-go's backoff
+	// (0.5 s doubling, capped at 8 s, or the server's retry-after-ms /
+	// retry-after). Zero means DefaultMaxRetries; negative means none.
+	MaxRetries int
+	// HTTPClient, if set, makes the requests (e.g. for a proxy or tests).
+	HTTPClient *http.Client
+	// History, if set, is a saved conversation to continue (see Messages).
+	// New checks it: if only the answers to the last tool calls are
+	// missing (a session cut short while tools ran), it appends
+	// "cancelled" tool messages for them and passes them to OnMessage;
+	// any other defect is an ErrInvalidHistory.
+	History []Message
+	// OnMessage, if set, is called synchronously, in order, with each
+	// message appended to the history (the user prompt, each assistant
+	// reply, each tool message), from the goroutine running the Submit
+	// method. It must not call Submit methods of the same Cycle.
+	OnMessage func(Message)
+}
+
+// Response is the outcome of a successful run.
+type Response struct {
+	// Text is the final reply's text.
+	Text string
+	// FinishReason is the provider's finish_reason for the final reply
+	// ("stop" if it sent none).
+	FinishReason string
+	// Turns is the number of model requests the run made.
+	Turns int
+	// Usage is the tokens the run used, summed over its requests.
+	Usage Usage
+}
+
+// Cycle is a conversation with a model that can call tools. Submit methods
+// append to its history and must not run concurrently (a second one
+// returns ErrBusy); Messages and Usage are safe to call at any time, from
+// any goroutine. A Cycle holds no resources that need closing.
+type Cycle struct {
+	cfg     Config
+	client  openai.Client
+	running atomic.Bool
+
+	mu      sync.Mutex
+	history []Message
+	usage   Usage
+	ids     *idAllocator
+}
+
+// New returns a Cycle for cfg. It fails if Model is empty, BaseURL does not
+// parse, or History is invalid (ErrInvalidHistory).
+func New(cfg Config) (*Cycle, error) {
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, errors.New("loop: Config.Model is required")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if cfg.MaxTurns <= 0 {
+		cfg.MaxTurns = DefaultMaxTurns
+	}
+	if cfg.MaxToolCallsPerTurn <= 0 {
+		cfg.MaxToolCallsPerTurn = DefaultMaxToolCallsPerTurn
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(cfg.MaxRetries),
+	}
+	if cfg.RequestTimeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(cfg.RequestTimeout))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	history := slices.Clone(cfg.History)
+	for i := range history {
+		history[i].ToolCalls = slices.Clone(history[i].ToolCalls)
+	}
+	tail, err := repairHistory(history)
+	if err != nil {
+		return nil, err
+	}
+	cfg.History = nil
+	c := &Cycle{cfg: cfg, client: openai.NewClient(opts...), history: history}
+	c.ids = newIDAllocator(history)
+	for _, m := range tail {
+		c.appendMessage(m)
+	}
+	return c, nil
+}
+
+// Messages returns a copy of the whole history, oldest first: user
+// prompts, assistant replies (with their tool calls) and tool messages.
+// Every assistant tool call is followed by exactly one tool message, also
+// after an error or a cancellation, so the history can always be sent
+// again (Config.History).
+func (c *Cycle) Messages() []Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := slices.Clone(c.history)
+	for i := range out {
+		out[i].ToolCalls = slices.Clone(out[i].ToolCalls)
+	}
+	return out
+}
+
+// Usage returns the tokens used by this Cycle's runs so far (not those of
+// a resumed history).
+func (c *Cycle) Usage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.usage
+}
+
+// Submit sends prompt without tools and returns the reply. If the model
+// asks for tools anyway (a resumed history may make it), each call is
+// answered with a not_found tool message and the run goes on.
+func (c *Cycle) Submit(ctx context.Context, prompt string) (*Response, error) {
+	return c.run(ctx, prompt, nil, nil)
+}
+
+// SubmitWithTools sends prompt with reg's tools and runs the tool cycle
+// until the model answers without tool calls: each reply's calls run in
+// parallel through reg.InvokeAll and their results (or errors, as
+// "error (<kind>): <message>") go back to the model in call order. Tool
+// errors never end a run; transport and provider errors, cancellation,
+// MaxTurns and a repeated call do, and the history stays valid. Requests
+// are non-streamed. reg may be nil (no tools).
+func (c *Cycle) SubmitWithTools(ctx context.Context, prompt string, reg *registry.Registry) (*Response, error) {
+	return c.run(ctx, prompt, reg, nil)
+}
+
+// SubmitStreamWithTools is SubmitWithTools over streamed requests, as a
+// sequence of events (see Event for their order). A failed run ends the
+// sequence with one (nil, err) pair; a successful one simply ends. The run
+// happens in the goroutine that ranges over the sequence, so stopping
+// early (break) cancels the request in flight and leaves no goroutine
+// behind; tool calls already in the history are then answered "cancelled".
+// The sequence can be ranged over once; a second range yields ErrConsumed.
+// After the sequence ends, Messages holds the run and its last assistant
+// message is the final reply.
+func (c *Cycle) SubmitStreamWithTools(ctx context.Context, prompt string, reg *registry.Registry) iter.Seq2[Event, error] {
+	var used atomic.Bool
+	return func(yield func(Event, error) bool) {
+		if used.Swap(true) {
+			yield(nil, ErrConsumed)
+			return
+		}
+		stopped := false
+		emit := func(e Event) bool {
+			if !yield(e, nil) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		_, err := c.run(ctx, prompt, reg, emit)
+		if err != nil && !stopped {
+			yield(nil, err)
+		}
+	}
+}
+
+// errStopped: the consumer of a stream stopped ranging.
+var errStopped = errors.New("loop: consumer stopped")
+
+// run is the one tool cycle behind every Submit method. emit is nil for
+// the non-streamed methods; it returns false when the consumer stopped.
+func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, emit func(Event) bool) (resp *Response, err error) {
+	if !c.running.CompareAndSwap(false, true) {
+		return nil, ErrBusy
+	}
+	defer c.running.Store(false)
+	stream := emit != nil
+	if emit == nil {
+		emit = func(Event) bool { return true }
+	}
+
+	r := &runState{c: c, reg: reg, emit: emit}
+	defer func() {
+		// Whatever ended the run, answer the calls still open.
+		r.closeOpen(ctx)
+	}()
+
+	c.appendMessage(Message{Role: RoleUser, Content: prompt})
+	for turn := 1; ; turn++ {
+		if turn > c.cfg.MaxTurns {
+			return nil, fmt.Errorf("%w (%d)", ErrMaxTurns, c.cfg.MaxTurns)
+		}
+		rep, err := r.request(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		c.ids.fixCalls(rep.Calls)
+		c.mu.Lock()
+		c.usage.add(rep.Usage)
+		c.mu.Unlock()
+		r.usage.add(rep.Usage)
+		c.appendMessage(Message{Role: RoleAssistant, Content: rep.Content, ToolCalls: rep.Calls})
+		r.open = slices.Clone(rep.Calls)
+
+		reason := rep.FinishReason
+		if len(rep.Calls) > 0 {
+			reason = "tool_calls"
+		} else if reason == "" {
+			reason = "stop"
+		}
+		if !emit(&TurnComplete{Reason: reason, Usage: rep.Usage}) {
+			return nil, errStopped
+		}
+		if len(rep.Calls) == 0 {
+			return &Response{Text: rep.Content, FinishReason: reason, Turns: turn, Usage: r.usage}, nil
+		}
+		if err := r.runTools(ctx, rep.Calls); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// appendMessage adds m to the history and hands it to OnMessage.
+func (c *Cycle) appendMessage(m Message) {
+	c.mu.Lock()
+	c.history = append(c.history, m)
+	c.mu.Unlock()
+	if c.cfg.OnMessage != nil {
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		c.cfg.OnMessage(m)
+	}
+}
+
+// runState is one run in progress.
+type runState struct {
+	c       *Cycle
+	reg     *registry.Registry
+	emit    func(Event) bool
+	usage   Usage
+	open    []ToolCall     // calls of the last reply not yet answered
+	repeats map[string]int // call signature -> consecutive turns it was made
+}
+
+// closeOpen answers the calls still open when a run ends early.
+func (r *runState) closeOpen(ctx context.Context) {
+	if len(r.open) == 0 {
+		return
+	}
+	why := "the run stopped before the call ran"
+	if ctx.Err() != nil {
+		why = "the run was cancelled before the call ran"
+	}
+	for _, call := range r.open {
+		r.c.appendMessage(toolMessage(call, errorContent(string(registry.Cancelled), why)))
+	}
+	r.open = nil
+}
+
+// answer appends the tool message of one call and closes it.
+func (r *runState) answer(call ToolCall, content string) {
+	r.c.appendMessage(toolMessage(call, content))
+	for i, o := range r.open {
+		if o.ID == call.ID {
+			r.open = append(r.open[:i], r.open[i+1:]...)
+			break
+		}
+	}
+}
+
+// request makes one model request with the current history.
+func (r *runState) request(ctx context.Context, stream bool) (reply, error) {
+	params := r.c.params(r.reg, stream)
+	if !stream {
+		var httpRes *http.Response
+		cc, err := r.c.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&httpRes))
+		if err != nil {
+			return reply{}, requestError(ctx, httpRes, err)
+		}
+		if extra, ok := cc.JSON.ExtraFields["error"]; ok && extra.Raw() != "" && extra.Raw() != "null" {
+			typ, code, msg := parseErrorBody([]byte(`{"error":` + extra.Raw() + `}`))
+			return reply{}, &APIError{StatusCode: httpStatus(httpRes), Type: typ, Code: code, Message: msg}
+		}
+		rep, ok := replyFromCompletion(cc)
+		if !ok {
+			return reply{}, fmt.Errorf("%w: no choices in the reply", ErrBadResponse)
+		}
+		return rep, nil
+	}
+
+	var httpRes *http.Response
+	s := r.c.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&httpRes))
+	defer s.Close()
+	var a assembler
+	for s.Next() {
+		chunk := s.Current()
+		a.add(&chunk)
+		for i := range chunk.Choices {
+			if d := chunk.Choices[i].Delta.Content; d != "" && chunk.Choices[i].Index == 0 {
+				if !r.emit(&TextDelta{Text: d}) {
+					return reply{}, errStopped
+				}
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		var se *ssestream.StreamError
+		if errors.As(err, &se) {
+			typ, code, msg := parseErrorBody(se.Event.Data)
+			return reply{}, &APIError{Type: typ, Code: code, Message: msg, Err: err}
+		}
+		return reply{}, requestError(ctx, httpRes, err)
+	}
+	if a.chunks == 0 {
+		return reply{}, fmt.Errorf("%w: the stream carried no chunks", ErrBadResponse)
+	}
+	return a.result(), nil
+}
+
+func httpStatus(res *http.Response) int {
+	if res == nil {
+		return 0
+	}
+	return res.StatusCode
+}
+
+// requestError turns an openai-go failure into this package's errors.
+func requestError(ctx context.Context, res *http.Response, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("loop: request: %w", ctxErr)
+	}
+	if res != nil && res.StatusCode >= 400 {
+		return apiErrorFromResponse(res, err)
+	}
+	var se *json.SyntaxError
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &ute) {
+		return fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The per-attempt RequestTimeout fired.
+		return fmt.Errorf("loop: request timed out: %w", err)
+	}
+	return &transportError{err: err}
+}
+
+// params builds the request from the history.
+func (c *Cycle) params(reg *registry.Registry, stream bool) openai.ChatCompletionNewParams {
+	c.mu.Lock()
+	msgs := toParams(c.cfg.System, c.history)
+	c.mu.Unlock()
+	p := openai.ChatCompletionNewParams{Model: c.cfg.Model, Messages: msgs}
+	if c.cfg.Temperature != nil {
+		p.Temperature = param.NewOpt(*c.cfg.Temperature)
+	}
+	if reg != nil {
+		for _, d := range reg.Definitions() {
+			var schema map[string]any
+			if err := json.Unmarshal(d.Parameters, &schema); err != nil || schema == nil {
+				schema = map[string]any{"type": "object"}
+			}
+			fd := shared.FunctionDefinitionParam{Name: d.Name, Parameters: schema}
+			if d.Description != "" {
+				fd.Description = param.NewOpt(d.Description)
+			}
+			p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+		}
+		if len(p.Tools) > 0 && c.cfg.ParallelToolCalls != nil {
+			p.ParallelToolCalls = param.NewOpt(*c.cfg.ParallelToolCalls)
+		}
+	}
+	if stream {
+		p.StreamOptions.IncludeUsage = param.NewOpt(true)
+	}
+	return p
+}
+
+// toParams converts the history to openai-go's message params. Assistant
+// tool calls are built here (not with ToParam, which drops calls without
+// "type"), always with type "function" and JSON arguments.
+func toParams(system string, history []Message) []openai.ChatCompletionMessageParamUnion {
+	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(history)+1)
+	if system != "" && (len(history) == 0 || history[0].Role != RoleSystem) {
+		out = append(out, openai.SystemMessage(system))
+	}
+	for _, m := range history {
+		switch m.Role {
+		case RoleSystem:
+			out = append(out, openai.SystemMessage(m.Content))
+		case RoleUser:
+			out = append(out, openai.UserMessage(m.Content))
+		case RoleTool:
+			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
+		case RoleAssistant:
+			a := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			for _, tc := range m.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: wireArguments(tc)},
+					},
+				})
+			}
+			out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package loop
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// Event is one step of a streamed run: *TextDelta, *ToolExecutionStarted,
+// *ToolExecutionCompleted or *TurnComplete (always pointers). Each event
+// marshals to the JSON line of `agrun run --json`, "type" first.
+//
+// Order within one turn (one model request):
+//
+//	TextDelta*                  the reply's text, as it arrives
+//	TurnComplete                the model's reply is complete
+//	ToolExecutionStarted*       each call handed to the registry, in call order
+//	ToolExecutionCompleted*     one per tool call of the reply, in call order,
+//	                            after all of the turn's calls have finished
+//
+// then the next turn. The last event of a successful run is the
+// TurnComplete of a reply without tool calls. A call that is not run (too
+// many calls in one turn, a repeated call that ends the run) gets a
+// ToolExecutionCompleted without a ToolExecutionStarted.
+type Event interface {
+	// EventType is the "type" of the event's JSON form: "text_delta",
+	// "tool_started", "tool_completed" or "turn_complete".
+	EventType() string
+}
+
+// TextDelta is a fragment of the assistant's reply text.
+type TextDelta struct {
+	Text string
+}
+
+// ToolExecutionStarted says a tool call was handed to the registry.
+type ToolExecutionStarted struct {
+	ID    string          // the tool_call_id
+	Name  string          // the tool's name
+	Input json.RawMessage // the arguments as the model wrote them ("{}" if empty; may be invalid JSON)
+}
+
+// ToolExecutionCompleted is the outcome of one tool call: what the model is
+// shown in the call's tool message.
+type ToolExecutionCompleted struct {
+	ID   string
+	Name string
+	// Output is the tool's JSON result, or when IsError a JSON string
+	// holding the error message (without the "error (<kind>): " prefix).
+	Output    json.RawMessage
+	IsError   bool
+	ErrorKind registry.Kind // "" unless IsError
+	Duration  time.Duration // time spent in the registry; 0 for a call that did not run
+}
+
+// TurnComplete ends one model request.
+type TurnComplete struct {
+	// Reason is "tool_calls" when the reply carries tool calls (whatever
+	// finish_reason the provider sent), else the provider's finish_reason
+	// ("stop", "length", "content_filter", ...; "stop" if it sent none).
+	Reason string
+	// Usage is the tokens of this request, as reported by the provider
+	// (zero if it reported none).
+	Usage Usage
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+func (u *Usage) add(v Usage) {
+	u.PromptTokens += v.PromptTokens
+	u.CompletionTokens += v.CompletionTokens
+	u.TotalTokens += v.TotalTokens
+}
+
+// EventType implements Event.
+func (*TextDelta) EventType() string { return "text_delta" }
+
+// EventType implements Event.
+func (*ToolExecutionStarted) EventType() string { return "tool_started" }
+
+// EventType implements Event.
+func (*ToolExecutionCompleted) EventType() string { return "tool_completed" }
+
+// EventType implements Event.
+func (*TurnComplete) EventType() string { return "turn_complete" }
+
+// MarshalJSON gives {"type":"text_delta","text":"..."}.
+func (e *TextDelta) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{e.EventType(), e.Text})
+}
+
+// MarshalJSON gives {"type":"tool_started","id":...,"name":...,"input":<JSON>}.
+// An input that is not valid JSON is given as a JSON string.
+func (e *ToolExecutionStarted) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}{e.EventType(), e.ID, e.Name, safeJSON(e.Input)})
+}
+
+// MarshalJSON gives {"type":"tool_completed","id":...,"name":...,
+// "output":<JSON>,"is_error":false,"error_kind":"","duration_ms":3}.
+func (e *ToolExecutionCompleted) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type       string          `json:"type"`
+		ID         string          `json:"id"`
+		Name       string          `json:"name"`
+		Output     json.RawMessage `json:"output"`
+		IsError    bool            `json:"is_error"`
+		ErrorKind  registry.Kind   `json:"error_kind"`
+		DurationMS int64           `json:"duration_ms"`
+	}{e.EventType(), e.ID, e.Name, safeJSON(e.Output), e.IsError, e.ErrorKind, e.Duration.Milliseconds()})
+}
+
+// MarshalJSON gives {"type":"turn_complete","reason":...,"usage":{...}}.
+func (e *TurnComplete) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+		Usage  Usage  `json:"usage"`
+	}{e.EventType(), e.Reason, e.Usage})
+}
+
+// safeJSON returns raw if it is one valid JSON value, "null" if it is
+// empty, and raw as a JSON string otherwise, so that a model's or a tool's
+// malformed bytes never break an event line.
+func safeJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(raw) {
+		return raw
+	}
+	s, _ := json.Marshal(string(raw))
+	return s
+}

@@ -1,0 +1,291 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agcore/agrun/registry"
+)
+
+func TestOneToolCallThenAnswer(t *testing.T) {
+	srv := newServer(t,
+		expect(func(t *testing.T, got received) {
+			if got.Body.Model != "test-model" || got.Body.Stream {
+				t.Errorf("model %q stream %v", got.Body.Model, got.Body.Stream)
+			}
+			if h := got.Header.Get("Authorization"); h != "Bearer sk-test" {
+				t.Errorf("authorization %q", h)
+			}
+			if roles(got.Body.Messages) != "system,user" || str(got.Body.Messages[0].Content) != "Be brief." ||
+				str(got.Body.Messages[1].Content) != "count: a b c" {
+				t.Errorf("messages %s", got.Raw)
+			}
+			if len(got.Body.Tools) != 1 {
+				t.Fatalf("tools %s", got.Raw)
+			}
+			tl := got.Body.Tools[0]
+			if tl.Type != "function" || tl.Function.Name != "word_count" || tl.Function.Description != "Count the words of a text" {
+				t.Errorf("tool %+v", tl)
+			}
+			var schema map[string]any
+			_ = json.Unmarshal(tl.Function.Parameters, &schema)
+			if schema["type"] != "object" || schema["required"] == nil {
+				t.Errorf("parameters %s", tl.Function.Parameters)
+			}
+			if got.Body.ParallelToolCalls != nil || got.Body.Temperature != nil {
+				t.Errorf("unset options were sent: %s", got.Raw)
+			}
+		}, jsonReply("", "tool_calls", callSpec{"call_abc", "word_count", `{"text":"a b c"}`})),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			if roles(got.Body.Messages) != "system,user,assistant,tool" {
+				t.Fatalf("roles %s", roles(got.Body.Messages))
+			}
+			a := got.Body.Messages[2]
+			if len(a.ToolCalls) != 1 || a.ToolCalls[0].ID != "call_abc" || a.ToolCalls[0].Function.Name != "word_count" ||
+				a.ToolCalls[0].Function.Arguments != `{"text":"a b c"}` {
+				t.Errorf("assistant %+v", a)
+			}
+			tm := got.Body.Messages[3]
+			if str(tm.ToolCallID) != "call_abc" || str(tm.Content) != `{"words":3}` {
+				t.Errorf("tool message %+v %s", tm, str(tm.Content))
+			}
+		}, jsonReply("There are 3 words.", "stop")),
+	)
+	var seen []Message
+	c := srv.cycle(t, Config{System: "Be brief.", OnMessage: func(m Message) { seen = append(seen, m) }})
+	resp, err := c.SubmitWithTools(context.Background(), "count: a b c", newRegistry(t, wordCount()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "There are 3 words." || resp.Turns != 2 || resp.FinishReason != "stop" {
+		t.Errorf("response %+v", resp)
+	}
+	if resp.Usage != (Usage{20, 10, 30}) || c.Usage() != resp.Usage {
+		t.Errorf("usage %+v / %+v", resp.Usage, c.Usage())
+	}
+	want := []Message{
+		{Role: RoleUser, Content: "count: a b c"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_abc", Name: "word_count", Arguments: `{"text":"a b c"}`}}},
+		{Role: RoleTool, ToolCallID: "call_abc", Name: "word_count", Content: `{"words":3}`},
+		{Role: RoleAssistant, Content: "There are 3 words."},
+	}
+	if !equalMessages(c.Messages(), want) || !equalMessages(seen, want) {
+		t.Errorf("history\n got %+v\n hook %+v\nwant %+v", c.Messages(), seen, want)
+	}
+}
+
+func equalMessages(a, b []Message) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// Two rounds of tools, streamed: events come in the documented order and
+// the second request carries the whole trail.
+func TestStreamTwoRoundsEventOrder(t *testing.T) {
+	var rec recorder
+	srv := newServer(t,
+		expect(func(t *testing.T, got received) {
+			if !got.Body.Stream || got.Body.StreamOptions == nil || !got.Body.StreamOptions.IncludeUsage {
+				t.Errorf("stream options %s", got.Raw)
+			}
+		}, sseFile("openai_parallel.sse")),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			if roles(got.Body.Messages) != "user,assistant,tool,tool" {
+				t.Errorf("roles %s", roles(got.Body.Messages))
+			}
+			ids := []string{str(got.Body.Messages[2].ToolCallID), str(got.Body.Messages[3].ToolCallID)}
+			if ids[0] != "call_Q1" || ids[1] != "call_Q2" {
+				t.Errorf("tool_call_ids %v", ids)
+			}
+		}, sseChunks(textChunk("Checking "), callChunk(0, "call_R1", "lookup", `{"q":"third"}`), toolCallsFinishChunk)),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			if roles(got.Body.Messages) != "user,assistant,tool,tool,assistant,tool" {
+				t.Errorf("roles %s", roles(got.Body.Messages))
+			}
+			if str(got.Body.Messages[4].Content) != "Checking " {
+				t.Errorf("assistant text %q", str(got.Body.Messages[4].Content))
+			}
+		}, streamText("All ", "done.")),
+	)
+	c := srv.cycle(t, Config{})
+	reg := newRegistry(t, rec.tool("weather"), rec.tool("lookup"))
+	var trace []string
+	for ev, err := range c.SubmitStreamWithTools(context.Background(), "go", reg) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		trace = append(trace, describe(ev))
+	}
+	want := []string{
+		"turn_complete tool_calls 149/60",
+		"started call_Q1 weather {\"city\": \"Edinburgh\",\"country\":\"UK\"}",
+		"started call_Q2 weather {\"city\":\"New York\",\"country\":\"US\"}",
+		"completed call_Q1 weather ok",
+		"completed call_Q2 weather ok",
+		"text Checking ",
+		"turn_complete tool_calls 0/0",
+		"started call_R1 lookup {\"q\":\"third\"}",
+		"completed call_R1 lookup ok",
+		"text All ",
+		"text done.",
+		"turn_complete stop 0/0",
+	}
+	if strings.Join(trace, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rec.got()) != 3 {
+		t.Errorf("tool calls %v", rec.got())
+	}
+	msgs := c.Messages()
+	if len(msgs) != 7 || msgs[6].Content != "All done." {
+		t.Errorf("history %+v", msgs)
+	}
+}
+
+func describe(ev Event) string {
+	switch e := ev.(type) {
+	case *TextDelta:
+		return "text " + e.Text
+	case *ToolExecutionStarted:
+		return fmt.Sprintf("started %s %s %s", e.ID, e.Name, e.Input)
+	case *ToolExecutionCompleted:
+		if e.IsError {
+			return fmt.Sprintf("completed %s %s error %s %s", e.ID, e.Name, e.ErrorKind, e.Output)
+		}
+		return fmt.Sprintf("completed %s %s ok", e.ID, e.Name)
+	case *TurnComplete:
+		return fmt.Sprintf("turn_complete %s %d/%d", e.Reason, e.Usage.PromptTokens, e.Usage.CompletionTokens)
+	}
+	return fmt.Sprintf("unknown %T", ev)
+}
+
+func TestMaxTurnsKeepsHistory(t *testing.T) {
+	var steps []step
+	for i := range 3 {
+		steps = append(steps, jsonReply("", "tool_calls", callSpec{fmt.Sprintf("call_%d", i), "step", fmt.Sprintf(`{"n":%d}`, i)}))
+	}
+	srv := newServer(t, steps...)
+	var rec recorder
+	c := srv.cycle(t, Config{MaxTurns: 3})
+	_, err := c.SubmitWithTools(context.Background(), "loop forever", newRegistry(t, rec.tool("step")))
+	if !errors.Is(err, ErrMaxTurns) || ErrorKind(err) != KindMaxTurns {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(srv.requests()); n != 3 {
+		t.Errorf("requests = %d", n)
+	}
+	msgs := c.Messages()
+	if len(msgs) != 7 || msgs[6].Role != RoleTool || msgs[6].ToolCallID != "call_2" || msgs[6].Content != `{"ok":3}` {
+		t.Errorf("history %+v", msgs)
+	}
+	if len(rec.got()) != 3 {
+		t.Errorf("tool calls %v", rec.got())
+	}
+}
+
+func TestToolErrorsGoBackToModel(t *testing.T) {
+	failing := &funcTool{name: "fails", desc: "always fails", fn: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		return nil, registry.Errorf(registry.ExecutionFailed, "fails", "disk on fire")
+	}}
+	srv := newServer(t,
+		jsonReply("", "tool_calls",
+			callSpec{"c1", "fails", `{}`},
+			callSpec{"c2", "nope", `{}`},
+			callSpec{"c3", "word_count", `{"txt":"x"}`},
+			callSpec{"c4", "word_count", `{"text":"one two"}`}),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			m := got.Body.Messages
+			want := []string{
+				`error (execution_failed): disk on fire`,
+				`error (not_found): no tool named "nope"`,
+				`error (invalid_arguments): `,
+				`{"words":2}`,
+			}
+			for i, w := range want {
+				if c := str(m[2+i].Content); !strings.HasPrefix(c, w) {
+					t.Errorf("tool message %d = %q, want prefix %q", i, c, w)
+				}
+			}
+		}, jsonReply("Sorry.", "stop")),
+	)
+	c := srv.cycle(t, Config{})
+	resp, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, failing, wordCount()))
+	if err != nil || resp.Text != "Sorry." {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+}
+
+func TestSubmitWithoutTools(t *testing.T) {
+	temp := 0.25
+	par := true
+	srv := newServer(t,
+		expect(func(t *testing.T, got received) {
+			if strings.Contains(string(got.Raw), `"tools"`) || strings.Contains(string(got.Raw), "parallel_tool_calls") {
+				t.Errorf("tools sent by Submit: %s", got.Raw)
+			}
+			if got.Body.Temperature == nil || *got.Body.Temperature != 0.25 {
+				t.Errorf("temperature %s", got.Raw)
+			}
+		}, jsonReply("Hi!", "stop")),
+		// A model that asks for a tool without tools gets not_found, and
+		// the history stays valid.
+		jsonReply("", "stop", callSpec{"x1", "ghost", `{}`}),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			if c := str(got.Body.Messages[4].Content); !strings.HasPrefix(c, "error (not_found): ") {
+				t.Errorf("tool message %q", c)
+			}
+		}, jsonReply("ok", "stop")),
+	)
+	c := srv.cycle(t, Config{Temperature: &temp, ParallelToolCalls: &par})
+	resp, err := c.Submit(context.Background(), "hello")
+	if err != nil || resp.Text != "Hi!" || resp.Turns != 1 {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	resp, err = c.Submit(context.Background(), "use ghost")
+	if err != nil || resp.Text != "ok" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+}
+
+func TestParallelToolCallsSent(t *testing.T) {
+	par := false
+	srv := newServer(t, expect(func(t *testing.T, got received) {
+		if got.Body.ParallelToolCalls == nil || *got.Body.ParallelToolCalls {
+			t.Errorf("parallel_tool_calls %s", got.Raw)
+		}
+	}, jsonReply("ok", "stop")))
+	c := srv.cycle(t, Config{ParallelToolCalls: &par})
+	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaxToolCallsPerTurn(t *testing.T) {
+	var rec recorder
+	srv := newServer(t,
+		jsonReply("", "tool_calls", callSpec{"a", "t", `{"i":1}`}, callSpec{"b", "t", `{"i":2}`}, callSpec{"c", "t", `{"i":3}`}),
+		expect(func(t *testing.T, got received) {
+			checkWireHistory(t, got.Body.Messages)
+			if c := str(got.Body.Messages[4].Content); !strings.HasPrefix(c, "error (other): not run: more than 2 tool calls") {
+				t.Errorf("third call answered %q", c)
+			}
+		}, jsonReply("ok", "stop")),
+	)
+	c := srv.cycle(t, Config{MaxToolCallsPerTurn: 2})
+	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, rec.tool("t"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.got(); len(got) != 2 {
+		t.Errorf("ran %v", got)
+	}
+}

@@ -1,0 +1,147 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// repeatNote is appended to the tool message of a call made RepeatLimit
+// turns in a row.
+var repeatNote = "\n\n[note from the tool runner: you have made this exact call (same tool, same arguments) in " +
+	strconv.Itoa(RepeatLimit) + " turns in a row and its result will not change. Use the result you have or try something different; repeating it once more ends the run.]"
+
+// runTools answers the calls of one reply: checks for repeats, runs the
+// runnable calls in parallel through the registry, appends one tool
+// message per call in call order, and emits the events.
+func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
+	sigs, counts := r.countRepeats(calls)
+	results := make([]*ToolExecutionCompleted, len(calls))
+	contents := make([]string, len(calls))
+	fail := func(i int, kind registry.Kind, msg string) {
+		out, _ := json.Marshal(msg)
+		results[i] = &ToolExecutionCompleted{ID: calls[i].ID, Name: calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
+		contents[i] = errorContent(string(kind), msg)
+	}
+
+	var stop error
+	for i, c := range calls {
+		if n := counts[sigs[i]]; n > RepeatLimit {
+			stop = &RepeatedCallError{Tool: c.Name, Arguments: c.Arguments, Turns: n}
+			break
+		}
+	}
+
+	var toRun []registry.Call
+	var runIdx []int
+	for i, c := range calls {
+		switch {
+		case stop != nil:
+			why := "the run was stopped because a call (same tool, same arguments) was repeated " +
+				strconv.Itoa(RepeatLimit+1) + " turns in a row"
+			if counts[sigs[i]] > RepeatLimit {
+				why = "this call (same tool, same arguments) was made " + strconv.Itoa(counts[sigs[i]]) +
+					" turns in a row; the run was stopped"
+			}
+			fail(i, registry.Cancelled, "not run: "+why)
+		case r.reg == nil:
+			fail(i, registry.NotFound, fmt.Sprintf("no tool named %q: no tools are available", c.Name))
+		case i >= r.c.cfg.MaxToolCallsPerTurn:
+			fail(i, registry.Other, fmt.Sprintf("not run: more than %d tool calls in one reply; make at most %d at once",
+				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
+		default:
+			toRun = append(toRun, registry.Call{ID: c.ID, Name: c.Name, Args: json.RawMessage(c.Arguments)})
+			runIdx = append(runIdx, i)
+		}
+	}
+
+	for _, i := range runIdx {
+		c := calls[i]
+		if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
+			return errStopped
+		}
+	}
+	if len(toRun) > 0 {
+		invs := r.reg.InvokeAll(ctx, toRun)
+		for k, inv := range invs {
+			i := runIdx[k]
+			c := calls[i]
+			if inv.Err != nil {
+				kind := registry.KindOf(inv.Err)
+				msg := errorMessage(inv.Err)
+				if kind == registry.InvalidArguments && !json.Valid([]byte(c.Arguments)) {
+					msg += "; the arguments were: " + shorten(c.Arguments, 200)
+				}
+				fail(i, kind, msg)
+				results[i].Duration = inv.Duration
+			} else {
+				results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: inv.Output, Duration: inv.Duration}
+				contents[i] = string(inv.Output)
+			}
+			if counts[sigs[i]] == RepeatLimit {
+				contents[i] += repeatNote
+			}
+		}
+	}
+
+	for i, c := range calls {
+		r.answer(c, contents[i])
+	}
+	for _, ev := range results {
+		if !r.emit(ev) {
+			return errStopped
+		}
+	}
+	if stop != nil {
+		return stop
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("loop: run cancelled during tool calls: %w", err)
+	}
+	return nil
+}
+
+// countRepeats updates the run's record of consecutive calls with one
+// reply's calls and returns it: signature -> turns in a row (this one
+// included) that made the call. A call made twice in one reply counts once.
+func (r *runState) countRepeats(calls []ToolCall) (sigs []string, counts map[string]int) {
+	prev := r.repeats
+	r.repeats = make(map[string]int, len(calls))
+	sigs = make([]string, len(calls))
+	for i, c := range calls {
+		sigs[i] = signature(c)
+		if _, seen := r.repeats[sigs[i]]; !seen {
+			r.repeats[sigs[i]] = prev[sigs[i]] + 1
+		}
+	}
+	return sigs, r.repeats
+}
+
+// signature identifies a call by tool and arguments, ignoring key order
+// and spacing in the arguments.
+func signature(c ToolCall) string {
+	args := []byte(c.Arguments)
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) == nil {
+		if b, err := json.Marshal(v); err == nil {
+			args = b
+		}
+	}
+	return c.Name + "\x00" + string(args)
+}
+
+// errorMessage is the message of a tool error without kind or tool name.
+func errorMessage(err error) string {
+	var re *registry.Error
+	if errors.As(err, &re) {
+		return re.Message()
+	}
+	return err.Error()
+}
