@@ -7,13 +7,15 @@ import (
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/agcore/agrun/internal/sandboxfs/_seek"
 )
 
 // file implements experimentalsys.File over an *os.File opened through the
 // root. A mutex makes it safe for concurrent use (wazero itself calls it
 // from one goroutine at a time).
 type file struct {
-	experimentalsys.UnimplementedFile
+	seek.Adapter // Seek (forwarding to file.seek; see package seek for why) and wazero's defaults
 
 	fsys   *rootFS
 	access experimentalsys.Oflag // O_RDONLY, O_WRONLY or O_RDWR
@@ -122,9 +124,9 @@ func (f *file) Pread(buf []byte, off int64) (int, experimentalsys.Errno) {
 	return n, toErrno(err)
 }
 
-// Seek implements experimentalsys.File. Seeking a directory to 0 rewinds it
-// (the next Readdir reads it afresh).
-func (f *file) Seek(offset int64, whence int) (int64, experimentalsys.Errno) {
+// seek implements experimentalsys.File's Seek (through seek.Adapter).
+// Seeking a directory to 0 rewinds it (the next Readdir reads it afresh).
+func (f *file) seek(offset int64, whence int) (int64, experimentalsys.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

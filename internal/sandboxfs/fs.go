@@ -166,7 +166,7 @@ func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 		return nil, experimentalsys.EACCES
 	}
 	st := sys.NewStat_t(fi)
-	return &file{
+	f := &file{
 		fsys:   r,
 		f:      osf,
 		access: flag & (experimentalsys.O_RDWR | experimentalsys.O_WRONLY),
@@ -174,7 +174,9 @@ func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 		isDir:  fi.IsDir(),
 		dev:    st.Dev,
 		ino:    st.Ino,
-	}, 0
+	}
+	f.Adapter.Fn = f.seek
+	return f, 0
 }
 
 // toOSFlag converts wazero's flags to os.OpenFile's. O_APPEND is emulated by
