@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"log/slog"
 	"slices"
 	"strings"
@@ -453,17 +455,31 @@ func (c *Client) request(ctx context.Context, tool, what string, f func(ctx cont
 		return registry.NewError(registry.KindOf(ctx.Err()), c.toolName(tool), ctx.Err())
 	case errors.Is(context.Cause(rctx), errRequestTimeout):
 		return c.errorf(registry.MCPTimeout, tool, "%s: no answer within %s", what, c.opts.Timeout)
-	case !s.alive() || s.ctx.Err() != nil:
-		<-s.dead
-		if c.isClosed() {
-			return c.errorf(registry.MCPError, tool, "%s: client closed during the request", what)
+	case !s.alive() || s.ctx.Err() != nil || connectionLost(err):
+		// The session is ending; wait (briefly) until the watcher knows why.
+		t := time.NewTimer(closeSession)
+		defer t.Stop()
+		select {
+		case <-s.dead:
+			if c.isClosed() {
+				return c.errorf(registry.MCPError, tool, "%s: client closed during the request", what)
+			}
+			return c.errorf(registry.MCPError, tool, "%s: %w", what, s.err)
+		case <-t.C:
 		}
-		return c.errorf(registry.MCPError, tool, "%s: %w", what, s.err)
 	}
 	return c.classify(rctx, tool, what, err, s.link)
 }
 
 var errRequestTimeout = errors.New("mcp request timeout")
+
+// connectionLost reports whether err (from a request) means the connection
+// broke, rather than the server answering with an error.
+func connectionLost(err error) bool {
+	var tl *tooLargeError
+	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed) || errors.As(err, &tl)
+}
 
 func (c *Client) toolName(tool string) string {
 	if tool == "" {

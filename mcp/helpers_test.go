@@ -145,4 +145,3 @@ func readPID(t *testing.T, file string) int {
 	})
 	return pid
 }
-

@@ -88,12 +88,12 @@ func dropRune(r rune) bool {
 	case r == '\n' || r == '\t':
 		return false
 	case unicode.Is(unicode.Cc, r), // controls, including ESC (terminal escapes)
-		unicode.Is(unicode.Cf, r), // format: zero-width, bidi overrides, tags, BOM, soft hyphen
-		unicode.Is(unicode.Co, r), // private use
-		unicode.Is(unicode.Cs, r), // surrogates (cannot occur after ToValidUTF8, kept for clarity)
+		unicode.Is(unicode.Cf, r),                                // format: zero-width, bidi overrides, tags, BOM, soft hyphen
+		unicode.Is(unicode.Co, r),                                // private use
+		unicode.Is(unicode.Cs, r),                                // surrogates (cannot occur after ToValidUTF8, kept for clarity)
 		r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF, // variation selectors
 		r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0, // Hangul fillers (render blank)
-		r == 0x2028 || r == 0x2029: // line/paragraph separators
+		r == 0x2028 || r == 0x2029:                               // line/paragraph separators
 		return true
 	}
 	return false

@@ -260,8 +260,19 @@ func (p *process) cause() error {
 	if err := p.filter.failure(); err != nil {
 		return err
 	}
+	exited := p.exited
+	if p.filter.ended() {
+		// stdout ended: the process is most likely on its way out; give
+		// it a moment so the error can say how it ended.
+		t := time.NewTimer(exitWait)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+		}
+	}
 	select {
-	case <-p.exited:
+	case <-exited:
 		if p.waitErr != nil {
 			return fmt.Errorf("server process exited: %w", p.waitErr)
 		}
@@ -270,6 +281,10 @@ func (p *process) cause() error {
 		return nil
 	}
 }
+
+// exitWait is how long cause waits for the process to exit once its
+// stdout ended.
+const exitWait = 2 * time.Second
 
 // stop ends the server and everything in its process group: close stdin,
 // wait stdinGrace for the process to exit, SIGTERM the group, wait
@@ -355,6 +370,7 @@ type lineFilter struct {
 
 	mu  sync.Mutex
 	err error // set once the cap was exceeded
+	eof bool  // reading stdout failed (EOF or closed)
 }
 
 // maxLoggedDrops bounds how many dropped lines are logged per connection.
@@ -370,10 +386,20 @@ func (f *lineFilter) failure() error {
 	return f.err
 }
 
+// ended reports whether reading stdout failed: end of file, or closed.
+func (f *lineFilter) ended() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.eof
+}
+
 func (f *lineFilter) Read(p []byte) (int, error) {
 	for len(f.pending) == 0 {
 		line, err := f.next()
 		if err != nil {
+			f.mu.Lock()
+			f.eof = true
+			f.mu.Unlock()
 			return 0, err
 		}
 		f.pending = line
