@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	goruntime "runtime"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/testguest"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 func TestCompileRefuses(t *testing.T) {
@@ -174,13 +179,21 @@ func TestMergeDataSegments(t *testing.T) {
 					t.Errorf("merged into %d segments, want 2", len(mm.data))
 				}
 			}
+			// Through Run (a memory image), and the merged module as wazero
+			// runs it.
 			m := compile(t, r, wasm)
+			if m.c.info.image == nil && runtimeGOOS == "linux" {
+				t.Error("no memory image")
+			}
 			out, err := r.Run(context.Background(), m, Input{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if string(out.Stdout) != tt.want {
 				t.Errorf("memory = %q, want %q", out.Stdout, tt.want)
+			}
+			if got := rawRun(t, merged, nil); got != tt.want {
+				t.Errorf("merged module: memory = %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -205,10 +218,34 @@ func TestMergeGoModule(t *testing.T) {
 	if len(mm.data) >= len(pm.data)/10 {
 		t.Errorf("%d segments merged into %d", len(pm.data), len(mm.data))
 	}
-	if !bytes.Equal(merged[:8], wasm[:8]) {
-		t.Error("header changed")
+	if got := rawRun(t, merged, []string{"probe", "env"}); !strings.Contains(got, `"args":["probe","env"]`) {
+		t.Errorf("merged Go module printed %q", got)
 	}
 }
+
+// rawRun runs a module with plain wazero (no image, no merging) and
+// returns its stdout.
+func rawRun(t *testing.T, wasm []byte, args []string) string {
+	t.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(mustCache(t, testguest.CompilationCacheDir(t))))
+	defer rt.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	rt.NewHostModuleBuilder("agrun").
+		NewFunctionBuilder().WithFunc(func(int32, int32, int32) {}).Export("log").
+		NewFunctionBuilder().WithFunc(func(int32, int32) int32 { return -2 }).Export("http_request").
+		NewFunctionBuilder().WithFunc(func(int32, int32) int32 { return -2 }).Export("http_response").
+		Instantiate(ctx)
+	var stdout bytes.Buffer
+	mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithName("").WithArgs(args...).WithStdout(&stdout))
+	if err != nil {
+		t.Fatalf("raw run: %v", err)
+	}
+	mod.Close(ctx)
+	return stdout.String()
+}
+
+const runtimeGOOS = goruntime.GOOS
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -217,4 +254,20 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Instances share the memory image copy-on-write: what one instance writes
+// is never seen by the next.
+func TestMemoryImageIsCopyOnWrite(t *testing.T) {
+	r := newRuntime(t, Config{})
+	m := compile(t, r, wat(t, "datawrite"))
+	for i := 0; i < 3; i++ {
+		out, err := r.Run(context.Background(), m, Input{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "AAAA\x00\x00\x00\x00CC"; string(out.Stdout) != want {
+			t.Fatalf("call %d saw %q, want %q", i, out.Stdout, want)
+		}
+	}
 }

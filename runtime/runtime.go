@@ -211,6 +211,13 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.stop()
 	r.inflight.Wait()
 	err := r.wz.Close(ctx)
+	r.mu.Lock()
+	for _, c := range r.modules {
+		if c.info != nil {
+			c.info.image.close()
+		}
+	}
+	r.mu.Unlock()
 	if r.cache != nil {
 		if e := r.cache.Close(ctx); err == nil {
 			err = e
@@ -293,16 +300,27 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 	if err := r.validate(m); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
+	// Make instances cheap (see image.go and mergeData): a memory image
+	// where the platform has them, else merged data segments.
 	bin := wasm
-	if merged, err := mergeData(wasm, m); err == nil {
-		bin = merged
+	var image *memImage
+	if data, ok := buildImage(m); ok {
+		if img, err := newImage(data); err == nil {
+			image, bin = img, stripData(wasm, m)
+		}
+	}
+	if image == nil {
+		if merged, err := mergeData(wasm, m); err == nil {
+			bin = merged
+		}
 	}
 	cm, err := r.wz.CompileModule(ctx, bin)
 	if err != nil {
+		image.close()
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Keep only what Module reports, copied: the caller owns wasm.
-	info := &wasmModule{imports: m.imports, exports: m.exports, memories: m.memories}
+	info := &wasmModule{imports: m.imports, exports: m.exports, memories: m.memories, image: image}
 	for _, c := range m.customs {
 		info.customs = append(info.customs, customSection{name: c.name, data: append([]byte(nil), c.data...)})
 	}
@@ -394,6 +412,7 @@ func (r *Runtime) release(sum [32]byte, c *compiled) {
 	r.mu.Unlock()
 	if last && c.cm != nil {
 		c.cm.Close(context.Background())
+		c.info.image.close()
 	}
 }
 

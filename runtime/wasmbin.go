@@ -187,6 +187,8 @@ type wasmModule struct {
 	data     []dataSegment
 	sections []rawSection
 
+	image *memImage // set by Compile when the data lives in a memory image
+
 	hasDataCount  bool
 	usesTableGrow bool // table.grow or table.fill somewhere in the code
 	usesDataIndex bool // memory.init or data.drop somewhere in the code

@@ -1,0 +1,144 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/agcore/agrun/internal/testguest"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// The benchmarks behind docs/PERFORMANCE.md (section "runtime"):
+//
+//	go test -run '^$' -bench . -benchtime 2s ./runtime/
+
+var wordcountIn = []byte(`{"text":"the quick brown fox jumps over the lazy dog"}`)
+
+const wordcountOut = "{\"words\":9}\n"
+
+func wordcount(b testing.TB) []byte { return testguest.Build(b, "testdata/guests/wordcount") }
+
+// BenchmarkCompileCold compiles a Go guest with no cache at all.
+func BenchmarkCompileCold(b *testing.B) {
+	wasm := wordcount(b)
+	ctx := context.Background()
+	for b.Loop() {
+		r, err := New(ctx, Config{DisableCache: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Compile(ctx, wasm); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}
+
+// BenchmarkCompileDiskCache is what a second process pays: a new Runtime
+// loading the module from a warm on-disk cache.
+func BenchmarkCompileDiskCache(b *testing.B) {
+	wasm := wordcount(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	warm, err := New(ctx, Config{CacheDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := warm.Compile(ctx, wasm); err != nil {
+		b.Fatal(err)
+	}
+	warm.Close(ctx)
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := New(ctx, Config{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Compile(ctx, wasm); err != nil {
+			b.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+}
+
+// BenchmarkRun is one call of a small Go tool in a fresh instance.
+func BenchmarkRun(b *testing.B) {
+	r := newRuntime(b, Config{})
+	m := compile(b, r, wordcount(b))
+	ctx := context.Background()
+	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
+	for b.Loop() {
+		out, err := r.Run(ctx, m, in)
+		if err != nil || string(out.Stdout) != wordcountOut {
+			b.Fatalf("%v %+v", err, out)
+		}
+	}
+}
+
+// BenchmarkRunParallel is calls from many goroutines at once.
+func BenchmarkRunParallel(b *testing.B) {
+	r := newRuntime(b, Config{})
+	m := compile(b, r, wordcount(b))
+	ctx := context.Background()
+	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			out, err := r.Run(ctx, m, in)
+			if err != nil || string(out.Stdout) != wordcountOut {
+				b.Errorf("%v %+v", err, out)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkRawWazero is the baseline: the unmodified module instantiated
+// with wazero's defaults, as a plain embedding would.
+func BenchmarkRawWazero(b *testing.B) {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(mustCache(b, testguest.CompilationCacheDir(b))))
+	defer rt.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	cm, err := rt.CompileModule(ctx, wordcount(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var stdout bytes.Buffer
+		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").
+			WithArgs("wordcount").WithStdin(bytes.NewReader(wordcountIn)).WithStdout(&stdout))
+		if err != nil {
+			b.Fatal(err)
+		}
+		mod.Close(ctx)
+		if stdout.String() != wordcountOut {
+			b.Fatalf("%q", stdout.String())
+		}
+	}
+}
+
+// BenchmarkNativeProcess is the same tool built for the host and run with
+// fork/exec.
+func BenchmarkNativeProcess(b *testing.B) {
+	bin := testguest.BuildNative(b, "testdata/guests/wordcount")
+	for b.Loop() {
+		cmd := exec.Command(bin)
+		cmd.Stdin = bytes.NewReader(wordcountIn)
+		out, err := cmd.Output()
+		if err != nil || string(out) != wordcountOut {
+			b.Fatalf("%v %q", err, out)
+		}
+	}
+}
+
+func mustCache(b testing.TB, dir string) wazero.CompilationCache {
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,3 @@
+package runtime
+
+const sysMemfdCreate = 319
