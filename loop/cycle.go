@@ -271,10 +271,11 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 		r.open = slices.Clone(rep.Calls)
 
 		reason := rep.FinishReason
-		if len(rep.Calls) > 0 {
+		switch {
+		case len(rep.Calls) > 0:
 			reason = "tool_calls"
-		} else if reason == "" {
-			reason = "stop"
+		case reason == "" || reason == "tool_calls":
+			reason = "stop" // "tool_calls" with an empty list of calls
 		}
 		if !emit(&TurnComplete{Reason: reason, Usage: rep.Usage}) {
 			return nil, errStopped

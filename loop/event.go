@@ -58,7 +58,8 @@ type ToolExecutionCompleted struct {
 type TurnComplete struct {
 	// Reason is "tool_calls" when the reply carries tool calls (whatever
 	// finish_reason the provider sent), else the provider's finish_reason
-	// ("stop", "length", "content_filter", ...; "stop" if it sent none).
+	// ("stop", "length", "content_filter", ...; "stop" if it sent none, or
+	// sent "tool_calls" with no calls).
 	Reason string
 	// Usage is the tokens of this request, as reported by the provider
 	// (zero if it reported none).

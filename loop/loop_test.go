@@ -25,7 +25,8 @@ func TestOneToolCallThenAnswer(t *testing.T) {
 				t.Errorf("messages %s", got.Raw)
 			}
 			if len(got.Body.Tools) != 1 {
-				t.Fatalf("tools %s", got.Raw)
+				t.Errorf("tools %s", got.Raw)
+				return
 			}
 			tl := got.Body.Tools[0]
 			if tl.Type != "function" || tl.Function.Name != "word_count" || tl.Function.Description != "Count the words of a text" {
@@ -43,7 +44,8 @@ func TestOneToolCallThenAnswer(t *testing.T) {
 		expect(func(t *testing.T, got received) {
 			checkWireHistory(t, got.Body.Messages)
 			if roles(got.Body.Messages) != "system,user,assistant,tool" {
-				t.Fatalf("roles %s", roles(got.Body.Messages))
+				t.Errorf("roles %s", roles(got.Body.Messages))
+				return
 			}
 			a := got.Body.Messages[2]
 			if len(a.ToolCalls) != 1 || a.ToolCalls[0].ID != "call_abc" || a.ToolCalls[0].Function.Name != "word_count" ||

@@ -22,11 +22,11 @@ import (
 
 // wireRequest is a request body as the server decodes it.
 type wireRequest struct {
-	Model             string        `json:"model"`
-	Messages          []wireMessage `json:"messages"`
-	Tools             []wireTool    `json:"tools"`
-	Stream            bool          `json:"stream"`
-	StreamOptions     *struct {
+	Model         string        `json:"model"`
+	Messages      []wireMessage `json:"messages"`
+	Tools         []wireTool    `json:"tools"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	ParallelToolCalls *bool    `json:"parallel_tool_calls"`
