@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
+)
+
+// progressEvery is how often a line on stderr says which tools are still
+// running.
+var progressEvery = 5 * time.Second
+
+// conversation is one open session: the cycle, the locked session file,
+// and the registry the tools come from.
+type conversation struct {
+	id    string
+	sess  *session.Session
+	cycle *loop.Cycle
+	// appendErr is the first error writing the session file, if any.
+	mu        sync.Mutex
+	appendErr error
+}
+
+// openConversation opens (or creates) session id and builds a cycle that
+// continues its history and writes every new message to it as it completes.
+func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string) (*conversation, error) {
+	if id == "" {
+		id = session.NewID()
+	}
+	sess, raw, warnings, err := st.Open(id)
+	if err != nil {
+		if errors.Is(err, session.ErrBadID) {
+			return nil, usagef("%v", err)
+		}
+		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
+	}
+	history := make([]loop.Message, 0, len(raw))
+	for i, r := range raw {
+		var m loop.Message
+		if err := json.Unmarshal(r, &m); err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("session %s: message %d: %w", id, i+1, err)
+		}
+		history = append(history, m)
+	}
+	conv := &conversation{id: id, sess: sess}
+	lc := loop.Config{
+		BaseURL:           cfg.LLM.BaseURL,
+		APIKey:            os.Getenv(cfg.LLM.APIKeyEnv),
+		Model:             cfg.LLM.Model,
+		System:            cfg.LLM.System,
+		Temperature:       cfg.LLM.Temperature,
+		MaxTurns:          cfg.LLM.MaxTurns,
+		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
+		RequestTimeout:    cfg.LLM.Timeout.Std(),
+		History:           history,
+		OnMessage:         conv.record,
+	}
+	if cfg.LLM.MaxRetries != nil {
+		lc.MaxRetries = *cfg.LLM.MaxRetries
+		if lc.MaxRetries == 0 {
+			lc.MaxRetries = -1
+		}
+	}
+	cyc, err := loop.New(lc)
+	if err != nil {
+		sess.Close()
+		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
+	}
+	conv.cycle = cyc
+	return conv, nil
+}
+
+// record writes one message to the session file as it completes.
+func (cv *conversation) record(m loop.Message) {
+	b, err := json.Marshal(m)
+	if err == nil {
+		err = cv.sess.Append(b)
+	}
+	if err != nil {
+		cv.mu.Lock()
+		if cv.appendErr == nil {
+			cv.appendErr = err
+		}
+		cv.mu.Unlock()
+	}
+}
+
+func (cv *conversation) close() { cv.sess.Close() }
+
+// runPrompt is `agrun run [--json] [--session ID] PROMPT`.
+func (c *cli) runPrompt(ctx context.Context, args []string) int {
+	fs := newFlags("run")
+	asJSON := fs.Bool("json", false, "print every event as a JSON line")
+	sessID := fs.String("session", "", "continue (or start) this session")
+	pos, err := parseFlags(fs, args)
+	if err == nil && len(pos) == 0 {
+		err = usagef("usage: agrun run [--json] [--session ID] PROMPT")
+	}
+	prompt := strings.Join(pos, " ")
+	id := *sessID
+	var final string
+	if err == nil {
+		id, final, err = c.runOnce(ctx, prompt, id, *asJSON)
+	}
+	if *asJSON {
+		if err != nil {
+			e := errorOf(err)
+			writeJSONLine(c.stdout, map[string]string{"type": "error", "kind": runErrorKind(err, e.Kind), "message": e.Message})
+		} else {
+			writeJSONLine(c.stdout, map[string]string{"type": "done", "session": id, "text": final})
+		}
+		if err != nil {
+			if isUsage(err) {
+				return exitUsage
+			}
+			return exitFailure
+		}
+		return exitOK
+	}
+	return c.exit(err)
+}
+
+// runErrorKind names the way a run ended for --json output.
+func runErrorKind(err error, fallback string) string {
+	var api *loop.APIError
+	switch {
+	case errors.Is(err, loop.ErrMaxTurns):
+		return "max_turns"
+	case errors.Is(err, loop.ErrRepeatedCall):
+		return "repeated_call"
+	case errors.As(err, &api):
+		return "provider"
+	case errors.Is(err, loop.ErrBadResponse):
+		return "provider"
+	case errors.Is(err, session.ErrLocked):
+		return "session_locked"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	}
+	return fallback
+}
+
+func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return id, "", err
+	}
+	st, err := c.sessionStoreFor(cfg)
+	if err != nil {
+		return id, "", err
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	if err != nil {
+		return id, "", err
+	}
+	defer e.close()
+	e.warnBroken(c.stderr)
+	conv, err := c.openConversation(cfg, st, id)
+	if err != nil {
+		return id, "", err
+	}
+	defer conv.close()
+	if !asJSON {
+		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
+	}
+	final, err := c.turn(ctx, conv, e.reg, prompt, asJSON)
+	return conv.id, final, err
+}
+
+// sessionStoreFor opens the sessions folder of cfg.
+func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Store, error) {
+	dir := cfg.Sessions.Dir
+	if dir == "" {
+		dir = session.DefaultDir()
+	}
+	return session.OpenStore(dir)
+}
+
+// turn sends one prompt and streams the events: text to stdout, one line
+// per tool call to stderr (or every event as JSON on stdout). It returns
+// the final text.
+func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Registry, prompt string, asJSON bool) (string, error) {
+	var final strings.Builder
+	prog := newProgress(c.stderr)
+	defer prog.stop()
+	wroteText := false
+	var runErr error
+	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
+		if err != nil {
+			runErr = err
+			break
+		}
+		if asJSON {
+			writeJSONLine(c.stdout, ev)
+		}
+		switch ev := ev.(type) {
+		case *loop.TextDelta:
+			final.WriteString(ev.Text)
+			if !asJSON {
+				io.WriteString(c.stdout, safe(ev.Text))
+				wroteText = true
+			}
+		case *loop.TurnComplete:
+			if ev.Reason == "tool_calls" {
+				final.Reset()
+				if wroteText && !asJSON {
+					io.WriteString(c.stdout, "\n")
+					wroteText = false
+				}
+			}
+		case *loop.ToolExecutionStarted:
+			prog.start(ev.ID, ev.Name)
+			if !asJSON {
+				fmt.Fprintf(c.stderr, "agrun: → %s %s\n", safe(ev.Name), safe(shorten(compact(ev.Input), 80)))
+			}
+		case *loop.ToolExecutionCompleted:
+			prog.done(ev.ID)
+			if !asJSON {
+				fmt.Fprintf(c.stderr, "agrun: ← %s %s %s\n", safe(ev.Name), outcome(ev), ev.Duration.Round(time.Millisecond))
+			}
+		}
+	}
+	if wroteText && !asJSON {
+		io.WriteString(c.stdout, "\n")
+	}
+	conv.mu.Lock()
+	appendErr := conv.appendErr
+	conv.mu.Unlock()
+	if runErr == nil && appendErr != nil {
+		runErr = fmt.Errorf("the session could not be saved: %w", appendErr)
+	}
+	return final.String(), runErr
+}
+
+func outcome(ev *loop.ToolExecutionCompleted) string {
+	if !ev.IsError {
+		return "ok " + safe(shorten(compact(ev.Output), 60))
+	}
+	return "error (" + string(ev.ErrorKind) + ")"
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// progress prints, every progressEvery, which tools are still running, so
+// a long call is visibly alive.
+type progress struct {
+	w       io.Writer
+	mu      sync.Mutex
+	running map[string]string // id -> name
+	since   time.Time
+	quit    chan struct{}
+	once    sync.Once
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, running: map[string]string{}, quit: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+func (p *progress) start(id, name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.running) == 0 {
+		p.since = time.Now()
+	}
+	p.running[id] = name
+}
+
+func (p *progress) done(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.running, id)
+}
+
+func (p *progress) stop() { p.once.Do(func() { close(p.quit) }) }
+
+func (p *progress) loop() {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			if len(p.running) > 0 {
+				names := make([]string, 0, len(p.running))
+				for _, n := range p.running {
+					names = append(names, safe(n))
+				}
+				fmt.Fprintf(p.w, "agrun: … still running: %s (%s)\n", strings.Join(names, ", "), time.Since(p.since).Round(time.Second))
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// warnBroken says on stderr which tools failed to load.
+func (e *env) warnBroken(w io.Writer) {
+	for _, ti := range e.infos() {
+		if ti.Error != "" {
+			fmt.Fprintf(w, "agrun: tool %s not available: %s\n", safe(ti.Name), safe(firstLine(ti.Error, 200)))
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// call runs one tool through the registry, without a model. With --json it
+// prints exactly one object on stdout for every outcome.
+func (c *cli) call(ctx context.Context, args []string) int {
+	fs := newFlags("call")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err == nil && (len(pos) < 1 || len(pos) > 2) {
+		err = usagef("usage: agrun call [--json] NAME [ARGS_JSON]")
+	}
+	var out json.RawMessage
+	if err == nil {
+		out, err = c.callTool(ctx, pos)
+	}
+	if *asJSON {
+		writeJSONLine(c.stdout, callResult(out, err))
+		switch {
+		case err == nil:
+			return exitOK
+		case isUsage(err):
+			return exitUsage
+		}
+		return exitFailure
+	}
+	if err != nil {
+		return c.exit(err)
+	}
+	fmt.Fprintf(c.stdout, "%s\n", out)
+	return exitOK
+}
+
+func (c *cli) callTool(ctx context.Context, pos []string) (json.RawMessage, error) {
+	name := pos[0]
+	var args []byte
+	if len(pos) == 2 {
+		args = []byte(pos[1])
+	} else {
+		var err error
+		if args, err = io.ReadAll(io.LimitReader(c.stdin, registry.DefaultMaxArgsBytes+1)); err != nil {
+			return nil, fmt.Errorf("reading arguments from stdin: %w", err)
+		}
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, only(name))
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	if berr := e.brokenFor(name); berr != nil {
+		return nil, registry.NewError(registry.KindOf(berr), name, fmt.Errorf("the tool failed to load: %w", berr))
+	}
+	inv := e.reg.Invoke(ctx, name, args)
+	return inv.Output, inv.Err
+}
+
+// callResult is the shape of `call --json` (and of the HTTP API's call
+// answers): {"ok":true,"result":...} or {"ok":false,"error":{...}}.
+type callResultJSON struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *errorJSON      `json:"error,omitempty"`
+}
+
+type errorJSON struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+func callResult(out json.RawMessage, err error) callResultJSON {
+	if err == nil {
+		return callResultJSON{OK: true, Result: out}
+	}
+	return callResultJSON{Error: errorOf(err)}
+}
+
+// errorOf gives an error its stable kind and message for JSON output.
+// Configuration and usage errors have kinds "config" and "usage".
+func errorOf(err error) *errorJSON {
+	var ce *configError
+	var ue *usageError
+	var re *registry.Error
+	switch {
+	case errors.As(err, &ce):
+		return &errorJSON{Kind: "config", Message: err.Error()}
+	case errors.As(err, &ue):
+		return &errorJSON{Kind: "usage", Message: err.Error()}
+	case errors.As(err, &re):
+		return &errorJSON{Kind: string(re.Kind), Message: re.Message()}
+	}
+	return &errorJSON{Kind: string(registry.KindOf(err)), Message: err.Error()}
+}
+
+func writeJSONLine(w io.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(callResultJSON{Error: &errorJSON{Kind: "other", Message: err.Error()}})
+	}
+	w.Write(append(b, '\n'))
+}
+
+// tools lists every configured tool: name, source, permissions, whether
+// the policy lets it run, and why a broken one failed to load.
+func (c *cli) tools(ctx context.Context, args []string) error {
+	fs := newFlags("tools")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("usage: agrun tools [--json]")
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	infos := e.infos()
+	if *asJSON {
+		if infos == nil {
+			infos = []toolInfo{}
+		}
+		writeJSONLine(c.stdout, infos)
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS")
+	for _, ti := range infos {
+		status := "ok"
+		switch {
+		case ti.Error != "":
+			status = "broken: " + firstLine(ti.Error, 160)
+		case !ti.Allowed:
+			status = "denied: " + firstLine(ti.Denied, 160)
+		}
+		perms := strings.Join(ti.Permissions, ",")
+		if perms == "" {
+			perms = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/mcp"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// configError is a configuration problem: exit code 2.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// loadConfig finds and decodes the config (-c, $AGRUN_CONFIG, ./agrun.toml).
+// A missing ./agrun.toml (not named by the user) gives the defaults.
+func (c *cli) loadConfig() (*config.Config, error) {
+	path, explicit := config.Locate(c.configPath)
+	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
+		return config.Default(), nil
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, &configError{err}
+	}
+	return cfg, nil
+}
+
+// toolInfo describes one configured tool, loaded or not.
+type toolInfo struct {
+	Name        string   `json:"name"`
+	Source      string   `json:"source"` // "wasm:<path>" or "mcp:<server>"
+	Permissions []string `json:"permissions"`
+	Allowed     bool     `json:"allowed"`          // the permission policy lets it run
+	Denied      string   `json:"denied,omitempty"` // why not
+	Error       string   `json:"error,omitempty"`  // why it failed to load
+	Description string   `json:"description,omitempty"`
+}
+
+// env is everything a command needs: the config, the sandbox, the registry
+// with every tool that loaded, and what failed to load.
+type env struct {
+	cfg     *config.Config
+	rt      *runtime.Runtime
+	reg     *registry.Registry
+	checker *permission.Checker
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	sources map[string]string // tool name -> source
+	broken  map[string]error  // config name (tool or "mcp:<server>") -> load error
+	clients []*mcp.Client
+	tools   []*wasmtools.Tool
+}
+
+// loadFilter selects what newEnv loads: every tool (nil), or only what one
+// tool name needs (so `agrun call word_count` does not start MCP servers).
+type loadFilter func(kind, name string) bool
+
+func only(tool string) loadFilter {
+	return func(kind, name string) bool {
+		if kind == "wasm" {
+			return name == tool
+		}
+		return strings.HasPrefix(tool, name+"__")
+	}
+}
+
+// newEnv builds the sandbox and the registry from cfg. Tools that fail to
+// load are recorded in broken, not fatal.
+func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter loadFilter) (*env, error) {
+	e := &env{
+		cfg:     cfg,
+		checker: permission.NewChecker(cfg.PermissionConfig()),
+		log:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		sources: map[string]string{},
+		broken:  map[string]error{},
+	}
+	rt, err := runtime.New(ctx, runtime.Config{
+		CacheDir:     cfg.Sandbox.CacheDir,
+		DisableCache: cfg.Sandbox.NoCache,
+		MaxInstances: cfg.Sandbox.MaxInstances,
+		Limits:       sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput),
+		Logger:       e.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.rt = rt
+	e.reg = registry.New(registry.WithPermissionChecker(e.checker), registry.WithMaxParallel(cfg.Sandbox.MaxParallel))
+
+	var wg sync.WaitGroup
+	for name, t := range cfg.Tools {
+		if filter != nil && !filter("wasm", name) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loadWasm(ctx, name, t)
+		}()
+	}
+	for name, s := range cfg.MCP {
+		if filter != nil && !filter("mcp", name) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loadMCP(ctx, name, s)
+		}()
+	}
+	wg.Wait()
+	return e, nil
+}
+
+func sandboxLimits(timeout config.Duration, memory, maxOutput config.Size) runtime.Limits {
+	return runtime.Limits{Timeout: timeout.Std(), MemoryBytes: int64(memory), MaxStdout: int64(maxOutput)}
+}
+
+func (e *env) fail(key string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.broken[key] = err
+}
+
+func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
+	wasm, err := os.ReadFile(t.Wasm)
+	if err != nil {
+		e.fail(name, registry.NewError(registry.IO, name, err))
+		return
+	}
+	grant := wasmtools.Grant{
+		AllowedHosts: t.AllowedHosts,
+		AllowPrivate: t.AllowPrivate,
+		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput),
+		SHA256:       t.SHA256,
+	}
+	for _, m := range t.Mounts {
+		grant.Mounts = append(grant.Mounts, wasmtools.Mount{Host: m.Host, Guest: m.Guest, Writable: m.Writable, AllowDelete: m.AllowDelete})
+	}
+	var tool *wasmtools.Tool
+	if t.Manifest != "" {
+		m, merr := wasmtools.ReadManifestFile(t.Manifest)
+		if merr != nil {
+			e.fail(name, merr)
+			return
+		}
+		tool, err = wasmtools.LoadWithManifest(ctx, e.rt, wasm, m, grant)
+	} else {
+		tool, err = wasmtools.Load(ctx, e.rt, wasm, grant)
+	}
+	if err != nil {
+		e.fail(name, err)
+		return
+	}
+	if tool.Name() != name {
+		tool = tool.Renamed(name)
+	}
+	if err := e.reg.Register(tool); err != nil {
+		e.fail(name, err)
+		return
+	}
+	e.mu.Lock()
+	e.sources[name] = "wasm:" + t.Wasm
+	e.tools = append(e.tools, tool)
+	e.mu.Unlock()
+}
+
+func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
+	var tr mcp.Transport
+	if s.URL != "" {
+		tr = mcp.HTTP{URL: s.URL, Headers: s.Headers}
+	} else {
+		var envv []string
+		for k, v := range s.Env {
+			envv = append(envv, k+"="+v)
+		}
+		slices.Sort(envv)
+		tr = mcp.Stdio{Command: s.Command, Args: s.Args, Env: envv, Dir: s.Dir}
+	}
+	cl, err := mcp.NewClient(name, tr, &mcp.Options{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
+	if err != nil {
+		e.fail("mcp:"+name, err)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout(s.Timeout.Std()))
+	defer cancel()
+	if err := cl.Connect(cctx); err != nil {
+		cl.Close(context.Background())
+		e.fail("mcp:"+name, err)
+		return
+	}
+	if err := cl.Sync(e.reg); err != nil {
+		cl.Close(context.Background())
+		e.fail("mcp:"+name, err)
+		return
+	}
+	e.mu.Lock()
+	for _, t := range cl.Tools() {
+		e.sources[t.Name()] = "mcp:" + name
+	}
+	e.clients = append(e.clients, cl)
+	e.mu.Unlock()
+}
+
+func connectTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 30 * time.Second
+	}
+	return d
+}
+
+// close shuts every MCP server down and releases the sandbox.
+func (e *env) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, cl := range e.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cl.Close(ctx); err != nil {
+				e.log.Warn("closing MCP server", "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+	e.rt.Close(ctx)
+}
+
+// infos lists every tool, loaded or broken, sorted by name.
+func (e *env) infos() []toolInfo {
+	var out []toolInfo
+	for _, name := range e.reg.List() {
+		t, ok := e.reg.Get(name)
+		if !ok {
+			continue
+		}
+		ti := toolInfo{Name: name, Source: e.sources[name], Permissions: permission.Strings(t.Permissions()), Allowed: true,
+			Description: safe(firstLine(t.Description(), 200))}
+		if err := e.reg.Allowed(name); err != nil {
+			ti.Allowed = false
+			var d *permission.DeniedError
+			if errors.As(err, &d) {
+				ti.Denied = d.Error()
+			} else {
+				ti.Denied = err.Error()
+			}
+		}
+		out = append(out, ti)
+	}
+	for key, err := range e.broken {
+		ti := toolInfo{Name: key, Error: safe(err.Error())}
+		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
+			ti.Name, ti.Source = s+"__*", key
+		} else if t, ok := e.cfg.Tools[key]; ok {
+			ti.Source = "wasm:" + t.Wasm
+		}
+		out = append(out, ti)
+	}
+	slices.SortFunc(out, func(a, b toolInfo) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out {
+		if out[i].Permissions == nil {
+			out[i].Permissions = []string{}
+		}
+	}
+	return out
+}
+
+// brokenFor returns the load error behind a tool name, if any.
+func (e *env) brokenFor(name string) error {
+	if err, ok := e.broken[name]; ok {
+		return err
+	}
+	for key, err := range e.broken {
+		if s, ok := strings.CutPrefix(key, "mcp:"); ok && strings.HasPrefix(name, s+"__") {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// safe makes text from tools, servers and models safe for a terminal:
+// valid UTF-8, control characters (escape sequences included) shown as
+// \x.. escapes, invisible format characters (zero-width, bidi overrides)
+// as \u.... Newlines and tabs stay.
+func safe(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			b.WriteString("\uFFFD")
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.Is(unicode.Cf, r) || unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,308 @@
+// Package wasmtools turns a WebAssembly module into a registry.Tool: the
+// module describes itself with a manifest (an "agrun.manifest" custom
+// section), and the operator's Grant says what it may reach. What the guest
+// gets is the intersection of what the manifest declares and what the grant
+// offers — never more than either.
+//
+//	rt, _ := runtime.New(ctx, runtime.Config{})
+//	defer rt.Close(ctx)
+//	t, err := wasmtools.Load(ctx, rt, wasmBytes, wasmtools.Grant{
+//		AllowedHosts: []string{"api.example.com"},
+//		Limits:       runtime.Limits{Timeout: 5 * time.Second},
+//	})
+//	out, err := t.Execute(ctx, json.RawMessage(`{"city":"Paris"}`))
+//
+// A Tool is safe for concurrent use; every Execute runs in a fresh sandbox
+// instance. Pack embeds a manifest in a module and Inspect describes one.
+package wasmtools
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+)
+
+// Mount offers a host directory to a tool, at Guest inside the sandbox.
+// It is read-only unless Writable; AllowDelete (with Writable) permits
+// unlink and rmdir. The tool gets it only if its manifest declares
+// "filesystem"; writable only if it also declares "write"; deletion only if
+// it also declares "delete".
+type Mount struct {
+	Host, Guest string
+	Writable    bool
+	AllowDelete bool
+}
+
+// Grant is what the operator offers a tool. The zero Grant offers nothing:
+// pure compute with the runtime's default limits.
+type Grant struct {
+	// AllowedHosts enables agrun.http_request to these hosts (exact host
+	// names, or host:port) if the manifest declares "network".
+	AllowedHosts []string
+	// AllowPrivate lets the allowed hosts resolve to loopback and private
+	// addresses.
+	AllowPrivate bool
+	// Mounts are offered if the manifest declares "filesystem".
+	Mounts []Mount
+	// Limits override the runtime's defaults; zero fields keep them.
+	Limits runtime.Limits
+	// SHA256, if set, pins the module: lowercase hex of the whole file. A
+	// module with another hash is refused ("integrity mismatch").
+	SHA256 string
+}
+
+// ErrIntegrity is wrapped by Load when the module does not match Grant.SHA256.
+var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
+
+// ErrNoManifest is wrapped by Load when the module has no manifest section.
+var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section (add one with `agrun pack`, or give a manifest in the config)")
+
+// Capabilities is what a tool actually gets: declared ∩ granted.
+type Capabilities struct {
+	Network *runtime.NetworkGrant `json:"network,omitempty"`
+	Mounts  []runtime.Mount       `json:"mounts,omitempty"`
+}
+
+// Tool is a WASM module as a registry.Tool. It is safe for concurrent use.
+type Tool struct {
+	rt     *runtime.Runtime
+	mod    *runtime.Module
+	name   string
+	man    Manifest
+	params json.RawMessage
+	caps   Capabilities
+	limits runtime.Limits
+}
+
+var _ registry.Tool = (*Tool)(nil)
+
+// Load compiles wasm and reads its manifest from the agrun.manifest custom
+// section. It fails if the pin in grant does not match, the manifest is
+// missing or invalid, or the sandbox refuses the module.
+func Load(ctx context.Context, rt *runtime.Runtime, wasm []byte, grant Grant) (*Tool, error) {
+	if err := checkPin(wasm, grant.SHA256); err != nil {
+		return nil, err
+	}
+	secs, err := readSections(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", runtime.ErrCompile, err)
+	}
+	sec, err := findManifest(secs)
+	if err != nil {
+		return nil, err
+	}
+	if sec == nil {
+		return nil, ErrNoManifest
+	}
+	m, err := ParseManifest(sec)
+	if err != nil {
+		return nil, err
+	}
+	return load(ctx, rt, wasm, m, grant)
+}
+
+// LoadWithManifest is Load for a module whose manifest comes from elsewhere
+// (a bare WASI program written by someone else); a manifest section inside
+// the module, if any, is ignored.
+func LoadWithManifest(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, grant Grant) (*Tool, error) {
+	if err := checkPin(wasm, grant.SHA256); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return load(ctx, rt, wasm, m, grant)
+}
+
+func checkPin(wasm []byte, pin string) error {
+	if pin == "" {
+		return nil
+	}
+	sum := sha256.Sum256(wasm)
+	if got := hex.EncodeToString(sum[:]); got != strings.ToLower(pin) {
+		return fmt.Errorf("%w: sha256 is %s, the pin says %s", ErrIntegrity, got, pin)
+	}
+	return nil
+}
+
+func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g Grant) (*Tool, error) {
+	mod, err := rt.Compile(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	params := m.Parameters
+	if len(bytes.TrimSpace(params)) == 0 {
+		params = defaultParameters
+	}
+	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, caps: capabilities(m.Permissions, g), limits: g.Limits}, nil
+}
+
+// capabilities intersects what the manifest declares with what is granted.
+func capabilities(declared []permission.Permission, g Grant) Capabilities {
+	has := func(p permission.Permission) bool { return slices.Contains(declared, p) }
+	var c Capabilities
+	if has(permission.Network) && len(g.AllowedHosts) > 0 {
+		c.Network = &runtime.NetworkGrant{AllowedHosts: slices.Clone(g.AllowedHosts), AllowPrivate: g.AllowPrivate}
+	}
+	if has(permission.Filesystem) {
+		for _, m := range g.Mounts {
+			w := m.Writable && has(permission.Write)
+			c.Mounts = append(c.Mounts, runtime.Mount{
+				HostPath:    m.Host,
+				GuestPath:   m.Guest,
+				Writable:    w,
+				AllowDelete: w && m.AllowDelete && has(permission.Delete),
+			})
+		}
+	}
+	return c
+}
+
+// Renamed returns a copy of t registered under another name (the config key
+// of a tool may rename a third-party tool). The module is shared.
+func (t *Tool) Renamed(name string) *Tool {
+	c := *t
+	c.name = name
+	return &c
+}
+
+// Name implements registry.Tool.
+func (t *Tool) Name() string { return t.name }
+
+// Description implements registry.Tool.
+func (t *Tool) Description() string { return t.man.Description }
+
+// Parameters implements registry.Tool.
+func (t *Tool) Parameters() json.RawMessage { return t.params }
+
+// Permissions implements registry.Tool: what the manifest declares.
+func (t *Tool) Permissions() []permission.Permission { return slices.Clone(t.man.Permissions) }
+
+// Manifest returns the tool's manifest.
+func (t *Tool) Manifest() Manifest { return t.man }
+
+// Capabilities returns what the tool actually gets (declared ∩ granted).
+func (t *Tool) Capabilities() Capabilities { return t.caps }
+
+// SHA256 returns the lowercase hex SHA-256 of the module.
+func (t *Tool) SHA256() string { return t.mod.SHA256() }
+
+// Close releases the compiled module. Calls in flight finish first.
+func (t *Tool) Close(ctx context.Context) error { return t.mod.Close(ctx) }
+
+// maxErrorMessage caps the error message taken from a guest.
+const maxErrorMessage = 4 << 10
+
+// Execute implements registry.Tool: args go to the guest's stdin, its
+// stdout is the result. Errors are *registry.Error: timeout, memory_limit,
+// output_limit, permission_denied (the guest called a capability it was not
+// granted), cancelled, or execution_failed (non-zero exit, trap, output
+// that is not JSON).
+func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	out, err := t.rt.Run(ctx, t.mod, runtime.Input{
+		Stdin:   args,
+		Args:    []string{t.name},
+		Mounts:  t.caps.Mounts,
+		Network: t.caps.Network,
+		Limits:  t.limits,
+	})
+	if err != nil {
+		return nil, t.classify(ctx, err)
+	}
+	if out.ExitCode != 0 {
+		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "%s", guestMessage(out))
+	}
+	if t.man.Output == OutputText {
+		b, _ := json.Marshal(cleanText(out.Stdout, -1))
+		return b, nil
+	}
+	res := bytes.TrimSpace(out.Stdout)
+	if len(res) == 0 {
+		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool wrote no result to stdout")
+	}
+	if !json.Valid(res) {
+		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output is not valid JSON: %q", cleanText(res, 200))
+	}
+	return json.RawMessage(res), nil
+}
+
+func (t *Tool) classify(ctx context.Context, err error) error {
+	k := registry.ExecutionFailed
+	switch {
+	case errors.Is(err, runtime.ErrNotGranted):
+		k = registry.PermissionDenied
+		err = fmt.Errorf("the tool used a capability it was not granted: %w", err)
+	case errors.Is(err, runtime.ErrTimeout) && ctx.Err() == nil:
+		k = registry.Timeout
+	case ctx.Err() != nil:
+		k = registry.KindOf(ctx.Err())
+	case errors.Is(err, runtime.ErrTimeout):
+		k = registry.Timeout
+	case errors.Is(err, runtime.ErrMemoryLimit):
+		k = registry.MemoryLimit
+	case errors.Is(err, runtime.ErrOutputLimit):
+		k = registry.OutputLimit
+	case errors.Is(err, runtime.ErrInputLimit):
+		k = registry.InvalidArguments
+	case errors.Is(err, runtime.ErrClosed):
+		k = registry.Other
+	}
+	return registry.NewError(k, t.name, err)
+}
+
+// guestMessage is the message of a failed call: the "error" string of a
+// JSON object on stdout, else the tail of stderr, else the exit code.
+func guestMessage(out *runtime.Output) string {
+	var e struct {
+		Error *string `json:"error"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(out.Stdout), &e) == nil && e.Error != nil && *e.Error != "" {
+		return cleanText([]byte(*e.Error), maxErrorMessage)
+	}
+	if s := bytes.TrimSpace(out.Stderr); len(s) > 0 {
+		if len(s) > maxErrorMessage {
+			s = s[len(s)-maxErrorMessage:]
+		}
+		return cleanText(s, maxErrorMessage)
+	}
+	return fmt.Sprintf("the tool exited with code %d", out.ExitCode)
+}
+
+// cleanText makes guest bytes safe to show a model or a terminal: valid
+// UTF-8, no control characters but newline and tab (so no terminal escape
+// sequences), at most max bytes (max < 0: no limit).
+func cleanText(b []byte, max int) string {
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		b = b[n:]
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			r = '\uFFFD'
+		case r == '\n' || r == '\t':
+		case unicode.IsControl(r):
+			continue
+		}
+		if max >= 0 && sb.Len()+utf8.RuneLen(r) > max {
+			sb.WriteString("…")
+			break
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
