@@ -66,8 +66,3 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	}
 	return nil
 }
-
-// serve is `agrun serve`; see serve.go.
-func (c *cli) serve(ctx context.Context, args []string) error {
-	return fmt.Errorf("serve: not built yet")
-}
