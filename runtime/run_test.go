@@ -209,3 +209,44 @@ func TestRunInputLimit(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInputLimit", err)
 	}
 }
+
+// The WASI socket functions may be imported (the ABI allows every WASI
+// import) but no socket exists: every call fails.
+func TestNoSockets(t *testing.T) {
+	r := newRuntime(t, Config{})
+	m := compile(t, r, wat(t, "sock"))
+	out, err := run(t, r, m, Input{Stdin: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != 0 {
+		t.Errorf("%d socket calls succeeded", out.ExitCode)
+	}
+}
+
+// A panicking host function ends the call with an error; the host lives.
+func TestHostFunctionPanicIsRecovered(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	st := &callState{cancel: cancel}
+	stack := []uint64{7}
+	func() {
+		defer guard(ctx, st, "http_request", stack)
+		var m map[string]int
+		m["boom"]++ // panics: assignment to entry in nil map
+	}()
+	if int32(stack[0]) != codeFault {
+		t.Errorf("result = %d, want %d", int32(stack[0]), codeFault)
+	}
+	if p := st.hostErr.Load(); p == nil || !strings.Contains((*p).Error(), "agrun.http_request panicked") {
+		t.Errorf("hostErr = %v", p)
+	}
+	if context.Cause(ctx) == nil {
+		t.Error("the call was not ended")
+	}
+	// Without call state (a context not from Run) the guard still holds.
+	func() {
+		defer guard(ctx, nil, "http_request", stack)
+		hostHTTPRequest(context.Background(), nil, stack)
+	}()
+}

@@ -252,9 +252,10 @@ type Module struct {
 // modules that do not export "_start" and "memory".
 //
 // Imports of the WASI socket functions (sock_accept, sock_recv,
-// sock_send, sock_shutdown) are allowed because Go's wasip1 standard
-// library imports them whenever net is linked in: no socket is ever
-// preopened, so they can only fail with EBADF or ENOTSOCK.
+// sock_send, sock_shutdown) are allowed, as the guest ABI allows every
+// wasi_snapshot_preview1 import (Go's syscall package imports them when a
+// program uses net.FileListener), but no socket is ever preopened, so they
+// can only fail (EBADF, ENOTSOCK): the network is agrun.http_request only.
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
 		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
