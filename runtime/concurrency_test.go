@@ -51,7 +51,7 @@ func TestRunWaitsForASlot(t *testing.T) {
 	spin := compile(t, r, wat(t, "spin"))
 	busy := make(chan error, 1)
 	go func() {
-		_, err := r.Run(context.Background(), spin, Input{Limits: Limits{Timeout: 2 * time.Second}})
+		_, err := r.Run(context.Background(), spin, Input{Limits: Limits{Timeout: time.Second}})
 		busy <- err
 	}()
 	for len(r.sem) == 0 {
