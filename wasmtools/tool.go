@@ -238,6 +238,12 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 	if !json.Valid(res) {
 		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output is not valid JSON: %q", cleanText(res, 200))
 	}
+	if !utf8.Valid(res) {
+		// json.Valid does not check UTF-8, and json.RawMessage is passed on
+		// as is. Outside strings a valid document is ASCII, so the invalid
+		// bytes sit inside strings: replacing them keeps it valid.
+		res = bytes.ToValidUTF8(res, []byte("\uFFFD"))
+	}
 	return json.RawMessage(res), nil
 }
 
