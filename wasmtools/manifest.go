@@ -1,0 +1,468 @@
+package wasmtools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// Manifest limits.
+const (
+	// MaxManifestBytes caps a manifest, JSON or TOML.
+	MaxManifestBytes = 64 << 10
+	// maxVersion caps the free-form version string.
+	maxVersion = 64
+	// maxDescription caps the description: it is sent to the model with
+	// every request, so it should be short anyway.
+	maxDescription = 4 << 10
+	// maxManifestDepth bounds the nesting of a manifest document.
+	maxManifestDepth = registry.MaxDepth
+)
+
+// Output formats of a tool's stdout.
+const (
+	// OutputJSON: stdout is one JSON value, the result (the default).
+	OutputJSON = "json"
+	// OutputText: stdout is text, returned to the model as a JSON string.
+	OutputText = "text"
+)
+
+// defaultParameters is the schema of a tool that declares none.
+var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// namePattern is the tool name rule, shared with the registry.
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Manifest describes a WASM tool: what the model sees (name, description,
+// parameters), what the tool needs (permissions) and how its output is read.
+// It is stored as JSON in the module's agrun.manifest custom section:
+//
+//	{"name":"get_weather","version":"1.0.0","description":"Current weather for a city",
+//	 "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},
+//	 "permissions":["network"],"output":"json"}
+//
+// Manifests from untrusted sources must go through [ParseManifest] (or
+// [ParseManifestTOML]), which is strict; [Manifest.Validate] checks a
+// Manifest built in Go.
+type Manifest struct {
+	// Name is the tool's default name: ^[a-zA-Z0-9_-]{1,64}$. Required.
+	Name string `json:"name"`
+	// Version is free-form (e.g. "1.0.0"), at most 64 bytes. Optional.
+	Version string `json:"version,omitempty"`
+	// Description tells the model what the tool does. Required.
+	Description string `json:"description"`
+	// Parameters is the JSON Schema of the arguments: an object schema
+	// that compiles. Empty means {"type":"object","properties":{}}.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Permissions the tool declares; each listed once. For WASM tools they
+	// are also the capabilities it may be granted.
+	Permissions []permission.Permission `json:"permissions,omitempty"`
+	// Output is "json" (the default when empty) or "text".
+	Output string `json:"output,omitempty"`
+}
+
+// ErrInvalidManifest is wrapped by every manifest error: errors.Is(err,
+// ErrInvalidManifest) holds for the errors of ParseManifest,
+// ParseManifestTOML, ReadManifestFile and Manifest.Validate.
+var ErrInvalidManifest = errors.New("wasmtools: invalid manifest")
+
+// ManifestError is a manifest that was refused: Field names the offending
+// field ("" for the document as a whole) and Err says why.
+type ManifestError struct {
+	Field string
+	Err   error
+}
+
+// Error returns "wasmtools: invalid manifest: <field>: <reason>".
+func (e *ManifestError) Error() string {
+	if e.Field == "" {
+		return ErrInvalidManifest.Error() + ": " + e.Err.Error()
+	}
+	return ErrInvalidManifest.Error() + ": " + e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *ManifestError) Unwrap() error { return e.Err }
+
+// Is makes every ManifestError match ErrInvalidManifest.
+func (e *ManifestError) Is(target error) bool { return target == ErrInvalidManifest }
+
+func manifestErr(field, format string, args ...any) error {
+	return &ManifestError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// manifestFields are the keys a manifest may have, exactly so spelled.
+var manifestFields = []string{"name", "version", "description", "parameters", "permissions", "output"}
+
+// ParseManifest decodes a manifest from JSON, strictly: the document must be
+// one JSON object of at most MaxManifestBytes; unknown fields (matched
+// case-sensitively), duplicate keys at any depth, null values, a name
+// outside ^[a-zA-Z0-9_-]{1,64}$, an empty description, an unknown or
+// repeated permission, an output other than "json" or "text", and a
+// parameters schema that is not an object schema or does not compile are
+// errors (*ManifestError, wrapping ErrInvalidManifest). The result is
+// normalized: Output is "json" when absent and Parameters is
+// {"type":"object","properties":{}} when absent; Parameters is compacted.
+func ParseManifest(data []byte) (Manifest, error) {
+	if len(data) > MaxManifestBytes {
+		return Manifest{}, manifestErr("", "%d bytes, at most %d", len(data), MaxManifestBytes)
+	}
+	if !utf8.Valid(data) {
+		return Manifest{}, manifestErr("", "not valid UTF-8")
+	}
+	if err := checkJSON(data); err != nil {
+		return Manifest{}, &ManifestError{Err: err}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return Manifest{}, manifestErr("", "not a JSON object")
+	}
+	if fields == nil {
+		return Manifest{}, manifestErr("", "not a JSON object")
+	}
+	for k := range fields {
+		if !slices.Contains(manifestFields, k) {
+			return Manifest{}, manifestErr("", "unknown field %q (known: %s)", truncate(k, 64), strings.Join(manifestFields, ", "))
+		}
+	}
+	var m Manifest
+	for _, k := range manifestFields {
+		raw, ok := fields[k]
+		if !ok {
+			continue
+		}
+		if string(raw) == "null" {
+			return Manifest{}, manifestErr(k, "null is not allowed (leave the field out)")
+		}
+		var err error
+		switch k {
+		case "name":
+			err = json.Unmarshal(raw, &m.Name)
+		case "version":
+			err = json.Unmarshal(raw, &m.Version)
+		case "description":
+			err = json.Unmarshal(raw, &m.Description)
+		case "output":
+			err = json.Unmarshal(raw, &m.Output)
+		case "parameters":
+			m.Parameters = raw
+		case "permissions":
+			var ss []string
+			if err = json.Unmarshal(raw, &ss); err == nil {
+				m.Permissions, err = parsePermissions(ss)
+			}
+		}
+		if err != nil {
+			return Manifest{}, &ManifestError{Field: k, Err: jsonTypeError(err)}
+		}
+	}
+	m = m.normalized()
+	if err := m.Validate(); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// jsonTypeError words encoding/json's type errors without Go type names.
+func jsonTypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := te.Type.Kind().String()
+		switch want {
+		case "slice":
+			want = "array of strings"
+		}
+		return fmt.Errorf("got a JSON %s, want a %s", te.Value, want)
+	}
+	return err
+}
+
+// parsePermissions parses permission names; an element that is not a
+// string is caught by the JSON decoder before.
+func parsePermissions(ss []string) ([]permission.Permission, error) {
+	ps := make([]permission.Permission, 0, len(ss))
+	for _, s := range ss {
+		p, err := permission.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// normalized fills the defaults: Output "json", the empty object schema,
+// and compacts Parameters.
+func (m Manifest) normalized() Manifest {
+	if m.Output == "" {
+		m.Output = OutputJSON
+	}
+	if len(bytes.TrimSpace(m.Parameters)) == 0 {
+		m.Parameters = slices.Clone(defaultParameters)
+	} else {
+		var buf bytes.Buffer
+		if json.Compact(&buf, m.Parameters) == nil {
+			m.Parameters = buf.Bytes()
+		}
+	}
+	if m.Permissions == nil {
+		m.Permissions = []permission.Permission{}
+	}
+	return m
+}
+
+// Validate checks a manifest as ParseManifest does, except for what only a
+// document can get wrong (unknown fields, duplicate keys at the top level,
+// null values). Empty Output and Parameters mean their defaults. Errors are
+// *ManifestError.
+func (m Manifest) Validate() error {
+	if m.Name == "" {
+		return manifestErr("name", "missing (it must match %s)", namePattern)
+	}
+	if !namePattern.MatchString(m.Name) {
+		return manifestErr("name", "%q does not match %s", truncate(m.Name, 80), namePattern)
+	}
+	if len(m.Version) > maxVersion {
+		return manifestErr("version", "%d bytes, at most %d", len(m.Version), maxVersion)
+	}
+	if !utf8.ValidString(m.Version) || strings.ContainsFunc(m.Version, isControl) {
+		return manifestErr("version", "must be printable UTF-8 text")
+	}
+	if strings.TrimSpace(m.Description) == "" {
+		return manifestErr("description", "missing: the model chooses tools by their description")
+	}
+	if len(m.Description) > maxDescription {
+		return manifestErr("description", "%d bytes, at most %d", len(m.Description), maxDescription)
+	}
+	if !utf8.ValidString(m.Description) {
+		return manifestErr("description", "not valid UTF-8")
+	}
+	for i, p := range m.Permissions {
+		if p.IsZero() {
+			return manifestErr("permissions", "entry %d is the zero Permission", i)
+		}
+		if slices.Contains(m.Permissions[:i], p) {
+			return manifestErr("permissions", "%q is listed twice", p)
+		}
+	}
+	switch m.Output {
+	case "", OutputJSON, OutputText:
+	default:
+		return manifestErr("output", "%q, want %q or %q", truncate(m.Output, 32), OutputJSON, OutputText)
+	}
+	if _, err := registry.CompileSchema(m.Parameters); err != nil {
+		return &ManifestError{Field: "parameters", Err: err}
+	}
+	if n := len(m.Parameters) + len(m.Description) + len(m.Version) + len(m.Name); n > MaxManifestBytes {
+		return manifestErr("", "%d bytes, at most %d", n, MaxManifestBytes)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// MarshalJSON encodes the manifest compactly, with its fields in the
+// documented order and without HTML escaping; Parameters is written as
+// given (it must be valid JSON).
+func (m Manifest) MarshalJSON() ([]byte, error) {
+	type plain Manifest // no MarshalJSON method: no recursion
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(plain(m)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// checkJSON checks that data is exactly one JSON value without duplicate
+// object keys at any depth and nested at most maxManifestDepth deep.
+func checkJSON(data []byte) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // an object expecting a key next
+	}
+	var stack []frame
+	path := func() string {
+		return fmt.Sprintf("at depth %d", len(stack))
+	}
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			if len(stack) != 0 {
+				return errors.New("not JSON: unexpected end of input")
+			}
+			return errors.New("empty document")
+		}
+		if err != nil {
+			return fmt.Errorf("not JSON: %v", err)
+		}
+		if n := len(stack); n > 0 && stack[n-1].object {
+			top := &stack[n-1]
+			if top.key {
+				if k, ok := tok.(string); ok {
+					if top.keys[k] {
+						return fmt.Errorf("duplicate key %q %s", truncate(k, 64), path())
+					}
+					top.keys[k] = true
+					top.key = false
+					continue
+				}
+			} else {
+				top.key = true // this token is the value; a key comes next
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= maxManifestDepth {
+				return fmt.Errorf("nesting deeper than %d", maxManifestDepth)
+			}
+			obj := tok == json.Delim('{')
+			f := frame{object: obj, key: obj}
+			if obj {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			if _, err := d.Token(); err != io.EOF {
+				return errors.New("not JSON: unexpected data after the value")
+			}
+			return nil
+		}
+	}
+}
+
+// ParseManifestTOML decodes a manifest written in TOML, with the same keys
+// and rules as ParseManifest (unknown keys are errors; TOML itself refuses
+// duplicate keys). The parameters schema may be written either as a TOML
+// table:
+//
+//	[parameters]
+//	type = "object"
+//	required = ["city"]
+//	[parameters.properties.city]
+//	type = "string"
+//
+// or as a string holding the JSON schema:
+//
+//	parameters = '''{"type":"object","properties":{"city":{"type":"string"}}}'''
+//
+// TOML dates and times are refused anywhere in the manifest.
+func ParseManifestTOML(data []byte) (Manifest, error) {
+	if len(data) > MaxManifestBytes {
+		return Manifest{}, manifestErr("", "%d bytes, at most %d", len(data), MaxManifestBytes)
+	}
+	var doc map[string]any
+	if _, err := toml.Decode(string(data), &doc); err != nil {
+		return Manifest{}, &ManifestError{Err: fmt.Errorf("not TOML: %w", err)}
+	}
+	for k := range doc {
+		if !slices.Contains(manifestFields, k) {
+			return Manifest{}, manifestErr("", "unknown key %q (known: %s)", truncate(k, 64), strings.Join(manifestFields, ", "))
+		}
+	}
+	if s, ok := doc["parameters"].(string); ok {
+		if !json.Valid([]byte(s)) {
+			return Manifest{}, manifestErr("parameters", "the string is not valid JSON")
+		}
+		doc["parameters"] = json.RawMessage(s)
+	}
+	for k, v := range doc {
+		if err := checkTOMLValue(v, 0); err != nil {
+			return Manifest{}, &ManifestError{Field: k, Err: err}
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return Manifest{}, &ManifestError{Err: err}
+	}
+	return ParseManifest(b)
+}
+
+// checkTOMLValue refuses values that have no JSON equivalent: dates and
+// times, and non-finite floats.
+func checkTOMLValue(v any, depth int) error {
+	if depth > maxManifestDepth {
+		return fmt.Errorf("nesting deeper than %d", maxManifestDepth)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if err := checkTOMLValue(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkTOMLValue(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return errors.New("inf and nan have no JSON form")
+		}
+	case string, int64, bool, json.RawMessage:
+	default:
+		return fmt.Errorf("a TOML %T has no JSON form", v)
+	}
+	return nil
+}
+
+// ReadManifestFile reads a manifest file: TOML if its name ends in
+// ".toml", JSON if it ends in ".json"; any other extension is an error.
+func ReadManifestFile(path string) (Manifest, error) {
+	var parse func([]byte) (Manifest, error)
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".toml":
+		parse = ParseManifestTOML
+	case ".json":
+		parse = ParseManifest
+	default:
+		return Manifest{}, fmt.Errorf("%w: %s: the file name must end in .toml or .json", ErrInvalidManifest, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := parse(data)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,268 @@
+package wasmtools
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+func TestParseManifest(t *testing.T) {
+	m, err := ParseManifest([]byte(`{"name":"get_weather","version":"1.0.0","description":"Current weather for a city",
+ "parameters":{"type":"object", "properties":{"city":{"type":"string"}},"required":["city"]},
+ "permissions":["network", "custom:geo.lookup"],"output":"json"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Manifest{
+		Name: "get_weather", Version: "1.0.0", Description: "Current weather for a city",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+		Permissions: []permission.Permission{permission.Network, permission.MustParse("custom:geo.lookup")},
+		Output:      "json",
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("got  %+v\nwant %+v", m, want)
+	}
+}
+
+func TestParseManifestDefaults(t *testing.T) {
+	m, err := ParseManifest([]byte(`{"name":"x","description":"does x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Output != "json" || string(m.Parameters) != `{"type":"object","properties":{}}` || m.Permissions == nil || len(m.Permissions) != 0 || m.Version != "" {
+		t.Fatalf("defaults: %+v", m)
+	}
+	if _, err := registry.CompileSchema(m.Parameters); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseManifestErrors(t *testing.T) {
+	big := `{"name":"x","description":"` + strings.Repeat("a", MaxManifestBytes) + `"}`
+	deep := `{"name":"x","description":"d","parameters":{"type":"object","x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}}`
+	tests := []struct {
+		name, doc, field, want string
+	}{
+		{"empty", ``, "", "empty document"},
+		{"not json", `name = "x"`, "", "not JSON"},
+		{"array", `["name"]`, "", "not a JSON object"},
+		{"string", `"name"`, "", "not a JSON object"},
+		{"null document", `null`, "", "not a JSON object"},
+		{"trailing data", `{"name":"x","description":"d"} {}`, "", "after the value"},
+		{"over 64 KiB", big, "", "at most 65536"},
+		{"invalid utf-8", "{\"name\":\"x\",\"description\":\"\xff\"}", "", "UTF-8"},
+		{"unknown field", `{"name":"x","description":"d","entrypoint":"main"}`, "", `unknown field "entrypoint"`},
+		{"case variant of a field", `{"Name":"x","description":"d"}`, "", `unknown field "Name"`},
+		{"duplicate top-level key", `{"name":"x","name":"y","description":"d"}`, "", `duplicate key "name"`},
+		{"duplicate key deep in parameters", `{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"type":"string","type":"number"}}}}`, "", `duplicate key "type"`},
+		{"nesting too deep", deep, "", "nesting deeper than"},
+		{"missing name", `{"description":"d"}`, "name", "missing"},
+		{"empty name", `{"name":"","description":"d"}`, "name", "missing"},
+		{"name with space", `{"name":"get weather","description":"d"}`, "name", "does not match"},
+		{"name with dot", `{"name":"a.b","description":"d"}`, "name", "does not match"},
+		{"name too long", `{"name":"` + strings.Repeat("a", 65) + `","description":"d"}`, "name", "does not match"},
+		{"name not a string", `{"name":7,"description":"d"}`, "name", "got a JSON number, want a string"},
+		{"null name", `{"name":null,"description":"d"}`, "name", "null is not allowed"},
+		{"missing description", `{"name":"x"}`, "description", "missing"},
+		{"blank description", `{"name":"x","description":"  "}`, "description", "missing"},
+		{"version too long", `{"name":"x","description":"d","version":"` + strings.Repeat("1", 65) + `"}`, "version", "at most 64"},
+		{"version control char", `{"name":"x","description":"d","version":"1\u001b[31m"}`, "version", "printable"},
+		{"unknown permission", `{"name":"x","description":"d","permissions":["network","root"]}`, "permissions", `invalid permission "root"`},
+		{"empty custom permission", `{"name":"x","description":"d","permissions":["custom:"]}`, "permissions", "needs a name"},
+		{"permission not a string", `{"name":"x","description":"d","permissions":[1]}`, "permissions", "want a string"},
+		{"permissions not an array", `{"name":"x","description":"d","permissions":"network"}`, "permissions", "want a array of strings"},
+		{"duplicate permission", `{"name":"x","description":"d","permissions":["read","read"]}`, "permissions", `"read" is listed twice`},
+		{"null permissions", `{"name":"x","description":"d","permissions":null}`, "permissions", "null"},
+		{"bad output", `{"name":"x","description":"d","output":"yaml"}`, "output", `"yaml", want "json" or "text"`},
+		{"output not a string", `{"name":"x","description":"d","output":true}`, "output", "got a JSON bool"},
+		{"parameters not an object", `{"name":"x","description":"d","parameters":[]}`, "parameters", "not a JSON object"},
+		{"parameters not an object schema", `{"name":"x","description":"d","parameters":{"type":"string"}}`, "parameters", `"type" must be "object"`},
+		{"parameters without type", `{"name":"x","description":"d","parameters":{"properties":{}}}`, "parameters", `"type" must be "object"`},
+		{"parameters do not compile", `{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"type":"nope"}}}}`, "parameters", "invalid parameters schema"},
+		{"parameters with external ref", `{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}}`, "parameters", "refused"},
+		{"parameters absurd number", `{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"minimum":1e10000000}}}}`, "parameters", "out of range"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseManifest([]byte(tc.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var me *ManifestError
+			if !errors.As(err, &me) || !errors.Is(err, ErrInvalidManifest) {
+				t.Fatalf("err %v (%T) is not a *ManifestError wrapping ErrInvalidManifest", err, err)
+			}
+			if me.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %q (field %q), want field %q and a message containing %q", err, me.Field, tc.field, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "wasmtools: invalid manifest: ") {
+				t.Fatalf("message %q lacks the package prefix", err)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Manifest{Name: "x", Description: "d"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("minimal manifest: %v", err)
+	}
+	tests := []struct {
+		name string
+		m    Manifest
+		want string
+	}{
+		{"zero permission", Manifest{Name: "x", Description: "d", Permissions: []permission.Permission{{}}}, "zero Permission"},
+		{"raw parameters not JSON", Manifest{Name: "x", Description: "d", Parameters: json.RawMessage(`{`)}, "not JSON"},
+		{"bad output", Manifest{Name: "x", Description: "d", Output: "JSON"}, `"JSON"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.m.Validate()
+			if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseManifestTOML(t *testing.T) {
+	table := `
+name = "get_weather"
+version = "1.0.0"
+description = "Current weather for a city"
+permissions = ["network"]
+
+[parameters]
+type = "object"
+required = ["city"]
+[parameters.properties.city]
+type = "string"
+maxLength = 100
+`
+	asString := `
+name = "get_weather"
+version = "1.0.0"
+description = "Current weather for a city"
+permissions = ["network"]
+parameters = '''
+{"type":"object","required":["city"],"properties":{"city":{"type":"string","maxLength":100}}}
+'''
+`
+	a, err := ParseManifestTOML([]byte(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseManifestTOML([]byte(asString))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != "get_weather" || a.Output != "json" || len(a.Permissions) != 1 || a.Permissions[0] != permission.Network {
+		t.Fatalf("got %+v", a)
+	}
+	// Both spellings give the same schema.
+	var sa, sb any
+	json.Unmarshal(a.Parameters, &sa)
+	json.Unmarshal(b.Parameters, &sb)
+	if !reflect.DeepEqual(sa, sb) {
+		t.Fatalf("table form %s != string form %s", a.Parameters, b.Parameters)
+	}
+}
+
+func TestParseManifestTOMLErrors(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"unknown key", "name = \"x\"\ndescription = \"d\"\nentry = \"main\"\n", `unknown key "entry"`},
+		{"duplicate key", "name = \"x\"\nname = \"y\"\ndescription = \"d\"\n", "not TOML"},
+		{"not toml", "{\"name\":\"x\"}", "not TOML"},
+		{"bad name", "name = \"a b\"\ndescription = \"d\"\n", "does not match"},
+		{"name is a number", "name = 5\ndescription = \"d\"\n", "want a string"},
+		{"unknown permission", "name = \"x\"\ndescription = \"d\"\npermissions = [\"sudo\"]\n", "invalid permission"},
+		{"date value", "name = \"x\"\ndescription = \"d\"\n[parameters]\ntype = \"object\"\ndefault = 1979-05-27\n", "no JSON form"},
+		{"nan value", "name = \"x\"\ndescription = \"d\"\n[parameters]\ntype = \"object\"\nminimum = nan\n", "no JSON form"},
+		{"parameters string not json", "name = \"x\"\ndescription = \"d\"\nparameters = \"{\"\n", "not valid JSON"},
+		{"parameters string not object schema", "name = \"x\"\ndescription = \"d\"\nparameters = '{\"type\":\"array\"}'\n", `"type" must be "object"`},
+		{"output wrong", "name = \"x\"\ndescription = \"d\"\noutput = \"xml\"\n", `"xml"`},
+		{"over 64 KiB", "name = \"x\"\ndescription = \"" + strings.Repeat("a", MaxManifestBytes) + "\"\n", "at most 65536"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseManifestTOML([]byte(tc.doc))
+			if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalidManifest mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadManifestFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	j, err := ReadManifestFile(write("m.json", `{"name":"a","description":"d","output":"text"}`))
+	if err != nil || j.Name != "a" || j.Output != "text" {
+		t.Fatalf("json: %+v %v", j, err)
+	}
+	tm, err := ReadManifestFile(write("m.TOML", "name = \"b\"\ndescription = \"d\"\n"))
+	if err != nil || tm.Name != "b" {
+		t.Fatalf("toml: %+v %v", tm, err)
+	}
+	if _, err := ReadManifestFile(write("m.yaml", "name: c")); !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), ".toml or .json") {
+		t.Fatalf("yaml: %v", err)
+	}
+	p := write("bad.json", `{"name":"a b","description":"d"}`)
+	if _, err := ReadManifestFile(p); !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("bad: %v does not name the file", err)
+	}
+	if _, err := ReadManifestFile(filepath.Join(dir, "missing.toml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+// TestExampleManifests parses every example tool's manifest source.
+func TestExampleManifests(t *testing.T) {
+	dirs, _ := filepath.Glob("../testdata/*/manifest.*")
+	if len(dirs) < 5 {
+		t.Fatalf("found %d example manifests, want at least 5", len(dirs))
+	}
+	for _, p := range dirs {
+		m, err := ReadManifestFile(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if want := filepath.Base(filepath.Dir(p)); m.Name != want {
+			t.Errorf("%s: name %q, want %q", p, m.Name, want)
+		}
+	}
+}
+
+func TestManifestMarshalJSON(t *testing.T) {
+	m := Manifest{Name: "x", Description: "a <b> & c", Permissions: []permission.Permission{permission.Read}, Output: "text",
+		Parameters: json.RawMessage(`{"type":"object"}`)}
+	b, err := m.MarshalJSON() // json.Marshal would escape <, > and & again
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"x","description":"a <b> & c","parameters":{"type":"object"},"permissions":["read"],"output":"text"}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+	back, err := ParseManifest(b)
+	if err != nil || !reflect.DeepEqual(back, m) {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
