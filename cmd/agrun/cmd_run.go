@@ -121,9 +121,17 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	if *asJSON {
 		if err != nil {
 			e := errorOf(err)
-			writeJSONLine(c.stdout, map[string]string{"type": "error", "kind": runErrorKind(err, e.Kind), "message": e.Message})
+			writeJSONLine(c.stdout, struct {
+				Type    string `json:"type"`
+				Kind    string `json:"kind"`
+				Message string `json:"message"`
+			}{"error", runErrorKind(err, e.Kind), e.Message})
 		} else {
-			writeJSONLine(c.stdout, map[string]string{"type": "done", "session": id, "text": final})
+			writeJSONLine(c.stdout, struct {
+				Type    string `json:"type"`
+				Session string `json:"session"`
+				Text    string `json:"text"`
+			}{"done", id, final})
 		}
 		if err != nil {
 			if isUsage(err) {

@@ -2,10 +2,92 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/loop"
 )
 
-// serve is `agrun serve [--addr ADDR]` (being written: see issue 8).
+// serve is `agrun serve [--addr ADDR]`: the HTTP API of internal/server
+// (docs/API.md) over the configured tools plus the uploaded ones. It runs
+// until the context is cancelled (SIGTERM, Ctrl-C), then lets requests in
+// flight finish for up to server.DefaultShutdownTimeout.
 func (c *cli) serve(ctx context.Context, args []string) error {
-	return errors.New("serve: not available yet")
+	fs := newFlags("serve")
+	addr := fs.String("addr", "", "listen on ADDR (default: [serve] addr, else 127.0.0.1:8080)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("usage: agrun serve [--addr ADDR]")
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	if *addr != "" {
+		cfg.Serve.Addr = *addr
+	}
+	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
+	ln, err := net.Listen("tcp", cfg.Serve.Addr)
+	if err != nil {
+		return err
+	}
+	if err := server.CheckListener(ln, tokens); err != nil {
+		ln.Close()
+		return &configError{err}
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer e.close()
+	e.warnBroken(c.stderr)
+	lc := serveLoopConfig(cfg)
+	srv, err := server.New(ctx, server.Options{
+		Runtime:  e.rt,
+		Registry: e.reg,
+		Serve:    cfg.Serve,
+		Tokens:   tokens,
+		Loop:     &lc,
+		Logger:   e.log,
+	})
+	if err != nil {
+		ln.Close()
+		return &configError{err}
+	}
+	defer srv.Close(context.Background())
+	auth := fmt.Sprintf("%d bearer token(s) from $%s", len(tokens), cfg.Serve.TokensEnv)
+	if len(tokens) == 0 {
+		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
+	}
+	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.reg.Len(), srv.DataDir(), auth)
+	return srv.Serve(ctx, ln)
+}
+
+// serveLoopConfig is the model loop of the config's [llm] section, as the
+// server's runs use it (History and OnMessage are set per run).
+func serveLoopConfig(cfg *config.Config) loop.Config {
+	lc := loop.Config{
+		BaseURL:           cfg.LLM.BaseURL,
+		APIKey:            os.Getenv(cfg.LLM.APIKeyEnv),
+		Model:             cfg.LLM.Model,
+		System:            cfg.LLM.System,
+		Temperature:       cfg.LLM.Temperature,
+		MaxTurns:          cfg.LLM.MaxTurns,
+		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
+		RequestTimeout:    cfg.LLM.Timeout.Std(),
+	}
+	if cfg.LLM.MaxRetries != nil {
+		lc.MaxRetries = *cfg.LLM.MaxRetries
+		if lc.MaxRetries == 0 {
+			lc.MaxRetries = -1
+		}
+	}
+	return lc
 }

@@ -63,7 +63,12 @@ func (c *cli) callTool(ctx context.Context, pos []string) (json.RawMessage, erro
 	}
 	defer e.close()
 	if berr := e.brokenFor(name); berr != nil {
-		return nil, registry.NewError(registry.KindOf(berr), name, fmt.Errorf("the tool failed to load: %w", berr))
+		msg := berr.Error()
+		var re *registry.Error
+		if errors.As(berr, &re) {
+			msg = re.Message()
+		}
+		return nil, registry.Errorf(registry.KindOf(berr), name, "the tool failed to load: %s", msg)
 	}
 	inv := e.reg.Invoke(ctx, name, args)
 	return inv.Output, inv.Err

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/internal/chattest"
+)
+
+// These tests run the built binary, as users and scripts do.
+
+func (e *testEnv) cmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(binary(e.t), append([]string{"-c", e.config}, args...)...)
+	cmd.Env = append(os.Environ(), "AGRUN_TEST_KEY=k")
+	return cmd
+}
+
+func TestBinaryExitCodes(t *testing.T) {
+	e := newTestEnv(t, "", "")
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"version"}, 0, "agrun "},
+		{[]string{"call", "word_count", `{"text":"a"}`}, 0, `"words":1`},
+		{[]string{"call", "--json", "nope"}, 1, `"kind":"not_found"`},
+		{[]string{"call", "word_count", `[]`}, 1, ""},
+		{[]string{"bogus"}, 2, ""},
+		{[]string{"tools", "extra"}, 2, ""},
+	} {
+		cmd := e.cmd(tc.args...)
+		cmd.Stdin = strings.NewReader("")
+		out, _ := cmd.Output()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(string(out), tc.out) {
+			t.Errorf("%v: exit %d stdout %q; want %d and %q", tc.args, code, out, tc.code, tc.out)
+		}
+	}
+}
+
+// TestSessionSurvivesSIGKILL kills agrun while a tool runs, then resumes
+// the session: nothing written before the kill is lost, and the resumed
+// history is valid (the interrupted call is answered "cancelled").
+func TestSessionSurvivesSIGKILL(t *testing.T) {
+	toolHit := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case toolHit <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	host := strings.TrimPrefix(slow.URL, "http://")
+	args := fmt.Sprintf(`{"latitude":1,"longitude":2,"api_base":%q}`, slow.URL)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_w", Name: "get_weather", Args: args}}},
+		chattest.Reply{Text: "resumed fine"},
+	)
+	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
+[tools.get_weather]
+wasm = %q
+allowed_hosts = [%q]
+allow_private = true
+timeout = "60s"
+`, filepath.Join(repoRoot(t), "testdata/get_weather.wasm"), host))
+
+	cmd := e.cmd("run", "--session", "killed", "weather please")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-toolHit:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the tool never ran; stderr: %s", stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	// Everything up to the kill is on disk.
+	show := e.cmd("sessions", "show", "--json", "killed")
+	out, err := show.Output()
+	if err != nil {
+		t.Fatalf("sessions show: %v", err)
+	}
+	var msgs []map[string]any
+	if err := json.Unmarshal(out, &msgs); err != nil || len(msgs) != 2 || msgs[1]["role"] != "assistant" {
+		t.Fatalf("saved before the kill: %s (%v)", out, err)
+	}
+
+	// Resume: the next request carries a valid history.
+	cmd = e.cmd("run", "--session", "killed", "try again")
+	out, err = cmd.Output()
+	if err != nil || !strings.Contains(string(out), "resumed fine") {
+		t.Fatalf("resume: %v, %s", err, out)
+	}
+	reqs := srv.Requests()
+	got := reqs[1].Messages
+	if len(got) != 4 || got[1].Role != "assistant" || got[2].Role != "tool" || got[2].ToolCallID != "call_w" || got[3].Role != "user" {
+		t.Fatalf("resumed history: %+v", got)
+	}
+	if !strings.Contains(*got[2].Content, "cancelled") {
+		t.Fatalf("interrupted call answered %q, want a cancelled message", *got[2].Content)
+	}
+}
+
+// TestChatCtrlC: the first Ctrl-C cancels the running turn and the chat
+// goes on; EOF ends it.
+func TestChatCtrlC(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	started := make(chan struct{})
+	srv := chattest.New(t,
+		chattest.Reply{Text: "never finished", Hold: hold, Started: started},
+		chattest.Reply{Text: "second answer"},
+	)
+	e := newTestEnv(t, srv.URL, "")
+	cmd := e.cmd("chat", "--session", "ctrlc")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "first\n")
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("first prompt never reached the model: %s", stderr.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	io.WriteString(stdin, "second\n")
+	sc := bufio.NewScanner(stdout)
+	found := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "second answer") {
+				found = true
+				stdin.Close()
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no second answer; stderr: %s", stderr.String())
+	}
+	if err := cmd.Wait(); err != nil || !found {
+		t.Fatalf("chat: %v, found %v, stderr %s", err, found, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cancelled") {
+		t.Fatalf("no cancellation notice: %s", stderr.String())
+	}
+}
