@@ -24,6 +24,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"slices"
 	"strings"
 	"unicode"
@@ -65,6 +67,12 @@ type Grant struct {
 
 // ErrIntegrity is wrapped by Load when the module does not match Grant.SHA256.
 var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
+
+// ErrInvalidGrant is wrapped by Load and LoadWithManifest when the grant
+// cannot be honoured: an allowed host that is not a host name or
+// host:port, a mount whose guest path is not absolute or is mounted twice,
+// or a mount whose host path is not a directory.
+var ErrInvalidGrant = errors.New("wasmtools: invalid grant")
 
 // ErrNoManifest is wrapped by Load when the module has no manifest section.
 var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section (add one with `agrun pack`, or give a manifest in the config)")
@@ -138,6 +146,10 @@ func checkPin(wasm []byte, pin string) error {
 }
 
 func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g Grant) (*Tool, error) {
+	g, err := checkGrant(g)
+	if err != nil {
+		return nil, err
+	}
 	mod, err := rt.Compile(ctx, wasm)
 	if err != nil {
 		return nil, err
@@ -147,6 +159,39 @@ func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g G
 		params = defaultParameters
 	}
 	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, caps: capabilities(m.Permissions, g), limits: g.Limits}, nil
+}
+
+// checkGrant refuses a grant that would fail every call (or never match)
+// at load time, where the operator sees it, and returns it with the guest
+// paths cleaned ("/docs/" is "/docs").
+func checkGrant(g Grant) (Grant, error) {
+	for _, h := range g.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/@?# \t\n") {
+			return g, fmt.Errorf("%w: allowed host %q: want a host name or host:port, without scheme or path", ErrInvalidGrant, h)
+		}
+	}
+	mounts := make([]Mount, len(g.Mounts))
+	seen := map[string]bool{}
+	for i, m := range g.Mounts {
+		if !path.IsAbs(m.Guest) {
+			return g, fmt.Errorf("%w: mount %q: the guest path must be absolute", ErrInvalidGrant, m.Guest)
+		}
+		m.Guest = path.Clean(m.Guest)
+		if seen[m.Guest] {
+			return g, fmt.Errorf("%w: mount %q: guest path mounted twice", ErrInvalidGrant, m.Guest)
+		}
+		seen[m.Guest] = true
+		st, err := os.Stat(m.Host)
+		if err != nil {
+			return g, fmt.Errorf("%w: mount %q: %w", ErrInvalidGrant, m.Guest, err)
+		}
+		if !st.IsDir() {
+			return g, fmt.Errorf("%w: mount %q: %s is not a directory", ErrInvalidGrant, m.Guest, m.Host)
+		}
+		mounts[i] = m
+	}
+	g.Mounts = mounts
+	return g, nil
 }
 
 // capabilities intersects what the manifest declares with what is granted.
@@ -281,12 +326,27 @@ func guestMessage(out *runtime.Output) string {
 		return cleanText([]byte(*e.Error), maxErrorMessage)
 	}
 	if s := bytes.TrimSpace(out.Stderr); len(s) > 0 {
-		if len(s) > maxErrorMessage {
-			s = s[len(s)-maxErrorMessage:]
-		}
-		return cleanText(s, maxErrorMessage)
+		return cleanTail(s, maxErrorMessage)
 	}
 	return fmt.Sprintf("the tool exited with code %d", out.ExitCode)
+}
+
+// cleanTail is the end of cleanText(b): at most max bytes (plus a leading
+// "…" when cut), cut at a character boundary. It cleans before cutting, so
+// that invalid bytes, which grow into U+FFFD, cannot push the end out.
+func cleanTail(b []byte, max int) string {
+	if len(b) > 4*max {
+		b = b[len(b)-4*max:]
+	}
+	s := cleanText(b, -1)
+	if len(s) <= max {
+		return s
+	}
+	i := len(s) - max
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "…" + s[i:]
 }
 
 // cleanText makes guest bytes safe to show a model or a terminal: valid

@@ -735,6 +735,12 @@ func TestExecuteResultMapping(t *testing.T) {
 					t.Fatalf("message of %d bytes ending %q", len(s), s[max(0, len(s)-20):])
 				}
 			}},
+		{name: "invalid bytes in a long stderr keep the tail", tool: jsonTool, args: map[string]any{"stderr": "", "stdout_b64": "", "exit": 1, "stderr_b64": b64([]byte(strings.Repeat("\xff", 5000) + "THE END"))},
+			kind: registry.ExecutionFailed, test: func(t *testing.T, s string) {
+				if !utf8.ValidString(s) || !strings.HasSuffix(s, "\ufffdTHE END") || len(s) > 4<<10+3 {
+					t.Fatalf("message of %d bytes ending %q", len(s), s[max(0, len(s)-20):])
+				}
+			}},
 		{name: "escape sequences in the message", tool: jsonTool, args: map[string]any{"stdout": `{"error":"\u001b[2J\u001b]0;pwned\u0007gone\r"}`, "exit": 1},
 			kind: registry.ExecutionFailed, test: func(t *testing.T, s string) {
 				if strings.ContainsAny(s, "\x1b\x07\r") || !strings.Contains(s, "gone") {
@@ -867,6 +873,61 @@ func TestExecuteCancelled(t *testing.T) {
 	defer dcancel()
 	_, err = tool.Execute(dctx, json.RawMessage(`{"op":"spin"}`))
 	wantKind(t, err, registry.Timeout)
+}
+
+func TestExecuteTrapAndClose(t *testing.T) {
+	trap := loadWith(t, testguest.WAT(t, "testdata/guests/trap.wat"), wasmtools.Manifest{Name: "trap", Description: "d"}, wasmtools.Grant{})
+	_, err := call(t, trap, `{}`)
+	wantKind(t, err, registry.ExecutionFailed)
+	if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("trap: %v", err)
+	}
+
+	// A closed tool refuses calls; other tools on the same module go on.
+	a := load(t, example(t, "sum_c"), wasmtools.Grant{})
+	b := load(t, example(t, "sum_c"), wasmtools.Grant{})
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, a, `{"numbers":[1]}`)
+	wantKind(t, err, registry.Other)
+	if !errors.Is(err, runtime.ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+	jsonEqual(t, mustCall(t, b, `{"numbers":[1]}`), `{"sum":1,"count":1}`)
+}
+
+func TestGrantErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "file.txt", "x")
+	wasm := example(t, "read_file")
+	bad := map[string]wasmtools.Grant{
+		"host with scheme":   {AllowedHosts: []string{"https://api.open-meteo.com"}},
+		"host with path":     {AllowedHosts: []string{"api.open-meteo.com/v1"}},
+		"host with user":     {AllowedHosts: []string{"me@api.open-meteo.com"}},
+		"empty host":         {AllowedHosts: []string{""}},
+		"relative guest":     {Mounts: []wasmtools.Mount{{Host: dir, Guest: "docs"}}},
+		"empty guest":        {Mounts: []wasmtools.Mount{{Host: dir}}},
+		"guest twice":        {Mounts: []wasmtools.Mount{{Host: dir, Guest: "/docs"}, {Host: dir, Guest: "/docs/"}}},
+		"missing host dir":   {Mounts: []wasmtools.Mount{{Host: filepath.Join(dir, "nope"), Guest: "/docs"}}},
+		"host is not a dir":  {Mounts: []wasmtools.Mount{{Host: file, Guest: "/docs"}}},
+		"bad even if unused": {Mounts: []wasmtools.Mount{{Host: dir, Guest: "rel"}}, AllowedHosts: []string{"x.example"}},
+	}
+	for name, g := range bad {
+		if _, err := wasmtools.Load(context.Background(), testRuntime(t), wasm, g); !errors.Is(err, wasmtools.ErrInvalidGrant) {
+			t.Errorf("%s: %v, want ErrInvalidGrant", name, err)
+		}
+	}
+	if _, err := wasmtools.Load(context.Background(), testRuntime(t), wasm, bad["missing host dir"]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing host dir: %v does not wrap os.ErrNotExist", err)
+	}
+
+	// A guest path with a trailing slash is cleaned, not refused at every call.
+	tool := load(t, wasm, wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: dir, Guest: "/docs/"}}})
+	if m := tool.Capabilities().Mounts; len(m) != 1 || m[0].GuestPath != "/docs" {
+		t.Fatalf("mounts %+v", m)
+	}
+	jsonEqual(t, mustCall(t, tool, `{"path":"/docs/file.txt"}`), `{"path":"/docs/file.txt","size":1,"content":"x","encoding":"utf-8"}`)
 }
 
 func TestExecuteConcurrent(t *testing.T) {

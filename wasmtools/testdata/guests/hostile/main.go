@@ -2,7 +2,7 @@
 // guest SDK: it talks to the host through raw WASI and agrun imports, as an
 // attacker would. The call's arguments select the behaviour:
 //
-//	{"op":"emit","stdout":"...","stdout_b64":"...","stderr":"...","exit":3}
+//	{"op":"emit","stdout":"...","stdout_b64":"...","stderr":"...","stderr_b64":"...","exit":3}
 //	{"op":"spin","log":"token"}       log the token (so a test knows it runs), then loop forever
 //	{"op":"alloc"}                    allocate until the memory limit ends the call
 //	{"op":"flood"}                    write to stdout forever
@@ -49,6 +49,7 @@ type args struct {
 	Stdout    string   `json:"stdout"`
 	StdoutB64 string   `json:"stdout_b64"`
 	Stderr    string   `json:"stderr"`
+	StderrB64 string   `json:"stderr_b64"`
 	Exit      int      `json:"exit"`
 	Log       string   `json:"log"`
 	URL       string   `json:"url"`
@@ -82,6 +83,10 @@ func main() {
 			os.Stdout.Write(b)
 		}
 		os.Stdout.WriteString(a.Stdout)
+		if a.StderrB64 != "" {
+			b, _ := base64.StdEncoding.DecodeString(a.StderrB64)
+			os.Stderr.Write(b)
+		}
 		os.Stderr.WriteString(a.Stderr)
 		os.Exit(a.Exit)
 	case "spin":
