@@ -208,6 +208,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	prog := newProgress(c.stderr)
 	defer prog.stop()
 	wroteText := false
+	inputs := map[string]json.RawMessage{} // arguments of the calls in flight, by id
 	var runErr error
 	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
 		if err != nil {
@@ -234,13 +235,13 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			}
 		case *loop.ToolExecutionStarted:
 			prog.start(ev.ID, ev.Name)
-			if !asJSON {
-				fmt.Fprintf(c.stderr, "agrun: → %s %s\n", safe(ev.Name), safe(shorten(compact(ev.Input), 80)))
-			}
+			inputs[ev.ID] = ev.Input
 		case *loop.ToolExecutionCompleted:
 			prog.done(ev.ID)
 			if !asJSON {
-				fmt.Fprintf(c.stderr, "agrun: ← %s %s %s\n", safe(ev.Name), outcome(ev), ev.Duration.Round(time.Millisecond))
+				// One line per call: name, arguments, outcome, duration.
+				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(shorten(compact(inputs[ev.ID]), 60)),
+					outcome(ev), ev.Duration.Round(time.Millisecond))
 			}
 		}
 	}

@@ -362,7 +362,7 @@ func TestRunStreamsAndSavesSession(t *testing.T) {
 	if !strings.Contains(r.stdout, "Let me count.") || !strings.HasSuffix(r.stdout, "There are 3 words.\n") {
 		t.Fatalf("stdout %q", r.stdout)
 	}
-	if !strings.Contains(r.stderr, "→ word_count") || !strings.Contains(r.stderr, "← word_count ok") {
+	if !strings.Contains(r.stderr, `agrun: word_count {"text":"a b c"} → ok {"words":3`) {
 		t.Fatalf("stderr lacks tool activity: %q", r.stderr)
 	}
 	if strings.Contains(r.stdout+r.stderr, "sk-secret-test") {
