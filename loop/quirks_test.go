@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agcore/agrun/registry"
@@ -49,16 +50,21 @@ func TestProviderQuirks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
 			var executed []string
 			wc := wordCount()
 			inner := wc.fn
 			wc.fn = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+				mu.Lock()
 				executed = append(executed, string(args))
+				mu.Unlock()
 				return inner(ctx, args)
 			}
 			clock := &funcTool{name: "clock", desc: "time", params: `{"type":"object","properties":{}}`,
 				fn: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+					mu.Lock()
 					executed = append(executed, string(args))
+					mu.Unlock()
 					return json.RawMessage(`{"now":"noon"}`), nil
 				}}
 			srv := newServer(t, sseFile(tt.fixture),
