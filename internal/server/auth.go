@@ -1,0 +1,146 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MinTokenLength is the shortest bearer token New accepts.
+const MinTokenLength = 16
+
+// ErrNoTokens is returned by CheckListener for a non-loopback address when
+// no token is configured.
+var ErrNoTokens = errors.New("server: no bearer tokens configured: refusing to listen on a non-loopback address (set the variable named by [serve] tokens_env)")
+
+// TokensFromEnv returns the comma-separated tokens in the environment
+// variable name; blanks around each token and empty entries are dropped.
+func TokensFromEnv(name string) []string {
+	if name == "" {
+		return nil
+	}
+	var out []string
+	for _, t := range strings.Split(os.Getenv(name), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// CheckListener refuses ln if it listens on anything but a loopback address
+// while tokens is empty (an unauthenticated server must not be reachable
+// from the network). An unspecified address (0.0.0.0, ::) is not loopback.
+func CheckListener(ln net.Listener, tokens []string) error {
+	if len(tokens) > 0 {
+		return nil
+	}
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		if ln.Addr().Network() == "unix" {
+			return nil // a socket file: reachable only through the file system
+		}
+		return fmt.Errorf("%w: %s", ErrNoTokens, ln.Addr())
+	}
+	if !addr.IP.IsLoopback() {
+		return fmt.Errorf("%w: %s", ErrNoTokens, ln.Addr())
+	}
+	return nil
+}
+
+// authenticator checks bearer tokens in constant time. Tokens are compared
+// by their SHA-256 digests, so neither their content nor their length
+// leaks through timing, and every configured token is compared on every
+// request.
+type authenticator struct {
+	digests [][32]byte
+}
+
+func newAuthenticator(tokens []string) (*authenticator, error) {
+	a := &authenticator{}
+	for i, t := range tokens {
+		if len(t) < MinTokenLength {
+			return nil, fmt.Errorf("server: token %d is shorter than %d characters", i+1, MinTokenLength)
+		}
+		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
+	}
+	return a, nil
+}
+
+// open reports whether no token is configured (loopback-only mode).
+func (a *authenticator) open() bool { return len(a.digests) == 0 }
+
+// check returns the key that identifies the caller for rate limits (the
+// index of its token) and whether the request is authenticated.
+func (a *authenticator) check(r *http.Request) (key string, ok bool) {
+	if a.open() {
+		return "anonymous", true
+	}
+	h := r.Header.Get("Authorization")
+	tok, found := strings.CutPrefix(h, "Bearer ")
+	if !found {
+		tok, found = strings.CutPrefix(h, "bearer ")
+	}
+	if !found {
+		return "", false
+	}
+	d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	match := -1
+	for i := range a.digests {
+		if subtle.ConstantTimeCompare(d[:], a.digests[i][:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return "", false
+	}
+	return fmt.Sprintf("token-%d", match+1), true
+}
+
+// rateLimiter is a token bucket per key: burst perMinute, refilled at
+// perMinute per minute. It is safe for concurrent use.
+type rateLimiter struct {
+	perMinute float64
+	now       func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(perMinute int) *rateLimiter {
+	return &rateLimiter{perMinute: float64(perMinute), now: time.Now, buckets: map[string]*bucket{}}
+}
+
+// take spends one token of key's bucket. If none is left it returns false
+// and how long until one is.
+func (l *rateLimiter) take(key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{tokens: l.perMinute, last: now}
+		l.buckets[key] = b
+	}
+	b.tokens = math.Min(l.perMinute, b.tokens+now.Sub(b.last).Minutes()*l.perMinute)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	wait := time.Duration((1 - b.tokens) / l.perMinute * float64(time.Minute))
+	return false, wait
+}

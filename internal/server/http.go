@@ -1,0 +1,257 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// Error kinds of the API's own failures, beside the registry's kinds
+// (not_found, invalid_arguments, permission_denied, timeout, ...) that a
+// call can end with. They are stable strings.
+const (
+	KindBadRequest       = "bad_request"            // the request is malformed
+	KindUnauthorized     = "unauthorized"           // missing or wrong bearer token
+	KindForbidden        = "forbidden"              // an operator tool cannot be changed through the API
+	KindBodyTooLarge     = "body_too_large"         // over max_upload or max_body
+	KindUnsupportedMedia = "unsupported_media_type" // an upload that is not application/wasm
+	KindBusy             = "busy"                   // max_concurrent_calls (or uploads) reached
+	KindRateLimited      = "rate_limited"           // uploads_per_minute reached for this token
+	KindMalformedModule  = "malformed_module"       // the bytes are not a WebAssembly module
+	KindModuleRefused    = "module_refused"         // the sandbox refuses the module
+	KindNoManifest       = "no_manifest"            // the module has no agrun.manifest section
+	KindInvalidManifest  = "invalid_manifest"       // the manifest is invalid
+	KindInvalidName      = "invalid_name"           // a name reserved for MCP tools ("__")
+	KindExists           = "exists"                 // the name is taken; add ?replace=true
+	KindTooManyTools     = "too_many_tools"         // the store holds the maximum of tools
+	KindSessionLocked    = "session_locked"         // the session is in use by another run
+	KindUnavailable      = "unavailable"            // runs are not configured, or the server is closing
+	KindInternal         = "internal"               // the server failed (disk, ...)
+)
+
+// ErrorInfo is the error part of every failed answer.
+type ErrorInfo struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Result is the body of a call's answer, the same shape as `agrun call
+// --json`: {"ok":true,"result":...} or {"ok":false,"error":{"kind","message"}}.
+// Every other failed request has the same {"ok":false,"error":...} body.
+type Result struct {
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *ErrorInfo      `json:"error,omitempty"`
+}
+
+// CallResult returns the Result of a call that gave out and err.
+func CallResult(out json.RawMessage, err error) Result {
+	if err == nil {
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		return Result{OK: true, Result: out}
+	}
+	return Result{Error: ErrorOf(err)}
+}
+
+// ErrorOf gives err its stable kind and message: a *registry.Error its
+// Kind and its cause's message, an *apiError its kind, anything else
+// registry.KindOf.
+func ErrorOf(err error) *ErrorInfo {
+	var ae *apiError
+	var re *registry.Error
+	switch {
+	case errors.As(err, &ae):
+		return &ErrorInfo{Kind: ae.kind, Message: ae.msg}
+	case errors.As(err, &re):
+		return &ErrorInfo{Kind: string(re.Kind), Message: re.Message()}
+	}
+	return &ErrorInfo{Kind: string(registry.KindOf(err)), Message: err.Error()}
+}
+
+// apiError is a failed request: an HTTP status, a kind and a message.
+type apiError struct {
+	status int
+	kind   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.kind + ": " + e.msg }
+
+func errorf(status int, kind, format string, args ...any) *apiError {
+	return &apiError{status: status, kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// callStatus is the HTTP status of a call's answer. A call that ran is 200
+// whatever its outcome (the body says ok or not, as for `agrun call
+// --json`); a call refused before running is a client error.
+func callStatus(err error) int {
+	switch registry.KindOf(err) {
+	case "":
+		return http.StatusOK
+	case registry.NotFound:
+		return http.StatusNotFound
+	case registry.InvalidArguments:
+		return http.StatusBadRequest
+	case registry.PermissionDenied:
+		return http.StatusForbidden
+	}
+	return http.StatusOK
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(Result{Error: &ErrorInfo{Kind: KindInternal, Message: err.Error()}})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError answers err: an *apiError with its status, anything else as
+// a 500.
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = errorf(http.StatusInternalServerError, KindInternal, "%v", err)
+	}
+	switch ae.status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
+	}
+	writeJSON(w, ae.status, Result{Error: &ErrorInfo{Kind: ae.kind, Message: ae.msg}})
+}
+
+// retryAfter sets Retry-After to d rounded up to whole seconds (at least 1).
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	secs := int((d + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+}
+
+// routes builds the handler: panics recovered, /healthz open, everything
+// else behind the bearer token, unknown paths and methods answered in JSON.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("POST /v1/tools", s.upload)
+	mux.HandleFunc("GET /v1/tools", s.listTools)
+	mux.HandleFunc("GET /v1/tools/{name}", s.getTool)
+	mux.HandleFunc("DELETE /v1/tools/{name}", s.deleteTool)
+	mux.HandleFunc("POST /v1/tools/{name}/call", s.callTool)
+	mux.HandleFunc("POST /v1/runs", s.run)
+	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic serving a request", "method", r.Method, "path", r.URL.Path, "panic", p)
+				writeError(w, errorf(http.StatusInternalServerError, KindInternal, "internal error"))
+			}
+		}()
+		if r.URL.Path != "/healthz" {
+			if _, ok := s.auth.check(r); !ok {
+				// Drain nothing: the body of an unauthenticated request is
+				// never read, and the connection is closed after the answer.
+				w.Header().Set("Connection", "close")
+				writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
+				return
+			}
+		}
+		if _, pattern := mux.Handler(r); pattern == "" {
+			// The mux's own 404 or 405: answer it in JSON.
+			mux.ServeHTTP(&jsonStatusWriter{ResponseWriter: w}, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// jsonStatusWriter turns the mux's plain-text 404 and 405 answers into
+// JSON errors (keeping headers such as Allow).
+type jsonStatusWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (j *jsonStatusWriter) WriteHeader(code int) {
+	if j.done {
+		return
+	}
+	j.done = true
+	j.Header().Del("Content-Length")
+	kind, msg := "not_found", "no such endpoint"
+	if code == http.StatusMethodNotAllowed {
+		kind, msg = "method_not_allowed", "method not allowed (allowed: "+j.Header().Get("Allow")+")"
+	}
+	writeJSON(j.ResponseWriter, code, Result{Error: &ErrorInfo{Kind: kind, Message: msg}})
+}
+
+func (j *jsonStatusWriter) Write(b []byte) (int, error) {
+	if !j.done {
+		j.WriteHeader(http.StatusOK)
+	}
+	return len(b), nil
+}
+
+// healthz answers {"ok":true,...} without authentication: it reveals no
+// tool and runs nothing.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// callerKey returns the rate-limit key of an authenticated request.
+func (s *Server) callerKey(r *http.Request) string {
+	k, _ := s.auth.check(r)
+	return k
+}
+
+// acquire takes a slot of sem without waiting; false means busy.
+func acquire(sem chan struct{}) (release func(), ok bool) {
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, true
+	default:
+		return nil, false
+	}
+}
+
+// readBody reads at most limit bytes of r's body; more is a 413.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the body is %d bytes; the limit is %d", r.ContentLength, limit)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the body is larger than the limit of %d bytes", limit)
+		}
+		return nil, errorf(http.StatusBadRequest, KindBadRequest, "reading the body: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// mediaType returns the media type of the Content-Type header, lower case.
+func mediaType(r *http.Request) string {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(ct))
+}

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/loop"
+)
+
+// RunRequest is the body of POST /v1/runs.
+type RunRequest struct {
+	// Prompt is the user's message. Required.
+	Prompt string `json:"prompt"`
+	// Session continues that session, or starts it under that id if it is
+	// new; empty starts a new session with a fresh id.
+	Session string `json:"session,omitempty"`
+}
+
+// The events a run's stream adds to the loop's (text_delta, tool_started,
+// tool_completed, turn_complete).
+type (
+	// startedEvent is the first event: the session the run appends to.
+	startedEvent struct {
+		Type     string   `json:"type"` // "started"
+		Session  string   `json:"session"`
+		Warnings []string `json:"warnings,omitempty"`
+	}
+	// doneEvent is the last event of a successful run.
+	doneEvent struct {
+		Type    string `json:"type"` // "done"
+		Session string `json:"session"`
+		Text    string `json:"text"`
+	}
+	// errorEvent is the last event of a failed run.
+	errorEvent struct {
+		Type    string `json:"type"` // "error"
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	}
+)
+
+// run is POST /v1/runs: one prompt through the model loop, with every tool
+// of the registry, answered as a Server-Sent Events stream. Each event is
+// "event: <type>" and "data: <the JSON line of `agrun run --json`>".
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	if s.loopCfg == nil {
+		writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
+		return
+	}
+	release, ok := acquire(s.calls)
+	if !ok {
+		retryAfter(w, time.Second)
+		writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+		return
+	}
+	defer release()
+	body, err := readBody(w, r, s.limits.MaxBody)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var req RunRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))
+		return
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"prompt" is required`))
+		return
+	}
+	id := req.Session
+	if id == "" {
+		id = session.NewID()
+	}
+	conv, warnings, err := s.openConversation(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer conv.sess.Close()
+
+	sw := newEventWriter(w, s.limits.WriteTimeout)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	sw.send("started", startedEvent{Type: "started", Session: id, Warnings: warnings})
+	stop := sw.keepAlive(keepAliveEvery)
+	defer stop()
+
+	var final strings.Builder
+	var runErr error
+	for ev, err := range conv.cycle.SubmitStreamWithTools(r.Context(), req.Prompt, s.reg) {
+		if err != nil {
+			runErr = err
+			break
+		}
+		switch ev := ev.(type) {
+		case *loop.TextDelta:
+			final.WriteString(ev.Text)
+		case *loop.TurnComplete:
+			if ev.Reason == "tool_calls" {
+				final.Reset()
+			}
+		}
+		if !sw.send(ev.EventType(), ev) {
+			return // the client is gone: stopping the range cancels the run
+		}
+	}
+	stop()
+	if runErr == nil {
+		runErr = conv.err()
+	}
+	if runErr != nil {
+		kind := loop.ErrorKind(runErr)
+		if kind == loop.KindOther && conv.err() != nil {
+			kind = "io"
+		}
+		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error()})
+		return
+	}
+	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String()})
+}
+
+// conversation is one open session and the cycle that appends to it.
+type conversation struct {
+	sess  *session.Session
+	cycle *loop.Cycle
+
+	mu        sync.Mutex
+	appendErr error
+}
+
+// openConversation opens (or creates) session id, locked, and builds a
+// cycle that continues it and appends each new message as it completes.
+func (s *Server) openConversation(id string) (*conversation, []string, error) {
+	if !session.ValidID(id) {
+		return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
+	}
+	sess, raw, warnings, err := s.sessions.Open(id)
+	switch {
+	case errors.Is(err, session.ErrLocked):
+		return nil, nil, errorf(http.StatusConflict, KindSessionLocked, "session %q is in use by another run", id)
+	case err != nil:
+		return nil, nil, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
+	}
+	history := make([]loop.Message, 0, len(raw))
+	for i, m := range raw {
+		var msg loop.Message
+		if err := json.Unmarshal(m, &msg); err != nil {
+			sess.Close()
+			return nil, nil, errorf(http.StatusConflict, KindBadRequest, "session %q: message %d is unreadable: %v", id, i+1, err)
+		}
+		history = append(history, msg)
+	}
+	conv := &conversation{sess: sess}
+	cfg := *s.loopCfg
+	cfg.History = history
+	cfg.OnMessage = conv.record
+	cyc, err := loop.New(cfg)
+	if err != nil {
+		sess.Close()
+		if errors.Is(err, loop.ErrInvalidHistory) {
+			return nil, nil, errorf(http.StatusConflict, KindBadRequest, "session %q: %v", id, err)
+		}
+		return nil, nil, errorf(http.StatusServiceUnavailable, KindUnavailable, "the model loop is misconfigured: %v", err)
+	}
+	conv.cycle = cyc
+	return conv, warnings, nil
+}
+
+// record appends one message to the session file.
+func (c *conversation) record(m loop.Message) {
+	b, err := json.Marshal(m)
+	if err == nil {
+		err = c.sess.Append(b)
+	}
+	if err != nil {
+		c.mu.Lock()
+		if c.appendErr == nil {
+			c.appendErr = fmt.Errorf("the session could not be saved: %w", err)
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *conversation) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appendErr
+}
+
+// getSession is GET /v1/sessions/{id}: the stored messages of a session.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	msgs, warnings, err := s.sessions.Load(id)
+	switch {
+	case errors.Is(err, session.ErrBadID):
+		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
+		return
+	case errors.Is(err, session.ErrNotFound):
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no session %q", id))
+		return
+	case err != nil:
+		writeError(w, errorf(http.StatusInternalServerError, KindInternal, "%v", err))
+		return
+	}
+	if msgs == nil {
+		msgs = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID       string            `json:"id"`
+		Messages []json.RawMessage `json:"messages"`
+		Warnings []string          `json:"warnings,omitempty"`
+	}{id, msgs, warnings})
+}
+
+// eventWriter writes Server-Sent Events. Each write pushes the connection's
+// write deadline writeTimeout ahead, so a stream may last longer than the
+// server's WriteTimeout while a client that stops reading is still cut off.
+// It is safe for concurrent use.
+type eventWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+
+	mu     sync.Mutex
+	failed bool
+}
+
+func newEventWriter(w http.ResponseWriter, timeout time.Duration) *eventWriter {
+	return &eventWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// send writes one event; false means the client is gone.
+func (e *eventWriter) send(typ string, v any) bool {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(errorEvent{Type: "error", Kind: "other", Message: err.Error()})
+		typ = "error"
+	}
+	return e.write("event: " + typ + "\ndata: " + string(data) + "\n\n")
+}
+
+func (e *eventWriter) write(s string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed {
+		return false
+	}
+	_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
+	if _, err := e.w.Write([]byte(s)); err != nil {
+		e.failed = true
+		return false
+	}
+	if err := e.rc.Flush(); err != nil {
+		e.failed = true
+		return false
+	}
+	return true
+}
+
+// keepAlive writes a comment line every d until stop is called, so that
+// proxies keep the stream open while tools run.
+func (e *eventWriter) keepAlive(d time.Duration) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				e.write(": keep-alive\n\n")
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(quit)
+			<-done
+		})
+	}
+}

@@ -1,0 +1,392 @@
+// Package server is `agrun serve`: an HTTP API that accepts WebAssembly
+// tools uploaded by people the operator does not fully trust, stores them,
+// and runs them — alone or in agent runs — with only what the operator
+// grants uploads.
+//
+//	srv, err := server.New(ctx, server.Options{
+//		Runtime:  rt,                 // compiles and runs the uploads
+//		Registry: reg,                // the operator's tools; uploads join them
+//		Serve:    cfg.Serve,          // limits, grants, data dir
+//		Tokens:   server.TokensFromEnv(cfg.Serve.TokensEnv),
+//		Loop:     &loopConfig,        // for POST /v1/runs
+//	})
+//	if err != nil { ... }
+//	defer srv.Close(ctx)
+//	ln, _ := net.Listen("tcp", cfg.Serve.Addr)
+//	err = srv.Serve(ctx, ln)          // until ctx is cancelled, then a graceful shutdown
+//
+// # Safety
+//
+// Uploaded tools get what [serve.uploads] grants (by default nothing: pure
+// compute) whatever their manifest declares; the operator's own tools keep
+// their grants and cannot be replaced or deleted through the API. Every
+// request but GET /healthz needs a bearer token when tokens are configured;
+// without tokens, [CheckListener] refuses anything but loopback. Request
+// bodies, concurrent work, the duration of a call, the rate of uploads and
+// the time a client may take to send or read are all bounded (see
+// [Limits]).
+//
+// # Storage
+//
+// Uploaded modules are stored content-addressed under the data directory
+// with an index mapping names to hashes; every write is atomic (temporary
+// file, fsync, rename, directory fsync), so a crash never leaves half a
+// tool, and a new Server on the same directory serves the same tools.
+//
+// docs/API.md describes the HTTP API.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// Defaults for the zero values of config.Serve.
+const (
+	DefaultMaxUpload          = 16 << 20
+	DefaultMaxBody            = 1 << 20
+	DefaultMaxConcurrentCalls = 16
+	DefaultCallTimeout        = 30 * time.Second
+	DefaultReadTimeout        = 60 * time.Second
+	DefaultWriteTimeout       = 60 * time.Second
+	DefaultUploadsPerMinute   = 10
+	// DefaultMaxConcurrentUploads bounds the uploads being received and
+	// compiled at once (each holds its module in memory).
+	DefaultMaxConcurrentUploads = 4
+	// DefaultMaxTools bounds the uploaded tools stored at once.
+	DefaultMaxTools = 256
+	// DefaultShutdownTimeout is how long Serve lets requests in flight
+	// finish after its context is cancelled.
+	DefaultShutdownTimeout = 30 * time.Second
+	// ReadHeaderTimeout and IdleTimeout of the http.Server.
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 120 * time.Second
+	// keepAliveEvery is how often a run's event stream gets a comment line
+	// while nothing else happens.
+	keepAliveEvery = 15 * time.Second
+	// retireGrace is how long a replaced or deleted tool stays open for
+	// calls that had already looked it up when it was replaced.
+	retireGrace = 5 * time.Second
+)
+
+// Options configure a Server. Runtime and Registry are required.
+type Options struct {
+	// Runtime compiles and runs uploaded modules. The Server does not close it.
+	Runtime *runtime.Runtime
+	// Registry holds the operator's tools (already registered); uploaded
+	// tools are added to it, so runs see both. Its permission checker
+	// applies to every call.
+	Registry *registry.Registry
+	// Serve is the [serve] section: limits, data dir and the grant of
+	// uploaded tools. Zero fields mean the Default* constants; Addr and
+	// TokensEnv are not used here (see Serve and Tokens).
+	Serve config.Serve
+	// Tokens are the accepted bearer tokens (each at least MinTokenLength
+	// bytes). None: no authentication, and Serve accepts only loopback
+	// listeners.
+	Tokens []string
+	// Loop is the template of the model loop used by POST /v1/runs; the
+	// Server sets History and OnMessage per run. Nil: runs answer 503.
+	Loop *loop.Config
+	// Sessions stores the runs' conversations. Nil: a "sessions" folder in
+	// the data directory.
+	Sessions *session.Store
+	// Logger receives warnings (tools that fail to restore, requests that
+	// fail on the server's side). Nil: slog.Default().
+	Logger *slog.Logger
+	// MaxTools bounds the uploaded tools stored at once. Zero: DefaultMaxTools.
+	MaxTools int
+	// MaxConcurrentUploads bounds the uploads received and compiled at
+	// once. Zero: DefaultMaxConcurrentUploads.
+	MaxConcurrentUploads int
+	// ShutdownTimeout is how long Serve waits for requests in flight after
+	// its context is cancelled; then their contexts are cancelled. Zero:
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Limits are the effective limits of a Server, defaults applied.
+type Limits struct {
+	MaxUpload            int64
+	MaxBody              int64
+	MaxConcurrentCalls   int
+	MaxConcurrentUploads int
+	CallTimeout          time.Duration
+	ReadTimeout          time.Duration
+	WriteTimeout         time.Duration
+	UploadsPerMinute     int
+	MaxTools             int
+	ShutdownTimeout      time.Duration
+}
+
+// Server is the HTTP service. It is safe for concurrent use. Close it to
+// release the uploaded tools.
+type Server struct {
+	rt       *runtime.Runtime
+	reg      *registry.Registry
+	grant    wasmtools.Grant
+	limits   Limits
+	auth     *authenticator
+	rate     *rateLimiter
+	calls    chan struct{} // a slot per call or run in progress
+	uploadsC chan struct{} // a slot per upload in progress
+	loopCfg  *loop.Config
+	sessions *session.Store
+	log      *slog.Logger
+	dataDir  string
+	handler  http.Handler
+
+	mu      sync.Mutex // serializes changes to the store, the index and uploads
+	st      *store
+	idx     index
+	uploads map[string]*uploaded
+	broken  map[string]error // stored tools that failed to restore
+	closed  bool
+}
+
+// DefaultDataDir is $XDG_DATA_HOME/agrun/serve, else
+// ~/.local/share/agrun/serve.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agrun", "serve")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "agrun", "serve")
+	}
+	return filepath.Join(os.TempDir(), "agrun-serve")
+}
+
+// New opens the data directory and restores the tools stored in it. A stored
+// tool that no longer loads (its name is now an operator tool's, its file
+// is damaged, the sandbox refuses it) is logged, listed with its error by
+// GET /v1/tools, and kept on disk; it does not stop the others.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Runtime == nil || opts.Registry == nil {
+		return nil, errors.New("server: Options.Runtime and Options.Registry are required")
+	}
+	auth, err := newAuthenticator(opts.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	sv := opts.Serve
+	lim := Limits{
+		MaxUpload:            orDefault(int64(sv.MaxUpload), DefaultMaxUpload),
+		MaxBody:              orDefault(int64(sv.MaxBody), DefaultMaxBody),
+		MaxConcurrentCalls:   orDefault(sv.MaxConcurrentCalls, DefaultMaxConcurrentCalls),
+		MaxConcurrentUploads: orDefault(opts.MaxConcurrentUploads, DefaultMaxConcurrentUploads),
+		CallTimeout:          orDefault(sv.CallTimeout.Std(), DefaultCallTimeout),
+		ReadTimeout:          orDefault(sv.ReadTimeout.Std(), DefaultReadTimeout),
+		WriteTimeout:         orDefault(sv.WriteTimeout.Std(), DefaultWriteTimeout),
+		UploadsPerMinute:     orDefault(sv.UploadsPerMinute, DefaultUploadsPerMinute),
+		MaxTools:             orDefault(opts.MaxTools, DefaultMaxTools),
+		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
+	}
+	dataDir := sv.DataDir
+	if dataDir == "" {
+		dataDir = DefaultDataDir()
+	}
+	st, idx, err := openStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	sessions := opts.Sessions
+	if sessions == nil {
+		if sessions, err = session.OpenStore(filepath.Join(dataDir, "sessions")); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	u := sv.Uploads
+	s := &Server{
+		rt:  opts.Runtime,
+		reg: opts.Registry,
+		grant: wasmtools.Grant{
+			AllowedHosts: slices.Clone(u.AllowedHosts),
+			AllowPrivate: u.AllowPrivate,
+			Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
+		},
+		limits:   lim,
+		auth:     auth,
+		rate:     newRateLimiter(lim.UploadsPerMinute),
+		calls:    make(chan struct{}, lim.MaxConcurrentCalls),
+		uploadsC: make(chan struct{}, lim.MaxConcurrentUploads),
+		loopCfg:  opts.Loop,
+		sessions: sessions,
+		log:      log,
+		dataDir:  dataDir,
+		st:       st,
+		idx:      idx,
+		uploads:  map[string]*uploaded{},
+		broken:   map[string]error{},
+	}
+	s.restore(ctx)
+	s.handler = s.routes()
+	return s, nil
+}
+
+func orDefault[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// restore loads every tool of the index, a few at a time.
+func (s *Server) restore(ctx context.Context) {
+	names := make([]string, 0, len(s.idx.Tools))
+	for name := range s.idx.Tools {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	sem := make(chan struct{}, max(1, goruntime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range names {
+		e := s.idx.Tools[name]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			u, err := s.restoreOne(ctx, name, e)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				s.broken[name] = err
+				s.log.Warn("stored tool not restored", "tool", name, "sha256", e.SHA256, "error", err)
+				return
+			}
+			s.uploads[name] = u
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Server) restoreOne(ctx context.Context, name string, e indexEntry) (*uploaded, error) {
+	if _, ok := s.reg.Get(name); ok {
+		return nil, fmt.Errorf("a tool configured by the operator is now called %q", name)
+	}
+	wasm, err := s.st.readModule(e.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	t, err := wasmtools.Load(ctx, s.rt, wasm, s.grant)
+	if err != nil {
+		return nil, err
+	}
+	if t.Name() != name {
+		t.Close(ctx)
+		return nil, fmt.Errorf("the stored module is named %q, not %q", t.Name(), name)
+	}
+	u := newUploaded(t, e)
+	if err := s.reg.Register(u); err != nil {
+		t.Close(ctx)
+		return nil, err
+	}
+	return u, nil
+}
+
+// Limits returns the effective limits, defaults applied.
+func (s *Server) Limits() Limits { return s.limits }
+
+// DataDir returns the data directory in use.
+func (s *Server) DataDir() string { return s.dataDir }
+
+// Handler returns the HTTP handler of the API. It can be served by any
+// http.Server (httptest included); Serve adds the timeouts.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer returns an http.Server for the API with the read, write,
+// header and idle timeouts set. Long requests (calls, event streams)
+// extend their own write deadline as they go.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadTimeout:       s.limits.ReadTimeout,
+		ReadHeaderTimeout: min(ReadHeaderTimeout, s.limits.ReadTimeout),
+		WriteTimeout:      s.limits.WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve answers requests on ln until ctx is cancelled, then shuts down
+// gracefully: it stops accepting, lets requests in flight finish for up to
+// ShutdownTimeout, then cancels them and closes every connection. It
+// refuses (ErrNoTokens) a non-loopback listener when no token is
+// configured. It closes ln. It returns nil after a shutdown caused by ctx.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := CheckListener(ln, s.tokens()); err != nil {
+		ln.Close()
+		return err
+	}
+	hs := s.HTTPServer()
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs.BaseContext = func(net.Listener) context.Context { return base }
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.limits.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		cancelBase() // requests still running: cancel their contexts
+		hs.Close()
+		s.log.Warn("shutdown deadline passed; requests in flight were cancelled", "timeout", s.limits.ShutdownTimeout)
+	}
+	<-errc
+	return nil
+}
+
+// tokens reports whether authentication is on, as a slice for CheckListener.
+func (s *Server) tokens() []string {
+	if s.auth.open() {
+		return nil
+	}
+	return []string{"configured"}
+}
+
+// Close unregisters the uploaded tools and releases their compiled modules.
+// Requests still running fail. Close is idempotent.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for name, u := range s.uploads {
+		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(u) {
+			s.reg.Unregister(name)
+		}
+		u.closeNow(ctx)
+	}
+	s.uploads = map[string]*uploaded{}
+	return nil
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// The data directory:
+//
+//	<data_dir>/index.json           name -> sha256, written atomically
+//	<data_dir>/modules/<sha256>.wasm one file per distinct module, content-addressed
+//	<data_dir>/sessions/            the sessions of POST /v1/runs
+//
+// Every file is written to a temporary name, fsynced, renamed into place
+// and its directory fsynced, so a crash leaves either the old file or the
+// new one. The index is the truth: a module file the index does not name
+// (an upload cut short between the two writes) is removed at startup, and a
+// tool exists only once the index names it.
+
+const (
+	indexFile  = "index.json"
+	modulesDir = "modules"
+	tmpPrefix  = ".tmp-"
+)
+
+// index is index.json.
+type index struct {
+	Version int                   `json:"version"`
+	Tools   map[string]indexEntry `json:"tools"`
+}
+
+// indexEntry is one stored tool.
+type indexEntry struct {
+	SHA256   string    `json:"sha256"`
+	Size     int64     `json:"size"`
+	Uploaded time.Time `json:"uploaded"`
+}
+
+func (ix index) clone() index {
+	c := index{Version: ix.Version, Tools: make(map[string]indexEntry, len(ix.Tools))}
+	for k, v := range ix.Tools {
+		c.Tools[k] = v
+	}
+	return c
+}
+
+// refs reports whether any tool of ix uses the module sha.
+func (ix index) refs(sha string) bool {
+	for _, e := range ix.Tools {
+		if e.SHA256 == sha {
+			return true
+		}
+	}
+	return false
+}
+
+// store is the on-disk side of uploaded tools. It is not safe for
+// concurrent use: the Server serializes every change.
+type store struct {
+	dir string
+}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// openStore creates the data directory (0700) and removes what a crash may
+// have left: temporary files and modules the index does not name.
+func openStore(dir string) (*store, index, error) {
+	s := &store{dir: dir}
+	if err := os.MkdirAll(filepath.Join(dir, modulesDir), 0o700); err != nil {
+		return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+	}
+	ix, err := s.readIndex()
+	if err != nil {
+		return nil, index{}, err
+	}
+	for _, d := range []string{dir, filepath.Join(dir, modulesDir)} {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			orphan := false
+			if d != dir {
+				sha, ok := strings.CutSuffix(name, ".wasm")
+				orphan = ok && shaRE.MatchString(sha) && !ix.refs(sha)
+			}
+			if strings.HasPrefix(name, tmpPrefix) || orphan {
+				_ = os.Remove(filepath.Join(d, name))
+			}
+		}
+	}
+	return s, ix, nil
+}
+
+func (s *store) modulePath(sha string) string {
+	return filepath.Join(s.dir, modulesDir, sha+".wasm")
+}
+
+// readIndex reads index.json; a missing file is an empty index.
+func (s *store) readIndex() (index, error) {
+	ix := index{Version: 1, Tools: map[string]indexEntry{}}
+	data, err := os.ReadFile(filepath.Join(s.dir, indexFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return ix, nil
+	}
+	if err != nil {
+		return ix, fmt.Errorf("server: reading the index: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ix); err != nil {
+		return ix, fmt.Errorf("server: %s is damaged: %w", filepath.Join(s.dir, indexFile), err)
+	}
+	if ix.Tools == nil {
+		ix.Tools = map[string]indexEntry{}
+	}
+	for name, e := range ix.Tools {
+		if !shaRE.MatchString(e.SHA256) {
+			return ix, fmt.Errorf("server: %s: tool %q: bad sha256 %q", filepath.Join(s.dir, indexFile), name, e.SHA256)
+		}
+	}
+	return ix, nil
+}
+
+// writeIndex replaces index.json atomically.
+func (s *store) writeIndex(ix index) error {
+	data, err := json.MarshalIndent(ix, "", "  ")
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(s.dir, indexFile), append(data, '\n')); err != nil {
+		return fmt.Errorf("server: writing the index: %w", err)
+	}
+	return nil
+}
+
+// putModule stores wasm under its hash, unless that file already exists.
+func (s *store) putModule(sha string, wasm []byte) error {
+	p := s.modulePath(sha)
+	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(wasm)) {
+		return nil
+	}
+	if err := writeAtomic(p, wasm); err != nil {
+		return fmt.Errorf("server: storing module %s: %w", sha, err)
+	}
+	return nil
+}
+
+// readModule reads the module stored under sha and checks its hash.
+func (s *store) readModule(sha string) ([]byte, error) {
+	wasm, err := os.ReadFile(s.modulePath(sha))
+	if err != nil {
+		return nil, fmt.Errorf("server: reading module: %w", err)
+	}
+	if got := hashOf(wasm); got != sha {
+		return nil, fmt.Errorf("server: module %s is damaged (its sha256 is %s)", sha, got)
+	}
+	return wasm, nil
+}
+
+// removeModule deletes the module file of sha (errors are not fatal: an
+// orphan is removed at the next start).
+func (s *store) removeModule(sha string) {
+	_ = os.Remove(s.modulePath(sha))
+}
+
+func hashOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// directory: write, fsync, rename, fsync the directory. Mode 0600.
+func writeAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

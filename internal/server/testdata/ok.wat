@@ -1,0 +1,10 @@
+;; A minimal tool: writes {"ok":true} to stdout and exits 0. The tests pack
+;; it with manifests of their own (any name) to get small, fast uploads.
+(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "{\22ok\22:true}")
+  (func (export "_start")
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 11))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))

@@ -1,0 +1,449 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// Sources of a tool in ToolInfo.
+const (
+	SourceUpload = "upload" // uploaded through the API
+	SourceConfig = "config" // configured by the operator (agrun.toml)
+)
+
+// ToolInfo describes a tool in the API's answers.
+type ToolInfo struct {
+	Name        string `json:"name"`
+	Source      string `json:"source"`
+	Description string `json:"description,omitempty"`
+	Version     string `json:"version,omitempty"`
+	// SHA256 and Size describe the module of a WASM tool.
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	// Uploaded is when an uploaded tool was stored.
+	Uploaded *time.Time `json:"uploaded,omitempty"`
+	// Declared are the permissions the tool declares.
+	Declared []string `json:"declared"`
+	// Granted are the declared permissions the sandbox actually gives a
+	// WASM tool (for an upload: what [serve.uploads] grants); null for
+	// tools that are not WASM modules.
+	Granted []string `json:"granted"`
+	// AllowedHosts are the hosts a tool granted "network" may reach.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// Runnable reports whether the permission policy lets the tool run;
+	// Denied says why not.
+	Runnable bool   `json:"runnable"`
+	Denied   string `json:"denied,omitempty"`
+	// Notes explain each declared permission that is not granted.
+	Notes []string `json:"notes,omitempty"`
+	// Error is why a stored tool could not be restored (it cannot be called).
+	Error string `json:"error,omitempty"`
+	// Parameters is the JSON Schema of the arguments (GET /v1/tools/{name}
+	// and the upload answer only).
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Replaced is set in an upload's answer when it replaced a tool.
+	Replaced bool `json:"replaced,omitempty"`
+	// Unchanged is set in an upload's answer when the same module was
+	// already stored under that name (nothing was done).
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// upload is POST /v1/tools[?replace=true]: the body is a .wasm module.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := s.rate.take(s.callerKey(r)); !ok {
+		retryAfter(w, wait)
+		writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
+		return
+	}
+	info, err := s.doUpload(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusCreated
+	if info.Unchanged {
+		status = http.StatusOK
+	} else {
+		w.Header().Set("Location", "/v1/tools/"+info.Name)
+	}
+	writeJSON(w, status, info)
+}
+
+func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
+	if mt := mediaType(r); mt != "application/wasm" && mt != "application/octet-stream" {
+		return nil, errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia, "the body must be a .wasm module sent as Content-Type: application/wasm (got %q)", mt)
+	}
+	replace := false
+	if v := r.URL.Query().Get("replace"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, KindBadRequest, "replace=%q: want true or false", v)
+		}
+		replace = b
+	}
+	release, ok := acquire(s.uploadsC)
+	if !ok {
+		retryAfter(w, time.Second)
+		return nil, errorf(http.StatusTooManyRequests, KindBusy, "%d uploads are in progress; try again", s.limits.MaxConcurrentUploads)
+	}
+	defer release()
+	wasm, err := readBody(w, r, s.limits.MaxUpload)
+	if err != nil {
+		return nil, err
+	}
+	in, err := wasmtools.Inspect(wasm)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, KindMalformedModule, "%v", err)
+	}
+	switch {
+	case in.ManifestError != nil:
+		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", in.ManifestError)
+	case in.Manifest == nil:
+		return nil, errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", wasmtools.ErrNoManifest)
+	}
+	name := in.Manifest.Name
+	if strings.Contains(name, "__") {
+		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidName, "tool name %q: names containing \"__\" are reserved for MCP tools", name)
+	}
+	sha := hashOf(wasm)
+	// Answer name conflicts before compiling.
+	s.mu.Lock()
+	err = s.checkName(name, sha, replace)
+	var same *uploaded
+	if e, ok := s.idx.Tools[name]; ok && e.SHA256 == sha {
+		same = s.uploads[name]
+	}
+	s.mu.Unlock()
+	if same != nil {
+		info := s.info(name, true)
+		info.Unchanged = true
+		return info, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := wasmtools.Load(r.Context(), s.rt, wasm, s.grant)
+	if err != nil {
+		return nil, loadError(err)
+	}
+	u := newUploaded(t, indexEntry{SHA256: sha, Size: int64(len(wasm)), Uploaded: time.Now().UTC().Truncate(time.Second)})
+	replaced, err := s.commit(u, wasm, replace)
+	if err != nil {
+		_ = t.Close(context.Background())
+		return nil, err
+	}
+	info := s.info(name, true)
+	info.Replaced = replaced
+	return info, nil
+}
+
+// loadError maps a wasmtools.Load failure to its answer.
+func loadError(err error) error {
+	switch {
+	case errors.Is(err, wasmtools.ErrNoManifest):
+		return errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", err)
+	case errors.Is(err, wasmtools.ErrInvalidManifest), errors.Is(err, registry.ErrInvalidSchema):
+		return errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
+	case errors.Is(err, runtime.ErrCompile):
+		return errorf(http.StatusUnprocessableEntity, KindModuleRefused, "%v", err)
+	case errors.Is(err, runtime.ErrClosed):
+		return errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
+	}
+	return errorf(http.StatusUnprocessableEntity, KindModuleRefused, "%v", err)
+}
+
+// checkName refuses an upload called name: an operator tool's name, a
+// stored name without replace, or one tool too many. s.mu must be held.
+func (s *Server) checkName(name, sha string, replace bool) error {
+	if s.closed {
+		return errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
+	}
+	e, stored := s.idx.Tools[name]
+	if !stored {
+		if _, ok := s.reg.Get(name); ok {
+			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be replaced through the API", name)
+		}
+		if len(s.idx.Tools) >= s.limits.MaxTools {
+			return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the server stores at most %d uploaded tools; delete one first", s.limits.MaxTools)
+		}
+		return nil
+	}
+	if !replace && e.SHA256 != sha {
+		return errorf(http.StatusConflict, KindExists, "a tool called %q exists (sha256 %s); upload with ?replace=true to replace it", name, e.SHA256)
+	}
+	return nil
+}
+
+// commit stores u's module, records it in the index, then registers it,
+// atomically replacing a tool of the same name (whose calls in flight
+// finish on it). The index is written before the registry changes: a tool
+// is never served that a restart would lose.
+func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := u.Name()
+	if err := s.checkName(name, u.entry.SHA256, replace); err != nil {
+		return false, err
+	}
+	prev, hadPrev := s.idx.Tools[name]
+	if err := s.st.putModule(u.entry.SHA256, wasm); err != nil {
+		return false, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
+	}
+	next := s.idx.clone()
+	next.Tools[name] = u.entry
+	if err := s.st.writeIndex(next); err != nil {
+		if !s.idx.refs(u.entry.SHA256) {
+			s.st.removeModule(u.entry.SHA256)
+		}
+		return false, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
+	}
+	old := s.uploads[name]
+	if old != nil {
+		_, err = s.reg.Replace(u)
+	} else {
+		err = s.reg.Register(u)
+	}
+	if err != nil {
+		// Roll the index back; the registry did not change.
+		if werr := s.st.writeIndex(s.idx); werr != nil {
+			s.log.Error("rolling the index back failed", "error", werr)
+		}
+		if !s.idx.refs(u.entry.SHA256) {
+			s.st.removeModule(u.entry.SHA256)
+		}
+		if errors.Is(err, registry.ErrDuplicate) {
+			return false, errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be replaced through the API", name)
+		}
+		return false, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
+	}
+	s.idx = next
+	s.uploads[name] = u
+	delete(s.broken, name)
+	if hadPrev && prev.SHA256 != u.entry.SHA256 && !next.refs(prev.SHA256) {
+		s.st.removeModule(prev.SHA256)
+	}
+	if old != nil {
+		old.retire()
+	}
+	return hadPrev, nil
+}
+
+// listTools is GET /v1/tools: every tool, operator's and uploaded, and the
+// stored tools that failed to restore, sorted by name.
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	names := s.reg.List()
+	s.mu.Lock()
+	for name := range s.broken {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	out := make([]*ToolInfo, 0, len(names))
+	for _, name := range names {
+		if info := s.info(name, false); info != nil {
+			out = append(out, info)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": out})
+}
+
+// getTool is GET /v1/tools/{name}.
+func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	info := s.info(name, true)
+	if info == nil {
+		writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// deleteTool is DELETE /v1/tools/{name}: uploaded tools only. Calls in
+// flight finish on the tool.
+func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := s.remove(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) remove(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, stored := s.idx.Tools[name]
+	if !stored {
+		if _, ok := s.reg.Get(name); ok {
+			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
+		}
+		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80))
+	}
+	next := s.idx.clone()
+	delete(next.Tools, name)
+	if err := s.st.writeIndex(next); err != nil {
+		return errorf(http.StatusInternalServerError, KindInternal, "%v", err)
+	}
+	s.idx = next
+	if u := s.uploads[name]; u != nil {
+		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(u) {
+			s.reg.Unregister(name)
+		}
+		delete(s.uploads, name)
+		u.retire()
+	}
+	delete(s.broken, name)
+	if !next.refs(e.SHA256) {
+		s.st.removeModule(e.SHA256)
+	}
+	return nil
+}
+
+// callTool is POST /v1/tools/{name}/call: the body is the arguments (a
+// JSON object; empty means {}); the answer is a Result.
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	release, ok := acquire(s.calls)
+	if !ok {
+		retryAfter(w, time.Second)
+		writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+		return
+	}
+	defer release()
+	args, err := readBody(w, r, s.limits.MaxBody)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// The call may take up to CallTimeout: the answer must still be
+	// writable after it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.CallTimeout + s.limits.WriteTimeout))
+	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
+	defer cancel()
+	inv := s.reg.Invoke(ctx, name, args)
+	if registry.KindOf(inv.Err) == registry.NotFound {
+		s.mu.Lock()
+		berr := s.broken[name]
+		s.mu.Unlock()
+		if berr != nil {
+			inv.Err = registry.NewError(registry.NotFound, name, fmt.Errorf("the stored tool could not be restored: %w", berr))
+		}
+	}
+	writeJSON(w, callStatus(inv.Err), CallResult(inv.Output, inv.Err))
+}
+
+// info describes the tool called name, or returns nil if there is none.
+func (s *Server) info(name string, withParams bool) *ToolInfo {
+	s.mu.Lock()
+	u := s.uploads[name]
+	berr := s.broken[name]
+	entry, stored := s.idx.Tools[name]
+	s.mu.Unlock()
+	t, ok := s.reg.Get(name)
+	if !ok {
+		if berr == nil {
+			return nil
+		}
+		info := &ToolInfo{Name: name, Source: SourceUpload, SHA256: entry.SHA256, Size: entry.Size, Declared: []string{}, Granted: []string{}, Error: berr.Error()}
+		if stored {
+			up := entry.Uploaded
+			info.Uploaded = &up
+		}
+		return info
+	}
+	info := &ToolInfo{
+		Name:        name,
+		Source:      SourceConfig,
+		Description: t.Description(),
+		Declared:    permission.Strings(t.Permissions()),
+		Runnable:    true,
+	}
+	if info.Declared == nil {
+		info.Declared = []string{}
+	}
+	if u != nil && registry.Tool(u) == t {
+		info.Source = SourceUpload
+		info.Size = u.entry.Size
+		up := u.entry.Uploaded
+		info.Uploaded = &up
+	}
+	if wt, ok := t.(interface {
+		Capabilities() wasmtools.Capabilities
+		Manifest() wasmtools.Manifest
+		SHA256() string
+	}); ok {
+		info.SHA256 = wt.SHA256()
+		info.Version = wt.Manifest().Version
+		caps := wt.Capabilities()
+		info.Granted, info.Notes = granted(t.Permissions(), caps)
+		if caps.Network != nil {
+			info.AllowedHosts = slices.Clone(caps.Network.AllowedHosts)
+		}
+	}
+	if err := s.reg.Allowed(name); err != nil {
+		info.Runnable = false
+		info.Denied = err.Error()
+	}
+	if withParams {
+		info.Parameters = t.Parameters()
+	}
+	return info
+}
+
+// granted returns the declared permissions the sandbox gives a WASM tool
+// with caps, and a note for each one it does not.
+func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out []string, notes []string) {
+	out = []string{}
+	anyMount := len(caps.Mounts) > 0
+	writable, deletable := false, false
+	for _, m := range caps.Mounts {
+		writable = writable || m.Writable
+		deletable = deletable || m.AllowDelete
+	}
+	for _, p := range declared {
+		var ok bool
+		var why string
+		switch p {
+		case permission.Network:
+			ok, why = caps.Network != nil, "no host is granted: its network requests fail with permission_denied"
+		case permission.Filesystem, permission.Read:
+			ok, why = anyMount, "no folder is mounted: it sees no files"
+		case permission.Write:
+			ok, why = writable, "no writable folder is mounted"
+		case permission.Delete:
+			ok, why = deletable, "no folder is mounted with deletion allowed"
+		case permission.Shell:
+			why = "the sandbox cannot start programs"
+		default:
+			why = "it is checked against the permission policy but gives no capability in the sandbox"
+		}
+		if ok {
+			out = append(out, p.String())
+		} else {
+			notes = append(notes, fmt.Sprintf("declares %q, not granted: %s", p.String(), why))
+		}
+	}
+	return out, notes
+}
+
+// clip cuts s to n bytes for messages.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
