@@ -44,6 +44,10 @@ func TestPackErrors(t *testing.T) {
 	os.WriteFile(in, bare, 0o644)
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"name":"a b","description":"d"}`), 0o644)
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("name = \"t\"\ndescription = \"d\"\n"), 0o644)
+	notWasm := filepath.Join(dir, "not.wasm")
+	os.WriteFile(notWasm, []byte("#!/bin/sh\n"), 0o644)
 	out := filepath.Join(dir, "out.wasm")
 	tests := []struct {
 		name string
@@ -55,7 +59,8 @@ func TestPackErrors(t *testing.T) {
 		{"two inputs", []string{"-m", bad, in, in, "-o", out}, 2, "usage"},
 		{"no output", []string{"-m", bad, in}, 2, "usage"},
 		{"bad manifest", []string{"-m", bad, in, "-o", out}, 1, "invalid manifest"},
-		{"missing input", []string{"-m", bad, filepath.Join(dir, "nope.wasm"), "-o", out}, 1, "invalid manifest"},
+		{"missing input", []string{"-m", good, filepath.Join(dir, "nope.wasm"), "-o", out}, 1, "no such file"},
+		{"not wasm", []string{"-m", good, notWasm, "-o", out}, 1, "malformed module"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
