@@ -126,6 +126,7 @@ func TestHostileBadImports(t *testing.T) {
 			if !errors.As(err, &ve) {
 				t.Fatalf("%v carries no *runtime.ValidationError", err)
 			}
+			t.Logf("%s: %v", tt.wat, err)
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Fatalf("message %q does not mention %q", err, w)
@@ -348,4 +349,61 @@ func TestHostileLyingManifest(t *testing.T) {
 		t.Fatalf("inside.txt: %v", err)
 	}
 	stillWorks(t, r)
+}
+
+func TestHostileNetworkEscapes(t *testing.T) {
+	other, otherHits := countingServer(t)
+	allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, other.URL+"/stolen", http.StatusFound)
+		default:
+			w.Write([]byte("allowed"))
+		}
+	}))
+	defer allowed.Close()
+	host := strings.TrimPrefix(allowed.URL, "http://")
+	tool := hostile(t, "netter", perms("network"), wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true})
+	r := hostileRegistry(t, tool)
+
+	if rep := hostileDo(t, tool, map[string]string{"op": "http", "url": allowed.URL + "/x"}); !rep.OK || rep.Data != "200 allowed" {
+		t.Fatalf("allowed request: %+v", rep)
+	}
+	// Each refusal is an answer to the guest (code "forbidden"), not the
+	// end of the call: the tool was granted network, just not this.
+	for _, u := range []string{
+		other.URL + "/direct",
+		allowed.URL + "/redirect",
+		"http://user:pw@" + host + "/",
+		"file:///etc/passwd",
+		"http://169.254.169.254/latest/meta-data/",
+		"gopher://" + host + "/",
+	} {
+		inv := r.Invoke(context.Background(), "netter", rawJSON(t, map[string]string{"op": "http", "url": u}))
+		if inv.Err != nil {
+			t.Fatalf("%s: %v", u, inv.Err)
+		}
+		if rep := decodeReply(t, inv.Output); rep.OK || !strings.Contains(rep.Err, "forbidden") {
+			t.Fatalf("%s: %+v, want a forbidden answer", u, rep)
+		}
+		stillWorks(t, r)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Fatalf("the server that is not allowed was reached %d times", n)
+	}
+}
+
+func TestHostileAmbientAuthority(t *testing.T) {
+	t.Setenv("AGRUN_TEST_SECRET", "env-secret-value")
+	tool := hostile(t, "nosy", nil, wasmtools.Grant{})
+	rep := hostileDo(t, tool, map[string]string{"op": "env"})
+	// argv is the tool's name, the environment is empty.
+	if strings.Join(rep.Names, "|") != "nosy" {
+		t.Fatalf("argv and environment: %q", rep.Names)
+	}
+	// Renamed, it is called by its new name.
+	rep = hostileDo(t, tool.Renamed("alias"), map[string]string{"op": "env"})
+	if strings.Join(rep.Names, "|") != "alias" {
+		t.Fatalf("argv and environment: %q", rep.Names)
+	}
 }

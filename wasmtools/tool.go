@@ -251,10 +251,15 @@ func (t *Tool) Close(ctx context.Context) error { return t.mod.Close(ctx) }
 const maxErrorMessage = 4 << 10
 
 // Execute implements registry.Tool: args go to the guest's stdin, its
-// stdout is the result. Errors are *registry.Error: timeout, memory_limit,
-// output_limit, permission_denied (the guest called a capability it was not
-// granted), cancelled, or execution_failed (non-zero exit, trap, output
-// that is not JSON).
+// stdout is the result (with output "json", invalid UTF-8 inside its
+// strings is replaced by U+FFFD; with output "text", it is returned as a
+// JSON string without control characters but newline and tab). Errors are
+// *registry.Error wrapping the runtime's error: timeout, memory_limit,
+// output_limit, permission_denied (the guest called a capability it was
+// not granted), cancelled, invalid_arguments (args over the stdin limit),
+// other (the tool or runtime was closed), or execution_failed (non-zero
+// exit, with the guest's {"error":...} message or the end of its stderr;
+// a trap; a result that is empty or not JSON).
 func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")

@@ -13,6 +13,7 @@
 //	{"op":"list","path":"/"}
 //	{"op":"rawread","fd":3,"path":"../secret","follow":true}  path_open relative to a preopen, then fd_read
 //	{"op":"probe","paths":["/etc/passwd","/data/x"]}           read each path and list "/"
+//	{"op":"env"}                      argv and environment as names, one per line in data
 //
 // File and network operations answer {"ok":bool,"data":...,"err":...} and
 // exit 0, so a test sees exactly what the guest saw.
@@ -123,6 +124,8 @@ func main() {
 		answer(list(a.Path))
 	case "rawread":
 		answer(rawRead(a.FD, a.Path, a.Follow))
+	case "env":
+		answer(&reply{OK: true, Names: append(append([]string{}, os.Args...), os.Environ()...)})
 	case "probe":
 		r := &reply{OK: true, Each: map[string]*reply{}}
 		for _, p := range a.Paths {
