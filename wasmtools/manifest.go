@@ -181,12 +181,11 @@ func ParseManifest(data []byte) (Manifest, error) {
 func jsonTypeError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		want := te.Type.Kind().String()
-		switch want {
-		case "slice":
-			want = "array of strings"
+		want := "a " + te.Type.Kind().String()
+		if te.Type.Kind().String() == "slice" {
+			want = "an array of strings"
 		}
-		return fmt.Errorf("got a JSON %s, want a %s", te.Value, want)
+		return fmt.Errorf("got a JSON %s, want %s", te.Value, want)
 	}
 	return err
 }
@@ -290,18 +289,29 @@ func (m Manifest) MarshalJSON() ([]byte, error) {
 }
 
 // checkJSON checks that data is exactly one JSON value without duplicate
-// object keys at any depth and nested at most maxManifestDepth deep.
+// object keys at any depth and nested at most maxManifestDepth deep. Errors
+// name the JSON pointer of the offending object.
 func checkJSON(data []byte) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	type frame struct {
-		keys   map[string]bool
-		object bool
-		key    bool // an object expecting a key next
+		seg     string          // this container's key or index in its parent
+		keys    map[string]bool // objects: the keys seen
+		key     string          // objects: the key whose value comes next
+		wantKey bool            // objects: a key comes next
+		n       int             // arrays: values seen
 	}
-	var stack []frame
-	path := func() string {
-		return fmt.Sprintf("at depth %d", len(stack))
+	var stack []*frame
+	pointer := func() string {
+		var b strings.Builder
+		for _, f := range stack[1:] {
+			b.WriteByte('/')
+			b.WriteString(strings.ReplaceAll(strings.ReplaceAll(f.seg, "~", "~0"), "/", "~1"))
+		}
+		if b.Len() == 0 {
+			return "/"
+		}
+		return truncate(b.String(), 200)
 	}
 	for {
 		tok, err := d.Token()
@@ -314,19 +324,27 @@ func checkJSON(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("not JSON: %v", err)
 		}
-		if n := len(stack); n > 0 && stack[n-1].object {
-			top := &stack[n-1]
-			if top.key {
+		seg := "" // the segment of a value starting here
+		if n := len(stack); n > 0 {
+			top := stack[n-1]
+			switch {
+			case top.keys == nil: // array
+				if tok != json.Delim(']') {
+					seg = fmt.Sprint(top.n)
+					top.n++
+				}
+			case top.wantKey:
 				if k, ok := tok.(string); ok {
 					if top.keys[k] {
-						return fmt.Errorf("duplicate key %q %s", truncate(k, 64), path())
+						return fmt.Errorf("%s: duplicate key %q", pointer(), truncate(k, 64))
 					}
 					top.keys[k] = true
-					top.key = false
+					top.key, top.wantKey = k, false
 					continue
 				}
-			} else {
-				top.key = true // this token is the value; a key comes next
+			default: // the value of top.key
+				seg = top.key
+				top.wantKey = true
 			}
 		}
 		switch tok {
@@ -334,10 +352,9 @@ func checkJSON(data []byte) error {
 			if len(stack) >= maxManifestDepth {
 				return fmt.Errorf("nesting deeper than %d", maxManifestDepth)
 			}
-			obj := tok == json.Delim('{')
-			f := frame{object: obj, key: obj}
-			if obj {
-				f.keys = map[string]bool{}
+			f := &frame{seg: seg}
+			if tok == json.Delim('{') {
+				f.keys, f.wantKey = map[string]bool{}, true
 			}
 			stack = append(stack, f)
 		case json.Delim('}'), json.Delim(']'):
