@@ -1,0 +1,80 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// conformanceRegistry holds the tools the conformance scenarios call.
+func conformanceRegistry(t *testing.T) *registry.Registry {
+	reg := registry.New()
+	for _, tl := range []fakeTool{
+		{name: "test_simple_text", run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`"This is a simple text response for testing."`), nil
+		}},
+		{name: "test_error_handling", run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, registry.Errorf(registry.ExecutionFailed, "test_error_handling", "This tool intentionally returns an error for testing")
+		}},
+		{name: "json_schema_2020_12_tool", schema: `{
+			"$schema": "https://json-schema.org/draft/2020-12/schema",
+			"type": "object",
+			"$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+			"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+			"additionalProperties": false}`},
+	} {
+		if err := reg.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+// TestConformance runs the official conformance suite
+// (@modelcontextprotocol/conformance, installed by scripts/setup-npm.sh)
+// in server mode against NewHTTPHandler: every scenario of the suite, with
+// testdata/conformance-baseline.yml listing those a registry of tools
+// cannot take part in (and why). The suite exits non-zero when a scenario
+// outside the baseline fails or one inside it passes. It needs Node 22.
+func TestConformance(t *testing.T) {
+	node := nodeBinary(t, 22)
+	cli := npmScript(t, "@modelcontextprotocol/conformance", "dist/index.js")
+	baseline, err := filepath.Abs(filepath.Join("testdata", "conformance-baseline.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: NewHTTPHandler(conformanceRegistry(t), nil)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/mcp"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, cli, "server", "--url", url, "--suite", "all",
+		"--expected-failures", baseline, "-o", t.TempDir())
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	summary := out
+	if i := strings.Index(out, "=== SUMMARY ==="); i >= 0 {
+		summary = out[i:]
+	}
+	if err != nil {
+		t.Fatalf("conformance suite: %v\n%s", err, summary)
+	}
+	t.Logf("conformance suite:\n%s", summary)
+}
