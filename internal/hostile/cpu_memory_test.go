@@ -1,0 +1,220 @@
+package hostile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// TestCPU: guests that never stop end with timeout, wherever they are.
+func TestCPU(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}}
+	f.register(t, f.load(t, pack(t, wat(t, "spin"), "wat_spin"), lim))
+	f.register(t, f.load(t, pack(t, wat(t, "recurse"), "wat_recurse"), lim))
+	f.hostile(t, "spin", lim)
+
+	// A guest stuck inside a host call: an HTTP peer that never answers.
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) })
+	host := strings.TrimPrefix(srv.URL, "http://")
+	f.hostile(t, "stuck", wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true, Limits: lim.Limits}, "network")
+
+	for _, c := range []struct {
+		name, tool, args string
+		want               registry.Kind
+	}{
+		{"infinite loop (wat, no calls)", "wat_spin", `{}`, registry.Timeout},
+		{"infinite loop (Go guest)", "spin", `{"op":"spin"}`, registry.Timeout},
+		{"stuck in a host call", "stuck", `{"op":"http","url":"` + srv.URL + `/"}`, registry.Timeout},
+		{"runaway recursion", "wat_recurse", `{}`, registry.ExecutionFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+		})
+	}
+
+	t.Run("many at once", func(t *testing.T) {
+		before := f.snapshot(t)
+		var calls []registry.Call
+		for i := range 24 {
+			tool, args := "wat_spin", `{}`
+			if i%2 == 1 {
+				tool, args = "spin", `{"op":"spin"}`
+			}
+			calls = append(calls, registry.Call{ID: strconv.Itoa(i), Name: tool, Args: json.RawMessage(args)})
+		}
+		for _, i := range f.reg.InvokeAll(context.Background(), calls) {
+			checkKind(t, i.Err, registry.Timeout)
+		}
+		f.after(t, before, outcome{err: registry.Errorf(registry.Timeout, "x", "all timed out")}, registry.Timeout)
+	})
+
+	t.Run("caller cancels", func(t *testing.T) {
+		before := f.snapshot(t)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout/4)
+		defer cancel()
+		f.after(t, before, inv(f.reg.Invoke(ctx, "wat_spin", json.RawMessage(`{}`))), registry.Timeout)
+	})
+}
+
+// TestMemory: growing past the limit ends the call with memory_limit;
+// modules that would need too much up front are refused at load.
+func TestMemory(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second, MemoryBytes: smallMemory}}
+	f.register(t, f.load(t, pack(t, wat(t, "growmem"), "wat_grow"), lim))
+	f.register(t, f.load(t, pack(t, wat(t, "growhuge"), "wat_growhuge"), lim))
+	f.register(t, f.load(t, pack(t, wat(t, "tablecapped"), "wat_tablecapped"), lim))
+	f.hostile(t, "alloc", lim)
+
+	for _, c := range []struct {
+		name, tool, args string
+		want               registry.Kind
+	}{
+		{"memory.grow loop past the limit", "wat_grow", `{}`, registry.MemoryLimit},
+		{"one memory.grow of 4 GiB", "wat_growhuge", `{}`, registry.MemoryLimit},
+		{"Go guest allocating forever", "alloc", `{"op":"alloc"}`, registry.MemoryLimit},
+		{"table.grow past a declared maximum is refused in the guest", "wat_tablecapped", `{}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+		})
+	}
+
+	// Refused at load: the module never runs. The error is runtime.ErrCompile
+	// with a ValidationError naming the reason (the CLI shows it in `agrun
+	// tools` and fails calls to the tool; see TestCLIBrokenTool).
+	for _, c := range []struct{ name, file, reason string }{
+		{"declared minimum over the limit", "bigmin", "initial memory"},
+		{"table growth bomb (no maximum, table.grow)", "tablegrow", "table 0"},
+		{"table maximum far over the cap, grown", "tablemaxgrow", "table 0"},
+		{"initial table of ten million", "tablebig", "table 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			_, err := wasmtools.Load(context.Background(), f.rt, pack(t, wat(t, c.file), "bomb"), lim)
+			checkRefused(t, err, c.reason)
+			f.after(t, before, outcome{}, "")
+		})
+	}
+}
+
+// checkRefused asserts a load-time refusal by the sandbox naming reason.
+func checkRefused(t testing.TB, err error, reason string) {
+	t.Helper()
+	var ve *runtime.ValidationError
+	switch {
+	case err == nil:
+		t.Errorf("loaded; want a refusal (%s)", reason)
+	case !errors.Is(err, runtime.ErrCompile):
+		t.Errorf("error %v; want runtime.ErrCompile", err)
+	case reason != "" && (!errors.As(err, &ve) || !strings.Contains(ve.Reason, reason)):
+		t.Errorf("error %v; want a ValidationError naming %q", err, reason)
+	}
+	if err != nil {
+		checkModelText(t, err.Error())
+	}
+}
+
+// TestParallelInstancesBoundedRSS runs 3*MaxInstances calls of a guest that
+// touches 48 MiB each, in a child process, and checks the child's peak RSS
+// (VmHWM) stays within MaxInstances instances' worth: calls over the limit
+// wait for a slot instead of all holding memory at once.
+func TestParallelInstancesBoundedRSS(t *testing.T) {
+	wasmPath := writeTemp(t, "touch.wasm", pack(t, wat(t, "touchmem"), "touch"))
+	line, st := child(t, "parallel-rss", 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
+	if !st.Success() {
+		t.Fatalf("child failed: %s", line)
+	}
+	var r struct {
+		Base, Peak int64
+		Calls      int
+		Kinds      map[string]int
+	}
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("child result %q: %v", line, err)
+	}
+	t.Logf("baseline RSS %d MiB, peak %d MiB, %d calls: %v", r.Base>>20, r.Peak>>20, r.Calls, r.Kinds)
+	if r.Kinds[string(registry.Timeout)] != r.Calls {
+		t.Errorf("outcomes %v; want %d timeouts", r.Kinds, r.Calls)
+	}
+	// Two instances may run at once (MaxInstances 2); 48 MiB each plus
+	// slack. All twelve at once would be 576 MiB.
+	if limit := r.Base + 2*48<<20 + 96<<20; r.Peak > limit {
+		t.Errorf("peak RSS %d MiB over %d MiB: instances beyond MaxInstances held memory", r.Peak>>20, limit>>20)
+	}
+}
+
+func cacheDirFor(t testing.TB) string {
+	t.Helper()
+	return testguest.CompilationCacheDir(t)
+}
+
+var _ = registerChild("parallel-rss", func() (string, error) {
+	wasm, err := os.ReadFile(os.Getenv("HOSTILE_WASM"))
+	if err != nil {
+		return "", err
+	}
+	ctx := context.Background()
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 2, Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close(ctx)
+	tool, err := wasmtools.Load(ctx, rt, wasm, wasmtools.Grant{Limits: runtime.Limits{Timeout: 300 * time.Millisecond}})
+	if err != nil {
+		return "", err
+	}
+	base, err := readProcStatus("VmRSS")
+	if err != nil {
+		return "", err
+	}
+	reg := registry.New(registry.WithMaxParallel(64))
+	if err := reg.Register(tool); err != nil {
+		return "", err
+	}
+	const n = 12
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := reg.Invoke(ctx, "touch", json.RawMessage(`{}`))
+			mu.Lock()
+			kinds[string(registry.KindOf(i.Err))]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	peak, err := readProcStatus("VmHWM")
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(map[string]any{"Base": base, "Peak": peak, "Calls": n, "Kinds": kinds})
+	return string(b), nil
+})

@@ -1,0 +1,4 @@
+;; No exported memory.
+(module
+  (memory 1)
+  (func (export "_start")))

@@ -1,0 +1,5 @@
+;; A wasi_snapshot_preview1 name that does not exist.
+(module
+  (import "wasi_snapshot_preview1" "sock_open" (func (param i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")))
