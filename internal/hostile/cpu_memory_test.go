@@ -42,7 +42,7 @@ func TestCPU(t *testing.T) {
 
 	for _, c := range []struct {
 		name, tool, args string
-		want               registry.Kind
+		want             registry.Kind
 	}{
 		{"infinite loop (wat, no calls)", "wat_spin", `{}`, registry.Timeout},
 		{"infinite loop (Go guest)", "spin", `{"op":"spin"}`, registry.Timeout},
@@ -91,7 +91,7 @@ func TestMemory(t *testing.T) {
 
 	for _, c := range []struct {
 		name, tool, args string
-		want               registry.Kind
+		want             registry.Kind
 	}{
 		{"memory.grow loop past the limit", "wat_grow", `{}`, registry.MemoryLimit},
 		{"one memory.grow of 4 GiB", "wat_growhuge", `{}`, registry.MemoryLimit},
