@@ -14,6 +14,10 @@ import (
 // The benchmarks behind docs/PERFORMANCE.md (section "runtime"):
 //
 //	go test -run '^$' -bench . -benchtime 2s ./runtime/
+//
+// Besides wall time per call they report cpu-ns/op, the CPU time (user +
+// system, child processes included) per call, which stays meaningful on a
+// machine shared with other work.
 
 var wordcountIn = []byte(`{"text":"the quick brown fox jumps over the lazy dog"}`)
 
@@ -70,6 +74,7 @@ func BenchmarkRun(b *testing.B) {
 	m := compile(b, r, wordcount(b))
 	ctx := context.Background()
 	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
+	defer reportCPU(b)()
 	for b.Loop() {
 		out, err := r.Run(ctx, m, in)
 		if err != nil || string(out.Stdout) != wordcountOut {
@@ -84,6 +89,8 @@ func BenchmarkRunParallel(b *testing.B) {
 	m := compile(b, r, wordcount(b))
 	ctx := context.Background()
 	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
+	b.ResetTimer()
+	defer reportCPU(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			out, err := r.Run(ctx, m, in)
@@ -107,6 +114,7 @@ func BenchmarkRawWazero(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer reportCPU(b)()
 	for b.Loop() {
 		var stdout bytes.Buffer
 		mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").
@@ -125,6 +133,7 @@ func BenchmarkRawWazero(b *testing.B) {
 // fork/exec.
 func BenchmarkNativeProcess(b *testing.B) {
 	bin := testguest.BuildNative(b, "testdata/guests/wordcount")
+	defer reportCPU(b)()
 	for b.Loop() {
 		cmd := exec.Command(bin)
 		cmd.Stdin = bytes.NewReader(wordcountIn)
@@ -141,4 +150,15 @@ func mustCache(b testing.TB, dir string) wazero.CompilationCache {
 		b.Fatal(err)
 	}
 	return c
+}
+
+// reportCPU starts measuring CPU time; the returned function reports it
+// per operation as "cpu-ns/op".
+func reportCPU(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		if b.N > 0 && start >= 0 {
+			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
 }

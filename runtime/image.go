@@ -1,18 +1,14 @@
 package runtime
 
-import "os"
-
 // Memory images.
 //
 // A Go wasip1 module carries about 1.5 MB of initial data in tens of
 // thousands of data segments, and wazero copies them into every fresh
-// instance's memory. Where the platform allows it (see image_linux.go), the
-// sandbox instead applies the data segments once, at Compile, into a
-// sealed in-memory file (the module's memory image), strips the data
-// section from the module handed to wazero, and maps the image
-// copy-on-write at the start of each instance's memory: an instance pays
-// only for the pages it touches, and writes go to private copies, so no
-// state is shared between instances.
+// instance's memory one by one. Instead, Compile applies the data segments
+// once into the module's memory image, strips the data section from the
+// module handed to wazero, and the memory allocator (mem_unix.go) copies
+// the image into each new instance's memory in one go, usually into pages
+// that are already mapped and zeroed, so that a call takes no page faults.
 //
 // This is exact when the data segments are all active on memory 0 with
 // constant offsets and all lie within the initial memory (so applying them
@@ -56,10 +52,4 @@ func stripData(b []byte, m *wasmModule) []byte {
 		}
 	}
 	return append(out, b[prev:]...)
-}
-
-// pageAlign rounds n up to the host's page size.
-func pageAlign(n int) int {
-	ps := os.Getpagesize()
-	return (n + ps - 1) / ps * ps
 }

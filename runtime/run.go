@@ -155,7 +155,7 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 		cfg = cfg.WithFSConfig(fsCfg)
 	}
 	runCtx := context.WithValue(callCtx, callStateKey{}, st)
-	runCtx = experimental.WithMemoryAllocator(runCtx, &memAllocator{limit: uint64(lim.MemoryBytes) &^ 0xffff, image: m.c.info.image, onExceed: st.memoryExceeded})
+	runCtx = experimental.WithMemoryAllocator(runCtx, &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: m.c.info.image, onExceed: st.memoryExceeded})
 
 	mod, err := r.wz.InstantiateModule(runCtx, m.c.cm, cfg)
 	if mod != nil {

@@ -118,6 +118,7 @@ type Runtime struct {
 	wasiSigs map[string]funcType
 	modCfg   wazero.ModuleConfig
 	sem      chan struct{}
+	pool     *memPool // guest memories kept for reuse
 
 	closing context.Context // done when Close starts
 	stop    context.CancelFunc
@@ -156,7 +157,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	rc := wazero.NewRuntimeConfig().
 		WithCoreFeatures(api.CoreFeaturesV2).
 		WithCloseOnContextDone(true)
-	r := &Runtime{cfg: cfg, modules: map[[32]byte]*compiled{}, sem: make(chan struct{}, cfg.MaxInstances)}
+	r := &Runtime{cfg: cfg, modules: map[[32]byte]*compiled{}, sem: make(chan struct{}, cfg.MaxInstances),
+		pool: &memPool{max: cfg.MaxInstances}}
 	if !cfg.DisableCache {
 		dir := cfg.CacheDir
 		if dir == "" {
@@ -211,13 +213,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.stop()
 	r.inflight.Wait()
 	err := r.wz.Close(ctx)
-	r.mu.Lock()
-	for _, c := range r.modules {
-		if c.info != nil {
-			c.info.image.close()
-		}
-	}
-	r.mu.Unlock()
+	r.pool.drain()
 	if r.cache != nil {
 		if e := r.cache.Close(ctx); err == nil {
 			err = e
@@ -301,23 +297,17 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 	if err := r.validate(m); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	// Make instances cheap (see image.go and mergeData): a memory image
-	// where the platform has them, else merged data segments.
+	// Make instances cheap: a memory image (see image.go), else merged
+	// data segments (see mergeData).
 	bin := wasm
-	var image *memImage
-	if data, ok := buildImage(m); ok {
-		if img, err := newImage(data); err == nil {
-			image, bin = img, stripData(wasm, m)
-		}
-	}
-	if image == nil {
-		if merged, err := mergeData(wasm, m); err == nil {
-			bin = merged
-		}
+	image, ok := buildImage(m)
+	if ok {
+		bin = stripData(wasm, m)
+	} else if merged, err := mergeData(wasm, m); err == nil {
+		bin = merged
 	}
 	cm, err := r.wz.CompileModule(ctx, bin)
 	if err != nil {
-		image.close()
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Keep only what Module reports, copied: the caller owns wasm.
@@ -413,7 +403,6 @@ func (r *Runtime) release(sum [32]byte, c *compiled) {
 	r.mu.Unlock()
 	if last && c.cm != nil {
 		c.cm.Close(context.Background())
-		c.info.image.close()
 	}
 }
 

@@ -187,7 +187,7 @@ type wasmModule struct {
 	data     []dataSegment
 	sections []rawSection
 
-	image *memImage // set by Compile when the data lives in a memory image
+	image []byte // set by Compile when the data lives in a memory image
 
 	hasDataCount  bool
 	usesTableGrow bool // table.grow or table.fill somewhere in the code

@@ -1,3 +1,0 @@
-package runtime
-
-const sysMemfdCreate = 279
