@@ -9,6 +9,7 @@
 //	{"op":"http","url":"..."}         GET through agrun.http_request
 //	{"op":"httpraw","data":"..."}     hand agrun.http_request this request JSON as is
 //	{"op":"http_many","url":"...","n":100} n requests, report how many got an answer
+//	{"op":"readn","path":"...","n":N}  read N times, report successes and the first content
 //	{"op":"read"|"write"|"append"|"remove"|"mkdir"|"list","path":"...","data":"..."}
 //	{"op":"rename"|"link"|"symlink","path":"...","to":"..."}  symlink: path is the target
 //	{"op":"writebig","path":"...","n":N}  write N bytes, report how many went through
@@ -125,6 +126,18 @@ func main() {
 		answer(r)
 	case "read":
 		answer(read(a.Path))
+	case "readn": // read path n times; report the first content seen
+		r := &reply{}
+		for i := int64(0); i < a.N; i++ {
+			if b, err := os.ReadFile(a.Path); err == nil {
+				r.N++
+				if r.Data == "" {
+					r.Data = string(b)
+				}
+			}
+		}
+		r.OK = true
+		answer(r)
 	case "write":
 		answer(result(os.WriteFile(a.Path, []byte(a.Data), 0o644)))
 	case "append":

@@ -1,0 +1,234 @@
+package hostile
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// fsCase is one file-system attack: the guest's op must fail (or, with
+// okAllowed, may succeed as long as nothing leaks), and the secret must
+// never reach it.
+type fsCase struct {
+	name string
+	args map[string]any
+}
+
+// TestFilesEscapes drives the attacker through wasmtools and the registry
+// with the most powerful grant (a read-write-delete mount declared
+// filesystem+write+delete) through every way out of the mount we know.
+// Each must fail inside the guest, the secret must not reach it, and the
+// outside must not change. The same escapes at the FS level, with errnos,
+// are in internal/sandboxfs/escape_test.go.
+func TestFilesEscapes(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write", "delete")
+	outsideSecret := filepath.Join(f.outside, "secret.txt")
+
+	op := func(op, path string, kv ...any) map[string]any {
+		m := map[string]any{"op": op, "path": path}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []fsCase{
+		{"dotdot read", op("read", "/data/../outside/secret.txt")},
+		{"dotdot write", op("write", "/data/../outside/new.txt", "data", "x")},
+		{"absolute symlink read", op("read", "/data/abs_link")},
+		{"relative symlink read", op("read", "/data/rel_link")},
+		{"dir symlink read", op("read", "/data/dir_link/secret.txt")},
+		{"nested relative symlink read", op("read", "/data/sub/deep_link")},
+		{"list through dir symlink", op("list", "/data/dir_link")},
+		{"overwrite through symlink", op("write", "/data/abs_link", "data", "pwned")},
+		{"append through symlink", op("append", "/data/rel_link", "data", "pwned")},
+		{"create through dangling symlink", op("write", "/data/dangling_out", "data", "x")},
+		{"write into dir symlink", op("write", "/data/dir_link/new.txt", "data", "x")},
+		{"mkdir through dir symlink", op("mkdir", "/data/dir_link/newdir")},
+		{"remove through dir symlink", op("remove", "/data/dir_link/secret.txt")},
+		{"rename outward through symlink", op("rename", "/data/hello.txt", "to", "/data/dir_link/stolen.txt")},
+		{"rename inward through symlink", op("rename", "/data/dir_link/secret.txt", "to", "/data/stolen.txt")},
+		{"rename outward by dotdot", op("rename", "/data/hello.txt", "to", "/data/../stolen.txt")},
+		{"hard link of an outside file", op("link", "/data/dir_link/secret.txt", "to", "/data/hl")},
+		{"hard link into outside", op("link", "/data/hello.txt", "to", "/data/dir_link/hl")},
+		{"guest-made absolute symlink", op("symlink", outsideSecret, "to", "/data/mine")},
+		{"guest-made escaping relative symlink", op("symlink", "../outside/secret.txt", "to", "/data/mine2")},
+		{"guest-made symlink with inner dotdot", op("symlink", "sub/../../outside", "to", "/data/mine3")},
+		{"raw path_open dotdot", op("rawread", "../outside/secret.txt", "fd", 3, "follow", true)},
+		{"raw path_open absolute", op("rawread", outsideSecret, "fd", 3, "follow", true)},
+		{"raw path_open through symlink", op("rawread", "abs_link", "fd", 3, "follow", true)},
+		{"raw path_open on stdio fd", op("rawread", "etc/passwd", "fd", 1, "follow", true)},
+		{"raw path_open on an unopened fd", op("rawread", "secret.txt", "fd", 9, "follow", true)},
+		{"host files", op("read", "/etc/passwd")},
+		{"proc", op("read", "/proc/self/environ")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, c.args)))
+			f.after(t, before, got, "")
+			if got.err != nil {
+				return
+			}
+			r := decodeReply(t, got.out)
+			if r.OK {
+				t.Errorf("the escape worked: %+v", r)
+			}
+			if strings.Contains(string(got.out), secret) {
+				t.Errorf("outside content reached the guest: %s", got.out)
+			}
+		})
+	}
+
+	// Guest-made symlinks that exist after the attempts must not lead out.
+	t.Run("guest symlinks stay inside", func(t *testing.T) {
+		before := f.snapshot(t)
+		var last outcome
+		for _, p := range []string{"/data/mine", "/data/mine2", "/data/mine3/secret.txt"} {
+			last = inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("read", p))))
+			if last.err == nil && strings.Contains(string(last.out), secret) {
+				t.Errorf("%s: read the secret: %s", p, last.out)
+			}
+		}
+		f.after(t, before, last, "")
+	})
+
+	t.Run("only the mount is visible", func(t *testing.T) {
+		before := f.snapshot(t)
+		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "probe", "paths": []string{"/etc/passwd", "/outside/secret.txt", "/data/hello.txt"}})))
+		f.after(t, before, got, "")
+		r := decodeReply(t, got.out)
+		// Listing "/" may fail (there is no root preopen) or show the mount.
+		if ls := r.Each["ls /"]; ls == nil || ls.OK && strings.Join(ls.Names, ",") != "data" {
+			t.Errorf("ls / = %+v; want only data, or an error", ls)
+		}
+		if h := r.Each["/data/hello.txt"]; h == nil || h.Data != "hello" {
+			t.Errorf("the mount itself does not work: %+v", h)
+		}
+		if strings.Contains(string(got.out), secret) {
+			t.Errorf("secret reached the guest: %s", got.out)
+		}
+	})
+
+	t.Run("directory swapped for a symlink during the run", func(t *testing.T) {
+		before := f.snapshot(t)
+		swapDir := filepath.Join(f.mount, "swap")
+		must(t, os.MkdirAll(swapDir, 0o755))
+		must(t, os.WriteFile(filepath.Join(swapDir, "secret.txt"), []byte("inside"), 0o644))
+		parked := filepath.Join(f.mount, "swap.parked")
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // swap swap/ <-> a symlink to outside/, as fast as we can
+			defer wg.Done()
+			for !stop.Load() {
+				os.Rename(swapDir, parked)
+				os.Symlink(f.outside, swapDir)
+				time.Sleep(50 * time.Microsecond)
+				os.Remove(swapDir)
+				os.Rename(parked, swapDir)
+			}
+		}()
+		var last outcome
+		for range 20 {
+			last = inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("readn", "/data/swap/secret.txt", "n", 200))))
+			if last.err == nil && strings.Contains(string(last.out), secret) {
+				t.Errorf("read outside content through the swapped directory: %s", last.out)
+				break
+			}
+			w := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("write", "/data/swap/secret.txt", "data", "overwritten"))))
+			if w.err != nil {
+				t.Errorf("write: %v", w.err)
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		f.after(t, before, last, "")
+		if b, _ := os.ReadFile(filepath.Join(f.outside, "secret.txt")); string(b) != secret {
+			t.Errorf("outside secret is now %q", b)
+		}
+	})
+}
+
+// TestFilesReadOnly: a read-only mount refuses every change, whichever way
+// the read-only-ness came about (the mount, or an undeclared "write").
+func TestFilesReadOnly(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "ro_mount", wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: f.mount, Guest: "/data"}}}, "filesystem", "read", "write", "delete")
+	f.hostile(t, "ro_declared", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read")
+	f.hostile(t, "no_fs_declared", wasmtools.Grant{Mounts: f.mountRW()})
+	f.hostile(t, "no_fs_granted", wasmtools.Grant{}, "filesystem", "read", "write")
+	mountHash := hashTree(t, f.mount, "")
+	for _, tool := range []string{"ro_mount", "ro_declared", "no_fs_declared", "no_fs_granted"} {
+		for _, a := range []map[string]any{
+			{"op": "write", "path": "/data/new.txt", "data": "x"},
+			{"op": "write", "path": "/data/hello.txt", "data": "x"},
+			{"op": "append", "path": "/data/hello.txt", "data": "x"},
+			{"op": "remove", "path": "/data/hello.txt"},
+			{"op": "mkdir", "path": "/data/d"},
+			{"op": "rename", "path": "/data/hello.txt", "to": "/data/h2"},
+			{"op": "link", "path": "/data/hello.txt", "to": "/data/h3"},
+			{"op": "symlink", "path": "hello.txt", "to": "/data/h4"},
+			{"op": "writebig", "path": "/data/big", "n": 1 << 20},
+		} {
+			t.Run(tool+"/"+a["op"].(string)+" "+a["path"].(string), func(t *testing.T) {
+				before := f.snapshot(t)
+				got := inv(f.reg.Invoke(context.Background(), tool, argsJSON(t, a)))
+				f.after(t, before, got, "")
+				if got.err == nil && decodeReply(t, got.out).OK {
+					t.Errorf("the change worked: %s", got.out)
+				}
+				if h := hashTree(t, f.mount, ""); h != mountHash {
+					t.Errorf("the read-only mount changed:\n%s", treeListing(t, f.mount))
+				}
+			})
+		}
+	}
+	t.Run("no_fs_declared sees nothing", func(t *testing.T) {
+		before := f.snapshot(t)
+		got := inv(f.reg.Invoke(context.Background(), "no_fs_declared", argsJSON(t, map[string]any{"op": "probe", "paths": []string{"/data/hello.txt"}})))
+		f.after(t, before, got, "")
+		if strings.Contains(string(got.out), "hello\"") {
+			t.Errorf("a tool that did not declare filesystem read the mount: %s", got.out)
+		}
+	})
+}
+
+// TestFilesResources: thousands of files, and filling the disk.
+func TestFilesResources(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW(), Limits: runtime.Limits{Timeout: 20 * time.Second}}, "filesystem", "read", "write", "delete")
+
+	t.Run("thousands of open files", func(t *testing.T) {
+		must(t, os.MkdirAll(filepath.Join(f.mount, "many"), 0o755))
+		before := f.snapshot(t)
+		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "openmany", "path": "/data/many", "n": 5000})))
+		f.after(t, before, got, "")
+		r := decodeReply(t, got.out)
+		t.Logf("guest held %d files open, then: %s", r.N, r.Err)
+		if r.OK || r.N > 1024 {
+			t.Errorf("guest held %d files open; want the cap (1024) to stop it", r.N)
+		}
+	})
+
+	t.Run("filling the disk", func(t *testing.T) {
+		knownBug(t, "runtime.mountConfig creates sandboxfs.FS without MaxWriteBytes and runtime.Limits has no write cap, so a guest with a writable mount can write until its timeout (GBs) — nothing bounds disk use")
+		before := f.snapshot(t)
+		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "writebig", "path": "/data/big", "n": 512 << 20})))
+		os.Remove(filepath.Join(f.mount, "big"))
+		f.after(t, before, got, "")
+		if got.err == nil {
+			if r := decodeReply(t, got.out); r.N >= 512<<20 {
+				t.Errorf("the guest wrote %d MiB to the mount: disk use is not bounded", r.N>>20)
+			}
+		}
+	})
+}
+
