@@ -69,6 +69,9 @@ type Config struct {
 	// retry-after). Zero means DefaultMaxRetries; negative means none.
 	MaxRetries int
 	// HTTPClient, if set, makes the requests (e.g. for a proxy or tests).
+	// Default: one client shared by all Cycles of the process (a clone of
+	// http.DefaultTransport that waits at most 10 minutes for response
+	// headers), so connections are reused across Cycles.
 	HTTPClient *http.Client
 	// History, if set, is a saved conversation to continue (see Messages).
 	// New checks it: if only the answers to the last tool calls are
@@ -82,6 +85,19 @@ type Config struct {
 	// method. It must not call Submit methods of the same Cycle.
 	OnMessage func(Message)
 }
+
+// defaultHTTPClient is shared by every Cycle without Config.HTTPClient, so
+// that cycles reuse connections (openai-go's own default gives each client
+// a new transport: a new connection pool per Cycle, never closed). Like
+// openai-go's default it bounds the wait for response headers, not bodies.
+var defaultHTTPClient = sync.OnceValue(func() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = 10 * time.Minute
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{Transport: http.DefaultTransport}
+})
 
 // Response is the outcome of a successful run.
 type Response struct {
@@ -140,9 +156,11 @@ func New(cfg Config) (*Cycle, error) {
 	if cfg.RequestTimeout > 0 {
 		opts = append(opts, option.WithRequestTimeout(cfg.RequestTimeout))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = defaultHTTPClient()
 	}
+	opts = append(opts, option.WithHTTPClient(hc))
 	history := slices.Clone(cfg.History)
 	for i := range history {
 		history[i].ToolCalls = slices.Clone(history[i].ToolCalls)
