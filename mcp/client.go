@@ -98,7 +98,8 @@ type Client struct {
 	life      context.Context
 	endLife   context.CancelFunc // cancels life; called by Close
 
-	refresh chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
+	refresh     chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
+	refreshOnce sync.Once     // starts the refresher
 
 	syncMu  sync.Mutex // serializes tool list updates and Sync
 	tools   []registry.Tool
@@ -234,15 +235,25 @@ func (c *Client) Connect(ctx context.Context) error {
 		}
 		c.sess = s
 		c.connected = true
-		go c.refresher()
 	}
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if _, err := c.ListTools(ctx); err != nil {
+		// Start over cleanly: no half-connected client, no lingering server.
+		c.mu.Lock()
+		c.connected = false
+		s = c.sess
+		c.sess = nil
+		c.restarts = 0
+		c.mu.Unlock()
+		if s != nil {
+			_ = c.endSession(context.Background(), s)
+		}
 		return err
 	}
+	c.refreshOnce.Do(func() { go c.refresher() })
 	return nil
 }
 

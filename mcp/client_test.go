@@ -3,8 +3,10 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agcore/agrun/permission"
@@ -128,6 +130,39 @@ func TestNameCollisionIsAnError(t *testing.T) {
 	e := wantKind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), `"x.y"`) || !strings.Contains(e.Message(), `"x_y"`) {
 		t.Errorf("error %q does not name both tools", e.Message())
+	}
+	// The failed Connect left no half-connected client behind.
+	_, err = c.CallTool(context.Background(), "echo", nil)
+	wantKind(t, err, registry.MCPNotInitialized)
+}
+
+// Many goroutines share one Client (run with -race).
+func TestConcurrentCalls(t *testing.T) {
+	c := stdioClient(t, "basic", nil, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%10 == 0 {
+				if _, err := c.ListTools(ctx); err != nil {
+					errs <- err
+				}
+				return
+			}
+			want := fmt.Sprintf(`"call %d"`, i)
+			out, err := c.CallTool(ctx, "echo", json.RawMessage(fmt.Sprintf(`{"text":"call %d"}`, i)))
+			if err != nil || string(out) != want {
+				errs <- fmt.Errorf("call %d = %s, %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

@@ -169,13 +169,13 @@ func TestResponsesWithUnknownIDs(t *testing.T) {
 
 func TestNotificationFlood(t *testing.T) {
 	log, buf := newLogger()
-	c := stdioClient(t, "flood", []string{"FLOOD_N=20000"}, &Options{Logger: log})
+	c := stdioClient(t, "flood", []string{"FLOOD_N=10000"}, &Options{Logger: log})
 	ctx := context.Background()
 	out, err := c.CallTool(ctx, "flood", nil)
 	if err != nil || string(out) != `"done flooding"` {
 		t.Fatalf("flood = %s, %v", out, err)
 	}
-	// 20000 tools/list_changed notifications coalesce into a few refreshes
+	// 10000 tools/list_changed notifications coalesce into a few refreshes
 	// (the server answers nothing else while it floods).
 	out, err = c.CallTool(ctx, "stats", nil)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestNotificationFlood(t *testing.T) {
 	var lists string
 	json.Unmarshal(out, &lists)
 	if n := atoiOr(lists, 1<<30); n > 5 {
-		t.Errorf("server answered %d tools/list requests during a flood of 20000 list_changed", n)
+		t.Errorf("server answered %d tools/list requests during a flood of 10000 list_changed", n)
 	}
 	if buf.Len() > 64<<10 {
 		t.Errorf("the flood produced %d bytes of log", buf.Len())

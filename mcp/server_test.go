@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -225,4 +226,22 @@ func TestHTTPMessageCap(t *testing.T) {
 	if !strings.Contains(e.Message(), "exceeded 1048576 bytes") {
 		t.Errorf("error %q does not name the cap", e.Message())
 	}
+}
+
+// The HTTP server goes away: calls fail with mcp_error, promptly (well
+// before the 20 s timeout that would make it mcp_timeout).
+func TestHTTPServerGoesAway(t *testing.T) {
+	srv := httptest.NewServer(NewHTTPHandler(serverRegistry(), nil))
+	c, err := NewClient("agrun", HTTP{URL: srv.URL}, &Options{Timeout: 20 * time.Second, MaxRestarts: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if err := c.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.CloseClientConnections()
+	srv.Close()
+	_, err = c.CallTool(context.Background(), "shout", json.RawMessage(`{"text":"anyone?"}`))
+	wantKind(t, err, registry.MCPError)
 }
