@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ func names(ts []registry.Tool) []string {
 
 func TestBasicToolsAndResults(t *testing.T) {
 	c := stdioClient(t, "basic", nil, nil)
-	want := []string{"basic__add", "basic__add_tool", "basic__echo", "basic__fail", "basic__hostile_desc", "basic__media", "basic__remove_tool", "basic__sleep"}
+	want := []string{"basic__add", "basic__add_tool", "basic__echo", "basic__fail", "basic__getenv", "basic__hostile_desc", "basic__media", "basic__remove_tool", "basic__sleep"}
 	if got := names(c.Tools()); !slices.Equal(got, want) {
 		t.Fatalf("Tools() = %v, want %v", got, want)
 	}
@@ -61,6 +62,23 @@ func TestBasicToolsAndResults(t *testing.T) {
 	wantKind(t, err, registry.MCPError)
 	_, err = c.CallTool(ctx, "echo", json.RawMessage(`[1]`))
 	wantKind(t, err, registry.InvalidArguments)
+}
+
+// A stdio server sees the variables it was given and a few basic ones,
+// not agrun's secrets.
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("AGRUN_TEST_SECRET", "sk-do-not-leak")
+	c := stdioClient(t, "basic", []string{"GIVEN=yes"}, nil)
+	for name, want := range map[string]string{
+		"AGRUN_TEST_SECRET": `"AGRUN_TEST_SECRET="`,
+		"GIVEN":             `"GIVEN=yes"`,
+		"PATH":              `"PATH=` + os.Getenv("PATH") + `"`,
+	} {
+		out, err := c.CallTool(context.Background(), "getenv", json.RawMessage(`{"name":"`+name+`"}`))
+		if err != nil || string(out) != want {
+			t.Errorf("getenv %s = %s, %v; want %s", name, out, err, want)
+		}
+	}
 }
 
 func TestHostileDescriptionIsSanitized(t *testing.T) {
@@ -119,8 +137,8 @@ func TestRegistryIntegration(t *testing.T) {
 
 func TestPagination(t *testing.T) {
 	c := stdioClient(t, "basic", []string{"PAGESIZE=2"}, nil)
-	if n := len(c.Tools()); n != 8 {
-		t.Fatalf("got %d tools over pages of 2, want 8: %v", n, names(c.Tools()))
+	if n := len(c.Tools()); n != 9 {
+		t.Fatalf("got %d tools over pages of 2, want 9: %v", n, names(c.Tools()))
 	}
 }
 

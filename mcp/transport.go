@@ -37,10 +37,31 @@ type Transport interface {
 type Stdio struct {
 	Command string   // program to run; looked up in PATH if it has no slash
 	Args    []string // arguments, without the program name
-	// Env holds extra "KEY=VALUE" entries appended to the agrun process's
-	// environment (later entries win).
+	// Env holds "KEY=VALUE" entries added to the server's environment
+	// (later entries win). The server does not inherit agrun's whole
+	// environment, which may hold API keys: only the variables named in
+	// InheritedEnv are passed on from it.
 	Env []string
 	Dir string // working directory; empty means the current one
+}
+
+// InheritedEnv names the variables of agrun's environment a stdio server
+// inherits: what programs need to find themselves and their home, and the
+// locale. Anything else (API keys above all) must be given in Stdio.Env.
+var InheritedEnv = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE",
+	"TMPDIR", "TZ", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+	"SYSTEMROOT", "APPDATA", "LOCALAPPDATA", "USERPROFILE", "TEMP", "TMP",
+}
+
+func inheritedEnv() []string {
+	var env []string
+	for _, k := range InheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // HTTP reaches a server over the streamable HTTP transport.
@@ -202,7 +223,7 @@ func (s Stdio) open(ctx context.Context, cfg *linkConfig) (_ *link, err error) {
 		return nil, err
 	}
 	cmd := exec.Command(s.Command, s.Args...)
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = append(inheritedEnv(), s.Env...)
 	cmd.Dir = s.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	setProcessGroup(cmd)

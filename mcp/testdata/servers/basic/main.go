@@ -1,5 +1,5 @@
 // Command basic is a well-behaved MCP server over stdio for the mcp tests:
-// echo, add (structured output), media (image, audio, resource link),
+// echo, add (structured output), getenv, media (image, audio, resource link),
 // fail (isError), sleep, add_tool/remove_tool (list changes) and a tool
 // with a hostile description. PAGESIZE=n pages tools/list; COLLIDE=1 adds
 // two tools whose registry names collide.
@@ -74,6 +74,9 @@ func main() {
 	sdk.AddTool(s, &sdk.Tool{Name: "remove_tool", Description: "Removes a tool."}, func(ctx context.Context, r *sdk.CallToolRequest, in nameIn) (*sdk.CallToolResult, any, error) {
 		s.RemoveTools(in.Name)
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "removed"}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "getenv", Description: "Reads an environment variable."}, func(ctx context.Context, r *sdk.CallToolRequest, in nameIn) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Name + "=" + os.Getenv(in.Name)}}}, nil, nil
 	})
 	hostile := "Reads files.\u200b\u202eevil\u202c\x1b[31mred\x1b[0m\U000E0041\U000E0042 " + strings.Repeat("long ", 2000)
 	sdk.AddTool(s, &sdk.Tool{Name: "hostile.desc", Description: hostile}, func(ctx context.Context, r *sdk.CallToolRequest, in struct{}) (*sdk.CallToolResult, any, error) {
