@@ -193,14 +193,18 @@ func (ts *testServer) requestAs(token, method, path, contentType string, body []
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	// Errors are reported with Errorf, not Fatalf: requests are also made
+	// from goroutines other than the test's.
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		ts.t.Fatalf("%s %s: %v", method, path, err)
+		ts.t.Errorf("%s %s: %v", method, path, err)
+		return response{status: -1, body: []byte(err.Error())}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		ts.t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+		ts.t.Errorf("%s %s: reading the answer: %v", method, path, err)
+		return response{status: -1, body: []byte(err.Error())}
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
@@ -225,6 +229,13 @@ func (ts *testServer) mustUpload(wasm []byte, query string, status int) server.T
 	var info server.ToolInfo
 	r.json(ts.t, &info)
 	return info
+}
+
+// ok reports whether r is a successful call's answer (safe to use from
+// any goroutine).
+func (r response) ok() bool {
+	var res server.Result
+	return r.status == http.StatusOK && json.Unmarshal(r.body, &res) == nil && res.OK
 }
 
 // callResult decodes a call's answer.

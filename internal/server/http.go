@@ -107,7 +107,11 @@ func callStatus(err error) int {
 	return http.StatusOK
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON answers v. The connection's write deadline is set WriteTimeout
+// ahead first: the time a handler spent working (compiling, calling) does
+// not count, the time the client takes to read the answer does.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -123,7 +127,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError answers err: an *apiError with its status, anything else as
 // a 500.
-func writeError(w http.ResponseWriter, err error) {
+func (s *Server) writeError(w http.ResponseWriter, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = errorf(http.StatusInternalServerError, KindInternal, "%v", err)
@@ -132,7 +136,7 @@ func writeError(w http.ResponseWriter, err error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
 	}
-	writeJSON(w, ae.status, Result{Error: &ErrorInfo{Kind: ae.kind, Message: ae.msg}})
+	s.writeJSON(w, ae.status, Result{Error: &ErrorInfo{Kind: ae.kind, Message: ae.msg}})
 }
 
 // retryAfter sets Retry-After to d rounded up to whole seconds (at least 1).
@@ -160,7 +164,7 @@ func (s *Server) routes() http.Handler {
 					panic(p)
 				}
 				s.log.Error("panic serving a request", "method", r.Method, "path", r.URL.Path, "panic", p)
-				writeError(w, errorf(http.StatusInternalServerError, KindInternal, "internal error"))
+				s.writeError(w, errorf(http.StatusInternalServerError, KindInternal, "internal error"))
 			}
 		}()
 		if r.URL.Path != "/healthz" {
@@ -168,13 +172,13 @@ func (s *Server) routes() http.Handler {
 				// Drain nothing: the body of an unauthenticated request is
 				// never read, and the connection is closed after the answer.
 				w.Header().Set("Connection", "close")
-				writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
+				s.writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
 				return
 			}
 		}
 		if _, pattern := mux.Handler(r); pattern == "" {
 			// The mux's own 404 or 405: answer it in JSON.
-			mux.ServeHTTP(&jsonStatusWriter{ResponseWriter: w}, r)
+			mux.ServeHTTP(&jsonStatusWriter{ResponseWriter: w, s: s}, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -185,6 +189,7 @@ func (s *Server) routes() http.Handler {
 // JSON errors (keeping headers such as Allow).
 type jsonStatusWriter struct {
 	http.ResponseWriter
+	s    *Server
 	done bool
 }
 
@@ -198,7 +203,7 @@ func (j *jsonStatusWriter) WriteHeader(code int) {
 	if code == http.StatusMethodNotAllowed {
 		kind, msg = "method_not_allowed", "method not allowed (allowed: "+j.Header().Get("Allow")+")"
 	}
-	writeJSON(j.ResponseWriter, code, Result{Error: &ErrorInfo{Kind: kind, Message: msg}})
+	j.s.writeJSON(j.ResponseWriter, code, Result{Error: &ErrorInfo{Kind: kind, Message: msg}})
 }
 
 func (j *jsonStatusWriter) Write(b []byte) (int, error) {
@@ -211,7 +216,7 @@ func (j *jsonStatusWriter) Write(b []byte) (int, error) {
 // healthz answers {"ok":true,...} without authentication: it reveals no
 // tool and runs nothing.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	s.writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 // callerKey returns the rate-limit key of an authenticated request.

@@ -51,30 +51,30 @@ type (
 // "event: <type>" and "data: <the JSON line of `agrun run --json`>".
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if s.loopCfg == nil {
-		writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
+		s.writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
 		return
 	}
 	release, ok := acquire(s.calls)
 	if !ok {
 		retryAfter(w, time.Second)
-		writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+		s.writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
 		return
 	}
 	defer release()
 	body, err := readBody(w, r, s.limits.MaxBody)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	var req RunRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))
 		return
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
-		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"prompt" is required`))
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"prompt" is required`))
 		return
 	}
 	id := req.Session
@@ -83,7 +83,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	conv, warnings, err := s.openConversation(id)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	defer conv.sess.Close()
@@ -207,19 +207,19 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	msgs, warnings, err := s.sessions.Load(id)
 	switch {
 	case errors.Is(err, session.ErrBadID):
-		writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
 		return
 	case errors.Is(err, session.ErrNotFound):
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no session %q", id))
+		s.writeError(w, errorf(http.StatusNotFound, "not_found", "no session %q", id))
 		return
 	case err != nil:
-		writeError(w, errorf(http.StatusInternalServerError, KindInternal, "%v", err))
+		s.writeError(w, errorf(http.StatusInternalServerError, KindInternal, "%v", err))
 		return
 	}
 	if msgs == nil {
 		msgs = []json.RawMessage{}
 	}
-	writeJSON(w, http.StatusOK, struct {
+	s.writeJSON(w, http.StatusOK, struct {
 		ID       string            `json:"id"`
 		Messages []json.RawMessage `json:"messages"`
 		Warnings []string          `json:"warnings,omitempty"`

@@ -506,6 +506,25 @@ func TestBodyLimitOnCalls(t *testing.T) {
 	}
 }
 
+func TestCallLongerThanWriteTimeout(t *testing.T) {
+	weather := newBlockingWeather(t)
+	host := strings.TrimPrefix(weather.url, "http://")
+	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
+		WriteTimeout: config.Duration(time.Second),
+		Uploads:      config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true},
+	}}})
+	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
+	done := make(chan response, 1)
+	go func() { done <- ts.call("get_weather", weatherArgs(weather.url)) }()
+	weather.waitArrived(t)
+	time.Sleep(1500 * time.Millisecond) // past the write timeout
+	weather.release()
+	r := <-done
+	if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
+		t.Errorf("slow call: %d %s", r.status, r.body)
+	}
+}
+
 func TestGracefulShutdownLetsCallsFinish(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
@@ -578,29 +597,36 @@ func TestConcurrentUploadsAndCalls(t *testing.T) {
 	base := testguest.WAT(t, "testdata/ok.wat")
 	// Two versions of a shared tool, replaced back and forth.
 	shared := []wasmtools.Manifest{{Name: "shared", Version: "1", Description: "one"}, {Name: "shared", Version: "2", Description: "two"}}
-	ts.mustUpload(pack(t, base, shared[0]), "", http.StatusCreated)
+	sharedWasm := [][]byte{pack(t, base, shared[0]), pack(t, base, shared[1])}
+	ts.mustUpload(sharedWasm[0], "", http.StatusCreated)
 
+	var names []string
+	var tools [][]byte
+	for i := 0; i < 8; i++ {
+		names = append(names, "tool_"+string(rune('a'+i)))
+		tools = append(tools, pack(t, base, wasmtools.Manifest{Name: names[i], Description: "ok"}))
+	}
 	var wg sync.WaitGroup
 	errs := make(chan string, 256)
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := "tool_" + string(rune('a'+i))
-			wasm := pack(t, base, wasmtools.Manifest{Name: name, Description: "ok"})
+			name := names[i]
+			wasm := tools[i]
 			if r := ts.upload(wasm, ""); r.status != http.StatusCreated {
 				errs <- "upload " + name + ": " + string(r.body)
 				return
 			}
 			for j := 0; j < 3; j++ {
-				if r := ts.call(name, `{}`); r.status != http.StatusOK || !callResult(t, r).OK {
+				if r := ts.call(name, `{}`); !r.ok() {
 					errs <- "call " + name + ": " + string(r.body)
 				}
-				if r := ts.call("shared", `{}`); r.status != http.StatusOK || !callResult(t, r).OK {
+				if r := ts.call("shared", `{}`); !r.ok() {
 					errs <- "call shared: " + string(r.body)
 				}
 			}
-			if r := ts.upload(pack(t, base, shared[i%2]), "?replace=true"); r.status != http.StatusCreated && r.status != http.StatusOK {
+			if r := ts.upload(sharedWasm[i%2], "?replace=true"); r.status != http.StatusCreated && r.status != http.StatusOK {
 				errs <- "replace shared: " + string(r.body)
 			}
 			if i%2 == 0 {
@@ -613,8 +639,7 @@ func TestConcurrentUploadsAndCalls(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 3; j++ {
-				r := ts.call("word_count", `{"text":"a b"}`)
-				if res := callResult(t, r); !res.OK {
+				if r := ts.call("word_count", `{"text":"a b"}`); !r.ok() {
 					errs <- "word_count: " + string(r.body)
 				}
 			}
@@ -634,14 +659,14 @@ func TestConcurrentUploadsAndCalls(t *testing.T) {
 	}
 	var list struct{ Tools []server.ToolInfo }
 	ts.request("GET", "/v1/tools", "", nil).json(t, &list)
-	var names []string
+	var listed []string
 	shas := map[string]bool{}
 	for _, ti := range list.Tools {
-		names = append(names, ti.Name)
+		listed = append(listed, ti.Name)
 		shas[ti.SHA256+".wasm"] = true
 	}
-	if !slices.Equal(names, want) {
-		t.Errorf("listed: %v, want %v", names, want)
+	if !slices.Equal(listed, want) {
+		t.Errorf("listed: %v, want %v", listed, want)
 	}
 	for _, f := range moduleFiles(t, ts.srv.DataDir()) {
 		if !shas[f] {

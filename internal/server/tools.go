@@ -64,12 +64,12 @@ type ToolInfo struct {
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := s.rate.take(s.callerKey(r)); !ok {
 		retryAfter(w, wait)
-		writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
+		s.writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
 		return
 	}
 	info, err := s.doUpload(w, r)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	status := http.StatusCreated
@@ -78,7 +78,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set("Location", "/v1/tools/"+info.Name)
 	}
-	writeJSON(w, status, info)
+	s.writeJSON(w, status, info)
 }
 
 func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
@@ -258,7 +258,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 			out = append(out, info)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tools": out})
+	s.writeJSON(w, http.StatusOK, map[string]any{"tools": out})
 }
 
 // getTool is GET /v1/tools/{name}.
@@ -266,10 +266,10 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info := s.info(name, true)
 	if info == nil {
-		writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
+		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	s.writeJSON(w, http.StatusOK, info)
 }
 
 // deleteTool is DELETE /v1/tools/{name}: uploaded tools only. Calls in
@@ -277,9 +277,10 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := s.remove(name); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -320,18 +321,15 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	release, ok := acquire(s.calls)
 	if !ok {
 		retryAfter(w, time.Second)
-		writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+		s.writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
 		return
 	}
 	defer release()
 	args, err := readBody(w, r, s.limits.MaxBody)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
-	// The call may take up to CallTimeout: the answer must still be
-	// writable after it.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.CallTimeout + s.limits.WriteTimeout))
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
 	defer cancel()
 	inv := s.reg.Invoke(ctx, name, args)
@@ -343,7 +341,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 			inv.Err = registry.NewError(registry.NotFound, name, fmt.Errorf("the stored tool could not be restored: %w", berr))
 		}
 	}
-	writeJSON(w, callStatus(inv.Err), CallResult(inv.Output, inv.Err))
+	s.writeJSON(w, callStatus(inv.Err), CallResult(inv.Output, inv.Err))
 }
 
 // info describes the tool called name, or returns nil if there is none.
