@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -116,6 +117,7 @@ type session struct {
 	cancel context.CancelFunc
 	dead   chan struct{} // closed when the session ended
 	err    error         // why it ended; set before dead is closed
+	ending atomic.Bool   // the Client ended it on purpose
 }
 
 func (s *session) alive() bool {
@@ -258,8 +260,8 @@ func (c *Client) Connect(ctx context.Context) error {
 }
 
 // dial opens a new session.
-func (c *Client) dial(ctx context.Context) (*session, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+func (c *Client) dial(parent context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeoutCause(parent, c.opts.Timeout, errRequestTimeout)
 	defer cancel()
 	l, err := c.tr.open(ctx, &linkConfig{
 		server:     c.name,
@@ -273,7 +275,11 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	}
 	cs, err := c.sdk.Connect(ctx, l.transport, nil)
 	if err != nil {
-		err = c.classify(ctx, "", "initialize", err, l)
+		if perr := parent.Err(); perr != nil {
+			err = registry.NewError(registry.KindOf(perr), c.name, perr)
+		} else {
+			err = c.classify(ctx, "", "initialize", err, l)
+		}
 		if l.stop != nil {
 			stopCtx, cancel := context.WithTimeout(context.Background(), closeSession)
 			_ = l.stop(stopCtx)
@@ -310,7 +316,7 @@ func (c *Client) watch(s *session) {
 	}
 	closed := c.closed
 	c.mu.Unlock()
-	if !closed {
+	if !closed && !s.ending.Load() {
 		c.log.Warn("mcp: lost the server", "server", c.name, "error", err.Error())
 	}
 	if s.link.stop != nil {
@@ -753,6 +759,7 @@ func (c *Client) Close(ctx context.Context) error {
 }
 
 func (c *Client) endSession(ctx context.Context, s *session) error {
+	s.ending.Store(true)
 	s.cancel() // in-flight calls return now
 	closed := make(chan struct{})
 	go func() { _ = s.cs.Close(); close(closed) }()

@@ -433,6 +433,9 @@ func (f *lineFilter) Read(p []byte) (int, error) {
 // next returns the next line that is valid JSON, with its newline.
 func (f *lineFilter) next() ([]byte, error) {
 	for {
+		if cap(f.line) > 1<<20 {
+			f.line = nil // do not keep a huge buffer for the connection's lifetime
+		}
 		f.line = f.line[:0]
 		for {
 			chunk, err := f.br.ReadSlice('\n')
