@@ -102,6 +102,7 @@ func TestRunTimeout(t *testing.T) {
 		{"loop in _start (Go)", goMod, []string{"probe", "spin"}},
 		{"loop in a callee (Go)", goMod, []string{"probe", "spincallee"}},
 		{"loop in _start (wat)", watMod, nil},
+		{"loop in the start section (wat)", compile(t, r, wat(t, "startloop")), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := run(t, r, tt.m, Input{Args: tt.args})
