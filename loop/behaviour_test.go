@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -456,6 +457,9 @@ func TestInvalidHistory(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a model succeeded")
 	}
+	if _, err := New(Config{Model: "m", BaseURL: "localhost:11434/v1"}); err == nil {
+		t.Error("New with a base URL without scheme succeeded")
+	}
 }
 
 func TestBusy(t *testing.T) {
@@ -480,5 +484,61 @@ func TestBusy(t *testing.T) {
 	close(release)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRequestTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := newServer(t, func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
+		select { // never answers within the request timeout
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	c := srv.cycle(t, Config{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	_, err := c.Submit(context.Background(), "x")
+	if !errors.Is(err, context.DeadlineExceeded) || ErrorKind(err) != KindTimeout {
+		t.Fatalf("err = %v (kind %q)", err, ErrorKind(err))
+	}
+	if m := c.Messages(); len(m) != 1 {
+		t.Errorf("history %+v", m)
+	}
+}
+
+// Some proxies answer 200 with an error object instead of a completion.
+func TestErrorObjectWithStatus200(t *testing.T) {
+	srv := newServer(t, func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
+		writeJSON(w, map[string]any{"error": map[string]any{"message": "upstream model failed", "code": 502}})
+	})
+	c := srv.cycle(t, Config{})
+	_, err := c.Submit(context.Background(), "x")
+	var api *APIError
+	if !errors.As(err, &api) || api.Message != "upstream model failed" || api.Code != "502" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Stopping a stream early leaves no goroutine behind: the run happens in
+// the ranging goroutine and the response body is closed.
+func TestNoGoroutineLeftAfterEarlyStop(t *testing.T) {
+	gone := make(chan struct{})
+	srv := newServer(t, streamThenHang(gone))
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	c := srv.cycle(t, Config{HTTPClient: client})
+	before := runtime.NumGoroutine()
+	for ev := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
+		if _, ok := ev.(*TextDelta); ok {
+			break
+		}
+	}
+	<-gone
+	deadline := time.Now().Add(waitLong)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

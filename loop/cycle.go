@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -127,14 +128,18 @@ type Cycle struct {
 	ids     *idAllocator
 }
 
-// New returns a Cycle for cfg. It fails if Model is empty, BaseURL does not
-// parse, or History is invalid (ErrInvalidHistory).
+// New returns a Cycle for cfg. It fails if Model is empty, BaseURL is not
+// an http(s) URL, or History is invalid (ErrInvalidHistory); it makes no
+// request.
 func New(cfg Config) (*Cycle, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
 		return nil, errors.New("loop: Config.Model is required")
 	}
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
+	}
+	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("loop: Config.BaseURL %q is not an http(s) URL", cfg.BaseURL)
 	}
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns

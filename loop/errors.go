@@ -12,8 +12,10 @@ import (
 )
 
 // Run errors. Every error a Submit method returns matches one of these with
-// errors.Is, or is a context error (errors.Is(err, context.Canceled) or
-// context.DeadlineExceeded), or is an *APIError (errors.As).
+// errors.Is, or is an *APIError (errors.As), a context error
+// (errors.Is(err, context.Canceled) or context.DeadlineExceeded, also for
+// Config.RequestTimeout), or a failure to reach the provider; ErrorKind
+// tells them apart.
 var (
 	// ErrMaxTurns: the run made Config.MaxTurns model requests and the last
 	// reply still asked for tools. The history keeps every message.
@@ -41,6 +43,7 @@ type RepeatedCallError struct {
 	Turns     int    // turns in a row that made the call
 }
 
+// Error implements error.
 func (e *RepeatedCallError) Error() string {
 	return fmt.Sprintf("loop: the model called %s with the same arguments in %d turns in a row; run stopped", e.Tool, e.Turns)
 }
@@ -60,6 +63,7 @@ type APIError struct {
 	Err        error  // the underlying openai-go error, if any
 }
 
+// Error implements error: "loop: provider error <status> (<code>): <message>".
 func (e *APIError) Error() string {
 	var b strings.Builder
 	b.WriteString("loop: provider error")

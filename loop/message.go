@@ -23,9 +23,11 @@ const (
 // can be stored as one JSON object per message and read back to resume a
 // Cycle: json.Marshal then json.Unmarshal gives back an equal Message.
 //
-// The loop converts a Message to the provider's wire format itself when it
-// sends the history; see Cycle for the conversions it makes (an empty or
-// invalid arguments string is sent as "{}").
+// The loop converts messages to the provider's wire format itself: every
+// tool call is sent with "type":"function"; arguments that are not valid
+// JSON are sent as "{}" (the tool message that answered the call quotes
+// them); an assistant message without calls always carries "content"; Name
+// is not sent.
 type Message struct {
 	Role Role `json:"role"`
 	// Content is the text of the message: the prompt, the reply, or for a
