@@ -231,4 +231,3 @@ func TestFilesResources(t *testing.T) {
 		}
 	})
 }
-
