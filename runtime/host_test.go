@@ -92,6 +92,8 @@ func TestHTTPRequest(t *testing.T) {
 		switch req.URL.Path {
 		case "/big":
 			w.Write(bytes.Repeat([]byte("b"), 2000))
+		case "/hugeheader":
+			w.Header().Set("X-Huge", strings.Repeat("h", 100<<10))
 		case "/post":
 			b, _ := io.ReadAll(req.Body)
 			fmt.Fprintf(w, "%s %s", req.Method, b)
@@ -143,6 +145,7 @@ func TestHTTPRequest(t *testing.T) {
 		{"scheme", `{"method":"GET","url":"file:///etc/passwd"}`, "forbidden", grant},
 		{"user info", get("http://u:p@" + host + "/"), "forbidden", grant},
 		{"body over the cap", get(srv.URL + "/big"), "too_large", grant},
+		{"headers over the cap", get(srv.URL + "/hugeheader"), "network", grant},
 		{"malformed request", `{"method":"GET","url":`, "bad_request", grant},
 		{"unknown field", `{"url":"` + srv.URL + `","verb":"x"}`, "bad_request", grant},
 		{"unresolvable", get("http://does-not-exist.invalid/"), "network", &NetworkGrant{AllowedHosts: []string{"does-not-exist.invalid"}}},

@@ -73,13 +73,17 @@ type Output struct {
 // randReader is the guest's source of random bytes.
 var randReader = rand.Reader
 
-// maxSleep bounds one sleep of the guest inside a WASI call, so that a
-// sleeping guest notices the end of its call quickly (wazero's sleep does
-// not watch the context). A guest asking for a longer sleep sleeps again.
-const maxSleep = 10 * time.Millisecond
-
-func nanosleep(ns int64) {
-	time.Sleep(min(time.Duration(ns), maxSleep))
+// sleeper returns the guest's sleep (poll_oneoff with a clock): real
+// time, cut short when the call ends, which wazero's own sleep is not.
+func sleeper(ctx context.Context) func(ns int64) {
+	return func(ns int64) {
+		t := time.NewTimer(time.Duration(ns))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // Run runs the module's _start in a fresh instance and returns what it
@@ -150,7 +154,8 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 		WithStdin(bytes.NewReader(in.Stdin)).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithArgs(in.Args...)
+		WithArgs(in.Args...).
+		WithNanosleep(sleeper(callCtx))
 	if fsCfg != nil {
 		cfg = cfg.WithFSConfig(fsCfg)
 	}

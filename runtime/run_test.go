@@ -101,6 +101,7 @@ func TestRunTimeout(t *testing.T) {
 	}{
 		{"loop in _start (Go)", goMod, []string{"probe", "spin"}},
 		{"loop in a callee (Go)", goMod, []string{"probe", "spincallee"}},
+		{"sleeping for an hour (Go)", goMod, []string{"probe", "sleep", "1h"}},
 		{"loop in _start (wat)", watMod, nil},
 		{"loop in the start section (wat)", compile(t, r, wat(t, "startloop")), nil},
 	} {

@@ -193,8 +193,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		WithStartFunctions("_start").
 		WithRandSource(randReader).
 		WithSysWalltime().
-		WithSysNanotime().
-		WithNanosleep(nanosleep)
+		WithSysNanotime()
 	r.closing, r.stop = context.WithCancel(context.Background())
 	return r, nil
 }
