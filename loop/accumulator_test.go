@@ -58,7 +58,9 @@ func assemble(t *testing.T, name string) reply {
 	t.Helper()
 	var a assembler
 	for _, c := range fixtureChunks(t, name) {
-		a.add(&c)
+		if err := a.add(&c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return a.result()
 }
@@ -151,7 +153,9 @@ func TestAccumulatorShortfallChunkIDChanges(t *testing.T) {
 		if i == 1 && ok {
 			t.Errorf("accumulator accepted a chunk with a new id")
 		}
-		a.add(&c)
+		if err := a.add(&c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if acc.Choices[0].Message.Content != "Hel" {
 		t.Errorf("accumulator content %q", acc.Choices[0].Message.Content)

@@ -2,6 +2,8 @@ package loop
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -38,7 +40,18 @@ type assembler struct {
 	finish  string
 	usage   Usage
 	chunks  int
+	size    int // bytes taken so far, with a charge per tool-call fragment
 }
+
+// maxReplyBytes bounds what one streamed reply may make the assembler hold
+// (text, names, arguments, plus fragmentCost per tool-call fragment), so a
+// runaway stream fails with ErrBadResponse instead of exhausting memory.
+var maxReplyBytes = 64 << 20
+
+const fragmentCost = 64
+
+// errReplyTooLarge is returned (wrapped in ErrBadResponse) past maxReplyBytes.
+var errReplyTooLarge = errors.New("reply too large")
 
 type partialCall struct {
 	id   string
@@ -46,8 +59,8 @@ type partialCall struct {
 	args strings.Builder
 }
 
-// add takes one chunk.
-func (a *assembler) add(chunk *openai.ChatCompletionChunk) {
+// add takes one chunk. It fails once the reply exceeds maxReplyBytes.
+func (a *assembler) add(chunk *openai.ChatCompletionChunk) error {
 	a.chunks++
 	if chunk.JSON.Usage.Valid() {
 		u := chunk.Usage
@@ -65,10 +78,20 @@ func (a *assembler) add(chunk *openai.ChatCompletionChunk) {
 		if ch.Delta.Content == "" && ch.Delta.Refusal != "" {
 			a.content.WriteString(ch.Delta.Refusal)
 		}
+		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal)
 		for j := range ch.Delta.ToolCalls {
-			a.addCall(&ch.Delta.ToolCalls[j])
+			f := &ch.Delta.ToolCalls[j]
+			a.size += fragmentCost + len(f.ID) + len(f.Function.Name) + len(f.Function.Arguments)
+			if a.size > maxReplyBytes {
+				break
+			}
+			a.addCall(f)
+		}
+		if a.size > maxReplyBytes {
+			return fmt.Errorf("%w: %w: more than %d bytes", ErrBadResponse, errReplyTooLarge, maxReplyBytes)
 		}
 	}
+	return nil
 }
 
 func (a *assembler) addCall(f *openai.ChatCompletionChunkChoiceDeltaToolCall) {

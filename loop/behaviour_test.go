@@ -542,3 +542,25 @@ func TestNoGoroutineLeftAfterEarlyStop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestRunawayStreamIsCut(t *testing.T) {
+	old := maxReplyBytes
+	maxReplyBytes = 1000
+	defer func() { maxReplyBytes = old }()
+	var chunks []string
+	for range 100 {
+		chunks = append(chunks, textChunk(strings.Repeat("x", 50)))
+	}
+	srv := newServer(t, sseChunks(chunks...))
+	c := srv.cycle(t, Config{})
+	var err error
+	for _, e := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
+		err = e
+	}
+	if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("err = %v", err)
+	}
+	if m := c.Messages(); len(m) != 1 {
+		t.Errorf("history %+v", m)
+	}
+}

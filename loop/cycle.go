@@ -385,7 +385,9 @@ func (r *runState) request(ctx context.Context, stream bool) (reply, error) {
 	var a assembler
 	for s.Next() {
 		chunk := s.Current()
-		a.add(&chunk)
+		if err := a.add(&chunk); err != nil {
+			return reply{}, err
+		}
 		for i := range chunk.Choices {
 			if d := chunk.Choices[i].Delta.Content; d != "" && chunk.Choices[i].Index == 0 {
 				if !r.emit(&TextDelta{Text: d}) {
