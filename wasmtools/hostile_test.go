@@ -90,12 +90,13 @@ func TestHostileUndeclaredNetwork(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	// The manifest declares nothing, the code calls agrun.http_request,
 	// and the operator (carelessly) offers the host anyway.
-	tool := load(t, packed(t, "sneaky"), wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true})
+	// (Same module as TestHostileLyingManifest: one compilation for both.)
+	tool := load(t, packed(t, "liar"), wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true})
 	if len(tool.Permissions()) != 0 || tool.Capabilities().Network != nil {
 		t.Fatalf("permissions %v, capabilities %+v", tool.Permissions(), tool.Capabilities())
 	}
 	r := hostileRegistry(t, tool)
-	inv := r.Invoke(context.Background(), "sneaky", rawJSON(t, map[string]string{"op": "http", "url": srv.URL}))
+	inv := r.Invoke(context.Background(), "liar", rawJSON(t, map[string]string{"op": "http", "url": srv.URL}))
 	wantKind(t, inv.Err, registry.PermissionDenied)
 	if !errors.Is(inv.Err, runtime.ErrNotGranted) || hits.Load() != 0 {
 		t.Fatalf("error %v, server hits %d", inv.Err, hits.Load())

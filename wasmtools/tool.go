@@ -131,7 +131,11 @@ func LoadWithManifest(ctx context.Context, rt *runtime.Runtime, wasm []byte, m M
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return load(ctx, rt, wasm, m, grant)
+	// As ParseManifest returns it: Manifest() then reads the same whichever
+	// way the tool was loaded, and the caller's slices are not shared.
+	m.Parameters = slices.Clone(m.Parameters)
+	m.Permissions = slices.Clone(m.Permissions)
+	return load(ctx, rt, wasm, m.normalized(), grant)
 }
 
 func checkPin(wasm []byte, pin string) error {
@@ -235,8 +239,15 @@ func (t *Tool) Parameters() json.RawMessage { return t.params }
 // Permissions implements registry.Tool: what the manifest declares.
 func (t *Tool) Permissions() []permission.Permission { return slices.Clone(t.man.Permissions) }
 
-// Manifest returns the tool's manifest.
-func (t *Tool) Manifest() Manifest { return t.man }
+// Manifest returns the tool's manifest, normalized as ParseManifest
+// returns it (Output and Parameters filled in). It is a copy: changing it
+// does not change the tool.
+func (t *Tool) Manifest() Manifest {
+	m := t.man
+	m.Parameters = slices.Clone(m.Parameters)
+	m.Permissions = slices.Clone(m.Permissions)
+	return m
+}
 
 // Capabilities returns what the tool actually gets (declared ∩ granted).
 func (t *Tool) Capabilities() Capabilities { return t.caps }

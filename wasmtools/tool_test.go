@@ -694,6 +694,23 @@ func TestLoadWithManifestBareProgram(t *testing.T) {
 		t.Fatalf("empty arguments: %s, %v", r.Output, r.Err)
 	}
 
+	// The manifest from Go is normalized as a parsed one, and not shared.
+	given := wasmtools.Manifest{Name: "echo2", Description: "echo", Permissions: perms("read"), Parameters: json.RawMessage(`{ "type": "object" }`)}
+	tool := loadWith(t, wasm, given, wasmtools.Grant{})
+	given.Permissions[0] = permission.Shell
+	given.Parameters[3] = 'X'
+	got := tool.Manifest()
+	if got.Output != wasmtools.OutputJSON || string(got.Parameters) != `{"type":"object"}` || !reflect.DeepEqual(got.Permissions, perms("read")) {
+		t.Fatalf("Manifest() = %+v", got)
+	}
+	got.Permissions[0] = permission.Shell
+	if m := tool.Manifest(); !reflect.DeepEqual(m.Permissions, perms("read")) || !reflect.DeepEqual(tool.Permissions(), perms("read")) {
+		t.Fatalf("changing a copy changed the tool: %v", m.Permissions)
+	}
+	if p := string(tool.Parameters()); p != `{"type":"object"}` {
+		t.Fatalf("Parameters() = %s", p)
+	}
+
 	// The manifest given replaces the module's own.
 	wc := loadWith(t, example(t, "word_count"), wasmtools.Manifest{Name: "count", Description: "renamed", Permissions: perms("read")}, wasmtools.Grant{})
 	if wc.Name() != "count" || wc.Description() != "renamed" || !reflect.DeepEqual(wc.Permissions(), perms("read")) {
