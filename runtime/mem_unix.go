@@ -9,10 +9,14 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// keepResident is the most memory a finished instance may have used for
-// its mapping to be kept for the next one: larger ones are unmapped rather
-// than cleared, so an idle Runtime holds at most MaxInstances*keepResident.
-const keepResident = 16 << 20
+// Bounds of the pool of reusable memories: a mapping is kept only if the
+// guest used at most keepResident bytes of it (larger ones are unmapped
+// rather than cleared), and the pool holds at most poolResident bytes of
+// touched pages in all.
+const (
+	keepResident = 16 << 20
+	poolResident = 256 << 20
+)
 
 // memAllocator backs each guest memory with an anonymous mapping as large
 // as the call's memory limit: growing never copies and a growth past the
@@ -32,12 +36,12 @@ type memAllocator struct {
 	onExceed func()
 }
 
-func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory {
-	reserve := min(max, a.limit)
+func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	reserve := min(maxBytes, a.limit)
 	if uint64(len(a.image)) > reserve { // cannot happen: Run checks the minimum
 		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
 	}
-	buf := a.pool.get(reserve)
+	buf, resident := a.pool.get(reserve)
 	if buf == nil && reserve > 0 {
 		b, err := syscall.Mmap(-1, 0, int(reserve), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapNoReserve)
 		if err == nil {
@@ -50,6 +54,7 @@ func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory 
 	m := &mmapMemory{mem: buf[:0], limit: a.limit, pool: a.pool, onExceed: a.onExceed}
 	copy(buf, a.image)
 	m.used = uint64(len(a.image))
+	m.resident = max(resident, m.used)
 	return m
 }
 
@@ -58,6 +63,7 @@ func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory 
 type mmapMemory struct {
 	mem      []byte
 	used     uint64 // the most bytes the guest could ever reach (or we wrote)
+	resident uint64 // the most bytes ever touched in this mapping
 	limit    uint64
 	pool     *memPool
 	onExceed func()
@@ -70,6 +76,7 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 	}
 	m.mem = m.mem[:size]
 	m.used = max(m.used, size)
+	m.resident = max(m.resident, size)
 	return m.mem
 }
 
@@ -79,11 +86,10 @@ func (m *mmapMemory) Free() {
 	}
 	buf := m.mem[:cap(m.mem)]
 	m.mem = nil
-	if m.used <= keepResident {
+	if m.resident <= keepResident && m.pool.reserve(m.resident) {
 		clear(buf[:m.used])
-		if m.pool.put(buf) {
-			return
-		}
+		m.pool.put(pooledMem{buf, m.resident})
+		return
 	}
 	syscall.Munmap(buf)
 }
@@ -91,34 +97,58 @@ func (m *mmapMemory) Free() {
 // memPool keeps zeroed guest memory mappings for reuse. Every mapping in
 // it is entirely zero.
 type memPool struct {
-	mu     sync.Mutex
-	free   [][]byte
-	max    int
-	closed bool
+	mu       sync.Mutex
+	free     []pooledMem
+	max      int    // mappings, pooled or held
+	held     int    // mappings reserved but not yet put
+	resident uint64 // touched bytes of the mappings pooled or held
+	closed   bool
 }
 
-// get returns a zeroed mapping of at least reserve bytes, or nil.
-func (p *memPool) get(reserve uint64) []byte {
+type pooledMem struct {
+	buf      []byte
+	resident uint64
+}
+
+// get returns a zeroed mapping of at least size bytes and how much of it
+// was touched before, or nil.
+func (p *memPool) get(size uint64) ([]byte, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.free) - 1; i >= 0; i-- {
-		if b := p.free[i]; uint64(len(b)) >= reserve {
+		if e := p.free[i]; uint64(len(e.buf)) >= size {
 			p.free = append(p.free[:i], p.free[i+1:]...)
-			return b
+			p.resident -= e.resident
+			return e.buf, e.resident
 		}
 	}
-	return nil
+	return nil, 0
 }
 
-// put keeps a zeroed mapping; false if the pool is full or closed.
-func (p *memPool) put(b []byte) bool {
+// reserve claims room for a mapping with resident touched bytes; false if
+// the pool is full or closed. A successful reserve must be followed by put.
+func (p *memPool) reserve(resident uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.free) >= p.max {
+	if p.closed || len(p.free)+p.held >= p.max || p.resident+resident > poolResident {
 		return false
 	}
-	p.free = append(p.free, b)
+	p.resident += resident
+	p.held++
 	return true
+}
+
+// put adds a zeroed mapping reserved with reserve.
+func (p *memPool) put(e pooledMem) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held--
+	if p.closed {
+		p.resident -= e.resident
+		syscall.Munmap(e.buf)
+		return
+	}
+	p.free = append(p.free, e)
 }
 
 // drain unmaps every pooled mapping and keeps later ones out.
@@ -126,8 +156,9 @@ func (p *memPool) drain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	for _, b := range p.free {
-		syscall.Munmap(b)
+	for _, e := range p.free {
+		p.resident -= e.resident
+		syscall.Munmap(e.buf)
 	}
 	p.free = nil
 }

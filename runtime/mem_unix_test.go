@@ -1,0 +1,34 @@
+//go:build unix
+
+package runtime
+
+import "testing"
+
+// The pool of reusable memories stays within its bounds and accounts for
+// what it holds.
+func TestMemPoolBounds(t *testing.T) {
+	p := &memPool{max: 2}
+	buf := func() []byte { return make([]byte, 1<<20) } // stands in for a mapping
+	if !p.reserve(1<<20) || !p.reserve(1<<20) {
+		t.Fatal("reserve refused with room")
+	}
+	if p.reserve(1) {
+		t.Fatal("reserve beyond max mappings")
+	}
+	p.free = append(p.free, pooledMem{buf(), 1 << 20}) // as put does, without munmap
+	p.held--
+	if b, res := p.get(2 << 20); b != nil || res != 0 {
+		t.Fatal("get returned a mapping smaller than asked")
+	}
+	if b, res := p.get(1 << 20); b == nil || res != 1<<20 {
+		t.Fatal("get did not return the pooled mapping")
+	}
+	p.held--
+	if p.resident != 1<<20 {
+		t.Errorf("resident = %d, want the one still held", p.resident)
+	}
+	q := &memPool{max: 100}
+	if q.reserve(poolResident + 1) {
+		t.Error("reserve beyond the resident budget")
+	}
+}
