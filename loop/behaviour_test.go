@@ -564,3 +564,32 @@ func TestRunawayStreamIsCut(t *testing.T) {
 		t.Errorf("history %+v", m)
 	}
 }
+
+func TestStreamRetriesThenStreams(t *testing.T) {
+	srv := newServer(t,
+		status(http.StatusBadGateway, `<html>bad gateway</html>`, "retry-after-ms", "1"),
+		streamText("after ", "retry"),
+	)
+	c := srv.cycle(t, Config{})
+	var text strings.Builder
+	for ev, err := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*TextDelta); ok {
+			text.WriteString(d.Text)
+		}
+	}
+	if text.String() != "after retry" || len(srv.requests()) != 2 {
+		t.Errorf("text %q after %d requests", text.String(), len(srv.requests()))
+	}
+}
+
+func TestFinishReasonLength(t *testing.T) {
+	srv := newServer(t, jsonReply("truncated answ", "length"))
+	c := srv.cycle(t, Config{})
+	resp, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount()))
+	if err != nil || resp.FinishReason != "length" || resp.Text != "truncated answ" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+}
