@@ -33,6 +33,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		cfg.Serve.Addr = *addr
 	}
 	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
+	if err := server.CheckTokens(tokens); err != nil {
+		return &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
+	}
 	ln, err := net.Listen("tcp", cfg.Serve.Addr)
 	if err != nil {
 		return err

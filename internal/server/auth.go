@@ -64,12 +64,23 @@ type authenticator struct {
 	digests [][32]byte
 }
 
-func newAuthenticator(tokens []string) (*authenticator, error) {
-	a := &authenticator{}
+// CheckTokens returns an error if a token is shorter than MinTokenLength
+// (New refuses such tokens too; callers may check before loading anything).
+func CheckTokens(tokens []string) error {
 	for i, t := range tokens {
 		if len(t) < MinTokenLength {
-			return nil, fmt.Errorf("server: token %d is shorter than %d characters", i+1, MinTokenLength)
+			return fmt.Errorf("server: token %d is shorter than %d characters", i+1, MinTokenLength)
 		}
+	}
+	return nil
+}
+
+func newAuthenticator(tokens []string) (*authenticator, error) {
+	if err := CheckTokens(tokens); err != nil {
+		return nil, err
+	}
+	a := &authenticator{}
+	for _, t := range tokens {
 		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
 	}
 	return a, nil
