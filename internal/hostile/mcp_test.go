@@ -1,0 +1,185 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/mcp"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+)
+
+// mcpServer builds a misbehaving MCP server: one of mcp's own test servers
+// (mcp/testdata/servers/NAME) or one of ours (testdata/mcp/NAME).
+func mcpServer(t testing.TB, name string) string {
+	t.Helper()
+	dir := filepath.Join("testdata", "mcp", name)
+	if _, err := os.Stat(dir); err != nil {
+		dir = filepath.Join(repoRoot, "mcp", "testdata", "servers", name)
+	}
+	abs, err := filepath.Abs(dir)
+	must(t, err)
+	return testguest.BuildNative(t, abs)
+}
+
+// TestMCPServers: each misbehaving server costs its own calls a typed
+// error, never the process, the registry or the other tools; closing the
+// client leaves no goroutine, descriptor or process behind.
+func TestMCPServers(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	for _, c := range []struct {
+		name, server, tool string
+		env                []string
+		opts               mcp.Options
+		want               registry.Kind
+		bug                string // a reported bug this case demonstrates
+	}{
+		{"crash mid-call", "crash", "crash", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
+		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 2 * time.Second}, registry.MCPTimeout, ""},
+		{"garbage on stdout", "garbage", "noisy", nil, mcp.Options{}, "", ""},
+		{"giant message", "huge", "huge", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
+		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 2 * time.Second}, registry.MCPTimeout, ""},
+		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.Options{}, "", ""},
+		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.Options{MaxStderrBytes: 16 << 10}, "", ""},
+		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.Options{Timeout: 20 * time.Second}, registry.MCPError, ""},
+		{"isError with an injection", "evil", "fails", nil, mcp.Options{}, registry.ExecutionFailed,
+			"mcp: the text of an isError result becomes the execution_failed message without SanitizeText: raw ESC sequences (clear screen, OSC title, OSC 8 links), bidi overrides and zero-width characters reach the model and the terminal"},
+		{"result full of escapes", "evil", "inject", nil, mcp.Options{}, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.bug != "" {
+				knownBug(t, c.bug)
+			}
+			bin := mcpServer(t, c.server)
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			before := f.snapshot(t)
+			opts := c.opts
+			opts.Logger = quietLogger
+			cl, err := mcp.NewClient(c.server, mcp.Stdio{Command: bin, Env: append([]string{"PIDFILE=" + pidfile}, c.env...)}, &opts)
+			must(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := cl.Connect(ctx); err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			if err := cl.Sync(f.reg); err != nil {
+				t.Fatalf("Sync: %v", err)
+			}
+			args := json.RawMessage(`{}`)
+			if c.tool == "echo" {
+				args = json.RawMessage(`{"text":"ok"}`)
+			}
+			got := inv(f.reg.Invoke(ctx, mcp.ToolName(c.server, c.tool), args))
+			if got.err == nil {
+				checkMCPOutput(t, got.out)
+			}
+			f.stillWorks(t)
+			must(t, cl.Close(ctx))
+			for _, name := range f.reg.List() {
+				if strings.HasPrefix(name, c.server+"__") {
+					f.reg.Unregister(name)
+				}
+			}
+			f.after(t, before, got, c.want)
+			if b, err := os.ReadFile(pidfile); err == nil && c.server == "grandchild" {
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				deadline := time.Now().Add(settle)
+				for pid > 0 && !processGone(pid) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if pid > 0 && !processGone(pid) {
+					t.Errorf("the server's child %d outlived the client", pid)
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+	}
+}
+
+// processGone reports whether pid has exited (a zombie counts: in a
+// container nobody may reap it).
+func processGone(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	return false
+}
+
+// checkMCPOutput is checkToolOutput for MCP results, where raw C1 controls
+// and invisible characters inside JSON strings are a reported bug.
+func checkMCPOutput(t testing.TB, out []byte) {
+	t.Helper()
+	if !utf8.Valid(out) {
+		t.Errorf("output is not valid UTF-8: %q", out)
+	}
+	if i := bytes.IndexFunc(out, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' }); i >= 0 {
+		t.Errorf("output carries a raw control character at %d: %q", i, out)
+	}
+	if bytes.ContainsFunc(out, func(r rune) bool {
+		return r >= 0x80 && r < 0xa0 || r >= 0x200b && r <= 0x200f || r >= 0x202a && r <= 0x202e
+	}) {
+		bugObserved(t, "mcp: text results are passed on without SanitizeText: C1 controls (U+009B CSI), bidi overrides and zero-width characters reach the model and, through `agrun call`/`run`, the terminal (wasm text results drop them: wasmtools.cleanText)")
+	}
+}
+
+// TestMCPDescriptions: what a server says about its tools reaches the model
+// capped and without invisible characters or escapes, and schemas that
+// refer to files or URLs leave their tool out instead of being fetched.
+func TestMCPDescriptions(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	bin := mcpServer(t, "evil")
+	before := f.snapshot(t)
+	cl, err := mcp.NewClient("evil", mcp.Stdio{Command: bin}, &mcp.Options{Logger: quietLogger})
+	must(t, err)
+	ctx := context.Background()
+	must(t, cl.Connect(ctx))
+	must(t, cl.Sync(f.reg))
+	names := f.reg.List()
+	for _, d := range f.reg.Definitions() {
+		if !strings.HasPrefix(d.Name, "evil__") {
+			continue
+		}
+		checkModelText(t, d.Description)
+		if len(d.Description) > mcp.MaxDescriptionBytes {
+			t.Errorf("%s: description is %d bytes; cap %d", d.Name, len(d.Description), mcp.MaxDescriptionBytes)
+		}
+		for _, r := range d.Description {
+			if r >= 0x200b && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2060 && r <= 0x2064 || r == 0xfeff || r >= 0xe0000 && r <= 0xe007f {
+				t.Errorf("%s: description keeps invisible character %U", d.Name, r)
+			}
+		}
+	}
+	for _, gone := range []string{"evil__fileref", "evil__urlref"} {
+		for _, n := range names {
+			if n == gone {
+				t.Errorf("%s registered although its schema refers outside itself", gone)
+			}
+		}
+	}
+	must(t, cl.Close(ctx))
+	for _, n := range names {
+		if strings.HasPrefix(n, "evil__") {
+			f.reg.Unregister(n)
+		}
+	}
+	f.after(t, before, outcome{}, "")
+}
