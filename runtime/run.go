@@ -20,6 +20,8 @@ type Input struct {
 	// Args is the guest's argv, exactly (argv[0] included). Nil means none.
 	Args []string
 	// Mounts are the host directories the guest sees. None by default.
+	// Run fails (before the guest starts) if a host directory is missing
+	// or a guest path is not absolute and clean, or is mounted twice.
 	Mounts []Mount
 	// Network grants agrun.http_request. Nil links a stub that answers
 	// not_granted and makes the call fail with ErrNotGranted.
@@ -37,8 +39,9 @@ type Mount struct {
 	// Writable lets the guest create, write, truncate, rename and link
 	// inside the mount. Without it the mount is read-only.
 	Writable bool
-	// AllowDelete lets the guest unlink files and remove directories; it
-	// needs Writable.
+	// AllowDelete lets the guest unlink files, remove directories and
+	// rename over existing entries. It needs Writable: Run refuses a mount
+	// with AllowDelete alone.
 	AllowDelete bool
 }
 
