@@ -1,3 +1,5 @@
+//go:build unix
+
 package loop
 
 import (
@@ -9,7 +11,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/registry"
 )
@@ -22,6 +26,10 @@ import (
 // net/http) is the loop's overhead.
 //
 //	go test -run '^$' -bench . -benchmem ./loop
+//
+// Besides wall time per turn (ns/turn), each reports the process CPU time
+// per turn (cpu-ns/turn, client and server together, from getrusage),
+// which moves less with the load of a shared machine.
 
 const benchToolCallJSON = `{"id":"b","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"word_count","arguments":"{\"text\":\"one two three four\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}}`
 const benchAnswerJSON = `{"id":"b","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"There are four words in the text you gave me."},"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":12,"total_tokens":142}}`
@@ -92,6 +100,7 @@ func BenchmarkTurn(b *testing.B) {
 			reg := benchRegistry(b)
 			ctx := context.Background()
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				c, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", System: "You count words."})
 				if err != nil {
@@ -107,7 +116,7 @@ func BenchmarkTurn(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/turn")
+			reportPerTurn(b, cpu)
 		})
 	}
 }
@@ -123,6 +132,7 @@ func BenchmarkBaselineHTTP(b *testing.B) {
 	second := bytes.Replace(first, []byte(`]}`), []byte(`,{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"word_count","arguments":"{\"text\":\"one two three four\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"{\"words\":4}"}]}`), 1)
 	client := &http.Client{}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		for _, body := range [][]byte{first, second} {
 			res, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
@@ -136,7 +146,23 @@ func BenchmarkBaselineHTTP(b *testing.B) {
 			res.Body.Close()
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/turn")
+	reportPerTurn(b, cpu)
+}
+
+// cpuTime is the CPU time (user + system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportPerTurn reports wall and CPU time per turn (two turns per op).
+func reportPerTurn(b *testing.B, cpuStart time.Duration) {
+	turns := float64(2 * b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/turns, "ns/turn")
+	b.ReportMetric(float64((cpuTime() - cpuStart).Nanoseconds())/turns, "cpu-ns/turn")
 }
 
 func benchRegistry(b *testing.B) *registry.Registry {
