@@ -961,3 +961,22 @@ func TestExecuteConcurrent(t *testing.T) {
 		jsonEqual(t, inv.Output, fmt.Sprintf(`{"words":%d,"lines":%d,"chars":%d,"bytes":%d}`, i, min(i, 1), 2*i, 2*i))
 	}
 }
+
+// BenchmarkExecute measures one call, fresh instance included, of a Go
+// tool and of the C tool.
+func BenchmarkExecute(b *testing.B) {
+	for _, bm := range []struct{ name, args string }{
+		{"word_count", `{"text":"the quick brown fox jumps over the lazy dog"}`},
+		{"sum_c", `{"numbers":[1,2,3,4,5]}`},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			tool := load(b, example(b, bm.name), wasmtools.Grant{})
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := tool.Execute(ctx, json.RawMessage(bm.args)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
