@@ -19,6 +19,7 @@ func TestCompileRefuses(t *testing.T) {
 	}{
 		{"table.grow on an unbounded table", "tablegrow", "could grow without bound"},
 		{"table.fill on an unbounded table", "tablefill", "table.grow or table.fill"},
+		{"table.grow on the unbounded one of two tables", "tablegrow2", "table 1: no maximum"},
 		{"initial table over the cap", "tablebig", "initial size 200000 exceeds the limit of 100000"},
 		{"initial memory over the limit", "bigmem", "initial memory of 131072000 bytes exceeds"},
 		{"WASI import with a wrong signature", "badsig", "import wasi_snapshot_preview1.fd_write: signature"},
@@ -136,15 +137,23 @@ func TestCustomSection(t *testing.T) {
 	}
 }
 
-func TestTableWithMaximumRuns(t *testing.T) {
+func TestBoundedTablesRun(t *testing.T) {
 	r := newRuntime(t, Config{})
-	m := compile(t, r, wat(t, "tablemax"))
-	out, err := r.Run(context.Background(), m, Input{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.ExitCode != 6 {
-		t.Errorf("exit code %d, want the table size 6", out.ExitCode)
+	for _, tt := range []struct {
+		wat  string
+		exit uint32
+	}{
+		{"tablemax", 6},  // grown from 1 by 5, then refused past its maximum 10
+		{"twotables", 6}, // 3 + (1 grown by 2)
+	} {
+		m := compile(t, r, wat(t, tt.wat))
+		out, err := r.Run(context.Background(), m, Input{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.ExitCode != tt.exit {
+			t.Errorf("%s: exit code %d, want the table size %d", tt.wat, out.ExitCode, tt.exit)
+		}
 	}
 }
 

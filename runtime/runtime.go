@@ -242,8 +242,8 @@ type Module struct {
 // wasi_snapshot_preview1 functions and the agrun functions of the guest
 // ABI, with exactly their signatures; imported memories, tables and
 // globals; a memory whose minimum exceeds the default memory limit; a
-// table whose maximum exceeds MaxTableElements unless its minimum is
-// within the cap and the code contains no table.grow or table.fill; and
+// table whose minimum exceeds MaxTableElements, or whose maximum does
+// (or is absent) while the code applies table.grow or table.fill to it; and
 // modules that do not export "_start" and "memory".
 //
 // Imports of the WASI socket functions (sock_accept, sock_recv,
@@ -369,7 +369,7 @@ func (r *Runtime) validate(m *wasmModule) error {
 		if t.min > limit {
 			return refuse("table %d: initial size %d exceeds the limit of %d elements", i, t.min, limit)
 		}
-		if (!t.hasMax || t.max > limit) && m.usesTableGrow {
+		if (!t.hasMax || t.max > limit) && m.grownTables[uint32(i)] {
 			max := "no maximum"
 			if t.hasMax {
 				max = fmt.Sprintf("maximum %d", t.max)

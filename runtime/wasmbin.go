@@ -190,8 +190,8 @@ type wasmModule struct {
 	image []byte // set by Compile when the data lives in a memory image
 
 	hasDataCount  bool
-	usesTableGrow bool // table.grow or table.fill somewhere in the code
-	usesDataIndex bool // memory.init or data.drop somewhere in the code
+	grownTables   map[uint32]bool // tables named by a table.grow or table.fill
+	usesDataIndex bool            // memory.init or data.drop somewhere in the code
 }
 
 type customSection struct {
@@ -945,8 +945,13 @@ func (m *wasmModule) miscOp(r *reader) error {
 	case 13, 16: // elem.drop, table.size
 		_, err = r.u32()
 	case 15, 17: // table.grow, table.fill
-		m.usesTableGrow = true
-		_, err = r.u32()
+		var t uint32
+		if t, err = r.u32(); err == nil {
+			if m.grownTables == nil {
+				m.grownTables = map[uint32]bool{}
+			}
+			m.grownTables[t] = true
+		}
 	default:
 		return r.fail("unsupported opcode 0xfc %d", sub)
 	}
