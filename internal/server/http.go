@@ -32,6 +32,7 @@ const (
 	KindExists           = "exists"                 // the name is taken; add ?replace=true
 	KindTooManyTools     = "too_many_tools"         // the store holds the maximum of tools
 	KindSessionLocked    = "session_locked"         // the session is in use by another run
+	KindInvalidSession   = "invalid_session"        // the stored session cannot be continued
 	KindUnavailable      = "unavailable"            // runs are not configured, or the server is closing
 	KindInternal         = "internal"               // the server failed (disk, ...)
 )

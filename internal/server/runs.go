@@ -160,7 +160,7 @@ func (s *Server) openConversation(id string) (*conversation, []string, error) {
 		var msg loop.Message
 		if err := json.Unmarshal(m, &msg); err != nil {
 			sess.Close()
-			return nil, nil, errorf(http.StatusConflict, KindBadRequest, "session %q: message %d is unreadable: %v", id, i+1, err)
+			return nil, nil, errorf(http.StatusConflict, KindInvalidSession, "session %q: message %d is unreadable: %v", id, i+1, err)
 		}
 		history = append(history, msg)
 	}
@@ -172,7 +172,7 @@ func (s *Server) openConversation(id string) (*conversation, []string, error) {
 	if err != nil {
 		sess.Close()
 		if errors.Is(err, loop.ErrInvalidHistory) {
-			return nil, nil, errorf(http.StatusConflict, KindBadRequest, "session %q: %v", id, err)
+			return nil, nil, errorf(http.StatusConflict, KindInvalidSession, "session %q: %v", id, err)
 		}
 		return nil, nil, errorf(http.StatusServiceUnavailable, KindUnavailable, "the model loop is misconfigured: %v", err)
 	}

@@ -173,7 +173,8 @@ func DefaultDataDir() string {
 	return filepath.Join(os.TempDir(), "agrun-serve")
 }
 
-// New opens the data directory and restores the tools stored in it. A stored
+// New opens the data directory, locks it (ErrDataDirLocked if another
+// Server holds it), and restores the tools stored in it. A stored
 // tool that no longer loads (its name is now an operator tool's, its file
 // is damaged, the sandbox refuses it) is logged, listed with its error by
 // GET /v1/tools, and kept on disk; it does not stop the others.
@@ -209,6 +210,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	sessions := opts.Sessions
 	if sessions == nil {
 		if sessions, err = session.OpenStore(filepath.Join(dataDir, "sessions")); err != nil {
+			st.close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
@@ -372,8 +374,9 @@ func (s *Server) tokens() []string {
 	return []string{"configured"}
 }
 
-// Close unregisters the uploaded tools and releases their compiled modules.
-// Requests still running fail. Close is idempotent.
+// Close unregisters the uploaded tools, releases their compiled modules and
+// unlocks the data directory. Requests still running fail. Close is
+// idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -388,5 +391,6 @@ func (s *Server) Close(ctx context.Context) error {
 		u.closeNow(ctx)
 	}
 	s.uploads = map[string]*uploaded{}
+	s.st.close()
 	return nil
 }

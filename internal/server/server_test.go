@@ -465,6 +465,30 @@ func TestRestartKeepsTools(t *testing.T) {
 	if r := ts2.call("ok_b", `{}`); !callResult(t, r).OK {
 		t.Errorf("ok_b after replace: %d %s", r.status, r.body)
 	}
+	// The damaged file was rewritten (same name, same size, other bytes).
+	b, err := os.ReadFile(filepath.Join(mods, okB.SHA256+".wasm"))
+	if err != nil || hashHex(b) != okB.SHA256 {
+		t.Errorf("the damaged module file was not repaired (%v)", err)
+	}
+}
+
+func TestDataDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	rt := newRuntime(t)
+	opts := server.Options{Runtime: rt, Registry: registry.New(), Serve: config.Serve{DataDir: dir}}
+	a, err := server.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.New(context.Background(), opts); !errors.Is(err, server.ErrDataDirLocked) {
+		t.Errorf("second server on the same data dir: %v", err)
+	}
+	a.Close(context.Background())
+	b, err := server.New(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	b.Close(context.Background())
 }
 
 func TestUploadRateLimitPerToken(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,7 @@ import (
 //	<data_dir>/index.json           name -> sha256, written atomically
 //	<data_dir>/modules/<sha256>.wasm one file per distinct module, content-addressed
 //	<data_dir>/sessions/            the sessions of POST /v1/runs
+//	<data_dir>/lock                 flocked by the Server using the directory
 //
 // Every file is written to a temporary name, fsynced, renamed into place
 // and its directory fsynced, so a crash leaves either the old file or the
@@ -28,6 +30,7 @@ import (
 
 const (
 	indexFile  = "index.json"
+	lockFile   = "lock"
 	modulesDir = "modules"
 	tmpPrefix  = ".tmp-"
 )
@@ -66,17 +69,40 @@ func (ix index) refs(sha string) bool {
 // store is the on-disk side of uploaded tools. It is not safe for
 // concurrent use: the Server serializes every change.
 type store struct {
-	dir string
+	dir  string
+	lock *os.File // holds an flock on <dir>/lock while the store is open
 }
+
+// close releases the data directory's lock.
+func (s *store) close() { s.lock.Close() }
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// openStore creates the data directory (0700) and removes what a crash may
-// have left: temporary files and modules the index does not name.
-func openStore(dir string) (*store, index, error) {
+// ErrDataDirLocked is returned by New when another Server (in this process
+// or another) uses the data directory.
+var ErrDataDirLocked = errors.New("server: the data directory is in use by another agrun serve")
+
+// openStore creates the data directory (0700), locks it, and removes what
+// a crash may have left: temporary files and modules the index does not
+// name.
+func openStore(dir string) (_ *store, _ index, err error) {
 	s := &store{dir: dir}
 	if err := os.MkdirAll(filepath.Join(dir, modulesDir), 0o700); err != nil {
 		return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+	}
+	if s.lock, err = os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.lock.Close()
+		}
+	}()
+	if err := syscall.Flock(int(s.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, index{}, fmt.Errorf("%w: %s", ErrDataDirLocked, dir)
+		}
+		return nil, index{}, fmt.Errorf("server: locking the data dir: %w", err)
 	}
 	ix, err := s.readIndex()
 	if err != nil {
@@ -144,11 +170,14 @@ func (s *store) writeIndex(ix index) error {
 	return nil
 }
 
-// putModule stores wasm under its hash, unless that file already exists.
+// putModule stores wasm under its hash, unless that file already exists
+// intact.
 func (s *store) putModule(sha string, wasm []byte) error {
 	p := s.modulePath(sha)
 	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(wasm)) {
-		return nil
+		if old, err := os.ReadFile(p); err == nil && hashOf(old) == sha {
+			return nil
+		}
 	}
 	if err := writeAtomic(p, wasm); err != nil {
 		return fmt.Errorf("server: storing module %s: %w", sha, err)
