@@ -752,7 +752,7 @@ func TestExecuteResultMapping(t *testing.T) {
 					t.Fatalf("message of %d bytes ending %q", len(s), s[max(0, len(s)-20):])
 				}
 			}},
-		{name: "invalid bytes in a long stderr keep the tail", tool: jsonTool, args: map[string]any{"stderr": "", "stdout_b64": "", "exit": 1, "stderr_b64": b64([]byte(strings.Repeat("\xff", 5000) + "THE END"))},
+		{name: "invalid bytes in a long stderr keep the tail", tool: jsonTool, args: map[string]any{"exit": 1, "stderr_b64": b64([]byte(strings.Repeat("\xff", 5000) + "THE END"))},
 			kind: registry.ExecutionFailed, test: func(t *testing.T, s string) {
 				if !utf8.ValidString(s) || !strings.HasSuffix(s, "\ufffdTHE END") || len(s) > 4<<10+3 {
 					t.Fatalf("message of %d bytes ending %q", len(s), s[max(0, len(s)-20):])
