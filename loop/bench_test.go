@@ -162,7 +162,7 @@ func cpuTime() time.Duration {
 func reportPerTurn(b *testing.B, cpuStart time.Duration) {
 	turns := float64(2 * b.N)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/turns, "ns/turn")
-	b.ReportMetric(float64((cpuTime() - cpuStart).Nanoseconds())/turns, "cpu-ns/turn")
+	b.ReportMetric(float64((cpuTime()-cpuStart).Nanoseconds())/turns, "cpu-ns/turn")
 }
 
 func benchRegistry(b *testing.B) *registry.Registry {
