@@ -72,6 +72,9 @@ const (
 	DefaultMaxConcurrentUploads = 4
 	// DefaultMaxTools bounds the uploaded tools stored at once.
 	DefaultMaxTools = 256
+	// DefaultMaxStoreBytes bounds the total size of the uploaded modules
+	// stored (and compiled in memory) at once.
+	DefaultMaxStoreBytes = 1 << 30
 	// DefaultShutdownTimeout is how long Serve lets requests in flight
 	// finish after its context is cancelled.
 	DefaultShutdownTimeout = 30 * time.Second
@@ -113,6 +116,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxTools bounds the uploaded tools stored at once. Zero: DefaultMaxTools.
 	MaxTools int
+	// MaxStoreBytes bounds the total size of the stored modules. Zero:
+	// DefaultMaxStoreBytes.
+	MaxStoreBytes int64
 	// MaxConcurrentUploads bounds the uploads received and compiled at
 	// once. Zero: DefaultMaxConcurrentUploads.
 	MaxConcurrentUploads int
@@ -133,6 +139,7 @@ type Limits struct {
 	WriteTimeout         time.Duration
 	UploadsPerMinute     int
 	MaxTools             int
+	MaxStoreBytes        int64
 	ShutdownTimeout      time.Duration
 }
 
@@ -197,6 +204,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		WriteTimeout:         orDefault(sv.WriteTimeout.Std(), DefaultWriteTimeout),
 		UploadsPerMinute:     orDefault(sv.UploadsPerMinute, DefaultUploadsPerMinute),
 		MaxTools:             orDefault(opts.MaxTools, DefaultMaxTools),
+		MaxStoreBytes:        orDefault(opts.MaxStoreBytes, DefaultMaxStoreBytes),
 		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
 	}
 	dataDir := sv.DataDir

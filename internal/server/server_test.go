@@ -518,6 +518,25 @@ func TestUploadRateLimitPerToken(t *testing.T) {
 	}
 }
 
+func TestStoreLimits(t *testing.T) {
+	ts := startServer(t, setup{opts: server.Options{MaxTools: 2}})
+	ts.mustUpload(okTool(t, "one"), "", http.StatusCreated)
+	ts.mustUpload(okTool(t, "two"), "", http.StatusCreated)
+	if r := ts.upload(okTool(t, "three"), ""); r.status != http.StatusInsufficientStorage || r.errorKind(t) != server.KindTooManyTools {
+		t.Errorf("third tool: %d %s", r.status, r.body)
+	}
+	// Replacing a stored tool does not add one.
+	two := pack(t, testguest.WAT(t, "testdata/ok.wat"), wasmtools.Manifest{Name: "two", Version: "2", Description: "answers ok"})
+	ts.mustUpload(two, "?replace=true", http.StatusCreated)
+
+	small := okTool(t, "small")
+	ts2 := startServer(t, setup{opts: server.Options{MaxStoreBytes: int64(len(small)) + 10}})
+	ts2.mustUpload(small, "", http.StatusCreated)
+	if r := ts2.upload(okTool(t, "other"), ""); r.status != http.StatusInsufficientStorage || r.errorKind(t) != server.KindTooManyTools {
+		t.Errorf("over the byte budget: %d %s", r.status, r.body)
+	}
+}
+
 func TestBodyLimitOnCalls(t *testing.T) {
 	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{MaxBody: 1024}, Loop: &loop.Config{Model: "m", BaseURL: "http://127.0.0.1:1/v1"}}})
 	ts.mustUpload(okTool(t, "ok_tool"), "", http.StatusCreated)

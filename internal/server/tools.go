@@ -120,7 +120,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	sha := hashOf(wasm)
 	// Answer name conflicts before compiling.
 	s.mu.Lock()
-	err = s.checkName(name, sha, replace)
+	err = s.checkName(name, sha, int64(len(wasm)), replace)
 	var same *uploaded
 	if e, ok := s.idx.Tools[name]; ok && e.SHA256 == sha {
 		same = s.uploads[name]
@@ -164,9 +164,10 @@ func loadError(err error) error {
 	return errorf(http.StatusUnprocessableEntity, KindModuleRefused, "%v", err)
 }
 
-// checkName refuses an upload called name: an operator tool's name, a
-// stored name without replace, or one tool too many. s.mu must be held.
-func (s *Server) checkName(name, sha string, replace bool) error {
+// checkName refuses an upload of size bytes called name: an operator
+// tool's name, a stored name without replace, one tool too many, or too
+// many bytes stored. s.mu must be held.
+func (s *Server) checkName(name, sha string, size int64, replace bool) error {
 	if s.closed {
 		return errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
 	}
@@ -178,10 +179,17 @@ func (s *Server) checkName(name, sha string, replace bool) error {
 		if len(s.idx.Tools) >= s.limits.MaxTools {
 			return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the server stores at most %d uploaded tools; delete one first", s.limits.MaxTools)
 		}
-		return nil
-	}
-	if !replace && e.SHA256 != sha {
+	} else if !replace && e.SHA256 != sha {
 		return errorf(http.StatusConflict, KindExists, "a tool called %q exists (sha256 %s); upload with ?replace=true to replace it", name, e.SHA256)
+	}
+	var total int64
+	for n, t := range s.idx.Tools {
+		if n != name {
+			total += t.Size
+		}
+	}
+	if total+size > s.limits.MaxStoreBytes {
+		return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the uploaded modules would take %d bytes; the server stores at most %d; delete a tool first", total+size, s.limits.MaxStoreBytes)
 	}
 	return nil
 }
@@ -194,7 +202,7 @@ func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := u.Name()
-	if err := s.checkName(name, u.entry.SHA256, replace); err != nil {
+	if err := s.checkName(name, u.entry.SHA256, u.entry.Size, replace); err != nil {
 		return false, err
 	}
 	prev, hadPrev := s.idx.Tools[name]
