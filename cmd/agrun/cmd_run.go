@@ -144,24 +144,20 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	return c.exit(err)
 }
 
-// runErrorKind names the way a run ended for --json output.
+// runErrorKind names the way a run ended for --json output: the loop's
+// kinds, plus session_locked, config and usage.
 func runErrorKind(err error, fallback string) string {
-	var api *loop.APIError
 	switch {
-	case errors.Is(err, loop.ErrMaxTurns):
-		return "max_turns"
-	case errors.Is(err, loop.ErrRepeatedCall):
-		return "repeated_call"
-	case errors.As(err, &api):
-		return "provider"
-	case errors.Is(err, loop.ErrBadResponse):
-		return "provider"
 	case errors.Is(err, session.ErrLocked):
 		return "session_locked"
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
+	case isUsage(err):
+		return fallback
 	}
-	return fallback
+	var re *registry.Error
+	if errors.As(err, &re) {
+		return fallback
+	}
+	return loop.ErrorKind(err)
 }
 
 func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {
