@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -549,22 +550,73 @@ func TestBodyLimitOnCalls(t *testing.T) {
 	}
 }
 
-func TestCallLongerThanWriteTimeout(t *testing.T) {
+// A call may last longer than the read and write timeouts: they bound the
+// client's sending and reading, not the server's work.
+func TestCallLongerThanTimeouts(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
 	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
 		WriteTimeout: config.Duration(time.Second),
+		ReadTimeout:  config.Duration(time.Second),
 		Uploads:      config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true},
 	}}})
 	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
 	done := make(chan response, 1)
 	go func() { done <- ts.call("get_weather", weatherArgs(weather.url)) }()
 	weather.waitArrived(t)
-	time.Sleep(1500 * time.Millisecond) // past the write timeout
+	time.Sleep(1500 * time.Millisecond) // past both timeouts
 	weather.release()
 	r := <-done
 	if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
 		t.Errorf("slow call: %d %s", r.status, r.body)
+	}
+}
+
+// Slow clients cannot hold a connection: a request whose headers or body
+// never finish is cut off by the read timeout; an upload cut off midway
+// stores nothing.
+func TestSlowAndVanishingClients(t *testing.T) {
+	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{ReadTimeout: config.Duration(time.Second)}}})
+	addr := strings.TrimPrefix(ts.url, "http://")
+	wasm := okTool(t, "partial")
+	for _, c := range []struct{ name, send string }{
+		{"headers never end", "POST /v1/tools HTTP/1.1\r\nHost: x\r\nContent-Type: application/wasm\r\n"},
+		{"body never ends", fmt.Sprintf("POST /v1/tools HTTP/1.1\r\nHost: x\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n%s", len(wasm), wasm[:len(wasm)/2])},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, c.send); err != nil {
+				t.Fatal(err)
+			}
+			// The server closes the connection (maybe after an error
+			// answer); a generous bound guards against hanging forever.
+			conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+			_, err = io.Copy(io.Discard, conn)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the server kept the connection of a stalled client open")
+			}
+		})
+	}
+	// A client that vanishes mid-upload.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/tools HTTP/1.1\r\nHost: x\r\nContent-Type: application/wasm\r\nContent-Length: %d\r\n\r\n", len(wasm))
+	conn.Write(wasm[:len(wasm)-10])
+	conn.Close()
+	// The server still works, and stored nothing.
+	if r := ts.request("GET", "/v1/tools", "", nil); r.status != http.StatusOK || strings.Contains(string(r.body), "partial") {
+		t.Errorf("after a vanished upload: %d %s", r.status, r.body)
+	}
+	ts.mustUpload(okTool(t, "whole"), "", http.StatusCreated)
+	if n := storedTools(t, ts.srv.DataDir()); !slices.Equal(n, []string{"whole"}) {
+		t.Errorf("stored: %v", n)
 	}
 }
 
