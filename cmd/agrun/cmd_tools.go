@@ -149,7 +149,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS")
+	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS\tDESCRIPTION")
 	for _, ti := range infos {
 		status := "ok"
 		switch {
@@ -162,7 +162,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		if perms == "" {
 			perms = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status), shorten(ti.Description, 60))
 	}
 	return tw.Flush()
 }
