@@ -279,9 +279,10 @@ func checkKind(t testing.TB, err error, want registry.Kind) {
 		return
 	}
 	if re.Kind != want {
-		t.Errorf("kind %s (%v); want %s", re.Kind, err, want)
+		t.Errorf("kind %s (%v); want %s", re.Kind, truncate(err.Error(), 500), want)
 	}
-	checkModelText(t, re.Error())
+	// What the loop hands the model: "error (<kind>): " + Message().
+	checkModelText(t, re.Message())
 }
 
 // checkModelText asserts s is what a model or terminal may see: valid

@@ -1,0 +1,231 @@
+package hostile
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// withSection appends a custom section name=data to wasm, bypassing Pack's
+// checks: an attacker writes the bytes it likes.
+func withSection(wasm []byte, name string, data []byte) []byte {
+	body := binary.AppendUvarint(nil, uint64(len(name)))
+	body = append(append(body, name...), data...)
+	out := append(append([]byte{}, wasm...), 0)
+	out = binary.AppendUvarint(out, uint64(len(body)))
+	return append(out, body...)
+}
+
+// bugs are the cases that demonstrate a reported bug (see knownBug).
+var bugs = map[string]string{
+	"escape in the description": "wasmtools: Manifest.Validate accepts control characters (ESC sequences) and invisible characters (bidi overrides, zero-width) in the description, which goes to the model as is; MCP descriptions get mcp.SanitizeText (agrun tools escapes both)",
+	"invalid UTF-8":             "registry: arguments with invalid UTF-8 inside strings pass validation (encoding/json replaces them while decoding) and reach the tool as is, although ABI.md promises the guest UTF-8 JSON on stdin",
+}
+
+// TestManifests: manifests written to deceive are refused at load (or at
+// registration) with a typed error, and what is accepted is what the
+// sandbox enforces.
+func TestManifests(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	refHits := newPeer(t, nil)
+	bare := hostileWasm(t)
+	m := func(s string) []byte { return withSection(bare, "agrun.manifest", []byte(s)) }
+	ok := `{"name":"x","description":"d"}`
+	for _, c := range []struct {
+		name string
+		wasm []byte
+	}{
+		{"oversize", m(`{"name":"x","description":"` + strings.Repeat("a", 70<<10) + `"}`)},
+		{"duplicate keys", m(`{"name":"x","name":"word_count","description":"d"}`)},
+		{"duplicate nested keys", m(`{"name":"x","description":"d","parameters":{"type":"object","type":"string"}}`)},
+		{"not JSON", m(`name = "x"`)},
+		{"not UTF-8", m("{\"name\":\"x\",\"description\":\"\xff\"}")},
+		{"trailing data", m(ok + `{"name":"y"}`)},
+		{"unknown field", m(`{"name":"x","description":"d","grant":{"allowed_hosts":["*"]}}`)},
+		{"null field", m(`{"name":"x","description":"d","permissions":null}`)},
+		{"deep nesting", m(`{"name":"x","description":"d","parameters":{"type":"object","properties":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat(`}`, 5000) + `}}`)},
+		{"name with a path", m(`{"name":"../../etc/passwd","description":"d"}`)},
+		{"name with a space", m(`{"name":"word count","description":"d"}`)},
+		{"name with a homoglyph", m(`{"name":"w\u043erd_count","description":"d"}`)},
+		{"name with NUL", m(`{"name":"x\u0000","description":"d"}`)},
+		{"name of 65 bytes", m(`{"name":"` + strings.Repeat("a", 65) + `","description":"d"}`)},
+		{"empty name", m(`{"name":"","description":"d"}`)},
+		{"escape in the description", m(`{"name":"x","description":"\u001b[2Jhi\u202e\u200b"}`)},
+		{"unknown permission", m(`{"name":"x","description":"d","permissions":["root"]}`)},
+		{"permission listed twice", m(`{"name":"x","description":"d","permissions":["network","network"]}`)},
+		{"wrong output", m(`{"name":"x","description":"d","output":"binary"}`)},
+		{"two manifest sections", withSection(m(ok), "agrun.manifest", []byte(`{"name":"y","description":"d","permissions":["network"]}`))},
+		{"schema $ref to a file", m(`{"name":"x","description":"d","parameters":{"type":"object","$ref":"file:///etc/passwd"}}`)},
+		{"schema $ref to a URL", m(`{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"$ref":"` + refHits.URL + `/schema.json"}}}}`)},
+		{"schema $id rebasing to a URL", m(`{"name":"x","description":"d","parameters":{"type":"object","$id":"` + refHits.URL + `/","properties":{"a":{"$ref":"other.json"}}}}`)},
+		{"schema not an object type", m(`{"name":"x","description":"d","parameters":{"type":"string"}}`)},
+		{"schema with a bad regex", m(`{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"type":"string","pattern":"(("}}}}`)},
+		{"shadowing an existing tool", m(`{"name":"word_count","description":"d"}`)},
+		{"no manifest", bare},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if b := bugs[c.name]; b != "" {
+				knownBug(t, b)
+			}
+			before := f.snapshot(t)
+			tool, err := wasmtools.Load(context.Background(), f.rt, c.wasm, wasmtools.Grant{})
+			if err == nil {
+				err = f.reg.Register(tool)
+				tool.Close(context.Background())
+			}
+			if err == nil {
+				t.Errorf("accepted: %s", tool.Name())
+				f.reg.Unregister(tool.Name())
+			} else {
+				checkModelText(t, err.Error())
+			}
+			if refHits.hits.Load() != 0 {
+				t.Errorf("a schema reference was fetched")
+			}
+			f.after(t, before, outcome{}, "")
+		})
+	}
+
+	t.Run("pinned hash mismatch", func(t *testing.T) {
+		before := f.snapshot(t)
+		wasm := pack(t, bare, "pinned")
+		sum := sha256.Sum256(append(wasm, 0))
+		_, err := wasmtools.Load(context.Background(), f.rt, wasm, wasmtools.Grant{SHA256: hex.EncodeToString(sum[:])})
+		if !errors.Is(err, wasmtools.ErrIntegrity) {
+			t.Errorf("error %v; want ErrIntegrity", err)
+		}
+		f.after(t, before, outcome{}, "")
+	})
+
+	// Lying permissions: what a manifest declares is checked against the
+	// operator's policy before anything runs, and what it does not declare
+	// it does not get.
+	t.Run("declares shell, which the policy denies", func(t *testing.T) {
+		f.register(t, f.load(t, pack(t, bare, "liar_shell", "shell"), wasmtools.Grant{}))
+		before := f.snapshot(t)
+		f.after(t, before, inv(f.reg.Invoke(context.Background(), "liar_shell", argsJSON(t, map[string]any{"op": "spin"}))), registry.PermissionDenied)
+	})
+	t.Run("declares nothing, calls the network", func(t *testing.T) {
+		f.register(t, f.load(t, pack(t, bare, "liar_net"), wasmtools.Grant{AllowedHosts: []string{refHits.host}, AllowPrivate: true}))
+		before := f.snapshot(t)
+		f.after(t, before, inv(f.reg.Invoke(context.Background(), "liar_net", argsJSON(t, map[string]any{"op": "http", "url": refHits.URL}))), registry.PermissionDenied)
+		if refHits.hits.Load() != 0 {
+			t.Errorf("the undeclared request reached the server")
+		}
+	})
+}
+
+// TestArguments: arguments a model (or an attacker speaking through one)
+// writes are validated strictly before any tool runs. The hostile tool's
+// schema is {"type":"object"}, so only the decoder stands in the way; had
+// it run, "spin" would end in timeout instead of invalid_arguments.
+func TestArguments(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}})
+	deep := strings.Repeat(`{"a":`, 100000) + `1` + strings.Repeat(`}`, 100000)
+	for _, c := range []struct {
+		name, tool, args string
+		want             registry.Kind
+	}{
+		{"duplicate keys (the last would win)", "h", `{"op":"emit","op":"spin"}`, registry.InvalidArguments},
+		{"duplicate keys deep inside", "h", `{"op":"spin","x":{"a":1,"a":2}}`, registry.InvalidArguments},
+		{"number over float64", "h", `{"op":"spin","n":1e999999}`, registry.InvalidArguments},
+		{"huge integer", "h", `{"op":"spin","n":` + strings.Repeat("9", 100000) + `}`, registry.InvalidArguments},
+		{"NaN literal", "h", `{"op":"spin","n":NaN}`, registry.InvalidArguments},
+		{"deep nesting", "h", deep, registry.InvalidArguments},
+		{"deep arrays", "h", `{"op":"spin","a":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`, registry.InvalidArguments},
+		{"2 MiB string", "h", `{"op":"spin","s":"` + strings.Repeat("a", 2<<20) + `"}`, registry.InvalidArguments},
+		{"not an object", "h", `["op","spin"]`, registry.InvalidArguments},
+		{"null", "h", `null`, registry.InvalidArguments},
+		{"two objects", "h", `{"op":"spin"}{"op":"spin"}`, registry.InvalidArguments},
+		{"truncated", "h", `{"op":"spin"`, registry.InvalidArguments},
+		{"invalid UTF-8", "h", "{\"op\":\"spin\",\"s\":\"\xff\"}", registry.InvalidArguments},
+		{"wrong type for the schema", "word_count", `{"text":42}`, registry.InvalidArguments},
+		{"missing required field", "word_count", `{}`, registry.InvalidArguments},
+		{"unknown tool", "nope\x1b[2J", `{}`, registry.NotFound},
+		{"huge tool name", strings.Repeat("n", 1<<20), `{}`, registry.NotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if b := bugs[c.name]; b != "" {
+				knownBug(t, b)
+			}
+			before := f.snapshot(t)
+			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+		})
+	}
+}
+
+// TestConfigDecoding: hostile or careless agrun.toml files end in a
+// *config.Error naming the key, never a panic; the fuzz target
+// internal/config FuzzParse (fuzz_hostile_test.go) explores further.
+func TestConfigDecoding(t *testing.T) {
+	for _, c := range []struct{ name, toml string }{
+		{"duplicate table", "[llm]\nmodel = \"a\"\n[llm]\nmodel = \"b\"\n"},
+		{"duplicate key", "[llm]\nmodel = \"a\"\nmodel = \"b\"\n"},
+		{"unknown key", "[sandbox]\nallow_everything = true\n"},
+		{"bad tool name", "[tools.\"../x\"]\nwasm = \"a.wasm\"\n"},
+		{"tool name with escape", "[tools.\"a\\u001b[2J\"]\nwasm = \"a.wasm\"\n"},
+		{"allowed host with scheme", "[tools.t]\nwasm = \"a.wasm\"\nallowed_hosts = [\"http://x\"]\n"},
+		{"allowed host wildcard with path", "[tools.t]\nwasm = \"a.wasm\"\nallowed_hosts = [\"*/x\"]\n"},
+		{"sha256 not hex", "[tools.t]\nwasm = \"a.wasm\"\nsha256 = \"zz\"\n"},
+		{"mount mode", "[tools.t]\nwasm = \"a.wasm\"\nmounts = [\"./a:/a:rwx\"]\n"},
+		{"relative guest path", "[tools.t]\nwasm = \"a.wasm\"\nmounts = [\"./a:a\"]\n"},
+		{"negative timeout", "[sandbox]\ntimeout = \"-5s\"\n"},
+		{"absurd memory", "[sandbox]\nmemory = \"99999999999TiB\"\n"},
+		{"negative max_parallel", "[sandbox]\nmax_parallel = -1\n"},
+		{"mcp both command and url", "[mcp.s]\ncommand = \"x\"\nurl = \"http://x\"\n"},
+		{"mcp file url", "[mcp.s]\nurl = \"file:///etc/passwd\"\n"},
+		{"mcp name with separator", "[mcp.a__b]\ncommand = \"x\"\n"},
+		{"wrong type", "[llm]\nmax_turns = \"ten\"\n"},
+		{"deep inline tables", "x = " + strings.Repeat("{a=", 300) + "1" + strings.Repeat("}", 300) + "\n"},
+		{"not UTF-8", "[llm]\nmodel = \"\xff\"\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Parse("hostile.toml", []byte(c.toml))
+			var ce *config.Error
+			if err == nil {
+				t.Errorf("accepted")
+				return
+			}
+			if !errors.As(err, &ce) {
+				t.Logf("error is %T, not *config.Error: %v", err, err)
+			}
+			checkModelText(t, err.Error())
+		})
+	}
+}
+
+// TestManifestTOMLNesting: a third-party manifest.toml (named by `manifest
+// =` in agrun.toml, or given to `agrun pack -m`) nested deep within the
+// 64 KiB cap. BurntSushi/toml takes time growing faster than quadratically
+// with the depth of inline tables (4000 levels: about 6 s; 16000, which fits
+// in 64 KiB: minutes), and wasmtools checks depth only after decoding.
+func TestManifestTOMLNesting(t *testing.T) {
+	knownBug(t, "wasmtools.ParseManifestTOML decodes before checking nesting depth; BurntSushi/toml needs minutes of CPU for 16000 nested inline tables (64 KiB), so a hostile manifest.toml stalls `agrun` at load")
+	n := (wasmtools.MaxManifestBytes - 100) / 4
+	doc := "name = \"x\"\ndescription = \"d\"\nx = " + strings.Repeat("{a=", n) + "1" + strings.Repeat("}", n) + "\n"
+	done := make(chan error, 1)
+	go func() {
+		_, err := wasmtools.ParseManifestTOML([]byte(doc))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("accepted")
+		}
+	case <-time.After(10 * time.Second): // a hang detector, far above any honest parse
+		t.Errorf("ParseManifestTOML of %d nested tables (%d bytes) still running after 10 s", n, len(doc))
+	}
+}
