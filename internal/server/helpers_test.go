@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -99,7 +100,10 @@ type setup struct {
 
 func newRuntime(t *testing.T) *runtime.Runtime {
 	t.Helper()
-	rt, err := runtime.New(context.Background(), runtime.Config{CacheDir: testguest.CompilationCacheDir(t)})
+	rt, err := runtime.New(context.Background(), runtime.Config{
+		CacheDir: testguest.CompilationCacheDir(t),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)), // what guests log
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +119,9 @@ func startServer(t *testing.T, s setup) *testServer {
 	}
 	o := s.opts
 	o.Runtime = rt
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
 	if o.Registry == nil {
 		o.Registry = registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))
 	}
@@ -357,4 +364,13 @@ func hasNote(notes []string, sub string) bool {
 func hashHex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// testWriter sends the server's log to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
