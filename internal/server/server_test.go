@@ -320,6 +320,20 @@ func TestUploadAskingForNetworkGetsNone(t *testing.T) {
 	}
 }
 
+// A tool declaring what the policy denies is stored but cannot run.
+func TestUploadDeniedByPolicy(t *testing.T) {
+	ts := startServer(t, setup{})
+	wasm := pack(t, testguest.WAT(t, "testdata/ok.wat"), wasmtools.Manifest{Name: "sh", Description: "wants a shell", Permissions: []permission.Permission{permission.Shell}})
+	info := ts.mustUpload(wasm, "", http.StatusCreated)
+	if info.Runnable || !strings.Contains(info.Denied, "shell") || !hasNote(info.Notes, "cannot start programs") {
+		t.Errorf("upload answer: %+v", info)
+	}
+	r := ts.call("sh", `{}`)
+	if r.status != http.StatusForbidden || r.errorKind(t) != "permission_denied" {
+		t.Errorf("call: %d %s", r.status, r.body)
+	}
+}
+
 func TestUploadGrantFromConfig(t *testing.T) {
 	weather := newBlockingWeather(t)
 	weather.release()

@@ -127,7 +127,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	}
 	s.mu.Unlock()
 	if same != nil {
-		info := s.info(name, true)
+		info := s.describe(name, same, SourceUpload, true)
 		info.Unchanged = true
 		return info, nil
 	}
@@ -144,7 +144,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		_ = t.Close(context.Background())
 		return nil, err
 	}
-	info := s.info(name, true)
+	info := s.describe(name, u, SourceUpload, true)
 	info.Replaced = replaced
 	return info, nil
 }
@@ -371,9 +371,18 @@ func (s *Server) info(name string, withParams bool) *ToolInfo {
 		}
 		return info
 	}
+	src := SourceConfig
+	if u != nil && registry.Tool(u) == t {
+		src = SourceUpload
+	}
+	return s.describe(name, t, src, withParams)
+}
+
+// describe builds the ToolInfo of tool t registered as name.
+func (s *Server) describe(name string, t registry.Tool, source string, withParams bool) *ToolInfo {
 	info := &ToolInfo{
 		Name:        name,
-		Source:      SourceConfig,
+		Source:      source,
 		Description: t.Description(),
 		Declared:    permission.Strings(t.Permissions()),
 		Runnable:    true,
@@ -381,8 +390,7 @@ func (s *Server) info(name string, withParams bool) *ToolInfo {
 	if info.Declared == nil {
 		info.Declared = []string{}
 	}
-	if u != nil && registry.Tool(u) == t {
-		info.Source = SourceUpload
+	if u, ok := t.(*uploaded); ok {
 		info.Size = u.entry.Size
 		up := u.entry.Uploaded
 		info.Uploaded = &up
@@ -400,7 +408,8 @@ func (s *Server) info(name string, withParams bool) *ToolInfo {
 			info.AllowedHosts = slices.Clone(caps.Network.AllowedHosts)
 		}
 	}
-	if err := s.reg.Allowed(name); err != nil {
+	// The policy check Invoke makes (a nil checker allows everything).
+	if err := s.reg.Checker().Check(name, t.Permissions()); err != nil {
 		info.Runnable = false
 		info.Denied = err.Error()
 	}
