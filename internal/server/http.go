@@ -170,8 +170,8 @@ func (s *Server) routes() http.Handler {
 		}()
 		if r.URL.Path != "/healthz" {
 			if _, ok := s.auth.check(r); !ok {
-				// Drain nothing: the body of an unauthenticated request is
-				// never read, and the connection is closed after the answer.
+				// The body of an unauthenticated request is never read;
+				// the connection is closed after the answer.
 				w.Header().Set("Connection", "close")
 				s.writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
 				return
