@@ -50,7 +50,7 @@ type Options struct {
 	MaxMessageBytes int
 	// MaxRestarts bounds how many times in a row the Client reconnects
 	// (restarts a stdio server) after losing the connection; a successful
-	// call resets the count. Zero means DefaultMaxRestarts (3); negative
+	// tool call (not a listing) resets the count. Zero means DefaultMaxRestarts (3); negative
 	// means never reconnect.
 	MaxRestarts int
 	// RestartBackoff is the wait before the first reconnection after a
@@ -418,7 +418,9 @@ func (c *Client) requestRefresh() {
 	}
 }
 
-// succeeded resets the restart budget after a call got an answer.
+// succeeded resets the restart budget after a tools/call got an answer
+// (a listing does not count: a server that answers tools/list but dies on
+// every call must run out of restarts).
 func (c *Client) succeeded() {
 	c.mu.Lock()
 	c.restarts = 0
@@ -434,7 +436,7 @@ func (c *Client) classify(ctx context.Context, tool, what string, err error, l *
 	if tool != "" {
 		name = ToolName(c.name, tool)
 	}
-	if ctx.Err() != nil {
+	if errors.Is(context.Cause(ctx), errRequestTimeout) {
 		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
 	}
 	if l != nil && l.cause != nil {
@@ -596,7 +598,6 @@ func (c *Client) ListTools(ctx context.Context) ([]registry.Tool, error) {
 		}
 		cursor = res.NextCursor
 	}
-	c.succeeded()
 	tools, err := c.adapters(all)
 	if err != nil {
 		return nil, err

@@ -52,7 +52,7 @@
 //
 // After losing a server, the next call reconnects (restarts a stdio
 // server), at most [Options.MaxRestarts] times in a row with exponential
-// backoff from [Options.RestartBackoff]; a successful call resets the
+// backoff from [Options.RestartBackoff]; a successful tool call resets the
 // count. Lines a stdio server writes to stdout that are not JSON are
 // logged and skipped; its stderr is logged, capped at
 // [Options.MaxStderrBytes]; floods of notifications are absorbed (tool
