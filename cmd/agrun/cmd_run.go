@@ -59,6 +59,21 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 		history = append(history, m)
 	}
 	conv := &conversation{id: id, sess: sess}
+	lc := loopConfig(cfg)
+	lc.History, lc.OnMessage = history, conv.record
+	cyc, err := loop.New(lc)
+	if err != nil {
+		sess.Close()
+		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
+	}
+	conv.cycle = cyc
+	return conv, nil
+}
+
+// loopConfig is the model loop of the config's [llm] section, for the CLI's
+// runs and the server's (History and OnMessage are set per run). The API
+// key comes only from the variable api_key_env names.
+func loopConfig(cfg *config.Config) loop.Config {
 	lc := loop.Config{
 		BaseURL:           cfg.LLM.BaseURL,
 		APIKey:            os.Getenv(cfg.LLM.APIKeyEnv),
@@ -68,22 +83,14 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 		MaxTurns:          cfg.LLM.MaxTurns,
 		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
 		RequestTimeout:    cfg.LLM.Timeout.Std(),
-		History:           history,
-		OnMessage:         conv.record,
 	}
 	if cfg.LLM.MaxRetries != nil {
 		lc.MaxRetries = *cfg.LLM.MaxRetries
 		if lc.MaxRetries == 0 {
-			lc.MaxRetries = -1
+			lc.MaxRetries = -1 // "max_retries = 0" means none; the loop's 0 means its default
 		}
 	}
-	cyc, err := loop.New(lc)
-	if err != nil {
-		sess.Close()
-		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
-	}
-	conv.cycle = cyc
-	return conv, nil
+	return lc
 }
 
 // record writes one message to the session file as it completes.

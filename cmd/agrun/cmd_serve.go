@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 
-	"github.com/agcore/agrun/internal/config"
 	"github.com/agcore/agrun/internal/server"
-	"github.com/agcore/agrun/loop"
 )
 
 // serve is `agrun serve [--addr ADDR]`: the HTTP API of internal/server
@@ -51,7 +48,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
-	lc := serveLoopConfig(cfg)
+	lc := loopConfig(cfg)
 	srv, err := server.New(ctx, server.Options{
 		Runtime:  e.rt,
 		Registry: e.reg,
@@ -71,26 +68,4 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.reg.Len(), srv.DataDir(), auth)
 	return srv.Serve(ctx, ln)
-}
-
-// serveLoopConfig is the model loop of the config's [llm] section, as the
-// server's runs use it (History and OnMessage are set per run).
-func serveLoopConfig(cfg *config.Config) loop.Config {
-	lc := loop.Config{
-		BaseURL:           cfg.LLM.BaseURL,
-		APIKey:            os.Getenv(cfg.LLM.APIKeyEnv),
-		Model:             cfg.LLM.Model,
-		System:            cfg.LLM.System,
-		Temperature:       cfg.LLM.Temperature,
-		MaxTurns:          cfg.LLM.MaxTurns,
-		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
-		RequestTimeout:    cfg.LLM.Timeout.Std(),
-	}
-	if cfg.LLM.MaxRetries != nil {
-		lc.MaxRetries = *cfg.LLM.MaxRetries
-		if lc.MaxRetries == 0 {
-			lc.MaxRetries = -1
-		}
-	}
-	return lc
 }

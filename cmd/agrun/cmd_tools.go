@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agcore/agrun/internal/server"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -74,47 +75,33 @@ func (c *cli) callTool(ctx context.Context, pos []string) (json.RawMessage, erro
 	return inv.Output, inv.Err
 }
 
-// callResult is the shape of `call --json` (and of the HTTP API's call
-// answers): {"ok":true,"result":...} or {"ok":false,"error":{...}}.
-type callResultJSON struct {
-	OK     bool            `json:"ok"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *errorJSON      `json:"error,omitempty"`
-}
-
-type errorJSON struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-}
-
-func callResult(out json.RawMessage, err error) callResultJSON {
+// callResult is the shape of `call --json`, shared with the HTTP API:
+// {"ok":true,"result":...} or {"ok":false,"error":{"kind","message"}}.
+func callResult(out json.RawMessage, err error) server.Result {
 	if err == nil {
-		return callResultJSON{OK: true, Result: out}
+		return server.CallResult(out, nil)
 	}
-	return callResultJSON{Error: errorOf(err)}
+	return server.Result{Error: errorOf(err)}
 }
 
 // errorOf gives an error its stable kind and message for JSON output.
 // Configuration and usage errors have kinds "config" and "usage".
-func errorOf(err error) *errorJSON {
+func errorOf(err error) *server.ErrorInfo {
 	var ce *configError
 	var ue *usageError
-	var re *registry.Error
 	switch {
 	case errors.As(err, &ce):
-		return &errorJSON{Kind: "config", Message: err.Error()}
+		return &server.ErrorInfo{Kind: "config", Message: err.Error()}
 	case errors.As(err, &ue):
-		return &errorJSON{Kind: "usage", Message: err.Error()}
-	case errors.As(err, &re):
-		return &errorJSON{Kind: string(re.Kind), Message: re.Message()}
+		return &server.ErrorInfo{Kind: "usage", Message: err.Error()}
 	}
-	return &errorJSON{Kind: string(registry.KindOf(err)), Message: err.Error()}
+	return server.ErrorOf(err)
 }
 
 func writeJSONLine(w io.Writer, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(callResultJSON{Error: &errorJSON{Kind: "other", Message: err.Error()}})
+		b, _ = json.Marshal(callResult(nil, err))
 	}
 	w.Write(append(b, '\n'))
 }

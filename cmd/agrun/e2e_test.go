@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/chattest"
+	"github.com/agcore/agrun/internal/testguest"
 )
 
 // These tests run the built binary, as users and scripts do.
@@ -175,5 +176,52 @@ func TestChatCtrlC(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "cancelled") {
 		t.Fatalf("no cancellation notice: %s", stderr.String())
+	}
+}
+
+// TestServeBinary: `agrun serve` as users start it: upload a module, call
+// it, and stop on SIGTERM with exit code 0.
+func TestServeBinary(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n[sessions]\ndir = \"sessions\"\n[serve]\ndata_dir = \"served\"\n",
+		testguest.CompilationCacheDir(t))), 0o644)
+	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var base string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line on stderr")
+	}
+	go io.Copy(io.Discard, stderr)
+	wasm, _ := os.ReadFile(filepath.Join(repoRoot(t), "testdata/word_count.wasm"))
+	resp, err := http.Post(base+"/v1/tools", "application/wasm", bytes.NewReader(wasm))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("upload: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post(base+"/v1/tools/word_count/call", "application/json", strings.NewReader(`{"text":"one two three"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"ok":true`) || !strings.Contains(string(body), `"words":3`) {
+		t.Fatalf("call: %s", body)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve did not exit cleanly on SIGTERM: %v", err)
 	}
 }
