@@ -184,8 +184,8 @@ func (e *tooLargeError) Error() string {
 }
 
 // Grace periods of a stdio server's shutdown: after its stdin is closed,
-// then after SIGTERM. Variables so tests can shorten them.
-var (
+// after SIGTERM, and the longest wait for the process to go after SIGKILL.
+const (
 	stdinGrace = 2 * time.Second
 	termGrace  = 2 * time.Second
 	killWait   = 5 * time.Second

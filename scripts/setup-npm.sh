@@ -32,7 +32,7 @@ for p in "${pkgs[@]}"; do
   want=${p##*@}
   pj="$dir/node_modules/$name/package.json"
   have=""
-  [ -f "$pj" ] && have=$(sed -n 's/^  "version": "\(.*\)",*$/\1/p' "$pj" | head -1)
+  [ -f "$pj" ] && have=$(grep -o '"version": *"[^"]*"' "$pj" | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
   [ "$have" = "$want" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
