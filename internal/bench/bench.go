@@ -1,0 +1,830 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/mcp"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// Config sizes a run. Zero fields take the defaults of defaultConfig.
+type Config struct {
+	Calls      int // timed calls per variant of each per-call comparison
+	Warm       int // untimed calls per variant before timing
+	Starts     int // timed start-ups per variant (cold, warm)
+	Rounds     int // throughput rounds per worker count
+	RoundCalls int // calls per worker per throughput round
+	Instances  int // instances held at once for the memory measurement
+	Runs       int // loop runs (2 turns each) per variant
+	// Hold is how long each instance of the memory measurement stays in
+	// flight once it is ready.
+	Hold time.Duration
+	// Dir keeps built programs and the compilation cache between runs.
+	Dir string
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+func defaultConfig() Config {
+	return Config{Calls: 200, Warm: 5, Starts: 5, Rounds: 5, RoundCalls: 40, Instances: 8, Runs: 200, Hold: 3 * time.Second}
+}
+
+func quickConfig() Config {
+	return Config{Calls: 3, Warm: 1, Starts: 1, Rounds: 1, RoundCalls: 2, Instances: 2, Runs: 3, Hold: time.Second}
+}
+
+// Row is one line of the result table.
+type Row struct {
+	Section string // "1 per call, Go tool", ...
+	Name    string // what was measured
+	Value   string // the figure, with its unit
+	Target  string // "" when the row has no target
+	Status  string // "PASS", "MISS", or "" without a target
+}
+
+// Report is what a run measured.
+type Report struct {
+	Rows  []Row
+	Notes []string // how each figure was obtained
+}
+
+func (r *Report) add(section, name, value string) {
+	r.Rows = append(r.Rows, Row{Section: section, Name: name, Value: value})
+}
+
+// check adds a row with a target: ok says whether it is met.
+func (r *Report) check(section, name, value, target string, ok bool) {
+	st := "MISS"
+	if ok {
+		st = "PASS"
+	}
+	r.Rows = append(r.Rows, Row{Section: section, Name: name, Value: value, Target: target, Status: st})
+}
+
+func (r *Report) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// The input every word count variant gets, and what it must answer.
+var (
+	wcText  = strings.Repeat("the quick brown fox jumps over the lazy dog\n", 20)
+	wcArgs  = mustJSON(map[string]string{"text": wcText})
+	wcWant  = `"words":180`
+	sumArgs = []byte(`{"numbers":[1,2,3.5]}`)
+	sumWant = `"sum":6.5`
+)
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// suite holds what the sections share.
+type suite struct {
+	cfg    Config
+	rep    *Report
+	root   string
+	b      *builder
+	cache  string // wazero compilation cache directory
+	ctx    context.Context
+}
+
+func (s *suite) progress(format string, args ...any) {
+	if s.cfg.Progress != nil {
+		fmt.Fprintf(s.cfg.Progress, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run runs every section and returns the report. A section that cannot
+// run fails the whole run: every row is expected.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	d := defaultConfig()
+	for _, p := range []struct{ v, d *int }{{&cfg.Calls, &d.Calls}, {&cfg.Warm, &d.Warm}, {&cfg.Starts, &d.Starts},
+		{&cfg.Rounds, &d.Rounds}, {&cfg.RoundCalls, &d.RoundCalls}, {&cfg.Instances, &d.Instances}, {&cfg.Runs, &d.Runs}} {
+		if *p.v <= 0 {
+			*p.v = *p.d
+		}
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = d.Hold
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Dir == "" {
+		uc, err := os.UserCacheDir()
+		if err != nil {
+			uc = os.TempDir()
+		}
+		cfg.Dir = filepath.Join(uc, "agrun-bench")
+	}
+	s := &suite{cfg: cfg, rep: &Report{}, root: root, b: &builder{root: root, dir: filepath.Join(cfg.Dir, "bin")},
+		cache: filepath.Join(cfg.Dir, "wazero"), ctx: ctx}
+	for _, sec := range []func() error{s.perCallGo, s.perCallTiny, s.startup, s.throughput, s.memory, s.loopTurn} {
+		if err := sec(); err != nil {
+			return s.rep, err
+		}
+	}
+	return s.rep, nil
+}
+
+// agrun is agrun's embedding: a runtime, the example tools loaded from
+// testdata, and a registry with the default permission policy.
+type agrun struct {
+	rt  *runtime.Runtime
+	reg *registry.Registry
+}
+
+func (s *suite) newAgrun(cfg runtime.Config, tools ...string) (*agrun, error) {
+	cfg.CacheDir = s.cache
+	rt, err := runtime.New(s.ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &agrun{rt: rt, reg: registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))}
+	for _, name := range tools {
+		wasm, err := os.ReadFile(filepath.Join(s.root, "testdata", name+".wasm"))
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		t, err := wasmtools.Load(s.ctx, rt, wasm, wasmtools.Grant{})
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("loading %s: %w", name, err)
+		}
+		if err := a.reg.Register(t); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *agrun) close() { a.rt.Close(context.Background()) }
+
+// invoke is one call through the registry's full path.
+func (a *agrun) invoke(ctx context.Context, name string, args []byte, want string) error {
+	inv := a.reg.Invoke(ctx, name, args)
+	if inv.Err != nil {
+		return inv.Err
+	}
+	if !bytes.Contains(inv.Output, []byte(want)) {
+		return fmt.Errorf("unexpected result %s", inv.Output)
+	}
+	return nil
+}
+
+// rawWazero is a plain wazero embedding: default configuration plus a
+// compilation cache, WASI, compile once, a fresh instance per call.
+type rawWazero struct {
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+}
+
+func (s *suite) newRawWazero() (*rawWazero, error) {
+	cache, err := wazero.NewCompilationCacheWithDir(s.cache)
+	if err != nil {
+		return nil, err
+	}
+	rt := wazero.NewRuntimeWithConfig(s.ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
+	if _, err := wasi_snapshot_preview1.Instantiate(s.ctx, rt); err != nil {
+		rt.Close(s.ctx)
+		return nil, err
+	}
+	return &rawWazero{rt: rt, cache: cache}, nil
+}
+
+func (w *rawWazero) close() {
+	w.rt.Close(context.Background())
+	w.cache.Close(context.Background())
+}
+
+// run instantiates cm once with stdin and checks stdout. realTime gives
+// the guest the host's clocks and sleep (wazero's defaults are a fake clock
+// and a sleep that returns at once).
+func (w *rawWazero) run(ctx context.Context, cm wazero.CompiledModule, stdin []byte, want string, realTime bool) error {
+	var out bytes.Buffer
+	cfg := wazero.NewModuleConfig().WithName("").WithArgs("tool").WithStdin(bytes.NewReader(stdin)).WithStdout(&out)
+	if realTime {
+		cfg = cfg.WithSysNanosleep().WithSysNanotime().WithSysWalltime()
+	}
+	mod, err := w.rt.InstantiateModule(ctx, cm, cfg)
+	if mod != nil {
+		mod.Close(ctx)
+	}
+	var exit *sys.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 0) {
+		return err
+	}
+	if !strings.Contains(out.String(), want) {
+		return fmt.Errorf("unexpected result %q", out.String())
+	}
+	return nil
+}
+
+const (
+	secGo      = "1 per call, Go tool"
+	secTiny    = "2 per call, tiny C tool"
+	secStart   = "3 start-up"
+	secThrough = "4 throughput"
+	secMem     = "5 memory"
+	secLoop    = "6 loop"
+)
+
+// perCallGo compares one word_count call four ways.
+func (s *suite) perCallGo() error {
+	s.progress("building word_count (wasip1, unpacked), word_count (native), the MCP server")
+	rawPath, err := s.b.build("testdata/word_count", wasip1)
+	if err != nil {
+		return err
+	}
+	nativePath, err := s.b.build("testdata/word_count", native)
+	if err != nil {
+		return err
+	}
+	mcpPath, err := s.b.build("internal/bench/testdata/mcpserver", native)
+	if err != nil {
+		return err
+	}
+	rawWasm, err := os.ReadFile(rawPath)
+	if err != nil {
+		return err
+	}
+	s.progress("compiling word_count (agrun and raw wazero; cached after the first run)")
+	a, err := s.newAgrun(runtime.Config{}, "word_count")
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	w, err := s.newRawWazero()
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	cm, err := w.rt.CompileModule(s.ctx, rawWasm)
+	if err != nil {
+		return err
+	}
+	client, err := mcp.NewClient("bench", mcp.Stdio{Command: mcpPath}, nil)
+	if err != nil {
+		return err
+	}
+	if err := client.Connect(s.ctx); err != nil {
+		return fmt.Errorf("connecting to the MCP server: %w", err)
+	}
+	defer client.Close(context.Background())
+
+	ctx := s.ctx
+	vs := []variant{
+		{"agrun", func() error { return a.invoke(ctx, "word_count", wcArgs, wcWant) }},
+		{"raw wazero", func() error { return w.run(ctx, cm, wcArgs, wcWant, false) }},
+		{"native process", func() error {
+			cmd := exec.CommandContext(ctx, nativePath)
+			cmd.Stdin = bytes.NewReader(wcArgs)
+			out, err := cmd.Output()
+			if err != nil {
+				return err
+			}
+			if !bytes.Contains(out, []byte(wcWant)) {
+				return fmt.Errorf("unexpected result %q", out)
+			}
+			return nil
+		}},
+		{"MCP stdio round trip", func() error {
+			out, err := client.CallTool(ctx, "word_count", wcArgs)
+			if err != nil {
+				return err
+			}
+			if !bytes.Contains(out, []byte(wcWant)) {
+				return fmt.Errorf("unexpected result %s", out)
+			}
+			return nil
+		}},
+	}
+	s.progress("per call, Go tool: %d rounds of %d variants", s.cfg.Calls, len(vs))
+	times, err := roundRobin(vs, s.cfg.Warm, s.cfg.Calls)
+	if err != nil {
+		return err
+	}
+	m := map[string]time.Duration{}
+	for _, v := range vs {
+		m[v.name] = median(times[v.name])
+		s.rep.add(secGo, v.name+" (median)", fmtDur(m[v.name]))
+	}
+	rw := ratio(m["agrun"], m["raw wazero"])
+	s.rep.check(secGo, "agrun / raw wazero", fmt.Sprintf("%.2fx", rw), "<= 0.5x", rw <= 0.5)
+	rn := ratio(m["agrun"], m["native process"])
+	s.rep.check(secGo, "agrun / native process", fmt.Sprintf("%.2fx", rn), "<= 0.7x", rn <= 0.7)
+	s.rep.add(secGo, "agrun / MCP stdio round trip", fmt.Sprintf("%.2fx", ratio(m["agrun"], m["MCP stdio round trip"])))
+	s.rep.note("per call, Go tool: word_count on %d bytes of text; agrun = registry.Invoke on testdata/word_count.wasm "+
+		"(default permission policy, schema validation, fresh instance, default limits); raw wazero = the same source built "+
+		"with GOOS=wasip1, not packed, wazero defaults + compilation cache, a fresh instance per call; native = the same "+
+		"source built for the host, os/exec per call, args on stdin; MCP = a go-sdk stdio server (internal/bench/testdata/mcpserver) "+
+		"called through mcp.Client. %d interleaved rounds after %d warm calls each.", len(wcText), s.cfg.Calls, s.cfg.Warm)
+	return nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// perCallTiny compares one sum_c call through agrun and raw wazero.
+func (s *suite) perCallTiny() error {
+	a, err := s.newAgrun(runtime.Config{}, "sum_c")
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	w, err := s.newRawWazero()
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	wasm, err := os.ReadFile(filepath.Join(s.root, "testdata", "sum_c.wasm"))
+	if err != nil {
+		return err
+	}
+	cm, err := w.rt.CompileModule(s.ctx, wasm)
+	if err != nil {
+		return err
+	}
+	ctx := s.ctx
+	vs := []variant{
+		{"agrun", func() error { return a.invoke(ctx, "sum_c", sumArgs, sumWant) }},
+		{"raw wazero", func() error { return w.run(ctx, cm, sumArgs, sumWant, false) }},
+	}
+	s.progress("per call, tiny tool: %d rounds", 5*s.cfg.Calls)
+	times, err := roundRobin(vs, s.cfg.Warm, 5*s.cfg.Calls)
+	if err != nil {
+		return err
+	}
+	ma, mr := median(times["agrun"]), median(times["raw wazero"])
+	s.rep.add(secTiny, "agrun (median)", fmtDur(ma))
+	s.rep.add(secTiny, "raw wazero (median)", fmtDur(mr))
+	over := ratio(ma, mr) - 1
+	s.rep.check(secTiny, "agrun overhead over raw wazero", fmt.Sprintf("%+.0f%% (%s)", 100*over, fmtDur(ma-mr)), "<= 20%", over <= 0.20)
+	s.rep.note("per call, tiny tool: testdata/sum_c.wasm (C, wasi-libc) with %s, the same bytes for both; %d interleaved rounds.", sumArgs, 5*s.cfg.Calls)
+	return nil
+}
+
+// startup times whole `agrun call word_count` processes with a cold and a
+// warm compilation cache.
+func (s *suite) startup() error {
+	s.progress("building cmd/agrun")
+	bin, err := s.b.build("cmd/agrun", native)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "agrun-bench-start")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	wasm := filepath.Join(s.root, "testdata", "word_count.wasm")
+	writeConfig := func(name, cacheDir string) (string, error) {
+		p := filepath.Join(tmp, name+".toml")
+		return p, os.WriteFile(p, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n\n[tools.word_count]\nwasm = %q\n", cacheDir, wasm)), 0o644)
+	}
+	call := func(cfgPath string) error {
+		cmd := exec.CommandContext(s.ctx, bin, "-c", cfgPath, "call", "word_count", string(wcArgs))
+		cmd.Dir = tmp
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("agrun call: %w: %s", err, stderr.Bytes())
+		}
+		if !bytes.Contains(out, []byte(wcWant)) {
+			return fmt.Errorf("agrun call: unexpected result %q", out)
+		}
+		return nil
+	}
+	warmCfg, err := writeConfig("warm", filepath.Join(tmp, "warm-cache"))
+	if err != nil {
+		return err
+	}
+	n := 0
+	vs := []variant{
+		{"cold cache", func() error {
+			n++
+			dir := filepath.Join(tmp, fmt.Sprintf("cold-cache-%d", n))
+			defer os.RemoveAll(dir)
+			c, err := writeConfig(fmt.Sprintf("cold-%d", n), dir)
+			if err != nil {
+				return err
+			}
+			return call(c)
+		}},
+		{"warm cache", func() error { return call(warmCfg) }},
+	}
+	if err := call(warmCfg); err != nil { // fills the warm cache
+		return err
+	}
+	s.progress("start-up: %d rounds (a cold one compiles the module: seconds)", s.cfg.Starts)
+	times, err := roundRobin(vs, 0, s.cfg.Starts)
+	if err != nil {
+		return err
+	}
+	cold, warm := median(times["cold cache"]), median(times["warm cache"])
+	s.rep.add(secStart, "agrun call, cold cache (median)", fmtDur(cold))
+	s.rep.add(secStart, "agrun call, warm cache (median)", fmtDur(warm))
+	r := ratio(warm, cold)
+	s.rep.check(secStart, "warm / cold", fmt.Sprintf("%.3fx", r), "<= 0.1x", r <= 0.1)
+	s.rep.note("start-up: a whole `agrun -c CFG call word_count ARGS` process (cmd/agrun built once; config with only word_count); "+
+		"cold = a new empty cache_dir per run, warm = one filled beforehand; %d interleaved rounds.", s.cfg.Starts)
+	return nil
+}
+
+// throughput measures calls per second through the registry with 1, 2 and
+// 4 workers.
+func (s *suite) throughput() error {
+	a, err := s.newAgrun(runtime.Config{}, "word_count")
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	ctx := s.ctx
+	workers := []int{1, 2, 4}
+	rates := map[int][]float64{}
+	for _, w := range workers { // warm: one call per worker
+		if err := s.burst(ctx, a, w, 1); err != nil {
+			return err
+		}
+	}
+	s.progress("throughput: %d rounds of 1, 2, 4 workers × %d calls each", s.cfg.Rounds, s.cfg.RoundCalls)
+	for range s.cfg.Rounds {
+		for _, w := range workers {
+			start := time.Now()
+			if err := s.burst(ctx, a, w, s.cfg.RoundCalls); err != nil {
+				return err
+			}
+			rates[w] = append(rates[w], float64(w*s.cfg.RoundCalls)/time.Since(start).Seconds())
+		}
+	}
+	m := map[int]float64{}
+	for _, w := range workers {
+		m[w] = medianFloat(rates[w])
+		s.rep.add(secThrough, fmt.Sprintf("%d worker(s) (median)", w), fmt.Sprintf("%.0f calls/s", m[w]))
+	}
+	r2 := m[2] / m[1]
+	s.rep.check(secThrough, "2 workers / 1 worker", fmt.Sprintf("%.2fx", r2), ">= 1.6x", r2 >= 1.6)
+	s.rep.add(secThrough, "4 workers / 1 worker", fmt.Sprintf("%.2fx", m[4]/m[1]))
+	s.rep.note("throughput: word_count through registry.Invoke, each worker a goroutine making %d calls in a row; "+
+		"GOMAXPROCS %d; %d interleaved rounds.", s.cfg.RoundCalls, goruntime.GOMAXPROCS(0), s.cfg.Rounds)
+	return nil
+}
+
+// burst runs workers goroutines of n calls each and waits for them.
+func (s *suite) burst(ctx context.Context, a *agrun, workers, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range n {
+				if err := a.invoke(ctx, "word_count", wcArgs, wcWant); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// memory holds Instances calls in flight at once (each guest logs "ready"
+// and then sleeps) and measures how much the process's resident set grew
+// per instance, through agrun and through raw wazero, against the guest's
+// linear memory.
+func (s *suite) memory() error {
+	path, err := s.b.build("internal/bench/testdata/holder", wasip1)
+	if err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	n := s.cfg.Instances
+	hold := s.cfg.Hold
+	args := mustJSON(map[string]any{"text": wcText, "hold_ms": hold.Milliseconds()})
+
+	// The guest's linear memory: what it grows to during the call.
+	linear, err := s.linearMemory(wasm)
+	if err != nil {
+		return err
+	}
+
+	agrunPer, err := s.agrunMemory(wasm, args, n, hold)
+	if err != nil {
+		return err
+	}
+	rawPer, err := s.rawMemory(wasm, args, n, hold)
+	if err != nil {
+		return err
+	}
+	s.rep.add(secMem, "guest linear memory", fmtBytes(linear))
+	s.rep.add(secMem, "raw wazero: host memory per instance", fmtBytes(rawPer))
+	r := float64(agrunPer) / float64(linear)
+	s.rep.check(secMem, "agrun: host memory per instance", fmt.Sprintf("%s (%.2fx linear)", fmtBytes(agrunPer), r), "<= 1.5x linear", r <= 1.5)
+	s.rep.note("memory: %d calls of internal/bench/testdata/holder (word_count's work, then agrun.log \"ready\" and a %s sleep) "+
+		"in flight at once; per instance = growth of the process's resident set (/proc/self/statm) from before the calls to when "+
+		"all %d have logged ready, divided by %d (GC run and freed memory returned first). Linear memory = the size the guest's "+
+		"memory reached (pages × 64 KiB), recorded by a wazero memory allocator.", n, hold, n, n)
+	return nil
+}
+
+// readyLog counts the guests that logged "ready".
+type readyLog struct {
+	ch chan struct{}
+}
+
+func (h *readyLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *readyLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "ready" {
+		h.ch <- struct{}{}
+	}
+	return nil
+}
+func (h *readyLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *readyLog) WithGroup(string) slog.Handler      { return h }
+
+// settledRSS returns the resident set after a GC that returns freed memory.
+func settledRSS() (int64, error) {
+	goruntime.GC()
+	debug.FreeOSMemory()
+	return rss()
+}
+
+// hold starts n calls, waits until all are ready, and returns the growth
+// of the resident set per call; then it waits for the calls to end.
+func hold(n int, ready <-chan struct{}, timeout time.Duration, call func() error) (int64, error) {
+	before, err := settledRSS()
+	if err != nil {
+		return 0, err
+	}
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- call() }()
+	}
+	deadline := time.After(timeout)
+	var after int64
+	for i := 0; i < n; i++ {
+		select {
+		case <-ready:
+		case err := <-errs:
+			if err == nil {
+				err = errors.New("a call ended before all were in flight: raise its hold time")
+			}
+			return 0, err
+		case <-deadline:
+			return 0, errors.New("the guests did not all get ready in time")
+		}
+	}
+	after, err = rss()
+	for range n {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	return (after - before) / int64(n), err
+}
+
+func (s *suite) agrunMemory(wasm, args []byte, n int, holdFor time.Duration) (int64, error) {
+	ready := &readyLog{ch: make(chan struct{}, n)}
+	rt, err := runtime.New(s.ctx, runtime.Config{CacheDir: s.cache, MaxInstances: n, Logger: slog.New(ready)})
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close(context.Background())
+	t, err := wasmtools.LoadWithManifest(s.ctx, rt, wasm, wasmtools.Manifest{Name: "holder", Description: "word count, then sleep"}, wasmtools.Grant{})
+	if err != nil {
+		return 0, err
+	}
+	reg := registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))
+	if err := reg.Register(t); err != nil {
+		return 0, err
+	}
+	a := &agrun{rt: rt, reg: reg}
+	s.progress("memory: %d agrun instances held %s", n, holdFor)
+	return hold(n, ready.ch, holdFor+30*time.Second, func() error { return a.invoke(s.ctx, "holder", args, `"words":180`) })
+}
+
+// agrunLogStub is the agrun.log host function for raw wazero: it signals
+// "ready".
+func agrunLogStub(ready chan<- struct{}) func(ctx context.Context, m api.Module, level, ptr, n uint32) {
+	return func(ctx context.Context, m api.Module, level, ptr, n uint32) {
+		if msg, ok := m.Memory().Read(ptr, n); ok && string(msg) == "ready" {
+			ready <- struct{}{}
+		}
+	}
+}
+
+func (s *suite) rawWithLog(ready chan struct{}) (*rawWazero, error) {
+	w, err := s.newRawWazero()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.rt.NewHostModuleBuilder("agrun").NewFunctionBuilder().WithFunc(agrunLogStub(ready)).Export("log").Instantiate(s.ctx); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (s *suite) rawMemory(wasm, args []byte, n int, holdFor time.Duration) (int64, error) {
+	ready := make(chan struct{}, n)
+	w, err := s.rawWithLog(ready)
+	if err != nil {
+		return 0, err
+	}
+	defer w.close()
+	cm, err := w.rt.CompileModule(s.ctx, wasm)
+	if err != nil {
+		return 0, err
+	}
+	s.progress("memory: %d raw wazero instances held %s", n, holdFor)
+	return hold(n, ready, holdFor+30*time.Second, func() error { return w.run(s.ctx, cm, args, `"words":180`, true) })
+}
+
+// recordingAllocator is wazero's plain slice memory that remembers the
+// largest size a memory reached.
+type recordingAllocator struct{ max atomic.Uint64 }
+
+type recordingMemory struct {
+	a   *recordingAllocator
+	buf []byte
+}
+
+func (a *recordingAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	return &recordingMemory{a: a, buf: make([]byte, 0, capacity)}
+}
+
+func (m *recordingMemory) Reallocate(size uint64) []byte {
+	for {
+		old := m.a.max.Load()
+		if size <= old || m.a.max.CompareAndSwap(old, size) {
+			break
+		}
+	}
+	if size <= uint64(cap(m.buf)) {
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	n := make([]byte, size, 2*size)
+	copy(n, m.buf)
+	m.buf = n
+	return n
+}
+
+func (m *recordingMemory) Free() { m.buf = nil }
+
+func (s *suite) linearMemory(wasm []byte) (int64, error) {
+	ready := make(chan struct{}, 1)
+	w, err := s.rawWithLog(ready)
+	if err != nil {
+		return 0, err
+	}
+	defer w.close()
+	cm, err := w.rt.CompileModule(s.ctx, wasm)
+	if err != nil {
+		return 0, err
+	}
+	rec := &recordingAllocator{}
+	ctx := experimental.WithMemoryAllocator(s.ctx, rec)
+	if err := w.run(ctx, cm, mustJSON(map[string]any{"text": wcText}), `"words":180`, true); err != nil {
+		return 0, err
+	}
+	return int64(rec.max.Load()), nil
+}
+
+// loopTurn measures the loop's own cost per turn: a run of two turns (a
+// tool call, then the answer) against a local server answering from
+// canned bytes, against the same two exchanges made with net/http.
+func (s *suite) loopTurn() error {
+	srv := httptest.NewServer(http.HandlerFunc(cannedChat))
+	defer srv.Close()
+	reg := registry.New()
+	if err := reg.Register(constTool{}); err != nil {
+		return err
+	}
+	ctx := s.ctx
+	client := &http.Client{}
+	first := mustJSON(map[string]any{"model": "m", "messages": []any{
+		map[string]any{"role": "system", "content": "You count words."},
+		map[string]any{"role": "user", "content": "How many words in: one two three four?"},
+	}})
+	second := bytes.Replace(first, []byte(`]}`), []byte(`,{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"word_count","arguments":"{\"text\":\"one two three four\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"{\"words\":4}"}]}`), 1)
+	vs := []variant{
+		{"loop", func() error {
+			c, err := loop.New(loop.Config{BaseURL: srv.URL + "/v1", Model: "m", System: "You count words."})
+			if err != nil {
+				return err
+			}
+			res, err := c.SubmitWithTools(ctx, "How many words in: one two three four?", reg)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(res.Text, "four words") {
+				return fmt.Errorf("unexpected answer %q", res.Text)
+			}
+			return nil
+		}},
+		{"plain HTTP", func() error {
+			for _, body := range [][]byte{first, second} {
+				res, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					return err
+				}
+				var v map[string]any
+				err = json.NewDecoder(res.Body).Decode(&v)
+				res.Body.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	s.progress("loop: %d rounds", s.cfg.Runs)
+	times, err := roundRobin(vs, s.cfg.Warm, s.cfg.Runs)
+	if err != nil {
+		return err
+	}
+	l, p := median(times["loop"])/2, median(times["plain HTTP"])/2
+	s.rep.add(secLoop, "loop, per turn (median)", fmtDur(l))
+	s.rep.add(secLoop, "plain net/http exchange, per turn (median)", fmtDur(p))
+	s.rep.add(secLoop, "loop overhead per turn", fmtDur(l-p))
+	s.rep.note("loop: loop.Cycle.SubmitWithTools on a new Cycle (2 turns: a word_count call, then the answer) against an "+
+		"httptest server answering canned Chat Completions JSON, with a constant Go tool; baseline = the same two exchanges "+
+		"with net/http and encoding/json; %d interleaved rounds. Same method as loop's BenchmarkTurn.", s.cfg.Runs)
+	return nil
+}
+
+const (
+	toolCallJSON = `{"id":"b","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"word_count","arguments":"{\"text\":\"one two three four\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}}`
+	answerJSON   = `{"id":"b","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"There are four words in the text you gave me."},"finish_reason":"stop"}],"usage":{"prompt_tokens":130,"completion_tokens":12,"total_tokens":142}}`
+)
+
+// cannedChat answers a request whose last message is a tool result with
+// the final answer, any other with a word_count call.
+func cannedChat(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	last := bytes.LastIndex(body, []byte(`"role":`))
+	w.Header().Set("Content-Type", "application/json")
+	if last >= 0 && bytes.HasPrefix(body[last:], []byte(`"role":"tool"`)) {
+		io.WriteString(w, answerJSON)
+		return
+	}
+	io.WriteString(w, toolCallJSON)
+}
+
+// constTool is a Go tool that answers at once, so the loop row measures
+// the loop and not a tool.
+type constTool struct{}
+
+func (constTool) Name() string        { return "word_count" }
+func (constTool) Description() string { return "Count the words of a text." }
+func (constTool) Parameters() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)
+}
+func (constTool) Permissions() []permission.Permission { return nil }
+func (constTool) Execute(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"words":4}`), nil
+}
