@@ -111,12 +111,12 @@ func mustJSON(v any) []byte {
 
 // suite holds what the sections share.
 type suite struct {
-	cfg    Config
-	rep    *Report
-	root   string
-	b      *builder
-	cache  string // wazero compilation cache directory
-	ctx    context.Context
+	cfg   Config
+	rep   *Report
+	root  string
+	b     *builder
+	cache string // wazero compilation cache directory
+	ctx   context.Context
 }
 
 func (s *suite) progress(format string, args ...any) {
