@@ -371,6 +371,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 
 		var s *session
 		var err error
+		dialed := false
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -385,6 +386,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		if err == nil {
 			c.log.Info("mcp: reconnecting", "server", c.name, "attempt", attempt)
 			s, err = c.dial(ctx)
+			dialed = true
 		}
 
 		c.mu.Lock()
@@ -395,10 +397,14 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 			c.endSession(context.Background(), s)
 			return nil, c.errorf(registry.MCPNotInitialized, "", "client is closed")
 		}
-		if err != nil {
+		switch {
+		case !dialed:
+			// Interrupted during the backoff: this attempt did not happen.
+			c.restarts--
+		case err != nil:
 			c.lastLoss = time.Now()
 			c.lastErr = err
-		} else {
+		default:
 			c.sess = s
 		}
 		c.mu.Unlock()

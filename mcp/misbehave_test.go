@@ -303,3 +303,28 @@ func TestCommandTransportShortfall(t *testing.T) {
 		t.Errorf("grandchild gone after CommandTransport Close; expected the shortfall (an orphan)")
 	}
 }
+
+// After a crash the Client waits RestartBackoff before restarting; a call
+// whose context ends first fails with the caller's timeout, and does not
+// restart the server.
+func TestRestartBackoff(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &Options{RestartBackoff: time.Hour})
+	_, err := c.CallTool(context.Background(), "crash", nil)
+	wantKind(t, err, registry.MCPError)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.CallTool(ctx, "echo", json.RawMessage(`{"text":"too soon"}`))
+	wantKind(t, err, registry.Timeout)
+	b, _ := os.ReadFile(pidfile)
+	if n := len(strings.Fields(string(b))); n != 1 {
+		t.Errorf("server started %d times during the backoff, want 1", n)
+	}
+	// The interrupted wait did not use up the restart budget.
+	c.mu.Lock()
+	n := c.restarts
+	c.mu.Unlock()
+	if n != 0 {
+		t.Errorf("restarts = %d after an interrupted backoff, want 0", n)
+	}
+}

@@ -91,9 +91,6 @@ type linkConfig struct {
 // over, and how to end what stands behind it.
 type link struct {
 	transport sdk.Transport
-	// gone is closed when the peer is known to be gone (the process
-	// exited); nil when the transport cannot tell.
-	gone <-chan struct{}
 	// cause reports why the connection broke, when the link knows better
 	// than the SDK's error (exit status, oversized message); may be nil.
 	cause func() error
@@ -246,7 +243,6 @@ func (s Stdio) open(ctx context.Context, cfg *linkConfig) (_ *link, err error) {
 			Writer:        &deadlineWriter{f: inW, timeout: cfg.timeout},
 			MaxLineLength: cfg.maxMessage + 2, // the filter enforces the cap itself
 		},
-		gone:  p.exited,
 		cause: p.cause,
 		stop:  p.stop,
 	}, nil
