@@ -746,7 +746,8 @@ func (c *Client) refresher() {
 // ctx skips the waiting. Calls in flight fail with mcp_error. A server that
 // exits on its own, whatever its exit status, is a normal shutdown: Close
 // returns an error only if the server could not be ended. Close is
-// idempotent; the Client cannot be used afterwards.
+// idempotent; the Client cannot be used afterwards. Tools it registered
+// with Sync stay registered; calling them fails with mcp_not_initialized.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
