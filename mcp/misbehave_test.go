@@ -328,3 +328,15 @@ func TestRestartBackoff(t *testing.T) {
 		t.Errorf("restarts = %d after an interrupted backoff, want 0", n)
 	}
 }
+
+func TestCommandNotFound(t *testing.T) {
+	c, err := NewClient("ghost", Stdio{Command: filepath.Join(t.TempDir(), "no-such-server")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	e := wantKind(t, c.Connect(context.Background()), registry.MCPError)
+	if !strings.Contains(e.Message(), "no-such-server") {
+		t.Errorf("error %q does not name the command", e.Message())
+	}
+}
