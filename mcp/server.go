@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -26,8 +27,9 @@ type ServerOptions struct {
 	// carries the stdio protocol).
 	Logger *slog.Logger
 	// HTTP configures NewHTTPHandler (ignored by Serve). Nil means the SDK's
-	// defaults, which include protection against DNS rebinding for
-	// servers listening on localhost.
+	// defaults (which include protection against DNS rebinding for servers
+	// listening on localhost) with idle sessions closed after
+	// DefaultSessionTimeout.
 	HTTP *sdk.StreamableHTTPOptions
 }
 
@@ -80,12 +82,16 @@ func Serve(ctx context.Context, reg *registry.Registry, t sdk.Transport, opts *S
 	return NewServer(reg, opts).Run(ctx, t)
 }
 
+// DefaultSessionTimeout is how long NewHTTPHandler keeps a session that
+// receives no request, unless ServerOptions.HTTP says otherwise.
+const DefaultSessionTimeout = 30 * time.Minute
+
 // NewHTTPHandler returns a streamable HTTP handler serving reg (see
 // NewServer) to any number of clients. Mount it on the MCP endpoint path,
 // e.g. mux.Handle("/mcp", h).
 func NewHTTPHandler(reg *registry.Registry, opts *ServerOptions) http.Handler {
 	srv := NewServer(reg, opts)
-	var ho *sdk.StreamableHTTPOptions
+	ho := &sdk.StreamableHTTPOptions{SessionTimeout: DefaultSessionTimeout}
 	if opts != nil && opts.HTTP != nil {
 		c := *opts.HTTP
 		ho = &c
