@@ -213,9 +213,6 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		return
 	}
 	e.mu.Lock()
-	for _, t := range cl.Tools() {
-		e.sources[t.Name()] = "mcp:" + name
-	}
 	e.clients = append(e.clients, cl)
 	e.mu.Unlock()
 }
@@ -253,7 +250,7 @@ func (e *env) infos() []toolInfo {
 		if !ok {
 			continue
 		}
-		ti := toolInfo{Name: name, Source: e.sources[name], Permissions: permission.Strings(t.Permissions()), Allowed: true,
+		ti := toolInfo{Name: name, Source: e.source(name), Permissions: permission.Strings(t.Permissions()), Allowed: true,
 			Description: safe(firstLine(t.Description(), 200))}
 		if err := e.reg.Allowed(name); err != nil {
 			ti.Allowed = false
@@ -282,6 +279,22 @@ func (e *env) infos() []toolInfo {
 		}
 	}
 	return out
+}
+
+// source says where a registered tool comes from: its .wasm file, or its
+// MCP server (derived from the name, since a server may add tools later).
+func (e *env) source(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s, ok := e.sources[name]; ok {
+		return s
+	}
+	if server, _, ok := strings.Cut(name, "__"); ok {
+		if _, ok := e.cfg.MCP[server]; ok {
+			return "mcp:" + server
+		}
+	}
+	return ""
 }
 
 // brokenFor returns the load error behind a tool name, if any.

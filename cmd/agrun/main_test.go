@@ -538,3 +538,40 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestMCPServerTools: an MCP server from the config contributes
+// <server>__<tool> tools that list and call like any other.
+func TestMCPServerTools(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIPPED: node is not installed; the MCP reference server cannot run (scripts/setup.sh installs it)")
+	}
+	srvJS := filepath.Join(repoRoot(t), ".cache/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if _, err := os.Stat(srvJS); err != nil {
+		t.Fatalf("%s missing: run scripts/setup-npm.sh", srvJS)
+	}
+	e := newTestEnv(t, "", fmt.Sprintf(`
+[mcp.everything]
+command = %q
+args = [%q, "stdio"]
+permissions = ["read"]
+`, node, srvJS))
+	r := e.run("", "tools", "--json").wantCode(t, exitOK)
+	var infos []toolInfo
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ti := range infos {
+		if ti.Name == "everything__echo" {
+			found = ti.Source == "mcp:everything" && ti.Allowed && len(ti.Permissions) == 1
+		}
+	}
+	if !found {
+		t.Fatalf("everything__echo missing or wrong: %s", r.stdout)
+	}
+	r = e.run("", "call", "everything__echo", `{"message":"hello mcp"}`).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "hello mcp") {
+		t.Fatalf("echo: %+v", r)
+	}
+}
