@@ -277,3 +277,60 @@ func TestNoStateBetweenCalls(t *testing.T) {
 		}
 	}
 }
+
+// oneFunction returns a module whose _start has the given body (locals
+// declarations included).
+func oneFunction(body []byte) []byte {
+	code := appendU32(nil, 1)
+	code = appendU32(code, uint32(len(body)))
+	code = append(code, body...)
+	mod := []byte("\x00asm\x01\x00\x00\x00")
+	mod = append(mod, 1, 4, 1, 0x60, 0, 0) // type func()
+	mod = append(mod, 3, 2, 1, 0)          // one function
+	mod = append(mod, 5, 3, 1, 0, 1)       // memory 1
+	mod = append(mod, 7, 19, 2, 6, '_', 's', 't', 'a', 'r', 't', 0, 0, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0)
+	mod = append(mod, 10)
+	mod = appendU32(mod, uint32(len(code)))
+	return append(mod, code...)
+}
+
+// Small modules that would keep wazero's compiler busy for seconds to
+// hours are refused before compiling.
+func TestCompileRefusesCompileBombs(t *testing.T) {
+	nested := []byte{0}
+	for i := 0; i < 16000; i++ {
+		nested = append(nested, 0x03, 0x40) // loop
+	}
+	nested = append(nested, bytes.Repeat([]byte{0x0b}, 16001)...)
+
+	localsTimesBlocks := []byte{1}
+	localsTimesBlocks = appendU32(localsTimesBlocks, 10000)
+	localsTimesBlocks = append(localsTimesBlocks, valI32)
+	localsTimesBlocks = append(localsTimesBlocks, bytes.Repeat([]byte{0x02, 0x40, 0x0b}, 1000)...)
+	for i := uint32(0); i < 10000; i++ {
+		localsTimesBlocks = append(localsTimesBlocks, 0x20)
+		localsTimesBlocks = appendU32(localsTimesBlocks, i)
+		localsTimesBlocks = append(localsTimesBlocks, 0x1a)
+	}
+	localsTimesBlocks = append(localsTimesBlocks, 0x0b)
+
+	r := newRuntime(t, Config{DisableCache: true})
+	for name, body := range map[string][]byte{"16,000 nested loops": nested, "10,000 locals read after 1,000 blocks": localsTimesBlocks} {
+		t.Run(name, func(t *testing.T) {
+			_, err := r.Compile(context.Background(), oneFunction(body))
+			if !errors.Is(err, ErrCompile) || !strings.Contains(err.Error(), "too costly to compile") {
+				t.Fatalf("err = %v, want ErrCompile for the compile cost", err)
+			}
+		})
+	}
+	// Ordinary code is far within the budget.
+	for _, wasm := range [][]byte{probe(t), wordcount(t)} {
+		m, err := parseModule(wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if budget := compileBudget(m.size); m.compileCost*10 > budget {
+			t.Errorf("a Go module scores %d, within a tenth of its budget %d", m.compileCost, budget)
+		}
+	}
+}

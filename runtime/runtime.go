@@ -243,7 +243,10 @@ type Module struct {
 // ABI, with exactly their signatures; imported memories, tables and
 // globals; a memory whose minimum exceeds the default memory limit; a
 // table whose minimum exceeds MaxTableElements, or whose maximum does
-// (or is absent) while the code applies table.grow or table.fill to it; and
+// (or is absent) while the code applies table.grow or table.fill to it;
+// code whose estimated compile cost is out of proportion to its size
+// (deeply nested blocks, many locals times many blocks: see
+// compileBudget); and
 // modules that do not export "_start" and "memory".
 //
 // Imports of the WASI socket functions (sock_accept, sock_recv,
@@ -317,6 +320,14 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 	return info, cm, nil
 }
 
+// compileBudget is the compile-cost estimate (wasmModule.compileCost) a
+// module of size bytes may reach: 64 units per byte (Go modules score
+// about 2.4, a small C module 7) plus a fixed allowance for small modules.
+// At about 15 ns per unit, that keeps the superlinear part of compiling a
+// hostile module to about 1 µs per byte, the order of what compiling an
+// ordinary module costs per byte anyway.
+func compileBudget(size int) int64 { return 64*int64(size) + 4_000_000 }
+
 // agrunSigs are the host functions of the guest ABI and their signatures.
 var agrunSigs = map[string]funcType{
 	"log":           {params: []byte{valI32, valI32, valI32}},
@@ -363,6 +374,9 @@ func (r *Runtime) validate(m *wasmModule) error {
 	}
 	if min := int64(m.memories[0].min) * 65536; min > r.cfg.Limits.MemoryBytes {
 		return refuse("initial memory of %d bytes exceeds the memory limit of %d", min, r.cfg.Limits.MemoryBytes)
+	}
+	if budget := compileBudget(m.size); m.compileCost > budget {
+		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.compileCost, budget, m.size)
 	}
 	limit := r.cfg.MaxTableElements
 	for i, t := range m.tables {
