@@ -41,8 +41,11 @@
 // calls wait, honouring their context. Compile refuses modules that could
 // hurt the host before any code runs: oversized or malformed modules,
 // imports other than WASI and the agrun ABI with exactly their signatures,
-// an initial memory over the limit, and tables that could grow without
-// bound (wazero's memory limit does not cover tables).
+// an initial memory over the limit, tables that could grow without bound
+// (wazero's memory limit does not cover tables), and code built to make
+// wazero's compiler work out of proportion to its size (deeply nested
+// blocks, many locals times many blocks). A module is parsed by this
+// package's own strictly bounded reader before wazero sees it.
 //
 // # Errors
 //
