@@ -1,0 +1,42 @@
+package wasmtools
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// FuzzParseManifestTOML: a manifest.toml (a third-party tool's, named by
+// `manifest =` in agrun.toml, or given to `agrun pack -m`) never panics
+// the parser, every error is a *ManifestError, and an accepted manifest
+// means the same as its JSON encoding. Inputs are capped at 4 KiB: deep
+// nesting is slow in BurntSushi/toml (internal/hostile
+// TestManifestTOMLNesting), which is a reported bug, not a crash. (Part of
+// the hostile-input suite; see internal/hostile and docs/SECURITY.md.)
+// Seeds: testdata/fuzz/FuzzParseManifestTOML.
+func FuzzParseManifestTOML(f *testing.F) {
+	f.Add([]byte("name = \"get_weather\"\nversion = \"1.0.0\"\ndescription = \"Weather\"\npermissions = [\"network\"]\noutput = \"json\"\n[parameters]\ntype = \"object\"\nrequired = [\"city\"]\n[parameters.properties.city]\ntype = \"string\"\n"))
+	f.Add([]byte("name = \"x\"\ndescription = \"d\"\nname = \"y\"\n"))
+	f.Add([]byte("name = \"x\"\ndescription = \"d\"\n[parameters]\ntype = \"object\"\nminimum = 1979-05-27T07:32:00Z\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4<<10 {
+			return
+		}
+		m, err := ParseManifestTOML(data)
+		if err != nil {
+			var me *ManifestError
+			if !errors.As(err, &me) || !errors.Is(err, ErrInvalidManifest) {
+				t.Fatalf("error %v (%T) is not a *ManifestError", err, err)
+			}
+			return
+		}
+		body, err := m.MarshalJSON()
+		if err != nil {
+			t.Fatalf("accepted manifest does not encode: %v", err)
+		}
+		again, err := ParseManifest(body)
+		if err != nil || !reflect.DeepEqual(again, m) {
+			t.Fatalf("TOML manifest re-encoded as %s parses to %+v, %v; want %+v", body, again, err, m)
+		}
+	})
+}
