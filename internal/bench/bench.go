@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,48 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return s.rep, nil
+}
+
+// Profile writes a CPU profile of cfg.Calls word_count calls through the
+// registry (after cfg.Warm unprofiled ones) to file.
+func Profile(ctx context.Context, cfg Config, file string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if cfg.Dir == "" {
+		uc, err := os.UserCacheDir()
+		if err != nil {
+			uc = os.TempDir()
+		}
+		cfg.Dir = filepath.Join(uc, "agrun-bench")
+	}
+	s := &suite{cfg: cfg, rep: &Report{}, root: root, cache: filepath.Join(cfg.Dir, "wazero"), ctx: ctx}
+	a, err := s.newAgrun(runtime.Config{}, "word_count")
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	for range cfg.Warm {
+		if err := a.invoke(ctx, "word_count", wcArgs, wcWant); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	for range cfg.Calls {
+		if err := a.invoke(ctx, "word_count", wcArgs, wcWant); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // agrun is agrun's embedding: a runtime, the example tools loaded from
@@ -340,8 +383,13 @@ func (s *suite) perCallGo() error {
 	}
 	m := map[string]time.Duration{}
 	for _, v := range vs {
-		m[v.name] = median(times[v.name])
-		s.rep.add(secGo, v.name+" (median)", fmtDur(m[v.name]))
+		r := times[v.name]
+		m[v.name] = r.median()
+		cpu := "CPU " + fmtDur(r.cpuPerCall())
+		if v.name == "MCP stdio round trip" {
+			cpu += " client side only"
+		}
+		s.rep.add(secGo, v.name+" (median)", fmt.Sprintf("%s (%s)", fmtDur(m[v.name]), cpu))
 	}
 	rw := ratio(m["agrun"], m["raw wazero"])
 	s.rep.check(secGo, "agrun / raw wazero", fmt.Sprintf("%.2fx", rw), "<= 0.5x", rw <= 0.5)
@@ -352,7 +400,8 @@ func (s *suite) perCallGo() error {
 		"(default permission policy, schema validation, fresh instance, default limits); raw wazero = the same source built "+
 		"with GOOS=wasip1, not packed, wazero defaults + compilation cache, a fresh instance per call; native = the same "+
 		"source built for the host, os/exec per call, args on stdin; MCP = a go-sdk stdio server (internal/bench/testdata/mcpserver) "+
-		"called through mcp.Client. %d interleaved rounds after %d warm calls each.", len(wcText), s.cfg.Calls, s.cfg.Warm)
+		"called through mcp.Client. %d interleaved rounds after %d warm calls each. Wall time is the median; CPU is the mean "+
+		"CPU time per call of this process and its children (the MCP server's is not counted).", len(wcText), s.cfg.Calls, s.cfg.Warm)
 	return nil
 }
 
@@ -393,9 +442,9 @@ func (s *suite) perCallTiny() error {
 	if err != nil {
 		return err
 	}
-	ma, mr := median(times["agrun"]), median(times["raw wazero"])
-	s.rep.add(secTiny, "agrun (median)", fmtDur(ma))
-	s.rep.add(secTiny, "raw wazero (median)", fmtDur(mr))
+	ma, mr := times["agrun"].median(), times["raw wazero"].median()
+	s.rep.add(secTiny, "agrun (median)", fmt.Sprintf("%s (CPU %s)", fmtDur(ma), fmtDur(times["agrun"].cpuPerCall())))
+	s.rep.add(secTiny, "raw wazero (median)", fmt.Sprintf("%s (CPU %s)", fmtDur(mr), fmtDur(times["raw wazero"].cpuPerCall())))
 	over := ratio(ma, mr) - 1
 	s.rep.check(secTiny, "agrun overhead over raw wazero", fmt.Sprintf("%+.0f%% (%s)", 100*over, fmtDur(ma-mr)), "<= 20%", over <= 0.20)
 	s.rep.note("per call, tiny tool: testdata/sum_c.wasm (C, wasi-libc) with %s, the same bytes for both; %d interleaved rounds.", sumArgs, 5*s.cfg.Calls)
@@ -460,7 +509,7 @@ func (s *suite) startup() error {
 	if err != nil {
 		return err
 	}
-	cold, warm := median(times["cold cache"]), median(times["warm cache"])
+	cold, warm := times["cold cache"].median(), times["warm cache"].median()
 	s.rep.add(secStart, "agrun call, cold cache (median)", fmtDur(cold))
 	s.rep.add(secStart, "agrun call, warm cache (median)", fmtDur(warm))
 	r := ratio(warm, cold)
@@ -481,7 +530,9 @@ func (s *suite) throughput() error {
 	ctx := s.ctx
 	workers := []int{1, 2, 4}
 	rates := map[int][]float64{}
-	for _, w := range workers { // warm: one call per worker
+	cores := map[int][]float64{}  // CPU seconds per second during a round
+	cpuPer := map[int][]float64{} // CPU seconds per call
+	for _, w := range workers {   // warm: one call per worker
 		if err := s.burst(ctx, a, w, 1); err != nil {
 			return err
 		}
@@ -489,23 +540,29 @@ func (s *suite) throughput() error {
 	s.progress("throughput: %d rounds of 1, 2, 4 workers × %d calls each", s.cfg.Rounds, s.cfg.RoundCalls)
 	for range s.cfg.Rounds {
 		for _, w := range workers {
-			start := time.Now()
+			start, cpu := time.Now(), cpuTime()
 			if err := s.burst(ctx, a, w, s.cfg.RoundCalls); err != nil {
 				return err
 			}
-			rates[w] = append(rates[w], float64(w*s.cfg.RoundCalls)/time.Since(start).Seconds())
+			wall := time.Since(start)
+			rates[w] = append(rates[w], float64(w*s.cfg.RoundCalls)/wall.Seconds())
+			used := cpuTime() - cpu
+			cores[w] = append(cores[w], float64(used)/float64(wall))
+			cpuPer[w] = append(cpuPer[w], float64(used)/float64(w*s.cfg.RoundCalls))
 		}
 	}
 	m := map[int]float64{}
 	for _, w := range workers {
 		m[w] = medianFloat(rates[w])
-		s.rep.add(secThrough, fmt.Sprintf("%d worker(s) (median)", w), fmt.Sprintf("%.0f calls/s", m[w]))
+		s.rep.add(secThrough, fmt.Sprintf("%d worker(s) (median)", w), fmt.Sprintf("%.0f calls/s, %.2f CPUs busy, CPU %s/call", m[w], medianFloat(cores[w]), fmtDur(time.Duration(medianFloat(cpuPer[w])))))
 	}
 	r2 := m[2] / m[1]
 	s.rep.check(secThrough, "2 workers / 1 worker", fmt.Sprintf("%.2fx", r2), ">= 1.6x", r2 >= 1.6)
 	s.rep.add(secThrough, "4 workers / 1 worker", fmt.Sprintf("%.2fx", m[4]/m[1]))
+	s.rep.add(secThrough, "CPU per call, 2 workers / 1 worker", fmt.Sprintf("%.2fx", medianFloat(cpuPer[2])/medianFloat(cpuPer[1])))
 	s.rep.note("throughput: word_count through registry.Invoke, each worker a goroutine making %d calls in a row; "+
-		"GOMAXPROCS %d; %d interleaved rounds.", s.cfg.RoundCalls, goruntime.GOMAXPROCS(0), s.cfg.Rounds)
+		"GOMAXPROCS %d; %d interleaved rounds. \"CPUs busy\" is the process's CPU time over the round's wall time: "+
+		"with 2 workers on 2 CPUs it stays far below 2 when other work holds the CPUs.", s.cfg.RoundCalls, goruntime.GOMAXPROCS(0), s.cfg.Rounds)
 	return nil
 }
 
@@ -787,7 +844,7 @@ func (s *suite) loopTurn() error {
 	if err != nil {
 		return err
 	}
-	l, p := median(times["loop"])/2, median(times["plain HTTP"])/2
+	l, p := times["loop"].median()/2, times["plain HTTP"].median()/2
 	s.rep.add(secLoop, "loop, per turn (median)", fmtDur(l))
 	s.rep.add(secLoop, "plain net/http exchange, per turn (median)", fmtDur(p))
 	s.rep.add(secLoop, "loop overhead per turn", fmtDur(l-p))

@@ -16,7 +16,7 @@ var wantRows = map[string][]string{
 		"agrun / raw wazero", "agrun / native process", "agrun / MCP stdio round trip"},
 	secTiny:    {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
 	secStart:   {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold"},
-	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker"},
+	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker", "CPU per call, 2 workers / 1 worker"},
 	secMem:     {"guest linear memory", "raw wazero: host memory per instance", "agrun: host memory per instance"},
 	secLoop:    {"loop, per turn (median)", "plain net/http exchange, per turn (median)", "loop overhead per turn"},
 }

@@ -5,6 +5,8 @@
 //	go run ./internal/bench            # the full comparison (a few minutes)
 //	go run ./internal/bench -quick     # every row, tiny counts (a smoke test)
 //	go run ./internal/bench -calls 500 # more rounds per per-call comparison
+//	go run ./internal/bench -profile cpu.out -calls 2000 && go tool pprof -top cpu.out
+//	                                   # where an agrun call's time goes
 //
 // The variants of each comparison run round-robin (one call of each in
 // turn), so a machine whose load changes during the run slows them alike
@@ -48,6 +50,7 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", d.Runs, "loop runs (2 turns each) per variant")
 	dir := fs.String("dir", "", "cache of built programs and compiled modules (default: user cache dir + /agrun-bench)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
+	profile := fs.String("profile", "", "instead of the comparison, write a CPU profile of -calls agrun calls of word_count to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,6 +66,13 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *profile != "" {
+		if err := Profile(ctx, cfg, *profile); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
 	machine := machineInfo()
 	start := time.Now()
 	rep, err := Run(ctx, cfg)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -15,11 +16,33 @@ type variant struct {
 	call func() error
 }
 
+// result is what roundRobin measured of one variant.
+type result struct {
+	times []time.Duration // wall time of every timed call
+	cpu   time.Duration   // CPU time of the process and its waited-for children, all timed calls
+}
+
+// median is the median wall time of a call.
+func (r result) median() time.Duration { return median(r.times) }
+
+// cpuPerCall is the mean CPU time of a call.
+func (r result) cpuPerCall() time.Duration {
+	if len(r.times) == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(len(r.times))
+}
+
 // roundRobin runs every variant once per round, in turn, for rounds
 // rounds after warm calls each, and returns the duration of every timed
 // call per variant. Interleaving spreads the machine's changing load over
 // all variants alike, so their ratios stay meaningful on a busy machine.
-func roundRobin(vs []variant, warm, rounds int) (map[string][]time.Duration, error) {
+//
+// CPU time is charged to the variant whose call was running, as the
+// difference of getrusage before and after; work a call leaves behind
+// (garbage another call's collection pays for) is charged to whoever runs
+// then, so it is a mean over many calls, not a per-call figure.
+func roundRobin(vs []variant, warm, rounds int) (map[string]*result, error) {
 	for _, v := range vs {
 		for range warm {
 			if err := v.call(); err != nil {
@@ -27,17 +50,22 @@ func roundRobin(vs []variant, warm, rounds int) (map[string][]time.Duration, err
 			}
 		}
 	}
-	times := map[string][]time.Duration{}
+	res := map[string]*result{}
+	for _, v := range vs {
+		res[v.name] = &result{}
+	}
 	for range rounds {
 		for _, v := range vs {
-			start := time.Now()
+			r := res[v.name]
+			start, cpu := time.Now(), cpuTime()
 			if err := v.call(); err != nil {
 				return nil, fmt.Errorf("%s: %w", v.name, err)
 			}
-			times[v.name] = append(times[v.name], time.Since(start))
+			r.times = append(r.times, time.Since(start))
+			r.cpu += cpuTime() - cpu
 		}
 	}
-	return times, nil
+	return res, nil
 }
 
 // median returns the median of ds (the mean of the two middle values for
@@ -67,6 +95,20 @@ func medianFloat(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// cpuTime is the CPU time (user + system) this process and its
+// waited-for children have used.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return 0
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
 
 // rss returns the resident set size of this process in bytes, from
