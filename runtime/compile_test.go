@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
@@ -93,12 +94,12 @@ func TestCompileGoModule(t *testing.T) {
 			t.Errorf("Imports lacks %s: %v", want, m.Imports())
 		}
 	}
-	parsed, err := parseModule(wasm)
+	parsed, err := wasmbin.Parse(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(parsed.tables) != 1 || parsed.tables[0].hasMax {
-		t.Errorf("tables = %+v, want one without a maximum", parsed.tables)
+	if len(parsed.Tables) != 1 || parsed.Tables[0].HasMax {
+		t.Errorf("tables = %+v, want one without a maximum", parsed.Tables)
 	}
 
 	// Same bytes: the same compiled code, a new handle.
@@ -121,11 +122,11 @@ func TestCustomSection(t *testing.T) {
 	wasm := wat(t, "trap")
 	// Append two custom sections named agrun.manifest; the first wins.
 	for _, payload := range []string{`{"name":"a"}`, `{"name":"b"}`} {
-		sec := appendU32(nil, uint32(len("agrun.manifest")))
+		sec := wasmbin.AppendU32(nil, uint32(len("agrun.manifest")))
 		sec = append(sec, "agrun.manifest"...)
 		sec = append(sec, payload...)
 		wasm = append(wasm, 0)
-		wasm = appendU32(wasm, uint32(len(sec)))
+		wasm = wasmbin.AppendU32(wasm, uint32(len(sec)))
 		wasm = append(wasm, sec...)
 	}
 	m := compile(t, r, wasm)
@@ -170,21 +171,21 @@ func TestMergeDataSegments(t *testing.T) {
 	} {
 		t.Run(tt.wat, func(t *testing.T) {
 			wasm := wat(t, tt.wat)
-			pm, err := parseModule(wasm)
+			pm, err := wasmbin.Parse(wasm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			merged, err := mergeData(wasm, pm)
+			merged, err := wasmbin.MergeData(wasm, pm)
 			if (err == nil) != tt.mergeable {
 				t.Fatalf("mergeData err = %v, mergeable = %v", err, tt.mergeable)
 			}
 			if tt.mergeable {
-				mm, err := parseModule(merged)
+				mm, err := wasmbin.Parse(merged)
 				if err != nil {
 					t.Fatalf("merged module does not parse: %v", err)
 				}
-				if len(mm.data) != 2 {
-					t.Errorf("merged into %d segments, want 2", len(mm.data))
+				if len(mm.Data) != 2 {
+					t.Errorf("merged into %d segments, want 2", len(mm.Data))
 				}
 			}
 			// Through Run (a memory image), and the merged module as wazero
@@ -210,21 +211,21 @@ func TestMergeDataSegments(t *testing.T) {
 // A Go module's thousands of segments merge, and the module still runs.
 func TestMergeGoModule(t *testing.T) {
 	wasm := probe(t)
-	pm, err := parseModule(wasm)
+	pm, err := wasmbin.Parse(wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	merged, err := mergeData(wasm, pm)
+	merged, err := wasmbin.MergeData(wasm, pm)
 	if err != nil {
 		t.Fatalf("Go module not mergeable: %v", err)
 	}
-	mm, err := parseModule(merged)
+	mm, err := wasmbin.Parse(merged)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d data segments merged into %d", len(pm.data), len(mm.data))
-	if len(mm.data) >= len(pm.data)/10 {
-		t.Errorf("%d segments merged into %d", len(pm.data), len(mm.data))
+	t.Logf("%d data segments merged into %d", len(pm.Data), len(mm.Data))
+	if len(mm.Data) >= len(pm.Data)/10 {
+		t.Errorf("%d segments merged into %d", len(pm.Data), len(mm.Data))
 	}
 	if got := rawRun(t, merged, []string{"probe", "env"}); !strings.Contains(got, `"args":["probe","env"]`) {
 		t.Errorf("merged Go module printed %q", got)
@@ -281,8 +282,8 @@ func TestNoStateBetweenCalls(t *testing.T) {
 // oneFunction returns a module whose _start has the given body (locals
 // declarations included).
 func oneFunction(body []byte) []byte {
-	code := appendU32(nil, 1)
-	code = appendU32(code, uint32(len(body)))
+	code := wasmbin.AppendU32(nil, 1)
+	code = wasmbin.AppendU32(code, uint32(len(body)))
 	code = append(code, body...)
 	mod := []byte("\x00asm\x01\x00\x00\x00")
 	mod = append(mod, 1, 4, 1, 0x60, 0, 0) // type func()
@@ -290,7 +291,7 @@ func oneFunction(body []byte) []byte {
 	mod = append(mod, 5, 3, 1, 0, 1)       // memory 1
 	mod = append(mod, 7, 19, 2, 6, '_', 's', 't', 'a', 'r', 't', 0, 0, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0)
 	mod = append(mod, 10)
-	mod = appendU32(mod, uint32(len(code)))
+	mod = wasmbin.AppendU32(mod, uint32(len(code)))
 	return append(mod, code...)
 }
 
@@ -304,12 +305,12 @@ func TestCompileRefusesCompileBombs(t *testing.T) {
 	nested = append(nested, bytes.Repeat([]byte{0x0b}, 16001)...)
 
 	localsTimesBlocks := []byte{1}
-	localsTimesBlocks = appendU32(localsTimesBlocks, 10000)
-	localsTimesBlocks = append(localsTimesBlocks, valI32)
+	localsTimesBlocks = wasmbin.AppendU32(localsTimesBlocks, 10000)
+	localsTimesBlocks = append(localsTimesBlocks, wasmbin.ValI32)
 	localsTimesBlocks = append(localsTimesBlocks, bytes.Repeat([]byte{0x02, 0x40, 0x0b}, 1000)...)
 	for i := uint32(0); i < 10000; i++ {
 		localsTimesBlocks = append(localsTimesBlocks, 0x20)
-		localsTimesBlocks = appendU32(localsTimesBlocks, i)
+		localsTimesBlocks = wasmbin.AppendU32(localsTimesBlocks, i)
 		localsTimesBlocks = append(localsTimesBlocks, 0x1a)
 	}
 	localsTimesBlocks = append(localsTimesBlocks, 0x0b)
@@ -325,12 +326,12 @@ func TestCompileRefusesCompileBombs(t *testing.T) {
 	}
 	// Ordinary code is far within the budget.
 	for _, wasm := range [][]byte{probe(t), wordcount(t)} {
-		m, err := parseModule(wasm)
+		m, err := wasmbin.Parse(wasm)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if budget := compileBudget(m.size); m.compileCost*10 > budget {
-			t.Errorf("a Go module scores %d, within a tenth of its budget %d", m.compileCost, budget)
+		if budget := compileBudget(m.Size); m.CompileCost*10 > budget {
+			t.Errorf("a Go module scores %d, within a tenth of its budget %d", m.CompileCost, budget)
 		}
 	}
 }

@@ -44,8 +44,8 @@
 // an initial memory over the limit, tables that could grow without bound
 // (wazero's memory limit does not cover tables), and code built to make
 // wazero's compiler work out of proportion to its size (deeply nested
-// blocks, many locals times many blocks). A module is parsed by this
-// package's own strictly bounded reader before wazero sees it.
+// blocks, many locals times many blocks). A module is parsed by a strictly
+// bounded reader (internal/wasmbin) before wazero sees it.
 //
 // # Errors
 //

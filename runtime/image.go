@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/agcore/agrun/internal/wasmbin"
+
 // Memory images.
 //
 // A Go wasip1 module carries about 1.5 MB of initial data in tens of
@@ -21,35 +23,22 @@ package runtime
 // buildImage applies the module's data segments in order and returns the
 // resulting initial memory contents up to the last byte written, or false
 // when the module does not qualify.
-func buildImage(m *wasmModule) ([]byte, bool) {
-	if m.hasDataCount || m.usesDataIndex || len(m.data) == 0 || len(m.memories) == 0 {
+func buildImage(m *wasmbin.Module) ([]byte, bool) {
+	if m.HasDataCount || m.UsesDataIndex || len(m.Data) == 0 || len(m.Memories) == 0 {
 		return nil, false
 	}
-	minBytes := uint64(m.memories[0].min) * 65536
+	minBytes := uint64(m.Memories[0].Min) * 65536
 	var end uint64
-	for _, s := range m.data {
-		e := uint64(s.offset) + uint64(len(s.init))
-		if !s.mergeable || e > minBytes {
+	for _, s := range m.Data {
+		e := uint64(s.Offset) + uint64(len(s.Init))
+		if !s.Mergeable || e > minBytes {
 			return nil, false
 		}
 		end = max(end, e)
 	}
 	img := make([]byte, end)
-	for _, s := range m.data {
-		copy(img[s.offset:], s.init)
+	for _, s := range m.Data {
+		copy(img[s.Offset:], s.Init)
 	}
 	return img, true
-}
-
-// stripData returns the module without its data section.
-func stripData(b []byte, m *wasmModule) []byte {
-	out := make([]byte, 0, len(b))
-	prev := 0
-	for _, s := range m.sections {
-		if s.id == secData {
-			out = append(out, b[prev:s.start]...)
-			prev = s.end
-		}
-	}
-	return append(out, b[prev:]...)
 }

@@ -108,7 +108,7 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	if int64(len(in.Stdin)) > lim.MaxStdin {
 		return nil, fmt.Errorf("%w: stdin is %d bytes, over the limit of %d", ErrInputLimit, len(in.Stdin), lim.MaxStdin)
 	}
-	if min := int64(m.c.info.memories[0].min) * 65536; min > lim.MemoryBytes {
+	if min := int64(m.c.info.Memories[0].Min) * 65536; min > lim.MemoryBytes {
 		return nil, fmt.Errorf("%w: initial memory of %d bytes exceeds the limit of %d", ErrMemoryLimit, min, lim.MemoryBytes)
 	}
 

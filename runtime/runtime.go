@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -115,7 +116,7 @@ type Runtime struct {
 	cfg      Config
 	wz       wazero.Runtime
 	cache    wazero.CompilationCache
-	wasiSigs map[string]funcType
+	wasiSigs map[string]wasmbin.FuncType
 	modCfg   wazero.ModuleConfig
 	sem      chan struct{}
 	pool     *memPool // guest memories kept for reuse
@@ -133,9 +134,17 @@ type Runtime struct {
 type compiled struct {
 	done chan struct{} // closed when cm/err are set
 	cm   wazero.CompiledModule
-	info *wasmModule
+	info *moduleInfo
 	err  error
 	refs int // Module handles and calls in flight; guarded by Runtime.mu
+}
+
+// moduleInfo is what a compiled module keeps of its parse: its imports,
+// exports, memories and custom sections (copied: the caller owns the
+// bytes), and its memory image (see image.go), if any.
+type moduleInfo struct {
+	*wasmbin.Module
+	image []byte
 }
 
 // New returns a Runtime. It fails only if the wazero runtime or the
@@ -180,9 +189,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.wz.Close(ctx)
 		return nil, fmt.Errorf("runtime: instantiating WASI: %w", err)
 	}
-	r.wasiSigs = map[string]funcType{}
+	r.wasiSigs = map[string]wasmbin.FuncType{}
 	for name, d := range r.wz.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
-		r.wasiSigs[name] = funcType{params: d.ParamTypes(), results: d.ResultTypes()}
+		r.wasiSigs[name] = wasmbin.FuncType{Params: d.ParamTypes(), Results: d.ResultTypes()}
 	}
 	if err := r.instantiateHost(ctx); err != nil {
 		r.wz.Close(ctx)
@@ -291,8 +300,8 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 }
 
-func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero.CompiledModule, error) {
-	m, err := parseModule(wasm)
+func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero.CompiledModule, error) {
+	m, err := wasmbin.Parse(wasm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
@@ -300,12 +309,12 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Make instances cheap: a memory image (see image.go), else merged
-	// data segments (see mergeData).
+	// data segments (see wasmbin.MergeData).
 	bin := wasm
 	image, ok := buildImage(m)
 	if ok {
-		bin = stripData(wasm, m)
-	} else if merged, err := mergeData(wasm, m); err == nil {
+		bin = wasmbin.StripSections(wasm, m.Sections, wasmbin.SecData)
+	} else if merged, err := wasmbin.MergeData(wasm, m); err == nil {
 		bin = merged
 	}
 	cm, err := r.wz.CompileModule(ctx, bin)
@@ -313,14 +322,14 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Keep only what Module reports, copied: the caller owns wasm.
-	info := &wasmModule{imports: m.imports, exports: m.exports, memories: m.memories, image: image}
-	for _, c := range m.customs {
-		info.customs = append(info.customs, customSection{name: c.name, data: append([]byte(nil), c.data...)})
+	info := &moduleInfo{Module: &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}, image: image}
+	for _, c := range m.Customs {
+		info.Customs = append(info.Customs, wasmbin.Custom{Name: c.Name, Data: append([]byte(nil), c.Data...)})
 	}
 	return info, cm, nil
 }
 
-// compileBudget is the compile-cost estimate (wasmModule.compileCost) a
+// compileBudget is the compile-cost estimate (wasmbin.Code.CompileCost) a
 // module of size bytes may reach: 64 units per byte (Go modules score
 // about 2.4, a small C module 7) plus a fixed allowance for small modules.
 // At about 15 ns per unit, that keeps the superlinear part of compiling a
@@ -329,10 +338,10 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*wasmModule, wazero
 func compileBudget(size int) int64 { return 64*int64(size) + 4_000_000 }
 
 // agrunSigs are the host functions of the guest ABI and their signatures.
-var agrunSigs = map[string]funcType{
-	"log":           {params: []byte{valI32, valI32, valI32}},
-	"http_request":  {params: []byte{valI32, valI32}, results: []byte{valI32}},
-	"http_response": {params: []byte{valI32, valI32}, results: []byte{valI32}},
+var agrunSigs = map[string]wasmbin.FuncType{
+	"log":           {Params: []byte{wasmbin.ValI32, wasmbin.ValI32, wasmbin.ValI32}},
+	"http_request":  {Params: []byte{wasmbin.ValI32, wasmbin.ValI32}, Results: []byte{wasmbin.ValI32}},
+	"http_response": {Params: []byte{wasmbin.ValI32, wasmbin.ValI32}, Results: []byte{wasmbin.ValI32}},
 }
 
 // ValidationError describes why Compile refused a module. It is always
@@ -347,54 +356,54 @@ func refuse(format string, args ...any) error {
 	return &ValidationError{Reason: fmt.Sprintf(format, args...)}
 }
 
-func (r *Runtime) validate(m *wasmModule) error {
-	for _, im := range m.imports {
-		if im.kind != kindFunc {
-			return refuse("import %s.%s: importing a %s is not allowed", im.module, im.name, kindName(im.kind))
+func (r *Runtime) validate(m *wasmbin.Module) error {
+	for _, im := range m.Imports {
+		if im.Kind != wasmbin.KindFunc {
+			return refuse("import %s.%s: importing a %s is not allowed", im.Module, im.Name, wasmbin.KindName(im.Kind))
 		}
-		var sigs map[string]funcType
-		switch im.module {
+		var sigs map[string]wasmbin.FuncType
+		switch im.Module {
 		case wasi_snapshot_preview1.ModuleName:
 			sigs = r.wasiSigs
 		case "agrun":
 			sigs = agrunSigs
 		default:
-			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1 and agrun)", im.module, im.name, im.module)
+			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1 and agrun)", im.Module, im.Name, im.Module)
 		}
-		want, ok := sigs[im.name]
+		want, ok := sigs[im.Name]
 		if !ok {
-			return refuse("import %s.%s: no such function", im.module, im.name)
+			return refuse("import %s.%s: no such function", im.Module, im.Name)
 		}
-		if !want.equal(im.typ) {
-			return refuse("import %s.%s: signature %v, want %v", im.module, im.name, im.typ, want)
+		if !want.Equal(im.Type) {
+			return refuse("import %s.%s: signature %v, want %v", im.Module, im.Name, im.Type, want)
 		}
 	}
-	if len(m.memories) == 0 {
+	if len(m.Memories) == 0 {
 		return refuse("module defines no memory")
 	}
-	if min := int64(m.memories[0].min) * 65536; min > r.cfg.Limits.MemoryBytes {
+	if min := int64(m.Memories[0].Min) * 65536; min > r.cfg.Limits.MemoryBytes {
 		return refuse("initial memory of %d bytes exceeds the memory limit of %d", min, r.cfg.Limits.MemoryBytes)
 	}
-	if budget := compileBudget(m.size); m.compileCost > budget {
-		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.compileCost, budget, m.size)
+	if budget := compileBudget(m.Size); m.CompileCost > budget {
+		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.CompileCost, budget, m.Size)
 	}
 	limit := r.cfg.MaxTableElements
-	for i, t := range m.tables {
-		if t.min > limit {
-			return refuse("table %d: initial size %d exceeds the limit of %d elements", i, t.min, limit)
+	for i, t := range m.Tables {
+		if t.Min > limit {
+			return refuse("table %d: initial size %d exceeds the limit of %d elements", i, t.Min, limit)
 		}
-		if (!t.hasMax || t.max > limit) && m.grownTables[uint32(i)] {
+		if (!t.HasMax || t.Max > limit) && m.GrownTables[uint32(i)] {
 			max := "no maximum"
-			if t.hasMax {
-				max = fmt.Sprintf("maximum %d", t.max)
+			if t.HasMax {
+				max = fmt.Sprintf("maximum %d", t.Max)
 			}
 			return refuse("table %d: %s (limit %d elements) and the code contains table.grow or table.fill: the table could grow without bound", i, max, limit)
 		}
 	}
 	var hasStart, hasMemory bool
-	for _, e := range m.exports {
-		hasStart = hasStart || (e.name == "_start" && e.kind == kindFunc)
-		hasMemory = hasMemory || (e.name == "memory" && e.kind == kindMemory)
+	for _, e := range m.Exports {
+		hasStart = hasStart || (e.Name == "_start" && e.Kind == wasmbin.KindFunc)
+		hasMemory = hasMemory || (e.Name == "memory" && e.Kind == wasmbin.KindMemory)
 	}
 	if !hasStart {
 		return refuse("module exports no _start function (a WASI command is required; reactors are not supported)")
@@ -453,22 +462,22 @@ func (m *Module) SHA256() string { return m.sha }
 
 // CustomSection returns the payload of the first custom section with the
 // given name, or nil if there is none. The caller must not modify it.
-func (m *Module) CustomSection(name string) []byte { return m.c.info.customSection(name) }
+func (m *Module) CustomSection(name string) []byte { return m.c.info.CustomSection(name) }
 
 // Imports returns the module's imports as "module.name", in module order.
 func (m *Module) Imports() []string {
-	out := make([]string, len(m.c.info.imports))
-	for i, im := range m.c.info.imports {
-		out[i] = im.module + "." + im.name
+	out := make([]string, len(m.c.info.Imports))
+	for i, im := range m.c.info.Imports {
+		out[i] = im.Module + "." + im.Name
 	}
 	return out
 }
 
 // Exports returns the names of the module's exports, in module order.
 func (m *Module) Exports() []string {
-	out := make([]string, len(m.c.info.exports))
-	for i, e := range m.c.info.exports {
-		out[i] = e.name
+	out := make([]string, len(m.c.info.Exports))
+	for i, e := range m.c.info.Exports {
+		out[i] = e.Name
 	}
 	return out
 }
