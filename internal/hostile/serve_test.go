@@ -1,0 +1,201 @@
+package hostile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServe drives `agrun serve` (the built binary) as an untrusted client
+// would: hostile uploads and hostile calls of an uploaded attacker. Each
+// answer carries the right kind; the server process stays up, keeps serving
+// the operator's tools, holds no more descriptors than before and stays
+// within a memory bound; a SIGTERM still ends it cleanly.
+func TestServe(t *testing.T) {
+	t.Logf("%v: start", time.Now().Format(time.StampMilli))
+	peer := newPeer(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	e := newCLIEnv(t, "", fmt.Sprintf(`
+[permissions]
+allowed = ["read", "network", "filesystem", "write"]
+
+[serve]
+data_dir = %q
+call_timeout = "10s"
+
+[serve.uploads]
+timeout = "1s"
+memory = "16MiB"
+`, filepath.Join(t.TempDir(), "serve")))
+	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", addr)
+	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://" + addr
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i := 0; ; i++ {
+		if r, err := client.Get(base + "/healthz"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if i > 600 {
+			t.Fatalf("agrun serve did not come up: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	type answer struct {
+		OK     bool            `json:"ok"`
+		Result json.RawMessage `json:"result"`
+		Error  struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	do := func(method, path, ctype string, body []byte) (int, answer, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v (server stderr: %s)", method, path, err, truncate(stderr.String(), 2000))
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var a answer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Errorf("%s %s: answer is not JSON: %q", method, path, truncate(string(raw), 300))
+		}
+		checkTerminalSafe(t, method+" "+path+" answer", raw)
+		return resp.StatusCode, a, raw
+	}
+	upload := func(wasm []byte) (int, answer) {
+		code, a, _ := do("POST", "/v1/tools", "application/wasm", wasm)
+		return code, a
+	}
+	pid := cmd.Process.Pid
+	fds := func() int {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		return len(ents)
+	}
+	rss := func() int64 {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				return kb << 10
+			}
+		}
+		return 0
+	}
+	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 || !a.OK {
+		t.Fatalf("word_count before the attacks: %d %+v", code, a)
+	}
+	fdsBefore, rssBefore := fds(), rss()
+
+	// Hostile uploads.
+	for _, c := range []struct {
+		name string
+		wasm []byte
+		kind string
+	}{
+		{"random bytes", bytes.Repeat([]byte{0xde, 0xad}, 500), "malformed_module"},
+		{"no manifest", hostileWasm(t), "no_manifest"},
+		{"table growth bomb", pack(t, wat(t, "tablegrow"), "bomb"), "module_refused"},
+		{"declared memory over the limit", pack(t, wat(t, "bigmin"), "bigmin"), "module_refused"},
+		{"undeclared import", pack(t, wat(t, "undeclared_env"), "envimport"), "module_refused"},
+		{"over an operator tool", pack(t, hostileWasm(t), "word_count"), "forbidden"},
+		{"invalid manifest", withSection(hostileWasm(t), "agrun.manifest", []byte(`{"name":"x","name":"y","description":"d"}`)), "invalid_manifest"},
+	} {
+		t.Run("upload "+c.name, func(t *testing.T) {
+			if _, a := upload(c.wasm); a.OK || a.Error.Kind != c.kind {
+				t.Errorf("answer %+v; want kind %s", a, c.kind)
+			}
+		})
+	}
+	// The attacker itself, asking for everything; uploads get nothing.
+	if code, a := upload(pack(t, hostileWasm(t), "attacker", "network", "filesystem", "read", "write")); code/100 != 2 {
+		t.Fatalf("upload attacker: %d %+v", code, a)
+	}
+	if code, a := upload(pack(t, wat(t, "growmem"), "grower")); code/100 != 2 {
+		t.Fatalf("upload grower: %d %+v", code, a)
+	}
+	if _, a, raw := do("POST", "/v1/tools/grower/call", "application/json", []byte(`{}`)); a.Error.Kind != "memory_limit" {
+		t.Errorf("grower: %s; want memory_limit", raw)
+	}
+	t.Logf("%v: uploads done", time.Now().Format(time.StampMilli))
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		kind string // "" = ok
+	}{
+		{"spin", map[string]any{"op": "spin"}, "timeout"},
+		{"stdout flood", map[string]any{"op": "flood"}, "output_limit"},
+		{"network it asked for", map[string]any{"op": "http", "url": peer.URL}, "permission_denied"},
+		{"files it asked for", map[string]any{"op": "probe", "paths": []string{"/etc/passwd", "/data/x"}}, ""},
+		{"escapes in the error", emit(t, "", terminalAttack, 1), "execution_failed"},
+		{"escapes in the result", emit(t, `{"x":"\u001b[2J"}`, "", 0), ""},
+		{"duplicate keys", nil, "invalid_arguments"},
+	} {
+		t.Run("call "+c.name, func(t *testing.T) {
+			body := argsJSON(t, c.args)
+			if c.args == nil {
+				body = []byte(`{"op":"emit","op":"spin"}`)
+			}
+			_, a, raw := do("POST", "/v1/tools/attacker/call", "application/json", body)
+			if c.kind == "" && !a.OK || c.kind != "" && a.Error.Kind != c.kind {
+				t.Errorf("answer %s; want kind %q", truncate(string(raw), 300), c.kind)
+			}
+			if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("root:x:0:0")) {
+				t.Errorf("host content reached the client: %s", raw)
+			}
+		})
+	}
+	t.Logf("%v: calls done", time.Now().Format(time.StampMilli))
+	if peer.hits.Load() != 0 {
+		t.Errorf("an uploaded tool reached the network")
+	}
+	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 || !a.OK {
+		t.Errorf("word_count after the attacks: %d %+v", code, a)
+	}
+	deadline := time.Now().Add(settle)
+	for fds() > fdsBefore && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := fds(); n > fdsBefore {
+		t.Errorf("server holds %d descriptors, %d before the attacks", n, fdsBefore)
+	}
+	if r := rss(); r > rssBefore+maxRSSGrowth {
+		t.Errorf("server RSS grew from %d to %d MiB", rssBefore>>20, r>>20)
+	}
+	t.Logf("%v: checks done", time.Now().Format(time.StampMilli))
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Logf("%v: exited", time.Now().Format(time.StampMilli))
+		if err != nil {
+			t.Errorf("agrun serve after SIGTERM: %v\n%s", err, truncate(stderr.String(), 2000))
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("agrun serve did not stop after SIGTERM")
+	}
+}
