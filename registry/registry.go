@@ -16,6 +16,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -350,7 +351,7 @@ func (r *Registry) validate(e *entry, args json.RawMessage) (json.RawMessage, er
 	if len(args) > r.maxArgs {
 		return nil, fmt.Errorf("arguments too large: %d bytes, at most %d", len(args), r.maxArgs)
 	}
-	if len(strings.TrimSpace(string(args))) == 0 {
+	if len(bytes.TrimSpace(args)) == 0 { // no copy of args as a string
 		args = json.RawMessage("{}")
 	}
 	v, err := decodeStrict(args)
