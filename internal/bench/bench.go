@@ -396,6 +396,9 @@ func (s *suite) perCallGo() error {
 	rn := ratio(m["agrun"], m["native process"])
 	s.rep.check(secGo, "agrun / native process", fmt.Sprintf("%.2fx", rn), "<= 0.7x", rn <= 0.7)
 	s.rep.add(secGo, "agrun / MCP stdio round trip", fmt.Sprintf("%.2fx", ratio(m["agrun"], m["MCP stdio round trip"])))
+	cpu := func(name string) time.Duration { return times[name].cpuPerCall() }
+	s.rep.add(secGo, "CPU per call: agrun / raw wazero, agrun / native", fmt.Sprintf("%.2fx, %.2fx",
+		ratio(cpu("agrun"), cpu("raw wazero")), ratio(cpu("agrun"), cpu("native process"))))
 	s.rep.note("per call, Go tool: word_count on %d bytes of text; agrun = registry.Invoke on testdata/word_count.wasm "+
 		"(default permission policy, schema validation, fresh instance, default limits); raw wazero = the same source built "+
 		"with GOOS=wasip1, not packed, wazero defaults + compilation cache, a fresh instance per call; native = the same "+

@@ -13,7 +13,8 @@ import (
 // wantRows are the measurements every run must report, by section.
 var wantRows = map[string][]string{
 	secGo: {"agrun (median)", "raw wazero (median)", "native process (median)", "MCP stdio round trip (median)",
-		"agrun / raw wazero", "agrun / native process", "agrun / MCP stdio round trip"},
+		"agrun / raw wazero", "agrun / native process", "agrun / MCP stdio round trip",
+		"CPU per call: agrun / raw wazero, agrun / native"},
 	secTiny:    {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
 	secStart:   {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold"},
 	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker", "CPU per call, 2 workers / 1 worker"},
