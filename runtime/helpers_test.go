@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/internal/testguest"
 )
@@ -39,3 +40,21 @@ func compile(t testing.TB, r *Runtime, wasm []byte) *Module {
 func probe(t testing.TB) []byte { return testguest.Build(t, "testdata/guests/probe") }
 
 func wat(t testing.TB, name string) []byte { return testguest.WAT(t, "testdata/wat/"+name+".wat") }
+
+// callFloor is the longest of three calls of the probe guest that do
+// nothing: what a call costs on this machine right now. Timeout tests bound
+// the time to stop a guest by 2× the limit plus twice this, because a busy
+// machine (CI runs packages in parallel on 2 cores) stretches every call;
+// what they prove is that the guest is stopped, not that the host is idle.
+func callFloor(t *testing.T, r *Runtime, probeMod *Module) time.Duration {
+	t.Helper()
+	var floor time.Duration
+	for range 3 {
+		out, err := r.Run(context.Background(), probeMod, Input{Args: []string{"probe", "exit"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		floor = max(floor, out.Duration)
+	}
+	return floor
+}

@@ -94,17 +94,7 @@ func TestRunTimeout(t *testing.T) {
 	r := newRuntime(t, Config{Limits: Limits{Timeout: limit}})
 	goMod := compile(t, r, probe(t))
 	watMod := compile(t, r, wat(t, "spin"))
-	// A busy machine (CI runs packages in parallel on 2 cores) stretches
-	// every call. The bound is 2× the limit plus what a call that does
-	// nothing costs here right now, measured the same way.
-	var floor time.Duration
-	for range 3 {
-		out, err := run(t, r, goMod, Input{Args: []string{"probe", "exit"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		floor = max(floor, out.Duration)
-	}
+	floor := callFloor(t, r, goMod)
 	for _, tt := range []struct {
 		name string
 		m    *Module
