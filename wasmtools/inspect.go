@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
+
+	"github.com/agcore/agrun/internal/wasmbin"
 )
 
 // Info describes a module, as `agrun inspect` prints it.
@@ -68,22 +71,64 @@ type Memory struct {
 	Imported bool `json:"imported,omitempty"`
 }
 
+// String renders limits as "min 1, max 10" or "min 1, no max".
+func (l Limits) String() string {
+	s := fmt.Sprintf("min %d, ", l.Min)
+	if l.Max == nil {
+		s += "no max"
+	} else {
+		s += fmt.Sprintf("max %d", *l.Max)
+	}
+	if l.Shared {
+		s += ", shared"
+	}
+	return s
+}
+
+// limitsOf converts limits as wasmbin reads them.
+func limitsOf(l wasmbin.Limits) Limits {
+	out := Limits{Min: l.Min, Shared: l.Shared}
+	if l.HasMax {
+		out.Max = &l.Max
+	}
+	return out
+}
+
 // Table is a table of a module.
 type Table struct {
 	Limits
 	// ElemType is "funcref" or "externref".
 	ElemType string `json:"elem_type"`
 	Imported bool   `json:"imported,omitempty"`
+	// Grows: the code names the table in a table.grow or table.fill
+	// instruction, so the runtime requires it to declare a maximum within
+	// its table limit. Inspect learns it by decoding the code section as
+	// the runtime does; code the runtime cannot decode (instructions
+	// outside WebAssembly 2.0), which Load refuses anyway, leaves Grows
+	// false for every table rather than making Inspect fail.
+	Grows bool `json:"grows,omitempty"`
 }
 
 // Inspect describes a module without compiling it: its manifest, hash,
-// size, imports, exports, memories and tables. It reads only the module's
-// outer structure, in time and memory bounded by the module's size, so it
-// is safe on untrusted bytes; it does not validate function bodies (Load
-// does). A malformed module is an error wrapping ErrMalformed; a malformed
-// manifest is not an error of Inspect but is reported in
-// Info.ManifestError.
+// size, imports, exports, memories and tables. It checks only the module's
+// outer structure and the sections it describes, not what the runtime
+// alone requires (section order, WebAssembly 2.0 only, function bodies),
+// so it describes modules Load would refuse; it also decodes the code
+// section to tell which tables the code grows (see Table.Grows), without
+// failing when it cannot. It works in time and memory bounded by the
+// module's size, so it is safe on untrusted bytes. A malformed module is an
+// error wrapping ErrMalformed; a malformed manifest is not an error of
+// Inspect but is reported in Info.ManifestError.
 func Inspect(wasm []byte) (Info, error) {
+	info, err := inspect(wasm)
+	if err != nil {
+		return Info{}, malformed(err)
+	}
+	return info, nil
+}
+
+// inspect is Inspect with errors as wasmbin returns them.
+func inspect(wasm []byte) (Info, error) {
 	sum := sha256.Sum256(wasm)
 	info := Info{
 		SHA256:         hex.EncodeToString(sum[:]),
@@ -94,44 +139,45 @@ func Inspect(wasm []byte) (Info, error) {
 		Tables:         []Table{},
 		CustomSections: []string{},
 	}
-	secs, err := readSections(wasm)
+	secs, err := wasmbin.ReadSections(wasm)
 	if err != nil {
 		return Info{}, err
 	}
 	var (
 		types     []string // signatures by type index
 		funcTypes []int    // type index of every function, imports first
+		code      wasmbin.Code
 	)
-	sigOf := func(r *binReader, typeIdx uint32) (string, error) {
+	sigOf := func(r *wasmbin.Reader, typeIdx uint32) (string, error) {
 		if int64(typeIdx) >= int64(len(types)) {
-			return "", r.errorf("type index %d out of range (%d types)", typeIdx, len(types))
+			return "", r.Failf("type index %d out of range (%d types)", typeIdx, len(types))
 		}
 		return types[typeIdx], nil
 	}
 	for _, s := range secs {
-		r := &binReader{b: s.payload, at: s.end - len(s.payload)}
-		switch s.id {
-		case secCustom:
-			info.CustomSections = append(info.CustomSections, s.name)
+		r := s.Reader()
+		switch s.ID {
+		case wasmbin.SecCustom:
+			info.CustomSections = append(info.CustomSections, s.Name)
 			continue
-		case secType:
-			n, err := r.count("types", 3)
+		case wasmbin.SecType:
+			n, err := r.Count("types", wasmbin.NoLimit, 3)
 			if err != nil {
 				return Info{}, err
 			}
 			for i := 0; i < n; i++ {
-				sig, err := r.funcSig()
+				t, err := r.FuncType(wasmbin.NoLimit)
 				if err != nil {
 					return Info{}, err
 				}
-				types = append(types, sig)
+				types = append(types, signature(t))
 			}
-			err = r.end("type")
+			err = r.End("type")
 			if err != nil {
 				return Info{}, err
 			}
-		case secImport:
-			n, err := r.count("imports", 4)
+		case wasmbin.SecImport:
+			n, err := r.Count("imports", wasmbin.NoLimit, 4)
 			if err != nil {
 				return Info{}, err
 			}
@@ -150,16 +196,16 @@ func Inspect(wasm []byte) (Info, error) {
 				}
 				info.Imports = append(info.Imports, imp.Import)
 			}
-			if err := r.end("import"); err != nil {
+			if err := r.End("import"); err != nil {
 				return Info{}, err
 			}
-		case secFunction:
-			n, err := r.count("functions", 1)
+		case wasmbin.SecFunction:
+			n, err := r.Count("functions", wasmbin.NoLimit, 1)
 			if err != nil {
 				return Info{}, err
 			}
 			for i := 0; i < n; i++ {
-				idx, err := r.u32()
+				idx, err := r.U32()
 				if err != nil {
 					return Info{}, err
 				}
@@ -168,78 +214,87 @@ func Inspect(wasm []byte) (Info, error) {
 				}
 				funcTypes = append(funcTypes, int(idx))
 			}
-			if err := r.end("function"); err != nil {
+			if err := r.End("function"); err != nil {
 				return Info{}, err
 			}
-		case secTable:
-			n, err := r.count("tables", 3)
+		case wasmbin.SecTable:
+			n, err := r.Count("tables", wasmbin.NoLimit, 3)
 			if err != nil {
 				return Info{}, err
 			}
 			for i := 0; i < n; i++ {
-				et, err := r.refType()
+				et, err := r.RefType()
 				if err != nil {
 					return Info{}, err
 				}
-				l, err := r.limits("table")
+				l, err := r.TableLimits()
 				if err != nil {
 					return Info{}, err
 				}
-				info.Tables = append(info.Tables, Table{Limits: l, ElemType: et})
+				info.Tables = append(info.Tables, Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et)})
 			}
-			if err := r.end("table"); err != nil {
+			if err := r.End("table"); err != nil {
 				return Info{}, err
 			}
-		case secMemory:
-			n, err := r.count("memories", 2)
+		case wasmbin.SecMemory:
+			n, err := r.Count("memories", wasmbin.NoLimit, 2)
 			if err != nil {
 				return Info{}, err
 			}
 			for i := 0; i < n; i++ {
-				l, err := r.limits("memory")
+				l, err := r.MemoryLimits()
 				if err != nil {
 					return Info{}, err
 				}
-				info.Memories = append(info.Memories, Memory{Limits: l})
+				info.Memories = append(info.Memories, Memory{Limits: limitsOf(l)})
 			}
-			if err := r.end("memory"); err != nil {
+			if err := r.End("memory"); err != nil {
 				return Info{}, err
 			}
-		case secExport:
-			n, err := r.count("exports", 3)
+		case wasmbin.SecExport:
+			n, err := r.Count("exports", wasmbin.NoLimit, 3)
 			if err != nil {
 				return Info{}, err
 			}
 			for i := 0; i < n; i++ {
-				name, err := r.name()
+				name, err := r.Name()
 				if err != nil {
 					return Info{}, err
 				}
-				k, err := r.byte()
+				k, err := r.Byte()
 				if err != nil {
 					return Info{}, err
 				}
-				idx, err := r.u32()
+				idx, err := r.U32()
 				if err != nil {
 					return Info{}, err
 				}
 				kind, ok := externKind(k)
 				if !ok {
-					return Info{}, r.errorf("unknown export kind 0x%02x", k)
+					return Info{}, r.Failf("unknown export kind 0x%02x", k)
 				}
 				e := Export{Name: name, Kind: kind}
-				if k == 0 {
+				if k == wasmbin.KindFunc {
 					if int64(idx) >= int64(len(funcTypes)) {
-						return Info{}, r.errorf("export %q: function index %d out of range", name, idx)
+						return Info{}, r.Failf("export %q: function index %d out of range", name, idx)
 					}
 					e.Signature = types[funcTypes[idx]]
 				}
 				info.Exports = append(info.Exports, e)
 			}
-			if err := r.end("export"); err != nil {
+			if err := r.End("export"); err != nil {
 				return Info{}, err
 			}
+		case wasmbin.SecCode:
+			// Lenient on purpose: code the runtime's reader cannot follow
+			// only leaves Grows unset (see Table.Grows).
+			if c, err := wasmbin.ScanCode(s); err == nil {
+				code = c
+			}
 		}
+	}
+	for i := range info.Tables {
+		info.Tables[i].Grows = code.GrownTables[uint32(i)]
 	}
 	body, err := findManifest(secs)
 	switch {
@@ -256,18 +311,32 @@ func Inspect(wasm []byte) (Info, error) {
 	return info, nil
 }
 
+// signature renders a function type as "(i32, i32) -> i32"; a function
+// without results is "(i32, i32)", one with several "(i32) -> (i32, i64)".
+func signature(t wasmbin.FuncType) string {
+	sig := "(" + wasmbin.ValTypeList(t.Params) + ")"
+	switch results := wasmbin.ValTypeList(t.Results); {
+	case results == "":
+	case strings.Contains(results, ","):
+		sig += " -> (" + results + ")"
+	default:
+		sig += " -> " + results
+	}
+	return sig
+}
+
 // externKind names an import or export kind.
 func externKind(k byte) (string, bool) {
 	switch k {
-	case 0:
+	case wasmbin.KindFunc:
 		return "func", true
-	case 1:
+	case wasmbin.KindTable:
 		return "table", true
-	case 2:
+	case wasmbin.KindMemory:
 		return "memory", true
-	case 3:
+	case wasmbin.KindGlobal:
 		return "global", true
-	case 4:
+	case wasmbin.KindTag:
 		return "tag", true
 	}
 	return "", false
@@ -282,28 +351,28 @@ type importEntry struct {
 
 // readImport reads one import; for a function it also returns its type
 // index.
-func readImport(r *binReader, sigOf func(*binReader, uint32) (string, error)) (importEntry, int, error) {
+func readImport(r *wasmbin.Reader, sigOf func(*wasmbin.Reader, uint32) (string, error)) (importEntry, int, error) {
 	var e importEntry
 	var err error
-	if e.Module, err = r.name(); err != nil {
+	if e.Module, err = r.Name(); err != nil {
 		return e, 0, err
 	}
-	if e.Name, err = r.name(); err != nil {
+	if e.Name, err = r.Name(); err != nil {
 		return e, 0, err
 	}
-	k, err := r.byte()
+	k, err := r.Byte()
 	if err != nil {
 		return e, 0, err
 	}
 	kind, ok := externKind(k)
 	if !ok {
-		return e, 0, r.errorf("import %s.%s: unknown kind 0x%02x", e.Module, e.Name, k)
+		return e, 0, r.Failf("import %s.%s: unknown kind 0x%02x", e.Module, e.Name, k)
 	}
 	e.Kind = kind
 	typeIdx := 0
 	switch k {
-	case 0:
-		idx, err := r.u32()
+	case wasmbin.KindFunc:
+		idx, err := r.U32()
 		if err != nil {
 			return e, 0, err
 		}
@@ -311,37 +380,37 @@ func readImport(r *binReader, sigOf func(*binReader, uint32) (string, error)) (i
 			return e, 0, err
 		}
 		typeIdx = int(idx)
-	case 1:
-		et, err := r.refType()
+	case wasmbin.KindTable:
+		et, err := r.RefType()
 		if err != nil {
 			return e, 0, err
 		}
-		l, err := r.limits("table")
+		l, err := r.TableLimits()
 		if err != nil {
 			return e, 0, err
 		}
-		e.table = Table{Limits: l, ElemType: et, Imported: true}
-		e.Signature = et + " " + l.String()
-	case 2:
-		l, err := r.limits("memory")
+		e.table = Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et), Imported: true}
+		e.Signature = e.table.ElemType + " " + e.table.Limits.String()
+	case wasmbin.KindMemory:
+		l, err := r.MemoryLimits()
 		if err != nil {
 			return e, 0, err
 		}
-		e.memory = Memory{Limits: l, Imported: true}
-		e.Signature = l.String()
-	case 3:
-		if e.Signature, err = r.globalType(); err != nil {
+		e.memory = Memory{Limits: limitsOf(l), Imported: true}
+		e.Signature = e.memory.Limits.String()
+	case wasmbin.KindGlobal:
+		if e.Signature, err = globalType(r); err != nil {
 			return e, 0, err
 		}
-	case 4:
-		attr, err := r.byte()
+	case wasmbin.KindTag:
+		attr, err := r.Byte()
 		if err != nil {
 			return e, 0, err
 		}
 		if attr != 0 {
-			return e, 0, r.errorf("import %s.%s: bad tag attribute %d", e.Module, e.Name, attr)
+			return e, 0, r.Failf("import %s.%s: bad tag attribute %d", e.Module, e.Name, attr)
 		}
-		idx, err := r.u32()
+		idx, err := r.U32()
 		if err != nil {
 			return e, 0, err
 		}
@@ -350,6 +419,25 @@ func readImport(r *binReader, sigOf func(*binReader, uint32) (string, error)) (i
 		}
 	}
 	return e, typeIdx, nil
+}
+
+// globalType reads a global's type and renders it as "i32" or "mut i32".
+func globalType(r *wasmbin.Reader) (string, error) {
+	t, err := r.ValType()
+	if err != nil {
+		return "", err
+	}
+	mut, err := r.Byte()
+	if err != nil {
+		return "", err
+	}
+	switch mut {
+	case 0:
+		return wasmbin.ValTypeName(t), nil
+	case 1:
+		return "mut " + wasmbin.ValTypeName(t), nil
+	}
+	return "", r.Failf("bad global mutability 0x%02x", mut)
 }
 
 // String renders a one-line summary of the info, for logs.

@@ -2,6 +2,8 @@ package wasmtools
 
 import (
 	"fmt"
+
+	"github.com/agcore/agrun/internal/wasmbin"
 )
 
 // Pack returns a copy of wasm with m embedded as its agrun.manifest custom
@@ -30,12 +32,12 @@ func Pack(wasm []byte, m Manifest) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, 0, len(wasm)+len(body)+len(manifestName)+16)
-	out = append(out, wasm[:len(wasmHeader)]...)
+	out = append(out, wasmbin.Header...)
 	for _, s := range secs {
-		if s.id == secCustom && s.name == manifestName {
+		if s.ID == wasmbin.SecCustom && s.Name == manifestName {
 			continue
 		}
-		out = append(out, wasm[s.start:s.end]...)
+		out = append(out, wasm[s.Start:s.End]...)
 	}
-	return appendCustomSection(out, manifestName, body), nil
+	return wasmbin.AppendCustomSection(out, manifestName, body), nil
 }

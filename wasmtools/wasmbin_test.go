@@ -5,12 +5,26 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/wasmbin"
 )
 
 // Helpers that assemble modules byte by byte, so that every test states
 // exactly what it feeds the reader.
 
-func leb(v uint32) []byte { return appendU32(nil, v) }
+const (
+	secCustom   = wasmbin.SecCustom
+	secType     = wasmbin.SecType
+	secImport   = wasmbin.SecImport
+	secFunction = wasmbin.SecFunction
+	secTable    = wasmbin.SecTable
+	secMemory   = wasmbin.SecMemory
+	secExport   = wasmbin.SecExport
+)
+
+var wasmHeader = []byte(wasmbin.Header)
+
+func leb(v uint32) []byte { return wasmbin.AppendU32(nil, v) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
@@ -97,28 +111,60 @@ func TestReadSectionsMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(secs) != 9 || secs[0].name != "first" || string(secs[0].body) != "one" || secs[8].name != "last" || len(secs[8].body) != 0 {
+	if len(secs) != 9 || secs[0].Name != "first" || string(secs[0].Body) != "one" || secs[8].Name != "last" || len(secs[8].Body) != 0 {
 		t.Fatalf("sections: %+v", secs)
 	}
 	// The sections tile the module after the header.
 	at := len(wasmHeader)
 	for _, s := range secs {
-		if s.start != at {
-			t.Fatalf("section at %d, want %d", s.start, at)
+		if s.Start != at {
+			t.Fatalf("section at %d, want %d", s.Start, at)
 		}
-		at = s.end
+		at = s.End
 	}
 	if at != len(ok) {
 		t.Fatalf("sections end at %d of %d", at, len(ok))
 	}
 }
 
-func TestAppendU32(t *testing.T) {
-	for _, v := range []uint32{0, 1, 127, 128, 300, 1 << 21, 1<<32 - 1} {
-		r := &binReader{b: leb(v)}
-		got, err := r.u32()
-		if err != nil || got != v || r.left() != 0 {
-			t.Fatalf("%d: got %d, %v, %d left", v, got, err, r.left())
-		}
+// Inspect reports which tables the code grows, counting imported tables
+// in the index space, and stays lenient: code the runtime's reader cannot
+// decode leaves Grows false instead of failing.
+func TestInspectTableGrows(t *testing.T) {
+	types := sec(secType, vec(functype(nil, nil)))
+	imports := sec(secImport, vec(cat(wname("env"), wname("tbl"), []byte{1, 0x70, 0x00}, leb(1))))
+	funcs := sec(secFunction, vec(leb(0)))
+	tables := sec(secTable, vec(cat([]byte{0x70, 0x00}, leb(1)), cat([]byte{0x70, 0x01}, leb(1), leb(4))))
+	grow2 := []byte{0, 0xd0, 0x70, 0x41, 1, 0xfc, 15, 2, 0x1a, 0x0b} // table.grow 2
+	body := func(b []byte) []byte { return sec(10, vec(cat(leb(uint32(len(b))), b))) }
+	for _, tt := range []struct {
+		name  string
+		wasm  []byte
+		grows []bool
+	}{
+		{"grows table 2", module(types, imports, funcs, tables, body(grow2)), []bool{false, false, true}},
+		{"fills table 0", module(types, imports, funcs, tables, body([]byte{0, 0x41, 0, 0xd0, 0x70, 0x41, 1, 0xfc, 17, 0, 0x0b})), []bool{true, false, false}},
+		{"no code", module(types, imports, tables), []bool{false, false, false}},
+		// 0xfe (threads) is outside WebAssembly 2.0: Load refuses it,
+		// Inspect still describes the module.
+		{"undecodable code", module(types, imports, funcs, tables, body(append([]byte{0, 0xfe, 3, 0}, grow2[1:]...))), []bool{false, false, false}},
+		// Sections out of order: the runtime refuses the module, Inspect
+		// describes it, and the code is still scanned.
+		{"out of order", module(types, imports, funcs, body(grow2), tables), []bool{false, false, true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			info, err := Inspect(tt.wasm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.Tables) != len(tt.grows) {
+				t.Fatalf("tables: %+v", info.Tables)
+			}
+			for i, want := range tt.grows {
+				if info.Tables[i].Grows != want {
+					t.Errorf("table %d: Grows = %v, want %v", i, info.Tables[i].Grows, want)
+				}
+			}
+		})
 	}
 }
