@@ -350,6 +350,7 @@ type ValidationError struct {
 	Reason string
 }
 
+// Error implements error: the reason alone.
 func (e *ValidationError) Error() string { return e.Reason }
 
 func refuse(format string, args ...any) error {
