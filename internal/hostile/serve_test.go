@@ -22,7 +22,6 @@ import (
 // the operator's tools, holds no more descriptors than before and stays
 // within a memory bound; a SIGTERM still ends it cleanly.
 func TestServe(t *testing.T) {
-	t.Logf("%v: start", time.Now().Format(time.StampMilli))
 	peer := newPeer(t, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -140,7 +139,6 @@ memory = "16MiB"
 	if _, a, raw := do("POST", "/v1/tools/grower/call", "application/json", []byte(`{}`)); a.Error.Kind != "memory_limit" {
 		t.Errorf("grower: %s; want memory_limit", raw)
 	}
-	t.Logf("%v: uploads done", time.Now().Format(time.StampMilli))
 	for _, c := range []struct {
 		name string
 		args map[string]any
@@ -168,7 +166,6 @@ memory = "16MiB"
 			}
 		})
 	}
-	t.Logf("%v: calls done", time.Now().Format(time.StampMilli))
 	if peer.hits.Load() != 0 {
 		t.Errorf("an uploaded tool reached the network")
 	}
@@ -185,13 +182,11 @@ memory = "16MiB"
 	if r := rss(); r > rssBefore+maxRSSGrowth {
 		t.Errorf("server RSS grew from %d to %d MiB", rssBefore>>20, r>>20)
 	}
-	t.Logf("%v: checks done", time.Now().Format(time.StampMilli))
 	must(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		t.Logf("%v: exited", time.Now().Format(time.StampMilli))
 		if err != nil {
 			t.Errorf("agrun serve after SIGTERM: %v\n%s", err, truncate(stderr.String(), 2000))
 		}
