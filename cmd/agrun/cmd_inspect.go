@@ -74,7 +74,11 @@ func (c *cli) inspect(args []string) error {
 		fmt.Fprintf(w, "memory:   %s\n", limits(m.Limits, "pages"))
 	}
 	for _, t := range info.Tables {
-		fmt.Fprintf(w, "table:    %s %s\n", t.ElemType, limits(t.Limits, "elements"))
+		grows := ""
+		if t.Grows {
+			grows = ", grown by the code (table.grow/table.fill)"
+		}
+		fmt.Fprintf(w, "table:    %s %s%s\n", t.ElemType, limits(t.Limits, "elements"), grows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "imports:  %d\n", len(info.Imports))
