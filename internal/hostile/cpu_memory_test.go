@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -213,6 +214,75 @@ var _ = registerChild("parallel-rss", func() (string, error) {
 		}()
 	}
 	wg.Wait()
+	peak, err := readProcStatus("VmHWM")
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(map[string]any{"Base": base, "Peak": peak, "Calls": n, "Kinds": kinds})
+	return string(b), nil
+})
+
+// TestRecursionStackMemory runs MaxInstances runaway recursions at once in
+// a child process and reads its peak RSS. wazero grows a guest's call
+// stack on the Go heap up to about 100 MiB (callStackCeiling, plus the old
+// copy while it grows) whatever Limits.MemoryBytes says, so the memory a
+// call may cost is not bounded by the memory limit.
+func TestRecursionStackMemory(t *testing.T) {
+	wasmPath := writeTemp(t, "recurse.wasm", pack(t, wat(t, "recurse"), "recurse"))
+	line, st := child(t, "parallel-recurse", 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
+	if !st.Success() {
+		t.Fatalf("child failed: %s", line)
+	}
+	var r struct {
+		Base, Peak int64
+		Calls      int
+		Kinds      map[string]int
+	}
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("child result %q: %v", line, err)
+	}
+	perCall := (r.Peak - r.Base) / 4
+	t.Logf("baseline RSS %d MiB, peak %d MiB with 4 recursions at once (memory limit 1 MiB each): about %d MiB per call; %v", r.Base>>20, r.Peak>>20, perCall>>20, r.Kinds)
+	if r.Kinds[string(registry.ExecutionFailed)] != r.Calls {
+		t.Errorf("outcomes %v; want %d execution_failed (stack overflow)", r.Kinds, r.Calls)
+	}
+	if perCall > 32<<20 {
+		bugObserved(t, fmt.Sprintf("a runaway recursion costs about %d MiB of host memory per call (wazero's call stack grows on the Go heap to ~100 MiB, callStackCeiling), outside Limits.MemoryBytes: MaxInstances of them at once use MaxInstances × that", perCall>>20))
+	}
+}
+
+var _ = registerChild("parallel-recurse", func() (string, error) {
+	wasm, err := os.ReadFile(os.Getenv("HOSTILE_WASM"))
+	if err != nil {
+		return "", err
+	}
+	ctx := context.Background()
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 4, Logger: quietLogger})
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close(ctx)
+	tool, err := wasmtools.Load(ctx, rt, wasm, wasmtools.Grant{Limits: runtime.Limits{Timeout: time.Minute, MemoryBytes: 1 << 20}})
+	if err != nil {
+		return "", err
+	}
+	reg := registry.New()
+	if err := reg.Register(tool); err != nil {
+		return "", err
+	}
+	base, err := readProcStatus("VmRSS")
+	if err != nil {
+		return "", err
+	}
+	const n = 4
+	kinds := map[string]int{}
+	var calls []registry.Call
+	for i := range n {
+		calls = append(calls, registry.Call{ID: strconv.Itoa(i), Name: "recurse", Args: json.RawMessage(`{}`)})
+	}
+	for _, i := range reg.InvokeAll(ctx, calls) {
+		kinds[string(registry.KindOf(i.Err))]++
+	}
 	peak, err := readProcStatus("VmHWM")
 	if err != nil {
 		return "", err
