@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -182,4 +184,79 @@ func TestMCPDescriptions(t *testing.T) {
 		}
 	}
 	f.after(t, before, outcome{}, "")
+}
+
+// TestMCPOverHTTP: a streamable-HTTP MCP endpoint that misbehaves at the
+// HTTP level (never answers, answers garbage, an endless body, errors,
+// redirects to a forbidden address) fails the connection with a typed
+// error within the client's timeout and leaves nothing behind.
+func TestMCPOverHTTP(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	metadata := newPeer(t, nil) // stands for an address the client must not be sent to
+	release := make(chan struct{})
+	srv := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+		// Read the request, so that the server notices a client that goes.
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/hang":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/garbage":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte("\x1b[2J{not json at all"))
+		case "/endless":
+			w.Header().Set("Content-Type", "application/json")
+			chunk := bytes.Repeat([]byte(`{"jsonrpc":"2.0",`), 4096)
+			for r.Context().Err() == nil {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		case "/sse-flood":
+			w.Header().Set("Content-Type", "text/event-stream")
+			line := []byte("data: " + strings.Repeat("x", 1<<16) + "\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(line); err != nil {
+					return
+				}
+			}
+		case "/error":
+			http.Error(w, "\x1b]0;pwned\x07 internal error", http.StatusInternalServerError)
+		case "/redirect":
+			http.Redirect(w, r, metadata.URL+"/latest/meta-data/", http.StatusTemporaryRedirect)
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	for _, path := range []string{"/hang", "/garbage", "/endless", "/sse-flood", "/error", "/redirect"} {
+		t.Run(path, func(t *testing.T) {
+			before := f.snapshot(t)
+			cl, err := mcp.NewClient("web", mcp.HTTP{URL: srv.URL + path}, &mcp.Options{Timeout: 2 * time.Second, Logger: quietLogger, MaxMessageBytes: 1 << 20})
+			must(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = cl.Connect(ctx)
+			if ctx.Err() != nil {
+				t.Errorf("Connect did not give up within its timeout")
+			}
+			closeCtx, cancelClose := context.WithTimeout(context.Background(), 10*time.Second)
+			cl.Close(closeCtx)
+			cancelClose()
+			if err == nil {
+				t.Errorf("Connect succeeded")
+			}
+			var re *registry.Error
+			if !errors.As(err, &re) || re.Kind != registry.MCPError && re.Kind != registry.MCPTimeout {
+				t.Errorf("Connect: %v (%T); want a *registry.Error of kind mcp_error or mcp_timeout", err, err)
+			}
+			if err != nil && strings.ContainsFunc(err.Error(), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
+				bugObserved(t, "mcp: a failed Connect quotes the server's raw bytes, ESC included, in its *registry.Error (\"failed to decode response: ... \x1b[2J...\"); agrun's CLI escapes it wherever it prints it (tools, call, run warnings), but embedders and their logs get it raw")
+			}
+			f.after(t, before, outcome{}, "")
+		})
+	}
+	if n := metadata.hits.Load(); n != 0 {
+		t.Logf("the MCP client followed a redirect to another host (%d requests): MCP endpoints are the operator's choice, so this is by design", n)
+	}
 }
