@@ -91,10 +91,10 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 func printReport(w io.Writer, rep *Report, machine string, took time.Duration) {
 	fmt.Fprintf(w, "machine: %s; load after the run: %s; took %s\n\n", machine, loadAvg(), took.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| section\t measurement\t value\t target\t result\t|")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t|")
+	fmt.Fprintln(tw, "| section\t measurement\t value\t target\t result\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t|\n", r.Section, r.Name, r.Value, r.Target, r.Status)
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t\n", r.Section, r.Name, r.Value, r.Target, r.Status)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
