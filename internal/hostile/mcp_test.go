@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agcore/agrun/wasmtools"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -260,3 +262,84 @@ func TestMCPOverHTTP(t *testing.T) {
 		t.Logf("the MCP client followed a redirect to another host (%d requests): MCP endpoints are the operator's choice, so this is by design", n)
 	}
 }
+
+// TestMCPServeHTTP: `agrun mcp serve --http` (mcp.NewHTTPHandler over the
+// registry) facing a hostile MCP client: oversize and garbage requests are
+// refused without buffering them, and tool calls go through the same
+// policy and validation as everywhere (duplicate keys, unknown tools, a
+// guest that spins), while the honest tool keeps working.
+func TestMCPServeHTTP(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}})
+	srv := httptest.NewServer(mcp.NewHTTPHandler(f.reg, &mcp.ServerOptions{Logger: quietLogger}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{}}
+	post := func(body io.Reader) int {
+		req, _ := http.NewRequest("POST", srv.URL, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name string
+		body func() io.Reader
+	}{
+		{"256 MiB body", func() io.Reader { return io.LimitReader(zeros{}, 256<<20) }},
+		{"garbage", func() io.Reader { return strings.NewReader("\x1b[2J{{{{") }},
+		{"deep nesting", func() io.Reader {
+			return strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `}`)
+		}},
+	} {
+		t.Run("raw "+c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			if code := post(c.body()); code/100 == 2 {
+				t.Errorf("answered %d", code)
+			}
+			client.CloseIdleConnections()
+			f.after(t, before, outcome{}, "")
+		})
+	}
+
+	t.Run("hostile calls through a client", func(t *testing.T) {
+		before := f.snapshot(t)
+		cl, err := mcp.NewClient("agrun", mcp.HTTP{URL: srv.URL}, &mcp.Options{Timeout: 10 * time.Second, Logger: quietLogger})
+		must(t, err)
+		ctx := context.Background()
+		must(t, cl.Connect(ctx))
+		for _, c := range []struct {
+			tool, args string
+		}{
+			{"h", `{"op":"emit","op":"spin"}`},
+			{"h", `{"op":"spin"}`},
+			{"nope", `{}`},
+			{"word_count", `{"text":1}`},
+		} {
+			out, err := cl.CallTool(ctx, c.tool, json.RawMessage(c.args))
+			if err == nil {
+				t.Errorf("%s %s: succeeded: %s", c.tool, c.args, out)
+				continue
+			}
+			checkModelText(t, err.Error())
+		}
+		out, err := cl.CallTool(ctx, "word_count", json.RawMessage(wordCountArgs))
+		if err != nil {
+			t.Errorf("word_count through MCP: %v", err)
+		} else {
+			jsonEqual(t, out, wordCountResult)
+		}
+		must(t, cl.Close(ctx))
+		client.CloseIdleConnections()
+		f.after(t, before, outcome{}, "")
+	})
+}
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
