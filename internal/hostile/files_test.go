@@ -2,11 +2,13 @@ package hostile
 
 import (
 	"context"
+	"github.com/agcore/agrun/registry"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,6 +218,36 @@ func TestFilesResources(t *testing.T) {
 		if r.OK || r.N > 1024 {
 			t.Errorf("guest held %d files open; want the cap (1024) to stop it", r.N)
 		}
+	})
+
+	f.hostile(t, "fs_short", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write")
+
+	t.Run("a FIFO planted in the mount", func(t *testing.T) {
+		must(t, syscall.Mkfifo(filepath.Join(f.mount, "fifo"), 0o644))
+		defer os.Remove(filepath.Join(f.mount, "fifo"))
+		before := f.snapshot(t)
+		got := inv(f.reg.Invoke(context.Background(), "fs_short", argsJSON(t, map[string]any{"op": "read", "path": "/data/fifo"})))
+		// Refused (sandboxfs opens no special files), or at worst ended by
+		// the deadline: never a host thread blocked on the FIFO for good.
+		if got.err != nil {
+			f.after(t, before, got, registry.Timeout)
+		} else {
+			f.after(t, before, got, "")
+			if decodeReply(t, got.out).OK {
+				t.Errorf("read a FIFO: %s", got.out)
+			}
+		}
+	})
+
+	t.Run("a 1 GiB sparse file", func(t *testing.T) {
+		p := filepath.Join(f.mount, "sparse")
+		fh, err := os.Create(p)
+		must(t, err)
+		must(t, fh.Truncate(1<<30))
+		fh.Close()
+		defer os.Remove(p)
+		before := f.snapshot(t)
+		f.after(t, before, inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "read", "path": "/data/sparse"}))), registry.MemoryLimit)
 	})
 
 	t.Run("filling the disk", func(t *testing.T) {

@@ -6,6 +6,7 @@
 //	{"op":"spin"}                     loop forever
 //	{"op":"alloc"}                    allocate until the memory limit ends the call
 //	{"op":"flood"} / {"op":"errflood"} write to stdout / stderr forever
+//	{"op":"logflood","n":N}          N messages of 64 KiB (with escapes) through agrun.log
 //	{"op":"http","url":"..."}         GET through agrun.http_request
 //	{"op":"httpraw","data":"..."}     hand agrun.http_request this request JSON as is
 //	{"op":"http_many","url":"...","n":100} n requests, report how many got an answer
@@ -32,6 +33,9 @@ import (
 	"syscall"
 	"unsafe"
 )
+
+//go:wasmimport agrun log
+func agrunLog(level int32, ptr unsafe.Pointer, n uint32)
 
 //go:wasmimport agrun http_request
 func httpRequest(ptr unsafe.Pointer, n uint32) int32
@@ -97,6 +101,12 @@ func main() {
 			}
 			keep = append(keep, b)
 		}
+	case "logflood": // n messages of 64 KiB through agrun.log, then {"ok":true}
+		msg := []byte(strings.Repeat("\x1b[2Jlog ", 64<<10/9))
+		for i := int64(0); i < a.N; i++ {
+			agrunLog(int32(i%5), unsafe.Pointer(&msg[0]), uint32(len(msg)))
+		}
+		answer(&reply{OK: true})
 	case "flood", "errflood":
 		w := os.Stdout
 		if a.Op == "errflood" {
