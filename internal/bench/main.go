@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench compares agrun's cost with the alternatives, side by side
 // in one run on the same input, and prints medians, ratios and whether
 // each target of docs/PERFORMANCE.md is met:
@@ -16,7 +18,9 @@
 // the host, a go-sdk MCP server, cmd/agrun) into a cache directory, by
 // default the user cache dir + "/agrun-bench", with the wazero compilation
 // cache beside them; a second run starts measuring at once. Run it from
-// inside the module.
+// inside the module. It runs on Linux only: it reads /proc for memory and
+// for the machine's description.
+
 package main
 
 import (
