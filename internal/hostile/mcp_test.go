@@ -50,10 +50,10 @@ func TestMCPServers(t *testing.T) {
 		bug                string // a reported bug this case demonstrates
 	}{
 		{"crash mid-call", "crash", "crash", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
-		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 2 * time.Second}, registry.MCPTimeout, ""},
+		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout, ""},
 		{"garbage on stdout", "garbage", "noisy", nil, mcp.Options{}, "", ""},
 		{"giant message", "huge", "huge", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
-		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 2 * time.Second}, registry.MCPTimeout, ""},
+		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout, ""},
 		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.Options{}, "", ""},
 		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.Options{MaxStderrBytes: 16 << 10}, "", ""},
 		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.Options{Timeout: 20 * time.Second}, registry.MCPError, ""},
