@@ -1,20 +1,39 @@
 package hostile
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// lockedBuffer is a bytes.Buffer safe for one writer and readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // TestServe drives `agrun serve` (the built binary) as an untrusted client
 // would: hostile uploads and hostile calls of an uploaded attacker. Each
@@ -23,10 +42,6 @@ import (
 // within a memory bound; a SIGTERM still ends it cleanly.
 func TestServe(t *testing.T) {
 	peer := newPeer(t, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
 	e := newCLIEnv(t, "", fmt.Sprintf(`
 [permissions]
 allowed = ["read", "network", "filesystem", "write"]
@@ -39,24 +54,33 @@ call_timeout = "10s"
 timeout = "1s"
 memory = "16MiB"
 `, filepath.Join(t.TempDir(), "serve")))
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", addr)
+	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	pr, pw := io.Pipe()
+	var stderr lockedBuffer
+	cmd.Stderr = io.MultiWriter(&stderr, pw)
 	must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := "http://" + addr
-	client := &http.Client{Timeout: 30 * time.Second}
-	for i := 0; ; i++ {
-		if r, err := client.Get(base + "/healthz"); err == nil {
-			r.Body.Close()
-			break
+	addrc := make(chan string, 1)
+	go func() { // the port the server chose, from its "serving on" line
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
+				addrc <- strings.Fields(rest)[0]
+				break
+			}
 		}
-		if i > 600 {
-			t.Fatalf("agrun serve did not come up: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		io.Copy(io.Discard, pr)
+	}()
+	t.Cleanup(func() { pw.Close() })
+	var base string
+	select {
+	case a := <-addrc:
+		base = "http://" + a
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("agrun serve did not say where it listens: %s", stderr.String())
 	}
+	client := &http.Client{Timeout: 30 * time.Second}
 	type answer struct {
 		OK     bool            `json:"ok"`
 		Result json.RawMessage `json:"result"`
