@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"context"
+	"fmt"
 	"github.com/agcore/agrun/registry"
 	"os"
 	"path/filepath"
@@ -157,6 +158,28 @@ func TestFilesEscapes(t *testing.T) {
 			t.Errorf("outside secret is now %q", b)
 		}
 	})
+}
+
+// TestFilesPlantedHardLink: a hard link to an outside file, planted in a
+// writable mount by someone on the host (the guest itself cannot make one:
+// TestFilesEscapes), is the same inode: what the guest writes to it lands
+// in the outside file.
+func TestFilesPlantedHardLink(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write")
+	victim := filepath.Join(f.outside, "victim.txt")
+	must(t, os.WriteFile(victim, []byte(secret), 0o644))
+	if err := os.Link(victim, filepath.Join(f.mount, "hard")); err != nil {
+		t.Fatalf("cannot hard link here: %v", err)
+	}
+	before := f.snapshot(t)
+	got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "write", "path": "/data/hard", "data": "overwritten"})))
+	checkKind(t, got.err, "")
+	f.stillWorks(t)
+	checkLeaks(t, before)
+	if b, _ := os.ReadFile(victim); string(b) != secret {
+		bugObserved(t, fmt.Sprintf("a hard link planted in a writable mount lets the guest write the outside file it shares an inode with (now %q): sandboxfs could refuse writes to regular files with more than one link", b))
+	}
 }
 
 // TestFilesReadOnly: a read-only mount refuses every change, whichever way
