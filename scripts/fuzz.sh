@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the module briefly (FUZZ_TIME each, default
-# 8s: about two minutes for the ten targets), one after another, so that
+# 8s: about two minutes for a dozen targets), one after another, so that
 # regressions surface in CI. A target that finds a failing input fails the
 # script; `go test` has written the input
 # to that package's testdata/fuzz/<Target>/, where it becomes a regression
