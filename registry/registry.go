@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agcore/agrun/permission"
 )
@@ -353,6 +354,11 @@ func (r *Registry) validate(e *entry, args json.RawMessage) (json.RawMessage, er
 	}
 	if len(bytes.TrimSpace(args)) == 0 { // no copy of args as a string
 		args = json.RawMessage("{}")
+	}
+	if !utf8.Valid(args) {
+		// The decoder would read invalid bytes as U+FFFD, but the tool gets
+		// args as they are; the guest ABI promises UTF-8 JSON.
+		return nil, errors.New("arguments are not valid UTF-8")
 	}
 	v, err := decodeStrict(args)
 	if err != nil {

@@ -289,6 +289,7 @@ func TestArgumentHardening(t *testing.T) {
 		{"huge integer", "num", `{"n":` + strings.Repeat("9", 3000) + `}`, "/n: number too long"},
 		{"huge exponent in array", "num", `{"x":[1,2,3e999999999999]}`, "/x/2: number"},
 		{"missing required", "get_weather", `{}`, "/city: missing"},
+		{"invalid UTF-8", "get_weather", "{\"city\":\"\xff\"}", "not valid UTF-8"},
 		{"wrong type", "get_weather", `{"city":42}`, "/city: got number, want string"},
 		{"below minimum", "get_weather", `{"city":"a","days":0}`, "/days:"},
 		{"additional property", "get_weather", `{"city":"a","extra":1}`, "/:"},
