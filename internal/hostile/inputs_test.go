@@ -30,7 +30,6 @@ func withSection(wasm []byte, name string, data []byte) []byte {
 // bugs are the cases that demonstrate a reported bug (see knownBug).
 var bugs = map[string]string{
 	"escape in the description": "wasmtools: Manifest.Validate accepts control characters (ESC sequences) and invisible characters (bidi overrides, zero-width) in the description, which goes to the model as is; MCP descriptions get mcp.SanitizeText (agrun tools escapes both)",
-	"invalid UTF-8":             "registry: arguments with invalid UTF-8 inside strings pass validation (encoding/json replaces them while decoding) and reach the tool as is, although ABI.md promises the guest UTF-8 JSON on stdin",
 }
 
 // TestManifests: manifests written to deceive are refused at load (or at
