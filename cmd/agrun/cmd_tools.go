@@ -8,6 +8,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/server"
 	"github.com/agcore/agrun/registry"
@@ -39,7 +42,7 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.exit(err)
 	}
-	fmt.Fprintf(c.stdout, "%s\n", out)
+	fmt.Fprintf(c.stdout, "%s\n", terminalSafeJSON(out))
 	return exitOK
 }
 
@@ -98,12 +101,61 @@ func errorOf(err error) *server.ErrorInfo {
 	return server.ErrorOf(err)
 }
 
+// writeJSONLine writes v as one line of JSON that is safe on a terminal
+// (see terminalSafeJSON).
 func writeJSONLine(w io.Writer, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(callResult(nil, err))
 	}
-	w.Write(append(b, '\n'))
+	w.Write(append(terminalSafeJSON(b), '\n'))
+}
+
+// terminalSafeJSON rewrites, inside a JSON text, the characters a terminal
+// could act on or that hide text — C1 controls (U+0080–U+009F; U+009B
+// starts an escape sequence on many terminals), format characters (bidi
+// overrides, zero-width characters), line and paragraph separators — and
+// invalid UTF-8 as \u escapes. encoding/json escapes C0 controls but
+// not these. The result is the same JSON value: outside strings a valid
+// JSON text has only ASCII.
+func terminalSafeJSON(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if out != nil {
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		bad := r == utf8.RuneError && n == 1
+		if !bad && !(r >= 0x80 && r < 0xa0) && !unicode.Is(unicode.Cf, r) && r != 0x2028 && r != 0x2029 {
+			if out != nil {
+				out = append(out, b[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(b)+16), b[:i]...)
+		}
+		if bad {
+			r = utf8.RuneError
+		}
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
 }
 
 // tools lists every configured tool: name, source, permissions, whether
