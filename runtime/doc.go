@@ -36,8 +36,9 @@
 //
 // [Limits] bound each call: wall time (the guest is stopped wherever it is,
 // inside host functions too), linear memory (growth past the limit ends the
-// call), stdout and stderr (the call ends as soon as a cap is crossed), and
-// stdin. [Config.MaxInstances] bounds the instances alive at once; further
+// call), stdout and stderr (the call ends as soon as a cap is crossed),
+// stdin, and the bytes written through the call's writable mounts (writes
+// beyond fail with EIO in the guest). [Config.MaxInstances] bounds the instances alive at once; further
 // calls wait, honouring their context. Compile refuses modules that could
 // hurt the host before any code runs: oversized or malformed modules,
 // imports other than WASI and the agrun ABI with exactly their signatures,

@@ -237,6 +237,42 @@ func TestHTTPBlockedHostCallTimesOut(t *testing.T) {
 	}
 }
 
+// MaxWriteBytes bounds what one call writes, across all of its mounts;
+// the next call has a fresh budget.
+func TestMountWriteLimit(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	r := newRuntime(t, Config{Limits: Limits{MaxWriteBytes: 10}})
+	m := compile(t, r, probe(t))
+	mounts := []Mount{{HostPath: a, GuestPath: "/a", Writable: true}, {HostPath: b, GuestPath: "/b", Writable: true}}
+	call := func(args ...string) *Output {
+		t.Helper()
+		out, err := r.Run(context.Background(), m, Input{Args: append([]string{"probe", "write"}, args...), Mounts: mounts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := call("/a/one", "123456", "/b/two", "7890"); out.ExitCode != 0 {
+		t.Fatalf("10 bytes in two mounts: exit %d, %q", out.ExitCode, out.Stdout)
+	}
+	out := call("/a/three", "123456", "/b/four", "7890x")
+	if out.ExitCode == 0 || !strings.Contains(string(out.Stdout), "error:") {
+		t.Errorf("11 bytes in two mounts: exit %d, %q; want the write to fail", out.ExitCode, out.Stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(b, "four")); len(b) != 4 {
+		t.Errorf("four holds %q; want the 4 bytes left of the budget", b)
+	}
+	// A per-call limit overrides the Runtime's default.
+	out, err := r.Run(context.Background(), m, Input{Args: []string{"probe", "write", "/a/five", "0123456789abc"}, Mounts: mounts, Limits: Limits{MaxWriteBytes: 20}})
+	if err != nil || out.ExitCode != 0 {
+		t.Errorf("13 bytes with a limit of 20: %v, exit %d, %q", err, out.ExitCode, out.Stdout)
+	}
+	var l Limits
+	if got := l.withDefaults(packageLimits).MaxWriteBytes; got != DefaultMaxWriteBytes {
+		t.Errorf("default MaxWriteBytes = %d, want %d", got, DefaultMaxWriteBytes)
+	}
+}
+
 func TestForbiddenAddr(t *testing.T) {
 	for _, tt := range []struct {
 		ip        string

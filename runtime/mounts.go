@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sync/atomic"
 
 	"github.com/agcore/agrun/internal/sandboxfs"
 	"github.com/tetratelabs/wazero"
@@ -13,8 +14,9 @@ import (
 // mountConfig builds the guest's file system from the mounts, served by
 // internal/sandboxfs (never wazero's directory mounts, which follow
 // symlinks out of the mount). The closers release the mounts' directory
-// descriptors; call them after the instance is closed.
-func mountConfig(mounts []Mount) (wazero.FSConfig, []io.Closer, error) {
+// descriptors; call them after the instance is closed. The writable mounts
+// share one budget of maxWrite bytes.
+func mountConfig(mounts []Mount, maxWrite int64) (wazero.FSConfig, []io.Closer, error) {
 	if len(mounts) == 0 {
 		return nil, nil, nil
 	}
@@ -24,6 +26,7 @@ func mountConfig(mounts []Mount) (wazero.FSConfig, []io.Closer, error) {
 		return nil, nil, err
 	}
 	seen := map[string]bool{}
+	written := new(atomic.Int64) // shared by the call's mounts
 	cfg := wazero.NewFSConfig()
 	for _, m := range mounts {
 		if m.GuestPath == "" || m.GuestPath[0] != '/' || path.Clean(m.GuestPath) != m.GuestPath {
@@ -36,7 +39,10 @@ func mountConfig(mounts []Mount) (wazero.FSConfig, []io.Closer, error) {
 		if m.AllowDelete && !m.Writable {
 			return fail(fmt.Errorf("runtime: mount %q: AllowDelete needs Writable", m.GuestPath))
 		}
-		fs, err := sandboxfs.New(m.HostPath, sandboxfs.Options{Writable: m.Writable, AllowDelete: m.AllowDelete})
+		fs, err := sandboxfs.New(m.HostPath, sandboxfs.Options{
+			Writable: m.Writable, AllowDelete: m.AllowDelete,
+			MaxWriteBytes: maxWrite, WriteCounter: written,
+		})
 		if err != nil {
 			return fail(fmt.Errorf("runtime: mount %q: %w", m.GuestPath, err))
 		}

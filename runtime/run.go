@@ -135,7 +135,7 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	defer func() { <-r.sem }()
 
-	fsCfg, closers, err := mountConfig(in.Mounts)
+	fsCfg, closers, err := mountConfig(in.Mounts, lim.MaxWriteBytes)
 	if err != nil {
 		return nil, err
 	}

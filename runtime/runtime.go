@@ -25,6 +25,7 @@ const (
 	DefaultMaxStdout        = 1 << 20
 	DefaultMaxStderr        = 64 << 10
 	DefaultMaxStdin         = 1 << 20
+	DefaultMaxWriteBytes    = 64 << 20
 	DefaultMaxModuleBytes   = 64 << 20
 	DefaultMaxTableElements = 100_000
 )
@@ -61,8 +62,8 @@ type Config struct {
 }
 
 // Limits bound one call. A zero field means the Runtime's default, whose
-// zero fields mean the package defaults: 10 s, 64 MiB, 1 MiB, 64 KiB and
-// 1 MiB.
+// zero fields mean the package defaults: 10 s, 64 MiB, 1 MiB, 64 KiB,
+// 1 MiB and 64 MiB.
 type Limits struct {
 	// Timeout ends the call with ErrTimeout wherever the guest is, host
 	// functions included.
@@ -76,6 +77,12 @@ type Limits struct {
 	MaxStdout, MaxStderr int64
 	// MaxStdin refuses larger inputs with ErrInputLimit before anything runs.
 	MaxStdin int64
+	// MaxWriteBytes caps the bytes one call writes through its mounts, in
+	// total across all of its writable mounts (data written, plus growth by
+	// truncate; not freed by deleting or shrinking). Writes beyond it fail
+	// in the guest with EIO (WASI preview 1 has no ENOSPC through wazero);
+	// the call itself goes on.
+	MaxWriteBytes int64
 }
 
 // withDefaults returns l with each zero field taken from d.
@@ -98,15 +105,19 @@ func (l Limits) withDefaults(d Limits) Limits {
 	if l.MaxStdin <= 0 {
 		l.MaxStdin = d.MaxStdin
 	}
+	if l.MaxWriteBytes <= 0 {
+		l.MaxWriteBytes = d.MaxWriteBytes
+	}
 	return l
 }
 
 var packageLimits = Limits{
-	Timeout:     DefaultTimeout,
-	MemoryBytes: DefaultMemoryBytes,
-	MaxStdout:   DefaultMaxStdout,
-	MaxStderr:   DefaultMaxStderr,
-	MaxStdin:    DefaultMaxStdin,
+	Timeout:       DefaultTimeout,
+	MemoryBytes:   DefaultMemoryBytes,
+	MaxStdout:     DefaultMaxStdout,
+	MaxStderr:     DefaultMaxStderr,
+	MaxStdin:      DefaultMaxStdin,
+	MaxWriteBytes: DefaultMaxWriteBytes,
 }
 
 // Runtime compiles and runs untrusted WebAssembly modules. It is safe for

@@ -274,15 +274,18 @@ func TestFilesResources(t *testing.T) {
 	})
 
 	t.Run("filling the disk", func(t *testing.T) {
-		knownBug(t, "runtime.mountConfig creates sandboxfs.FS without MaxWriteBytes and runtime.Limits has no write cap, so a guest with a writable mount can write until its timeout (GBs) — nothing bounds disk use")
 		before := f.snapshot(t)
 		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "writebig", "path": "/data/big", "n": 512 << 20})))
+		fi, statErr := os.Stat(filepath.Join(f.mount, "big"))
 		os.Remove(filepath.Join(f.mount, "big"))
 		f.after(t, before, got, "")
-		if got.err == nil {
-			if r := decodeReply(t, got.out); r.N >= 512<<20 {
-				t.Errorf("the guest wrote %d MiB to the mount: disk use is not bounded", r.N>>20)
-			}
+		r := decodeReply(t, got.out)
+		if r.OK || r.N > runtime.DefaultMaxWriteBytes {
+			t.Errorf("the guest wrote %d MiB to the mount (ok=%v); want runtime.Limits.MaxWriteBytes (64 MiB) to stop it", r.N>>20, r.OK)
 		}
+		if statErr == nil && fi.Size() > runtime.DefaultMaxWriteBytes {
+			t.Errorf("the file on the host is %d MiB, over the 64 MiB write budget", fi.Size()>>20)
+		}
+		t.Logf("guest wrote %d MiB, then: %s", r.N>>20, r.Err)
 	})
 }

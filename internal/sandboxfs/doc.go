@@ -52,7 +52,8 @@
 //     setuid/setgid/sticky); chmod likewise.
 //   - At most [Options.MaxOpenFiles] files are open at once per FS (EAGAIN
 //     beyond); at most [Options.MaxWriteBytes] bytes are written over the
-//     FS's life (EIO beyond). wazero can only pass WASI preview 1's errno
+//     FS's life, or over the life of all FSes sharing one
+//     [Options.WriteCounter] (EIO beyond). wazero can only pass WASI preview 1's errno
 //     set through its Errno type, which lacks EMFILE and ENOSPC (anything
 //     else, a full host disk included, reaches the guest as EIO).
 //

@@ -41,6 +41,11 @@ type Options struct {
 	// because wazero has no ENOSPC: a full host disk reaches the guest as
 	// EIO too. If zero or negative, writes are not capped.
 	MaxWriteBytes int64
+	// WriteCounter, if not nil, is where MaxWriteBytes is charged instead
+	// of the FS's own counter: several FSes given the same counter share
+	// one budget of MaxWriteBytes (give them all the same MaxWriteBytes).
+	// It counts bytes already charged; start it at zero.
+	WriteCounter *atomic.Int64
 }
 
 // Errnos for the caps, from the few wazero can pass to a WASI guest.
@@ -80,7 +85,11 @@ func New(hostDir string, opts Options) (experimentalsys.FS, error) {
 	if !opts.Writable {
 		opts.AllowDelete = false
 	}
-	return &rootFS{root: root, opts: opts}, nil
+	r := &rootFS{root: root, opts: opts, written: opts.WriteCounter}
+	if r.written == nil {
+		r.written = new(atomic.Int64)
+	}
+	return r, nil
 }
 
 // rootFS implements experimentalsys.FS over an os.Root.
@@ -90,8 +99,8 @@ type rootFS struct {
 	root *os.Root
 	opts Options
 
-	open    atomic.Int64 // files currently open
-	written atomic.Int64 // bytes charged against MaxWriteBytes
+	open    atomic.Int64  // files currently open
+	written *atomic.Int64 // bytes charged against MaxWriteBytes; maybe shared
 	closed  atomic.Bool
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -66,6 +67,36 @@ func TestMaxWriteBytes(t *testing.T) {
 	must(t, err)
 	if fi.Size() != budget {
 		t.Errorf("big is %d bytes on the host", fi.Size())
+	}
+}
+
+// TestSharedWriteCounter: FSes given one WriteCounter share one budget.
+func TestSharedWriteCounter(t *testing.T) {
+	tr := newTree(t)
+	must(t, os.Mkdir(filepath.Join(tr.mount, "b"), 0o755))
+	const budget = 1000
+	var counter atomic.Int64
+	a := newFS(t, tr.mount, Options{Writable: true, MaxWriteBytes: budget, WriteCounter: &counter})
+	b := newFS(t, filepath.Join(tr.mount, "b"), Options{Writable: true, MaxWriteBytes: budget, WriteCounter: &counter})
+	write := func(fsys experimentalsys.FS, name string, n int) (int, experimentalsys.Errno) {
+		f, errno := fsys.OpenFile(name, experimentalsys.O_WRONLY|experimentalsys.O_CREAT, 0o644)
+		if errno != 0 {
+			t.Fatalf("open %s: %v", name, errno)
+		}
+		defer f.Close()
+		return f.Write(make([]byte, n))
+	}
+	if n, errno := write(a, "one", 600); n != 600 || errno != 0 {
+		t.Fatalf("first mount: wrote %d, %v", n, errno)
+	}
+	if n, _ := write(b, "two", 600); n != 400 {
+		t.Errorf("second mount: wrote %d; want the 400 bytes left", n)
+	}
+	if n, errno := write(a, "three", 1); n != 0 || errno != errNoSpace {
+		t.Errorf("after the shared budget: wrote %d, %v; want EIO", n, errno)
+	}
+	if got := counter.Load(); got != budget {
+		t.Errorf("counter = %d, want %d", got, budget)
 	}
 }
 

@@ -150,13 +150,14 @@ func main() {
 			os.Exit(1)
 		}
 		os.Stdout.Write(b)
-	case "write":
-		err := os.WriteFile(os.Args[2], []byte(os.Args[3]), 0o644)
-		if err != nil {
-			fmt.Println("error:", err)
-			os.Exit(1)
+	case "write": // write path data [path data ...], in order
+		for i := 2; i+1 < len(os.Args); i += 2 {
+			if err := os.WriteFile(os.Args[i], []byte(os.Args[i+1]), 0o644); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+			fmt.Println("written")
 		}
-		fmt.Println("written")
 	case "remove":
 		if err := os.Remove(os.Args[2]); err != nil {
 			fmt.Println("error:", err)
