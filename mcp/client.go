@@ -556,7 +556,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	}
 	c.succeeded()
 	if res.IsError {
-		msg := contentText(res.Content)
+		msg := SanitizeText(contentText(res.Content), MaxErrorTextBytes)
 		if strings.TrimSpace(msg) == "" {
 			msg = "the tool reported an error without a message"
 		}

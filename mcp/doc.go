@@ -35,7 +35,7 @@
 // images and audio as a placeholder such as "[image: image/png, 48213
 // bytes]", resource links as their URI, embedded resources as their text.
 // A result with isError is an execution_failed error carrying the server's
-// text.
+// text, passed through [SanitizeText] and cut to [MaxErrorTextBytes].
 //
 // # Failures
 //

@@ -19,6 +19,11 @@ const maxNameLen = 64
 // descriptions are cut (at a rune boundary) and end in "…".
 const MaxDescriptionBytes = 4 << 10
 
+// MaxErrorTextBytes caps the message of an execution_failed error taken
+// from the text of an isError result; longer messages are cut (at a rune
+// boundary) and end in "…".
+const MaxErrorTextBytes = 4 << 10
+
 // ToolName returns the registry name of the tool called tool on the server
 // called server: "<server>__<tool>" with every character outside
 // [a-zA-Z0-9_-] replaced by '_'. A name longer than 64 bytes is cut and ends

@@ -47,24 +47,19 @@ func TestMCPServers(t *testing.T) {
 		env                []string
 		opts               mcp.Options
 		want               registry.Kind
-		bug                string // a reported bug this case demonstrates
 	}{
-		{"crash mid-call", "crash", "crash", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
-		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout, ""},
-		{"garbage on stdout", "garbage", "noisy", nil, mcp.Options{}, "", ""},
-		{"giant message", "huge", "huge", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError, ""},
-		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout, ""},
-		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.Options{}, "", ""},
-		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.Options{MaxStderrBytes: 16 << 10}, "", ""},
-		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.Options{Timeout: 20 * time.Second}, registry.MCPError, ""},
-		{"isError with an injection", "evil", "fails", nil, mcp.Options{}, registry.ExecutionFailed,
-			"mcp: the text of an isError result becomes the execution_failed message without SanitizeText: raw ESC sequences (clear screen, OSC title, OSC 8 links), bidi overrides and zero-width characters reach the model and the terminal"},
-		{"result full of escapes", "evil", "inject", nil, mcp.Options{}, "", ""},
+		{"crash mid-call", "crash", "crash", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
+		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout},
+		{"garbage on stdout", "garbage", "noisy", nil, mcp.Options{}, ""},
+		{"giant message", "huge", "huge", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
+		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout},
+		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.Options{}, ""},
+		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.Options{MaxStderrBytes: 16 << 10}, ""},
+		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.Options{Timeout: 20 * time.Second}, registry.MCPError},
+		{"isError with an injection", "evil", "fails", nil, mcp.Options{}, registry.ExecutionFailed},
+		{"result full of escapes", "evil", "inject", nil, mcp.Options{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.bug != "" {
-				knownBug(t, c.bug)
-			}
 			bin := mcpServer(t, c.server)
 			pidfile := filepath.Join(t.TempDir(), "pid")
 			before := f.snapshot(t)
@@ -87,6 +82,11 @@ func TestMCPServers(t *testing.T) {
 			got := inv(f.reg.Invoke(ctx, mcp.ToolName(c.server, c.tool), args))
 			if got.err == nil {
 				checkMCPOutput(t, got.out)
+			} else {
+				var re *registry.Error
+				if errors.As(got.err, &re) {
+					checkNoInvisible(t, re.Message())
+				}
 			}
 			f.stillWorks(t)
 			must(t, cl.Close(ctx))
@@ -142,6 +142,19 @@ func checkMCPOutput(t testing.TB, out []byte) {
 		return r >= 0x80 && r < 0xa0 || r >= 0x200b && r <= 0x200f || r >= 0x202a && r <= 0x202e
 	}) {
 		bugObserved(t, "mcp: text results are passed on without SanitizeText: C1 controls (U+009B CSI), bidi overrides and zero-width characters reach the model and, through `agrun call`/`run`, the terminal (wasm text results drop them: wasmtools.cleanText)")
+	}
+}
+
+// checkNoInvisible asserts that s, text from an MCP server on its way to
+// the model, carries no C1 control, zero-width character, bidi override
+// or tag character.
+func checkNoInvisible(t testing.TB, s string) {
+	t.Helper()
+	for _, r := range s {
+		if r >= 0x80 && r < 0xa0 || r >= 0x200b && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2060 && r <= 0x2064 || r == 0xfeff || r >= 0xe0000 && r <= 0xe007f {
+			t.Errorf("text from the server keeps %U: %q", r, truncate(s, 300))
+			return
+		}
 	}
 }
 

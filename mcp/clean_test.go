@@ -1,0 +1,95 @@
+package mcp
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// nasty is text a hostile server sends: terminal escapes (CSI, OSC title,
+// OSC 8 link), a C1 CSI, bidi overrides, zero-width and tag characters,
+// a BOM and invalid UTF-8.
+const nasty = "a\x1b[2J\x1b]0;pwned\x07\x1b]8;;http://evil.example\x1b\\b\x1b]8;;\x1b\\ \u009b31m" +
+	"\u202eevil\u202c \u200b\u200c\u200d\u2060\ufeff\U000E0049 \xff\xfe\r\x00z\n\tend"
+
+// nastyCleaned is nasty as the client gives it to the model (the server's
+// JSON encoder turned each invalid byte into U+FFFD).
+const nastyCleaned = "a[2J]0;pwned]8;;http://evil.example\\b]8;;\\ 31mevil  \uFFFD\uFFFDz\n\tend"
+
+// dirty reports the first rune a model or a terminal must not get: a
+// control character other than newline and tab, or an invisible one.
+func dirty(s string) (rune, bool) {
+	for _, r := range s {
+		if dropRune(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+func checkClean(t *testing.T, what, s string) {
+	t.Helper()
+	if !utf8.ValidString(s) {
+		t.Errorf("%s is not valid UTF-8: %q", what, s)
+	}
+	if r, bad := dirty(s); bad {
+		t.Errorf("%s keeps %U: %q", what, r, s)
+	}
+}
+
+// evilClient connects to an in-memory server whose tools answer with
+// nasty text: as content, as structuredContent and as an isError result.
+func evilClient(t *testing.T) *Client {
+	t.Helper()
+	s := sdk.NewServer(&sdk.Implementation{Name: "evil", Version: "1"}, nil)
+	obj := map[string]any{"type": "object"}
+	s.AddTool(&sdk.Tool{Name: "text", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: nasty}, &sdk.TextContent{Text: "line2"}}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "structured", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{StructuredContent: map[string]any{
+			"k" + nasty: []any{nasty, 1.5, true, nil, map[string]any{"inner": nasty}},
+			"n":         12345678901,
+		}}, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "fails", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "error: " + nasty + strings.Repeat("x", 10<<10)}}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	c, err := NewClient("evil", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	if err := c.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The text of an isError result becomes the execution_failed message
+// cleaned and capped.
+func TestErrorResultIsSanitized(t *testing.T) {
+	c := evilClient(t)
+	_, err := c.CallTool(context.Background(), "fails", nil)
+	e := wantKind(t, err, registry.ExecutionFailed)
+	checkClean(t, "isError message", e.Message())
+	if !strings.HasPrefix(e.Message(), "error: a[2J") {
+		t.Errorf("message = %.80q", e.Message())
+	}
+	if len(e.Message()) > MaxErrorTextBytes || !strings.HasSuffix(e.Message(), "…") {
+		t.Errorf("message is %d bytes (cap %d), ends %q", len(e.Message()), MaxErrorTextBytes, e.Message()[len(e.Message())-10:])
+	}
+}
