@@ -273,6 +273,47 @@ func TestMountWriteLimit(t *testing.T) {
 	}
 }
 
+// A guest that returns normally after its deadline passed inside
+// http_request still ends with ErrTimeout: the call did not finish in time.
+// The guest calls proc_exit(0) as soon as the host call returns, which
+// nearly always beats wazero's own close on the deadline; whichever comes
+// first, the call must end with ErrTimeout (TestClassifyExpired pins the
+// decision without the race).
+func TestHTTPDeadlineThenExitIsTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		<-req.Context().Done()
+	}))
+	defer srv.Close()
+	r := newRuntime(t, Config{})
+	m := compile(t, r, wat(t, "httpexit"))
+	for range 5 {
+		out, err := r.Run(context.Background(), m, Input{
+			Args:    []string{"httpexit", get(srv.URL)},
+			Network: &NetworkGrant{AllowedHosts: []string{strings.TrimPrefix(srv.URL, "http://")}, AllowPrivate: true},
+			Limits:  Limits{Timeout: 100 * time.Millisecond},
+		})
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v (exit %d), want ErrTimeout", err, out.ExitCode)
+		}
+	}
+}
+
+// TestClassifyExpired: a guest that ended without error is a success only
+// if the time limit had not passed when it ended.
+func TestClassifyExpired(t *testing.T) {
+	st := &callState{}
+	expiredCtx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if err := st.classify(context.Background(), expiredCtx, expiredCtx, true, nil, &Output{}); !errors.Is(err, ErrTimeout) {
+		t.Errorf("guest returned after the deadline: err = %v, want ErrTimeout", err)
+	}
+	live, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := st.classify(context.Background(), live, live, false, nil, &Output{}); err != nil {
+		t.Errorf("guest returned in time: err = %v, want nil", err)
+	}
+}
+
 func TestForbiddenAddr(t *testing.T) {
 	for _, tt := range []struct {
 		ip        string

@@ -166,15 +166,21 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	runCtx = experimental.WithMemoryAllocator(runCtx, &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: m.c.info.image, onExceed: st.memoryExceeded})
 
 	mod, err := r.wz.InstantiateModule(runCtx, m.c.cm, cfg)
+	// Whether the time limit had passed when the guest ended: a guest can
+	// still return normally after it (the deadline passed inside a host
+	// function, and the guest exited before wazero stopped it).
+	expired := errors.Is(timeoutCtx.Err(), context.DeadlineExceeded)
 	if mod != nil {
 		mod.Close(context.Background())
 	}
 	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start)}
-	return out, st.classify(ctx, timeoutCtx, callCtx, err, out)
+	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
 }
 
-// classify turns how the instance ended into Run's result.
-func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, err error, out *Output) error {
+// classify turns how the instance ended into Run's result. expired says
+// whether the call's time limit had passed when the instance ended: such a
+// call ends with ErrTimeout even if the guest returned normally.
+func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired bool, err error, out *Output) error {
 	var exit *sys.ExitError
 	if errors.As(err, &exit) && callCtx.Err() == nil {
 		out.ExitCode = exit.ExitCode() // not the code wazero uses for a closed context
@@ -190,7 +196,7 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, err erro
 		return wrapCause(ErrOutputLimit, err)
 	case st.memExceeded.Load():
 		return wrapCause(ErrMemoryLimit, err)
-	case err == nil:
+	case err == nil && !expired:
 		return nil
 	case ctx.Err() == context.Canceled:
 		return fmt.Errorf("runtime: call cancelled: %w", context.Canceled)

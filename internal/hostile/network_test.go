@@ -215,17 +215,10 @@ func TestNetworkResponses(t *testing.T) {
 	t.Run("slow drip ends at the deadline", func(t *testing.T) {
 		before := f.snapshot(t)
 		got := inv(f.reg.Invoke(context.Background(), "net_short", argsJSON(t, map[string]any{"op": "http", "url": srv.URL + "/slow"})))
-		if got.err != nil {
-			f.after(t, before, got, registry.Timeout)
-			return
-		}
-		// The host answered the guest {"code":"timeout"} and the guest got
-		// to exit 0 before the sandbox ended it: the call succeeds after its
-		// deadline. Nothing leaks, but ABI.md says the call ends "timeout".
-		f.after(t, before, got, "")
-		if r := decodeReply(t, got.out); !strings.Contains(r.Err, `"code":"timeout"`) {
-			t.Errorf("guest saw %+v; want a timeout", r)
-		}
-		bugObserved(t, "runtime.classify returns success when the guest exits 0 after the call's deadline passed inside agrun.http_request (err == nil is checked before timeoutCtx.Err()); the call should end with ErrTimeout")
+		// The drip outlasts the 1 s limit, so the deadline always passes
+		// inside agrun.http_request. Whether the sandbox stops the guest
+		// there, or the guest gets {"code":"timeout"} and exits 0 first,
+		// the call ends "timeout" (ABI.md).
+		f.after(t, before, got, registry.Timeout)
 	})
 }
