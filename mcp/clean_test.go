@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -77,6 +78,73 @@ func evilClient(t *testing.T) *Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Text results reach the model without controls (C0 and C1) or invisible
+// characters; newlines and tabs stay.
+func TestTextResultIsSanitized(t *testing.T) {
+	c := evilClient(t)
+	out, err := c.CallTool(context.Background(), "text", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("result %s is not a JSON string: %v", out, err)
+	}
+	checkClean(t, "text result", s)
+	if want := nastyCleaned + "\nline2"; s != want {
+		t.Errorf("text result = %q\nwant          %q", s, want)
+	}
+}
+
+// Every string in structuredContent, keys included, is cleaned; numbers
+// and the other values are kept, and the document stays valid JSON.
+func TestStructuredResultIsSanitized(t *testing.T) {
+	c := evilClient(t)
+	out, err := c.CallTool(context.Background(), "structured", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(out) {
+		t.Fatalf("result is not valid JSON: %s", out)
+	}
+	checkClean(t, "structured result", string(out))
+	var v map[string]any
+	d := json.NewDecoder(strings.NewReader(string(out)))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("decoding %s: %v", out, err)
+	}
+	clean := nastyCleaned
+	arr, ok := v["k"+clean].([]any)
+	if !ok || len(arr) != 5 {
+		t.Fatalf("result %s lacks the cleaned key with its 5 values", out)
+	}
+	if arr[0] != clean || arr[1] != json.Number("1.5") || arr[2] != true || arr[3] != nil {
+		t.Errorf("values = %#v", arr)
+	}
+	if m, ok := arr[4].(map[string]any); !ok || m["inner"] != clean {
+		t.Errorf("nested object = %#v", arr[4])
+	}
+	if v["n"] != json.Number("12345678901") {
+		t.Errorf("n = %#v; want 12345678901", v["n"])
+	}
+}
+
+func TestCleanJSONKeyCollision(t *testing.T) {
+	for range 20 { // map order must not decide which value stays
+		out, err := cleanJSON([]byte(`{"a\u200b":2,"a":1,"b":[" \u202e"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != `{"a":1,"b":[" "]}` {
+			t.Fatalf("cleanJSON = %s", out)
+		}
+	}
+	if _, err := cleanJSON([]byte(`{`)); err == nil {
+		t.Error("cleanJSON accepted invalid JSON")
+	}
 }
 
 // The text of an isError result becomes the execution_failed message

@@ -35,7 +35,11 @@
 // images and audio as a placeholder such as "[image: image/png, 48213
 // bytes]", resource links as their URI, embedded resources as their text.
 // A result with isError is an execution_failed error carrying the server's
-// text, passed through [SanitizeText] and cut to [MaxErrorTextBytes].
+// text, cut to [MaxErrorTextBytes]. All text a server sends that reaches
+// the model passes through [SanitizeText]: result text, every string
+// (keys included) inside structuredContent and isError messages, so no
+// control character but newline and tab, and no invisible character,
+// gets through.
 //
 // # Failures
 //

@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,13 +12,16 @@ import (
 
 // resultJSON maps a tools/call result to what the model is given:
 //
-//   - structuredContent, when present, is returned as JSON;
+//   - structuredContent, when present, is returned as JSON, with every
+//     string in it (object keys included) passed through SanitizeText;
 //   - otherwise the content blocks become one JSON string: text blocks as
 //     they are, images and audio as a short placeholder (type, MIME type,
 //     size) instead of their base64 data, resource links as their URI,
 //     embedded resources as their text (or a placeholder for a blob), all
-//     joined with newlines.
+//     joined with newlines and passed through SanitizeText.
 //
+// Either way no control character but newline and tab, and no invisible
+// character, reaches the model or a terminal, and the JSON stays valid.
 // For an isError result, use contentText for the message instead.
 func resultJSON(res *sdk.CallToolResult) (json.RawMessage, error) {
 	if res.StructuredContent != nil {
@@ -24,13 +29,58 @@ func resultJSON(res *sdk.CallToolResult) (json.RawMessage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("structuredContent: %w", err)
 		}
+		b, err = cleanJSON(b)
+		if err != nil {
+			return nil, fmt.Errorf("structuredContent: %w", err)
+		}
 		return b, nil
 	}
-	b, err := json.Marshal(contentText(res.Content))
+	b, err := json.Marshal(SanitizeText(contentText(res.Content), 0))
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// cleanJSON returns the JSON document b with every string in it, object
+// keys included, passed through SanitizeText (no cap). Numbers are kept as
+// written. Keys that become equal once cleaned keep the first in sorted
+// order of the original keys, so the result does not depend on map order.
+func cleanJSON(b []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(cleanValue(v))
+}
+
+func cleanValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		return SanitizeText(x, 0)
+	case []any:
+		for i, e := range x {
+			x[i] = cleanValue(e)
+		}
+		return x
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		m := make(map[string]any, len(x))
+		for _, k := range keys {
+			ck := SanitizeText(k, 0)
+			if _, dup := m[ck]; !dup {
+				m[ck] = cleanValue(x[k])
+			}
+		}
+		return m
+	}
+	return v
 }
 
 // contentText renders content blocks as text (see resultJSON).
