@@ -3,8 +3,12 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -159,5 +163,54 @@ func TestErrorResultIsSanitized(t *testing.T) {
 	}
 	if len(e.Message()) > MaxErrorTextBytes || !strings.HasSuffix(e.Message(), "…") {
 		t.Errorf("message is %d bytes (cap %d), ends %q", len(e.Message()), MaxErrorTextBytes, e.Message()[len(e.Message())-10:])
+	}
+}
+
+// A server that answers the handshake with garbage fails Connect with an
+// error that does not quote the raw bytes (ESC, C1, bidi) but still says
+// what went wrong, and errors.As still finds the cause.
+func TestConnectErrorIsSanitized(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("\x1b[2J\u009b31m\u202e{not json at all"))
+	}))
+	defer srv.Close()
+	c, err := NewClient("web", HTTP{URL: srv.URL}, &Options{Timeout: 5 * time.Second, MaxRestarts: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	err = c.Connect(context.Background())
+	e := wantKind(t, err, registry.MCPError)
+	checkClean(t, "Connect error", err.Error())
+	checkClean(t, "Connect message", e.Message())
+	if !strings.Contains(e.Message(), "not json at all") {
+		t.Errorf("message %q does not say what the server sent", e.Message())
+	}
+	var ce *cleanErr
+	if !errors.As(err, &ce) || ce.err == nil {
+		t.Errorf("the cause is not reachable through errors.As: %#v", err)
+	}
+}
+
+func TestCleanError(t *testing.T) {
+	if cleanError(nil) != nil {
+		t.Error("cleanError(nil) != nil")
+	}
+	re := registry.Errorf(registry.MCPError, "x", "y")
+	if cleanError(re) != error(re) {
+		t.Error("a *registry.Error was wrapped")
+	}
+	cause := errors.New("bad \x1b[31m" + strings.Repeat("z", 3*maxErrorText))
+	err := cleanError(cause)
+	if !errors.Is(err, cause) {
+		t.Error("errors.Is lost the cause")
+	}
+	if cleanError(err) != err {
+		t.Error("a cleanErr was wrapped again")
+	}
+	checkClean(t, "cleanError", err.Error())
+	if len(err.Error()) > maxErrorText {
+		t.Errorf("message is %d bytes; cap %d", len(err.Error()), maxErrorText)
 	}
 }

@@ -198,7 +198,35 @@ func (c *Client) errorf(k registry.Kind, tool, format string, args ...any) *regi
 	if tool != "" {
 		name = ToolName(c.name, tool)
 	}
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = cleanError(err)
+		}
+	}
 	return registry.Errorf(k, name, "mcp server %q: "+format, append([]any{c.name}, args...)...)
+}
+
+// maxErrorText caps the text of an error that may quote a server (see
+// cleanError).
+const maxErrorText = 2 << 10
+
+// cleanErr is an error whose text may quote what a server sent (the SDK's
+// decoding errors quote the bytes it could not decode): its message is the
+// cause's, passed through SanitizeText and capped, so that it is fit for a
+// model, a terminal and a log; errors.Is and errors.As still see the cause.
+type cleanErr struct{ err error }
+
+func (e *cleanErr) Error() string { return SanitizeText(e.err.Error(), maxErrorText) }
+func (e *cleanErr) Unwrap() error { return e.err }
+
+// cleanError wraps err in a cleanErr unless it is nil, already one, or a
+// *registry.Error (whose messages this package built from clean parts).
+func cleanError(err error) error {
+	switch err.(type) {
+	case nil, *cleanErr, *registry.Error:
+		return err
+	}
+	return &cleanErr{err}
 }
 
 // Connect starts the server (or opens the HTTP session), performs the MCP
@@ -447,14 +475,14 @@ func (c *Client) classify(ctx context.Context, tool, what string, err error, l *
 	}
 	if l != nil && l.cause != nil {
 		if cause := l.cause(); cause != nil {
-			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cause))
+			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(cause)))
 		}
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
 		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
 	}
-	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, err))
+	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(err)))
 }
 
 // request runs f on a live session with the per-request timeout, mapping
@@ -783,7 +811,7 @@ func (c *Client) endSession(ctx context.Context, s *session) error {
 	case <-ctx.Done():
 	}
 	if err != nil {
-		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp server %q: close: %w", c.name, err))
+		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp server %q: close: %w", c.name, cleanError(err)))
 	}
 	return nil
 }

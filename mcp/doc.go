@@ -37,9 +37,10 @@
 // A result with isError is an execution_failed error carrying the server's
 // text, cut to [MaxErrorTextBytes]. All text a server sends that reaches
 // the model passes through [SanitizeText]: result text, every string
-// (keys included) inside structuredContent and isError messages, so no
-// control character but newline and tab, and no invisible character,
-// gets through.
+// (keys included) inside structuredContent, isError messages, and the
+// parts of error messages that quote the server (such as the bytes an SDK
+// decoding error shows), so no control character but newline and tab, and
+// no invisible character, gets through.
 //
 // # Failures
 //

@@ -261,8 +261,11 @@ func TestMCPOverHTTP(t *testing.T) {
 			if !errors.As(err, &re) || re.Kind != registry.MCPError && re.Kind != registry.MCPTimeout {
 				t.Errorf("Connect: %v (%T); want a *registry.Error of kind mcp_error or mcp_timeout", err, err)
 			}
-			if err != nil && strings.ContainsFunc(err.Error(), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
-				bugObserved(t, "mcp: a failed Connect quotes the server's raw bytes, ESC included, in its *registry.Error (\"failed to decode response: ... \x1b[2J...\"); agrun's CLI escapes it wherever it prints it (tools, call, run warnings), but embedders and their logs get it raw")
+			if err != nil {
+				// The error quotes what the server sent (garbage, error
+				// pages): cleaned, like everything from a server.
+				checkModelText(t, err.Error())
+				checkNoInvisible(t, err.Error())
 			}
 			f.after(t, before, outcome{}, "")
 		})
