@@ -46,6 +46,13 @@
 //     symlink is refused (EPERM): the copy would sit at another depth, where a
 //     relative target may point somewhere else. For the same reason renaming
 //     a symlink whose target is absolute or contains ".." is refused.
+//   - A regular file with more than one link may also be a file outside the
+//     mount (a hard link the host made), so it is never changed: opening it
+//     for writing or with O_TRUNC, truncating it, and changing its times or
+//     mode fail with EPERM (the check is on the open descriptor, so it
+//     cannot be raced; path utimes and chmod look before they act). Reading,
+//     renaming and unlinking the name work. A file the guest linked itself
+//     is treated the same until one of its names is removed.
 //   - Only regular files and directories can be opened (EACCES otherwise);
 //     opens use O_NONBLOCK so a FIFO placed in the mount cannot stall the host
 //     thread. Created files and directories get permission bits only (no
@@ -65,8 +72,9 @@
 // # Not defended
 //
 //   - Hard links the host already has inside the mount to files outside it:
-//     they are ordinary files and the guest may read (and, if writable, change)
-//     them. Do not mount trees that contain such links.
+//     the guest may read them (it cannot change them, see above). A link the
+//     host adds after the guest opened the file for writing is not noticed.
+//     Do not mount trees that contain such links.
 //   - Symlinks the host placed inside the mount with ".." in their target:
 //     the guest cannot follow them out, but renaming a directory that
 //     contains one (rename of the link itself is refused) changes where the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
 
 // TestGuestCannotEscape drives a real guest with the most powerful mount
@@ -171,17 +172,81 @@ func TestWazeroDirMountLeaks(t *testing.T) {
 	}
 }
 
-// TestPreexistingHardLinkIsAFile documents a limit, not a defence: a hard
-// link the host already has inside the mount to a file outside is the same
-// file, and the guest reads it. No path-based check can tell the names
-// apart; do not mount trees holding such links.
+// TestPreexistingHardLinkIsAFile: a hard link the host already has inside
+// the mount to a file outside is the same file. No path-based check can
+// tell the names apart, so the guest reads it; but a regular file with more
+// than one link is never changed: opening it for writing or with O_TRUNC,
+// truncating it, and changing its times or mode fail with EPERM.
 func TestPreexistingHardLinkIsAFile(t *testing.T) {
 	tr := newTree(t)
 	if err := os.Link(filepath.Join(tr.outside, "secret.txt"), filepath.Join(tr.mount, "hard")); err != nil {
 		t.Fatalf("host cannot hard link here: %v", err)
 	}
-	g := startGuest(t, newFS(t, tr.mount, Options{}))
+	tr.outsideUnchanged(t)
+	fsys := newFS(t, tr.mount, Options{Writable: true, AllowDelete: true})
+	g := startGuest(t, fsys)
 	if r := g.mustOK(cmd{Op: "read", Path: "/data/hard"}); r.Data != secret {
 		t.Errorf("read %q", r.Data)
+	}
+	for _, c := range []cmd{
+		{Op: "write", Path: "/data/hard", Data: "overwritten"},
+		{Op: "append", Path: "/data/hard", Data: "more"},
+		{Op: "openrw", Path: "/data/hard"},
+		{Op: "opentrunc", Path: "/data/hard"},
+		{Op: "writeopen", Path: "/data/hard", Data: "x"},
+		{Op: "pwrite", Path: "/data/hard", Data: "x", N: 3},
+		{Op: "truncate", Path: "/data/hard", N: 1},
+		{Op: "ftruncate_ro", Path: "/data/hard", N: 1},
+		{Op: "utimes", Path: "/data/hard", N: 1_000_000},
+		{Op: "futimes", Path: "/data/hard", N: 1_000_000},
+	} {
+		g.mustFail(c, "")
+	}
+	g.mustFail(cmd{Op: "write", Path: "/data/hard", Data: "overwritten"}, "EPERM")
+	g.mustFail(cmd{Op: "utimes", Path: "/data/hard", N: 1_000_000}, "EPERM")
+	g.mustFail(cmd{Op: "futimes", Path: "/data/hard", N: 1_000_000}, "EPERM")
+	if errno := fsys.Chmod("hard", 0o600); errno != experimentalsys.EPERM {
+		t.Errorf("chmod of the shared file: %v, want EPERM", errno)
+	}
+	if errno := fsys.Utimens("hard", 0, 0); errno != experimentalsys.EPERM {
+		t.Errorf("utimens of the shared file: %v, want EPERM", errno)
+	}
+	if _, errno := fsys.OpenFile("hard", experimentalsys.O_RDONLY|experimentalsys.O_TRUNC, 0); errno != experimentalsys.EPERM {
+		t.Errorf("O_RDONLY|O_TRUNC of the shared file: %v, want EPERM", errno)
+	}
+	// Renaming or unlinking the name inside the mount leaves the outside
+	// file alone, and is allowed.
+	g.mustOK(cmd{Op: "rename", Path: "/data/hard", To: "/data/hard2"})
+	g.mustOK(cmd{Op: "unlink", Path: "/data/hard2"})
+	g.stop()
+	if b, _ := os.ReadFile(filepath.Join(tr.outside, "secret.txt")); string(b) != secret {
+		t.Errorf("the outside file now holds %q", b)
+	}
+}
+
+// TestGuestHardLinksAreShared: a file the guest itself hard-links counts as
+// shared too (sandboxfs cannot tell who made the link): it cannot be
+// written through either name until one is removed. Ordinary files and
+// O_TRUNC keep working.
+func TestGuestHardLinksAreShared(t *testing.T) {
+	tr := newTree(t)
+	tr.outsideUnchanged(t)
+	g := startGuest(t, newFS(t, tr.mount, Options{Writable: true, AllowDelete: true}))
+	g.mustOK(cmd{Op: "write", Path: "/data/own", Data: "first version"})
+	g.mustOK(cmd{Op: "opentrunc", Path: "/data/own"})
+	if r := g.mustOK(cmd{Op: "read", Path: "/data/own"}); r.Data != "" {
+		t.Errorf("after O_TRUNC the file holds %q", r.Data)
+	}
+	g.mustOK(cmd{Op: "write", Path: "/data/own", Data: "second"})
+	g.mustOK(cmd{Op: "link", Path: "/data/own", To: "/data/twin"})
+	g.mustFail(cmd{Op: "write", Path: "/data/own", Data: "x"}, "EPERM")
+	g.mustFail(cmd{Op: "writeopen", Path: "/data/twin", Data: "x"}, "EPERM")
+	if r := g.mustOK(cmd{Op: "read", Path: "/data/twin"}); r.Data != "second" {
+		t.Errorf("twin holds %q", r.Data)
+	}
+	g.mustOK(cmd{Op: "unlink", Path: "/data/twin"})
+	g.mustOK(cmd{Op: "write", Path: "/data/own", Data: "third"})
+	if r := g.mustOK(cmd{Op: "read", Path: "/data/own"}); r.Data != "third" {
+		t.Errorf("own holds %q", r.Data)
 	}
 }

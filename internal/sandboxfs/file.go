@@ -244,12 +244,15 @@ func (f *file) Truncate(size int64) experimentalsys.Errno {
 	if size < 0 {
 		return experimentalsys.EINVAL
 	}
+	fi, err := f.f.Stat()
+	if err != nil {
+		return toErrno(err)
+	}
+	if shared(fi) {
+		return experimentalsys.EPERM
+	}
 	var charged int64
 	if f.fsys.opts.MaxWriteBytes > 0 {
-		fi, err := f.f.Stat()
-		if err != nil {
-			return toErrno(err)
-		}
 		if grow := size - fi.Size(); grow > 0 {
 			if charged = f.fsys.reserve(grow); charged < grow {
 				f.fsys.refund(charged)
@@ -283,6 +286,15 @@ func (f *file) Utimens(atim, mtim int64) experimentalsys.Errno {
 	defer f.mu.Unlock()
 	if errno := f.writable(false); errno != 0 {
 		return errno
+	}
+	if !f.isDir {
+		fi, err := f.f.Stat()
+		if err != nil {
+			return toErrno(err)
+		}
+		if shared(fi) {
+			return experimentalsys.EPERM
+		}
 	}
 	return futimens(f.f, atim, mtim)
 }

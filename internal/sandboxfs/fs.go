@@ -161,7 +161,16 @@ func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 			return nil, experimentalsys.ELOOP
 		}
 	}
-	osf, err := r.root.OpenFile(name, toOSFlag(flag), perm&fs.ModePerm)
+	// O_TRUNC is applied below, once the file is known not to be shared
+	// (see shared); a read-only open that truncates opens for writing, as
+	// truncating needs write permission anyway.
+	access := flag & (experimentalsys.O_RDWR | experimentalsys.O_WRONLY)
+	trunc := flag&experimentalsys.O_TRUNC != 0
+	osFlag := toOSFlag(flag &^ experimentalsys.O_TRUNC)
+	if trunc && access == 0 {
+		osFlag |= os.O_RDWR
+	}
+	osf, err := r.root.OpenFile(name, osFlag, perm&fs.ModePerm)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -174,11 +183,21 @@ func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 		osf.Close() // FIFOs, sockets, devices
 		return nil, experimentalsys.EACCES
 	}
+	if (access != 0 || trunc) && shared(fi) {
+		osf.Close()
+		return nil, experimentalsys.EPERM
+	}
+	if trunc && !fi.IsDir() {
+		if err := osf.Truncate(0); err != nil {
+			osf.Close()
+			return nil, toErrno(err)
+		}
+	}
 	st := sys.NewStat_t(fi)
 	f := &file{
 		fsys:   r,
 		f:      osf,
-		access: flag & (experimentalsys.O_RDWR | experimentalsys.O_WRONLY),
+		access: access,
 		append: flag&experimentalsys.O_APPEND != 0,
 		isDir:  fi.IsDir(),
 		dev:    st.Dev,
@@ -186,6 +205,15 @@ func (r *rootFS) openFile(name string, flag experimentalsys.Oflag, perm fs.FileM
 	}
 	f.Adapter.Fn = f.seek
 	return f, 0
+}
+
+// shared reports whether fi is a regular file with more than one link.
+// Such a file may also be a file outside the mount (a hard link the host
+// made; the guest cannot link to anything outside), so its data, times and
+// mode are not the mount's to change: opening it for writing or with
+// O_TRUNC, truncating it and changing its times or mode fail with EPERM.
+func shared(fi fs.FileInfo) bool {
+	return fi.Mode().IsRegular() && sys.NewStat_t(fi).Nlink > 1
 }
 
 // toOSFlag converts wazero's flags to os.OpenFile's. O_APPEND is emulated by
@@ -251,7 +279,13 @@ func (r *rootFS) Chmod(name string, perm fs.FileMode) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}
-	return toErrno(r.root.Chmod(rel(name), perm&fs.ModePerm))
+	name = rel(name)
+	if fi, err := r.root.Stat(name); err != nil {
+		return toErrno(err)
+	} else if shared(fi) {
+		return experimentalsys.EPERM
+	}
+	return toErrno(r.root.Chmod(name, perm&fs.ModePerm))
 }
 
 // Rename implements experimentalsys.FS.
@@ -391,9 +425,15 @@ func (r *rootFS) Utimens(name string, atim, mtim int64) experimentalsys.Errno {
 		return experimentalsys.EROFS
 	}
 	name = rel(name)
-	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
-		_, err := r.root.Stat(name)
+	fi, err := r.root.Stat(name)
+	if err != nil {
 		return toErrno(err)
+	}
+	if shared(fi) {
+		return experimentalsys.EPERM
+	}
+	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
+		return 0
 	}
 	return toErrno(r.root.Chtimes(name, nanosToTime(atim), nanosToTime(mtim)))
 }
