@@ -96,7 +96,7 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 		CacheDir:     cfg.Sandbox.CacheDir,
 		DisableCache: cfg.Sandbox.NoCache,
 		MaxInstances: cfg.Sandbox.MaxInstances,
-		Limits:       sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput),
+		Limits:       sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite),
 		Logger:       e.log,
 	})
 	if err != nil {
@@ -130,8 +130,8 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 	return e, nil
 }
 
-func sandboxLimits(timeout config.Duration, memory, maxOutput config.Size) runtime.Limits {
-	return runtime.Limits{Timeout: timeout.Std(), MemoryBytes: int64(memory), MaxStdout: int64(maxOutput)}
+func sandboxLimits(timeout config.Duration, memory, maxOutput, maxWrite config.Size) runtime.Limits {
+	return runtime.Limits{Timeout: timeout.Std(), MemoryBytes: int64(memory), MaxStdout: int64(maxOutput), MaxWriteBytes: int64(maxWrite)}
 }
 
 func (e *env) fail(key string, err error) {
@@ -149,7 +149,7 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	grant := wasmtools.Grant{
 		AllowedHosts: t.AllowedHosts,
 		AllowPrivate: t.AllowPrivate,
-		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput),
+		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput, t.MaxWrite),
 		SHA256:       t.SHA256,
 	}
 	for _, m := range t.Mounts {

@@ -60,6 +60,7 @@ type Sandbox struct {
 	Timeout      Duration `toml:"timeout"`
 	Memory       Size     `toml:"memory"`
 	MaxOutput    Size     `toml:"max_output"`
+	MaxWrite     Size     `toml:"max_write"` // bytes a call may write to its writable mounts
 	MaxParallel  int      `toml:"max_parallel"`
 	MaxInstances int      `toml:"max_instances"`
 }
@@ -81,6 +82,7 @@ type Tool struct {
 	Timeout      Duration `toml:"timeout"`
 	Memory       Size     `toml:"memory"`
 	MaxOutput    Size     `toml:"max_output"`
+	MaxWrite     Size     `toml:"max_write"`
 	Mounts       []Mount  `toml:"mounts"`
 }
 
