@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
@@ -61,9 +62,13 @@ var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 type Manifest struct {
 	// Name is the tool's default name: ^[a-zA-Z0-9_-]{1,64}$. Required.
 	Name string `json:"name"`
-	// Version is free-form (e.g. "1.0.0"), at most 64 bytes. Optional.
+	// Version is free-form (e.g. "1.0.0"), at most 64 bytes of printable
+	// text. Optional.
 	Version string `json:"version,omitempty"`
-	// Description tells the model what the tool does. Required.
+	// Description tells the model what the tool does, at most 4 KiB of
+	// text without control characters (but newline and tab) or invisible
+	// characters (zero-width, bidi controls, tags, private use): the model
+	// reads it as is. Required.
 	Description string `json:"description"`
 	// Parameters is the JSON Schema of the arguments: an object schema
 	// that compiles. Empty means {"type":"object","properties":{}}.
@@ -111,7 +116,8 @@ var manifestFields = []string{"name", "version", "description", "parameters", "p
 // ParseManifest decodes a manifest from JSON, strictly: the document must be
 // one JSON object of at most MaxManifestBytes; unknown fields (matched
 // case-sensitively), duplicate keys at any depth, null values, a name
-// outside ^[a-zA-Z0-9_-]{1,64}$, an empty description, an unknown or
+// outside ^[a-zA-Z0-9_-]{1,64}$, an empty description or one with control
+// or invisible characters (see Manifest.Description), an unknown or
 // repeated permission, an output other than "json" or "text", and a
 // parameters schema that is not an object schema or does not compile are
 // errors (*ManifestError, wrapping ErrInvalidManifest). The result is
@@ -238,7 +244,7 @@ func (m Manifest) Validate() error {
 	if len(m.Version) > maxVersion {
 		return manifestErr("version", "%d bytes, at most %d", len(m.Version), maxVersion)
 	}
-	if !utf8.ValidString(m.Version) || strings.ContainsFunc(m.Version, isControl) {
+	if !utf8.ValidString(m.Version) || strings.ContainsFunc(m.Version, isControl) || strings.ContainsFunc(m.Version, isInvisible) {
 		return manifestErr("version", "must be printable UTF-8 text")
 	}
 	if strings.TrimSpace(m.Description) == "" {
@@ -249,6 +255,12 @@ func (m Manifest) Validate() error {
 	}
 	if !utf8.ValidString(m.Description) {
 		return manifestErr("description", "not valid UTF-8")
+	}
+	if i := strings.IndexFunc(m.Description, func(r rune) bool {
+		return r != '\n' && r != '\t' && (isControl(r) || isInvisible(r))
+	}); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(m.Description[i:])
+		return manifestErr("description", "%U at byte %d: control characters (but newline and tab) and invisible characters (zero-width, bidi controls, tags, private use) are not allowed: the model reads the description as is", r, i)
 	}
 	for i, p := range m.Permissions {
 		if p.IsZero() {
@@ -272,7 +284,18 @@ func (m Manifest) Validate() error {
 	return nil
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports C0 and C1 control characters and DEL (Unicode Cc).
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
+
+// isInvisible reports characters that show nothing yet can change what a
+// reader sees or hide text from them: format characters (Unicode Cf:
+// zero-width spaces and joiners, bidi embeddings, overrides and isolates,
+// tag characters, the BOM, the soft hyphen), private-use characters and
+// the line and paragraph separators. mcp.SanitizeText drops the same
+// characters from what MCP servers send.
+func isInvisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Co, r) || r == 0x2028 || r == 0x2029
+}
 
 // MarshalJSON encodes the manifest compactly, with its fields in the
 // documented order and without HTML escaping; Parameters is written as

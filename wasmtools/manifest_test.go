@@ -75,6 +75,21 @@ func TestParseManifestErrors(t *testing.T) {
 		{"blank description", `{"name":"x","description":"  "}`, "description", "missing"},
 		{"version too long", `{"name":"x","description":"d","version":"` + strings.Repeat("1", 65) + `"}`, "version", "at most 64"},
 		{"version control char", `{"name":"x","description":"d","version":"1\u001b[31m"}`, "version", "printable"},
+		{"version with a C1 control", `{"name":"x","description":"d","version":"1\u009b"}`, "version", "printable"},
+		{"version with a bidi override", `{"name":"x","description":"d","version":"1\u202e"}`, "version", "printable"},
+		{"description with ESC", `{"name":"x","description":"hi\u001b[2J"}`, "description", "U+001B at byte 2"},
+		{"description with CR", `{"name":"x","description":"a\r\nb"}`, "description", "U+000D"},
+		{"description with NUL", `{"name":"x","description":"a\u0000"}`, "description", "U+0000"},
+		{"description with DEL", `{"name":"x","description":"a\u007f"}`, "description", "U+007F"},
+		{"description with a C1 CSI", `{"name":"x","description":"a\u009b31m"}`, "description", "U+009B"},
+		{"description with a bidi override", `{"name":"x","description":"a\u202eb"}`, "description", "U+202E"},
+		{"description with a bidi isolate", `{"name":"x","description":"a\u2067b"}`, "description", "U+2067"},
+		{"description with a zero-width space", `{"name":"x","description":"a\u200bb"}`, "description", "U+200B"},
+		{"description with a zero-width joiner", `{"name":"x","description":"a\u200db"}`, "description", "U+200D"},
+		{"description with a BOM", `{"name":"x","description":"\ufeffa"}`, "description", "U+FEFF"},
+		{"description with a tag character", `{"name":"x","description":"a\udb40\udc49"}`, "description", "U+E0049"},
+		{"description with a private-use character", `{"name":"x","description":"a\ue000"}`, "description", "U+E000"},
+		{"description with a line separator", `{"name":"x","description":"a\u2028b"}`, "description", "U+2028"},
 		{"unknown permission", `{"name":"x","description":"d","permissions":["network","root"]}`, "permissions", `invalid permission "root"`},
 		{"empty custom permission", `{"name":"x","description":"d","permissions":["custom:"]}`, "permissions", "needs a name"},
 		{"permission not a string", `{"name":"x","description":"d","permissions":[1]}`, "permissions", "want a string"},
@@ -115,6 +130,12 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal manifest: %v", err)
 	}
+	// Newlines, tabs and visible non-ASCII text (emoji with a variation
+	// selector included) are fine in a description.
+	fine := Manifest{Name: "x", Description: "Météo ☀️ 天気\n\tline two — «ok»"}
+	if err := fine.Validate(); err != nil {
+		t.Fatalf("description with newline, tab and visible Unicode: %v", err)
+	}
 	tests := []struct {
 		name string
 		m    Manifest
@@ -123,6 +144,8 @@ func TestValidate(t *testing.T) {
 		{"zero permission", Manifest{Name: "x", Description: "d", Permissions: []permission.Permission{{}}}, "zero Permission"},
 		{"raw parameters not JSON", Manifest{Name: "x", Description: "d", Parameters: json.RawMessage(`{`)}, "not JSON"},
 		{"bad output", Manifest{Name: "x", Description: "d", Output: "JSON"}, `"JSON"`},
+		{"description with an OSC sequence", Manifest{Name: "x", Description: "d\x1b]0;pwned\x07"}, "description: U+001B at byte 1"},
+		{"description with invisible text", Manifest{Name: "x", Description: "d\u200b\u202e"}, "description: U+200B at byte 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,9 +28,7 @@ func withSection(wasm []byte, name string, data []byte) []byte {
 }
 
 // bugs are the cases that demonstrate a reported bug (see knownBug).
-var bugs = map[string]string{
-	"escape in the description": "wasmtools: Manifest.Validate accepts control characters (ESC sequences) and invisible characters (bidi overrides, zero-width) in the description, which goes to the model as is; MCP descriptions get mcp.SanitizeText (agrun tools escapes both)",
-}
+var bugs = map[string]string{}
 
 // TestManifests: manifests written to deceive are refused at load (or at
 // registration) with a typed error, and what is accepted is what the
@@ -88,6 +86,13 @@ func TestManifests(t *testing.T) {
 				f.reg.Unregister(tool.Name())
 			} else {
 				checkModelText(t, err.Error())
+			}
+			if c.name == "escape in the description" {
+				// Refused at load, naming the field, not cleaned silently.
+				var me *wasmtools.ManifestError
+				if !errors.As(err, &me) || me.Field != "description" {
+					t.Errorf("error %v (%T); want a *wasmtools.ManifestError for the description", err, err)
+				}
 			}
 			if refHits.hits.Load() != 0 {
 				t.Errorf("a schema reference was fetched")
