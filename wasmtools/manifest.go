@@ -407,10 +407,18 @@ func checkJSON(data []byte) error {
 //
 //	parameters = '''{"type":"object","properties":{"city":{"type":"string"}}}'''
 //
-// TOML dates and times are refused anywhere in the manifest.
+// TOML dates and times are refused anywhere in the manifest, and so is
+// nesting deeper than 32 levels (tables, arrays, inline tables, each
+// segment of a dotted key or table header counting as one): the TOML
+// decoder's time grows faster than quadratically with depth, so depth is
+// checked on the bytes before decoding. A deeper schema can be written in
+// the JSON string form, where the JSON rules apply.
 func ParseManifestTOML(data []byte) (Manifest, error) {
 	if len(data) > MaxManifestBytes {
 		return Manifest{}, manifestErr("", "%d bytes, at most %d", len(data), MaxManifestBytes)
+	}
+	if err := checkTOMLDepth(data); err != nil {
+		return Manifest{}, &ManifestError{Err: err}
 	}
 	var doc map[string]any
 	if _, err := toml.Decode(string(data), &doc); err != nil {
@@ -437,6 +445,202 @@ func ParseManifestTOML(data []byte) (Manifest, error) {
 		return Manifest{}, &ManifestError{Err: err}
 	}
 	return ParseManifest(b)
+}
+
+// maxTOMLDepth bounds the nesting of a TOML manifest (see
+// ParseManifestTOML). A hand-written manifest rarely goes past 8.
+const maxTOMLDepth = 32
+
+// checkTOMLDepth refuses a TOML document nested deeper than maxTOMLDepth,
+// in one pass over its bytes and without decoding it: the depth of a value
+// is the number of table header segments above it (plus one for an array
+// of tables), plus the segments of its (dotted) key, plus one for each
+// enclosing array; an inline table's keys count from the inline table's
+// own depth. Strings and comments are skipped. The count never falls short
+// of the decoded document's depth, and errs on the generous side only for
+// empty arrays and inline tables. The scan is lenient with malformed
+// input, which the decoder refuses afterwards.
+func checkTOMLDepth(data []byte) error {
+	if depth, line := tomlDepth(data, maxTOMLDepth); depth > maxTOMLDepth {
+		return fmt.Errorf("line %d: nested deeper than %d levels (tables, arrays, inline tables and the segments of dotted keys count)", line, maxTOMLDepth)
+	}
+	return nil
+}
+
+// tomlDepth returns the depth of data as checkTOMLDepth counts it, or, as
+// soon as it exceeds limit, that depth and the line where it did.
+func tomlDepth(data []byte, limit int) (depth, line int) {
+	type container struct {
+		depth int  // the container's own depth
+		table bool // an inline table (else an array)
+	}
+	var stack []container
+	base := 0     // depth of the current [table] or [[array of tables]]
+	atKey := true // a key (or at the top level a table header) comes next
+	vd := 0       // the depth of a value starting here
+	i, n := 0, len(data)
+	// deeper records d and reports whether the scan is over the limit (the
+	// stack counts too: inline tables in key position nest without depth).
+	deeper := func(d int) bool {
+		depth = max(depth, d, len(stack))
+		if depth > limit {
+			line = 1 + bytes.Count(data[:min(i, n)], []byte{'\n'})
+			return true
+		}
+		return false
+	}
+	cur := func() int { // the depth keys of the current table count from
+		if len(stack) == 0 {
+			return base
+		}
+		return stack[len(stack)-1].depth
+	}
+	for i < n {
+		c := data[i]
+		switch {
+		case c == '#':
+			for i < n && data[i] != '\n' {
+				i++
+			}
+			continue
+		case c == '\n':
+			i++
+			if len(stack) == 0 {
+				atKey = true
+			}
+			continue
+		case c == ' ' || c == '\t' || c == '\r':
+			i++
+			continue
+		}
+		if atKey {
+			if len(stack) == 0 && c == '[' {
+				i++
+				array := i < n && data[i] == '['
+				if array {
+					i++
+				}
+				var k int
+				k, i = scanTOMLKey(data, i)
+				base = k
+				if array {
+					base++
+				}
+				if deeper(base) {
+					return depth, line
+				}
+				for i < n && data[i] != '\n' && data[i] != '#' {
+					i++ // the closing brackets (and junk the decoder refuses)
+				}
+				continue
+			}
+			var k int
+			k, i = scanTOMLKey(data, i)
+			if i < n && data[i] == '=' {
+				i++
+			}
+			vd = cur() + k
+			if deeper(vd) {
+				return depth, line
+			}
+			atKey = false
+			continue
+		}
+		switch c {
+		case '"', '\'':
+			i = skipTOMLString(data, i)
+			continue
+		case '[', '{':
+			stack = append(stack, container{depth: vd, table: c == '{'})
+			if c == '{' {
+				atKey = true
+			} else {
+				vd++
+			}
+			if deeper(vd) {
+				return depth, line
+			}
+		case ']', '}':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',':
+			if len(stack) > 0 {
+				top := stack[len(stack)-1]
+				if top.table {
+					atKey = true
+				} else {
+					vd = top.depth + 1
+				}
+			}
+		}
+		i++
+	}
+	return depth, 0
+}
+
+// scanTOMLKey reads a (dotted) key starting at i and returns its number of
+// segments and the index of the first byte after it (an '=', a ']', or
+// whatever ended it).
+func scanTOMLKey(data []byte, i int) (segments, next int) {
+	n := len(data)
+	for i < n {
+		switch c := data[i]; {
+		case c == ' ' || c == '\t':
+			i++
+		case c == '.':
+			i++
+		case c == '"' || c == '\'':
+			segments++
+			i = skipTOMLString(data, i)
+		case c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80:
+			segments++
+			for i < n && (data[i] == '_' || data[i] == '-' || data[i] >= '0' && data[i] <= '9' || data[i] >= 'a' && data[i] <= 'z' || data[i] >= 'A' && data[i] <= 'Z' || data[i] >= 0x80) {
+				i++
+			}
+		default:
+			return segments, i
+		}
+	}
+	return segments, i
+}
+
+// skipTOMLString returns the index after the string starting at i (a
+// quote): basic or literal, one-line or multi-line. An unterminated
+// string ends at the end of its line (one-line) or of the data.
+func skipTOMLString(data []byte, i int) int {
+	n := len(data)
+	q := data[i]
+	if i+2 < n && data[i+1] == q && data[i+2] == q { // multi-line
+		j := i + 3
+		for j < n {
+			if q == '"' && data[j] == '\\' {
+				j += 2
+				continue
+			}
+			if j+2 < n && data[j] == q && data[j+1] == q && data[j+2] == q {
+				j += 3
+				for k := 0; k < 2 && j < n && data[j] == q; k++ {
+					j++ // up to two quotes may end the content
+				}
+				return j
+			}
+			j++
+		}
+		return n
+	}
+	j := i + 1
+	for j < n && data[j] != '\n' {
+		switch {
+		case q == '"' && data[j] == '\\':
+			j += 2
+			continue
+		case data[j] == q:
+			return j + 1
+		}
+		j++
+	}
+	return j
 }
 
 // checkTOMLValue refuses values that have no JSON equivalent: dates and

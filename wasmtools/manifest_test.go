@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
+
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -288,5 +290,101 @@ func TestManifestMarshalJSON(t *testing.T) {
 	back, err := ParseManifest(b)
 	if err != nil || !reflect.DeepEqual(back, m) {
 		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+// The depth checkTOMLDepth counts: table header segments, dotted key
+// segments, arrays and inline tables, with strings and comments skipped.
+func TestTOMLDepth(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want int
+	}{
+		{"a = 1", 1},
+		{"a.b.c = 1", 3},
+		{"a . 'b' . \"c\" = 1", 3},
+		{`"a.b.c" = 1`, 1},
+		{"[a.b]\nc = 1", 3},
+		{"[ \"x.y\" . z ]\nw = 1", 3},
+		{"[[a.b]]\nc = 1", 4},
+		{"[a.b.c.d]\n[e]\nf = 1", 4},
+		{"a = [1, [2, [3]]]", 4},
+		{"a = [[1], 2, 3]", 3},
+		{"a = {b.c = {d = 1}, e = 2}", 4},
+		{"a = [{b = 1}, {c = [2]}]", 4},
+		{"a = [\n  1, # [[[[\n  [2],\n]", 3},
+		{"a = \"[[[{{{\\\"[[[\" # [[[[ {{{{\nb = 1", 1},
+		{"a = '[[[{{{'\nb = '''\n[[[[\n{{{{\n'''\nc = \"\"\"\n\\\"\"\"[[[[\n\"\"\"\"\"\nd = 1", 1},
+		{"# [[[[[[\n[a] # [[[[\nb = 1", 2},
+	} {
+		if got, _ := tomlDepth([]byte(tc.doc), 1<<20); got != tc.want {
+			t.Errorf("tomlDepth(%q) = %d, want %d", tc.doc, got, tc.want)
+		}
+		var v map[string]any
+		if _, err := toml.Decode(tc.doc, &v); err != nil {
+			t.Errorf("%q is not valid TOML: %v", tc.doc, err)
+		} else if d := decodedDepth(v, 0); d > tc.want {
+			t.Errorf("%q decodes %d deep, more than its count %d", tc.doc, d, tc.want)
+		}
+	}
+}
+
+// decodedDepth is the depth of a decoded TOML value at level: the entries
+// of the top-level table are at level 1.
+func decodedDepth(v any, level int) int {
+	d := level
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, decodedDepth(e, level+1))
+		}
+	case []map[string]any:
+		for _, e := range x {
+			d = max(d, decodedDepth(e, level+1))
+		}
+	case []any:
+		for _, e := range x {
+			d = max(d, decodedDepth(e, level+1))
+		}
+	}
+	return d
+}
+
+// ParseManifestTOML refuses nesting beyond maxTOMLDepth before decoding:
+// the TOML decoder needs minutes for 16000 nested inline tables, which fit
+// in 64 KiB. The boundary is exact: 32 levels pass, 33 do not.
+func TestParseManifestTOMLNesting(t *testing.T) {
+	n := (MaxManifestBytes - 100) / 4
+	nested := func(open, close string, k int) string {
+		return strings.Repeat(open, k) + "1" + strings.Repeat(close, k)
+	}
+	// parameters.properties.a.properties.a... k times: a header 1+2k deep.
+	schema := func(k int, last string) string {
+		return "name = \"x\"\ndescription = \"d\"\n[parameters]\ntype = \"object\"\n[parameters" + strings.Repeat(".properties.a", k) + "]\n" + last + "\n"
+	}
+	for _, tc := range []struct {
+		name, doc, line string
+	}{
+		{"inline tables filling 64 KiB", "name = \"x\"\ndescription = \"d\"\nx = " + nested("{a=", "}", n) + "\n", "line 3:"},
+		{"arrays", "name = \"x\"\ndescription = \"d\"\nx = " + nested("[", "]", 32) + "\n", "line 3:"},
+		{"dotted key", "name = \"x\"\ndescription = \"d\"\n" + strings.Repeat("a.", 32) + "a = 1\n", "line 3:"},
+		{"table header", "name = \"x\"\ndescription = \"d\"\n[" + strings.Repeat("a.", 32) + "a]\n", "line 3:"},
+		{"array of tables", "name = \"x\"\ndescription = \"d\"\n[[" + strings.Repeat("a.", 31) + "a]]\n", "line 3:"},
+		{"schema 33 deep", schema(15, `enum = ["a"]`), "line 6:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseManifestTOML([]byte(tc.doc))
+			var me *ManifestError
+			if !errors.As(err, &me) || !strings.Contains(err.Error(), "nested deeper than 32 levels") || !strings.Contains(err.Error(), tc.line) {
+				t.Fatalf("err = %v; want a *ManifestError saying %s nested deeper than 32 levels", err, tc.line)
+			}
+		})
+	}
+	m, err := ParseManifestTOML([]byte(schema(15, `type = "string"`)))
+	if err != nil {
+		t.Fatalf("a schema 32 deep: %v", err)
+	}
+	if !strings.Contains(string(m.Parameters), strings.Repeat(`{"properties":{"a":`, 14)) {
+		t.Errorf("parameters = %s", m.Parameters)
 	}
 }
