@@ -116,9 +116,9 @@ func (e *cliEnv) run(stdin string, args ...string) cliResult {
 }
 
 // checkTerminalSafe asserts b can go to a terminal: valid UTF-8, no ESC,
-// no other C0 control but newline and tab, no DEL. C1 controls (U+0080 to
-// U+009F: UTF-8 terminals such as xterm take U+009B as CSI) and bidi
-// overrides are reported bugs: logged, failures with HOSTILE_BUGS=1.
+// no other C0 control but newline and tab, no DEL, no C1 control (U+0080 to
+// U+009F: UTF-8 terminals such as xterm take U+009B as CSI), no bidi
+// override.
 func checkTerminalSafe(t testing.TB, what string, b []byte) {
 	t.Helper()
 	if !utf8.Valid(b) {

@@ -488,16 +488,6 @@ func argsJSON(t testing.TB, v any) json.RawMessage {
 	return b
 }
 
-// knownBug skips a case that demonstrates a bug reported to the owning
-// package (see docs/SECURITY.md, "Not defended yet"), unless HOSTILE_BUGS=1
-// is set: then it runs and fails, so the fix can be checked.
-func knownBug(t testing.TB, desc string) {
-	t.Helper()
-	if os.Getenv("HOSTILE_BUGS") != "1" {
-		t.Skip("BUG: " + desc + " — see report; HOSTILE_BUGS=1 runs it")
-	}
-}
-
 // bugObserved records that a racy case hit a reported bug: a log line
 // normally, a failure with HOSTILE_BUGS=1.
 func bugObserved(t testing.TB, desc string) {

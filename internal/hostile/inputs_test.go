@@ -27,9 +27,6 @@ func withSection(wasm []byte, name string, data []byte) []byte {
 	return append(out, body...)
 }
 
-// bugs are the cases that demonstrate a reported bug (see knownBug).
-var bugs = map[string]string{}
-
 // TestManifests: manifests written to deceive are refused at load (or at
 // registration) with a typed error, and what is accepted is what the
 // sandbox enforces.
@@ -72,9 +69,6 @@ func TestManifests(t *testing.T) {
 		{"no manifest", bare},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if b := bugs[c.name]; b != "" {
-				knownBug(t, b)
-			}
 			before := f.snapshot(t)
 			tool, err := wasmtools.Load(context.Background(), f.rt, c.wasm, wasmtools.Grant{})
 			if err == nil {
@@ -161,9 +155,6 @@ func TestArguments(t *testing.T) {
 		{"huge tool name", strings.Repeat("n", 1<<20), `{}`, registry.NotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if b := bugs[c.name]; b != "" {
-				knownBug(t, b)
-			}
 			before := f.snapshot(t)
 			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
 		})
