@@ -25,20 +25,16 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usagef("usage: agrun chat [--session ID]")
 	}
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return err
-	}
-	st, err := c.sessionStoreFor(cfg)
-	if err != nil {
-		return err
-	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	e.warnBroken(c.stderr)
+	cfg := e.cfg
+	st, err := c.sessionStoreFor(cfg)
+	if err != nil {
+		return err
+	}
 	conv, err := c.openConversation(cfg, st, *sessID)
 	if err != nil {
 		return err

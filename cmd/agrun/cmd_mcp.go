@@ -29,16 +29,11 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usagef("usage: agrun mcp serve [--http ADDR]")
 	}
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return err
-	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	e.warnBroken(c.stderr)
 	opts := &mcp.ServerOptions{Version: version, Logger: e.log}
 	if *addr == "" {
 		err := mcp.Serve(ctx, e.reg, &sdk.StdioTransport{}, opts)

@@ -168,21 +168,16 @@ func runErrorKind(err error, fallback string) string {
 }
 
 func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return id, "", err
-	}
-	st, err := c.sessionStoreFor(cfg)
-	if err != nil {
-		return id, "", err
-	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {
 		return id, "", err
 	}
 	defer e.close()
-	e.warnBroken(c.stderr)
-	conv, err := c.openConversation(cfg, st, id)
+	st, err := c.sessionStoreFor(e.cfg)
+	if err != nil {
+		return id, "", err
+	}
+	conv, err := c.openConversation(e.cfg, st, id)
 	if err != nil {
 		return id, "", err
 	}

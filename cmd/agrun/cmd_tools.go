@@ -8,11 +8,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -42,7 +40,7 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.exit(err)
 	}
-	fmt.Fprintf(c.stdout, "%s\n", terminalSafeJSON(out))
+	fmt.Fprintf(c.stdout, "%s\n", termsafe.JSON(out))
 	return exitOK
 }
 
@@ -57,11 +55,7 @@ func (c *cli) callTool(ctx context.Context, pos []string) (json.RawMessage, erro
 			return nil, fmt.Errorf("reading arguments from stdin: %w", err)
 		}
 	}
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return nil, err
-	}
-	e, err := newEnv(ctx, cfg, c.stderr, only(name))
+	e, err := c.openEnv(ctx, only(name), false)
 	if err != nil {
 		return nil, err
 	}
@@ -108,54 +102,7 @@ func writeJSONLine(w io.Writer, v any) {
 	if err != nil {
 		b, _ = json.Marshal(callResult(nil, err))
 	}
-	w.Write(append(terminalSafeJSON(b), '\n'))
-}
-
-// terminalSafeJSON rewrites, inside a JSON text, the characters a terminal
-// could act on or that hide text — C1 controls (U+0080–U+009F; U+009B
-// starts an escape sequence on many terminals), format characters (bidi
-// overrides, zero-width characters), line and paragraph separators — and
-// invalid UTF-8 as \u escapes. encoding/json escapes C0 controls but
-// not these. The result is the same JSON value: outside strings a valid
-// JSON text has only ASCII.
-func terminalSafeJSON(b []byte) []byte {
-	var out []byte
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c < utf8.RuneSelf {
-			if out != nil {
-				out = append(out, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(b[i:])
-		bad := r == utf8.RuneError && n == 1
-		if !bad && !(r >= 0x80 && r < 0xa0) && !unicode.Is(unicode.Cf, r) && r != 0x2028 && r != 0x2029 {
-			if out != nil {
-				out = append(out, b[i:i+n]...)
-			}
-			i += n
-			continue
-		}
-		if out == nil {
-			out = append(make([]byte, 0, len(b)+16), b[:i]...)
-		}
-		if bad {
-			r = utf8.RuneError
-		}
-		if r > 0xffff {
-			r1, r2 := utf16.EncodeRune(r)
-			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
-		} else {
-			out = fmt.Appendf(out, `\u%04x`, r)
-		}
-		i += n
-	}
-	if out == nil {
-		return b
-	}
-	return out
+	w.Write(append(termsafe.JSON(b), '\n'))
 }
 
 // tools lists every configured tool: name, source, permissions, whether
@@ -170,11 +117,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usagef("usage: agrun tools [--json]")
 	}
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return err
-	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := c.openEnv(ctx, nil, false)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,24 @@ func (c *cli) loadConfig() (*config.Config, error) {
 	return cfg, nil
 }
 
+// openEnv loads the config and builds the environment of a command: the
+// tools filter selects (nil: all). With warn, tools that failed to load are
+// named on stderr. The caller closes the env.
+func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, filter)
+	if err != nil {
+		return nil, err
+	}
+	if warn {
+		e.warnBroken(c.stderr)
+	}
+	return e, nil
+}
+
 // toolInfo describes one configured tool, loaded or not.
 type toolInfo struct {
 	Name        string   `json:"name"`

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -118,6 +119,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(Result{Error: &ErrorInfo{Kind: KindInternal, Message: err.Error()}})
 	}
+	b = termsafe.JSON(b) // answers are read with curl on terminals
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

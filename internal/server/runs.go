@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
 )
 
@@ -250,6 +251,7 @@ func (e *eventWriter) send(typ string, v any) bool {
 		data, _ = json.Marshal(errorEvent{Type: "error", Kind: "other", Message: err.Error()})
 		typ = "error"
 	}
+	data = termsafe.JSON(data)
 	return e.write("event: " + typ + "\ndata: " + string(data) + "\n\n")
 }
 
