@@ -16,8 +16,10 @@ import (
 //	TextDelta*                  the reply's text, as it arrives
 //	TurnComplete                the model's reply is complete
 //	ToolExecutionStarted*       each call handed to the registry, in call order
-//	ToolExecutionCompleted*     one per tool call of the reply, in call order,
-//	                            after all of the turn's calls have finished
+//	ToolExecutionCompleted*     one per tool call of the reply: each call that
+//	                            ran as soon as it finishes (calls of a turn run
+//	                            in parallel, so in the order they finish), then
+//	                            the calls that were not run, in call order
 //
 // then the next turn. The last event of a successful run is the
 // TurnComplete of a reply without tool calls. A call that is not run (too

@@ -140,6 +140,11 @@ func TestStreamTwoRoundsEventOrder(t *testing.T) {
 		"text done.",
 		"turn_complete stop 0/0",
 	}
+	// The two calls of the first turn run in parallel and each completion
+	// is emitted as it happens: either may come first.
+	if len(trace) > 4 && trace[3] == want[4] && trace[4] == want[3] {
+		trace[3], trace[4] = trace[4], trace[3]
+	}
 	if strings.Join(trace, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events\n%s\nwant\n%s", strings.Join(trace, "\n"), strings.Join(want, "\n"))
 	}

@@ -66,9 +66,15 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 			return errStopped
 		}
 	}
+	// Each call's ToolExecutionCompleted is emitted as soon as it finishes;
+	// the tool messages are appended afterwards, in call order. If the
+	// consumer stops, the calls still running are cancelled and answered.
+	emitted := make([]bool, len(calls))
+	stopped := false
 	if len(toRun) > 0 {
-		invs := r.reg.InvokeAll(ctx, toRun)
-		for k, inv := range invs {
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		r.reg.InvokeEach(tctx, toRun, func(k int, inv registry.Invocation) {
 			i := runIdx[k]
 			c := calls[i]
 			if inv.Err != nil {
@@ -86,14 +92,24 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 			if counts[sigs[i]] == RepeatLimit {
 				contents[i] += repeatNote
 			}
-		}
+			if !stopped {
+				emitted[i] = true
+				if !r.emit(results[i]) {
+					stopped = true
+					cancel()
+				}
+			}
+		})
 	}
 
 	for i, c := range calls {
 		r.answer(c, contents[i])
 	}
-	for _, ev := range results {
-		if !r.emit(ev) {
+	if stopped {
+		return errStopped
+	}
+	for i, ev := range results { // the calls that were not run
+		if !emitted[i] && !r.emit(ev) {
 			return errStopped
 		}
 	}

@@ -407,6 +407,15 @@ func jsonType(v any) string {
 // Timeout) error, even if their tool ignores ctx and is still running in the
 // background (its late result is dropped).
 func (r *Registry) InvokeAll(ctx context.Context, calls []Call) []Invocation {
+	return r.InvokeEach(ctx, calls, nil)
+}
+
+// InvokeEach is InvokeAll that also reports each invocation as soon as it
+// is known: done(i, inv) is called once per call, with i its index in
+// calls, in the order the calls finish (those cut short by ctx last), on
+// the goroutine that called InvokeEach — so done may write output or emit
+// events without locking. done may be nil.
+func (r *Registry) InvokeEach(ctx context.Context, calls []Call, done func(i int, inv Invocation)) []Invocation {
 	out := make([]Invocation, len(calls))
 	if len(calls) == 0 {
 		return out
@@ -419,8 +428,15 @@ func (r *Registry) InvokeAll(ctx context.Context, calls []Call) []Invocation {
 	// returned never blocks.
 	results := make(chan result, len(calls))
 	sem := make(chan struct{}, r.maxParallel)
-	done := make([]bool, len(calls))
+	finished := make([]bool, len(calls))
 	pending := len(calls)
+	report := func(i int, inv Invocation) {
+		out[i] = inv
+		finished[i] = true
+		if done != nil {
+			done(i, inv)
+		}
+	}
 	start := time.Now()
 
 	// The dispatcher starts calls as slots free up; it stops starting new
@@ -441,25 +457,23 @@ func (r *Registry) InvokeAll(ctx context.Context, calls []Call) []Invocation {
 	for pending > 0 {
 		select {
 		case res := <-results:
-			out[res.i] = res.inv
-			done[res.i] = true
+			report(res.i, res.inv)
 			pending--
 		case <-ctx.Done():
 			// Keep the results that are already in.
 			for drained := false; !drained; {
 				select {
 				case res := <-results:
-					out[res.i] = res.inv
-					done[res.i] = true
+					report(res.i, res.inv)
 				default:
 					drained = true
 				}
 			}
 			err := ctx.Err()
 			for i, c := range calls {
-				if !done[i] {
-					out[i] = Invocation{ID: c.ID, Tool: c.Name, Input: c.Args,
-						Err: NewError(KindOf(err), c.Name, err), Duration: time.Since(start)}
+				if !finished[i] {
+					report(i, Invocation{ID: c.ID, Tool: c.Name, Input: c.Args,
+						Err: NewError(KindOf(err), c.Name, err), Duration: time.Since(start)})
 				}
 			}
 			return out

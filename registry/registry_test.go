@@ -534,3 +534,40 @@ func TestErrorHelpers(t *testing.T) {
 		t.Fatal("AsError should fill the tool name on a copy")
 	}
 }
+
+// TestInvokeEachReportsAsCallsFinish: done sees a call as soon as it ends,
+// while the others still run (the slow tool waits for the fast one's
+// report; reporting only at the end would never release it).
+func TestInvokeEachReportsAsCallsFinish(t *testing.T) {
+	release := make(chan struct{})
+	slow := &fnTool{name: "slow", schema: `{"type":"object"}`, fn: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		select {
+		case <-release:
+			return json.RawMessage(`"slow"`), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	fast := &fnTool{name: "fast", schema: `{"type":"object"}`, fn: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`"fast"`), nil
+	}}
+	r := registry.New()
+	if err := r.RegisterAll([]registry.Tool{slow, fast}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var order []int
+	invs := r.InvokeEach(ctx, []registry.Call{{ID: "a", Name: "slow"}, {ID: "b", Name: "fast"}}, func(i int, inv registry.Invocation) {
+		order = append(order, i)
+		if inv.Tool == "fast" {
+			close(release)
+		}
+	})
+	if len(order) != 2 || order[0] != 1 || order[1] != 0 {
+		t.Fatalf("reported in order %v, want [1 0]", order)
+	}
+	if string(invs[0].Output) != `"slow"` || string(invs[1].Output) != `"fast"` {
+		t.Fatalf("results %+v", invs)
+	}
+}
