@@ -96,7 +96,7 @@ func example(t testing.TB, name string) []byte {
 	return b
 }
 
-func hostileWasm(t testing.TB) []byte { return testguest.Build(t, "testdata/guests/hostile") }
+func hostileWasm(t testing.TB) []byte { return testguest.Hostile(t) }
 func echoWasm(t testing.TB) []byte    { return testguest.Build(t, "testdata/guests/echo") }
 
 // load is wasmtools.Load that fails the test on error.

@@ -100,10 +100,11 @@ func wordCountWasm(t testing.TB) []byte {
 	return b
 }
 
-// hostileWasm is the attacker guest (testdata/guests/hostile), built once.
+// hostileWasm is the attacker guest shared with the wasmtools tests
+// (internal/testguest/testdata/hostile), built once.
 func hostileWasm(t testing.TB) []byte {
 	t.Helper()
-	return testguest.Build(t, "testdata/guests/hostile")
+	return testguest.Hostile(t)
 }
 
 // wat assembles testdata/wat/NAME.wat.

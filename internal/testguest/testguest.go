@@ -198,3 +198,15 @@ func hashTree(tb testing.TB, h interface{ Write([]byte) (int, error) }, root str
 		h.Write(b)
 	}
 }
+
+// Hostile builds the attacker guest shared by the wasmtools tests and the
+// hostile-input suite (testdata/hostile beside this file: raw WASI and
+// agrun imports, one misbehaviour per "op" argument).
+func Hostile(tb testing.TB) []byte {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("testguest: cannot locate the hostile guest's source")
+	}
+	return Build(tb, filepath.Join(filepath.Dir(file), "testdata", "hostile"))
+}

@@ -1,9 +1,10 @@
-// Command hostile is the attacker guest of the hostile-input suite. It uses
-// no guest SDK: it talks to the host through os/syscall calls and raw agrun
+// Command hostile is the attacker guest shared by the wasmtools tests and
+// the hostile-input suite (built with testguest.Hostile). It uses no guest
+// SDK: it talks to the host through os/syscall calls and raw agrun
 // imports, as an attacker would. The call's arguments select the attack:
 //
-//	{"op":"emit","stdout_b64":"...","stderr_b64":"...","exit":3}  write bytes, exit
-//	{"op":"spin"}                     loop forever
+//	{"op":"emit","stdout":"...","stdout_b64":"...","stderr":"...","stderr_b64":"...","exit":3}  write, exit
+//	{"op":"spin","log":"token"}       log the token if any (so a test knows it runs), then loop forever
 //	{"op":"alloc"}                    allocate until the memory limit ends the call
 //	{"op":"flood"} / {"op":"errflood"} write to stdout / stderr forever
 //	{"op":"logflood","n":N}          N messages of 64 KiB (with escapes) through agrun.log
@@ -17,6 +18,7 @@
 //	{"op":"openmany","path":"dir","n":N}  create and keep open N files, report how many
 //	{"op":"rawread","fd":3,"path":"../x","follow":true}  path_open without Go's clean-up
 //	{"op":"probe","paths":[...]}      read each path and list "/"
+//	{"op":"env"}                      argv and environment, in names
 //
 // Every op that returns answers {"ok":bool,"data":...,"err":...,"n":...} on
 // stdout and exits 0, so a test sees exactly what the guest saw.
@@ -51,8 +53,11 @@ func fdRead(fd int32, iovs unsafe.Pointer, iovsLen uint32, nread unsafe.Pointer)
 
 type args struct {
 	Op        string   `json:"op"`
+	Stdout    string   `json:"stdout"`
 	StdoutB64 string   `json:"stdout_b64"`
+	Stderr    string   `json:"stderr"`
 	StderrB64 string   `json:"stderr_b64"`
+	Log       string   `json:"log"`
 	Exit      int      `json:"exit"`
 	URL       string   `json:"url"`
 	Path      string   `json:"path"`
@@ -85,21 +90,23 @@ func main() {
 	case "emit":
 		b, _ := base64.StdEncoding.DecodeString(a.StdoutB64)
 		os.Stdout.Write(b)
+		os.Stdout.WriteString(a.Stdout)
 		b, _ = base64.StdEncoding.DecodeString(a.StderrB64)
 		os.Stderr.Write(b)
+		os.Stderr.WriteString(a.Stderr)
 		os.Exit(a.Exit)
 	case "spin":
+		if a.Log != "" {
+			b := []byte(a.Log)
+			agrunLog(1, unsafe.Pointer(&b[0]), uint32(len(b)))
+		}
 		for {
 			sink++
 		}
 	case "alloc":
 		var keep [][]byte
 		for {
-			b := make([]byte, 1<<20)
-			for i := range b {
-				b[i] = 1
-			}
-			keep = append(keep, b)
+			keep = append(keep, make([]byte, 1<<20)) // growing memory is what counts
 		}
 	case "logflood": // n messages of 64 KiB through agrun.log, then {"ok":true}
 		msg := []byte(strings.Repeat("\x1b[2Jlog ", 64<<10/9))
@@ -202,6 +209,8 @@ func main() {
 		answer(r)
 	case "rawread":
 		answer(rawRead(a.FD, a.Path, a.Follow))
+	case "env":
+		answer(&reply{OK: true, Names: append(append([]string{}, os.Args...), os.Environ()...)})
 	case "probe":
 		r := &reply{OK: true, Each: map[string]*reply{}}
 		for _, p := range a.Paths {
