@@ -316,29 +316,15 @@ func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 }
 
 // Rmdir implements experimentalsys.FS.
-func (r *rootFS) Rmdir(name string) experimentalsys.Errno {
-	if r.readOnly() {
-		return experimentalsys.EROFS
-	}
-	if !r.opts.AllowDelete {
-		return experimentalsys.EPERM
-	}
-	name = rel(name)
-	fi, err := r.root.Lstat(name)
-	if err != nil {
-		return toErrno(err)
-	}
-	if !fi.IsDir() {
-		return experimentalsys.ENOTDIR
-	}
-	if name == "." {
-		return experimentalsys.EINVAL // the mount itself, as rmdir(".")
-	}
-	return toErrno(r.root.Remove(name))
-}
+func (r *rootFS) Rmdir(name string) experimentalsys.Errno { return r.remove(name, true) }
 
 // Unlink implements experimentalsys.FS.
-func (r *rootFS) Unlink(name string) experimentalsys.Errno {
+func (r *rootFS) Unlink(name string) experimentalsys.Errno { return r.remove(name, false) }
+
+// remove is Rmdir (dir) and Unlink (!dir): refused on a read-only mount
+// (EROFS) or without AllowDelete (EPERM), and only for the right kind of
+// entry (ENOTDIR, EISDIR). The mount itself cannot be removed.
+func (r *rootFS) remove(name string, dir bool) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}
@@ -350,8 +336,13 @@ func (r *rootFS) Unlink(name string) experimentalsys.Errno {
 	if err != nil {
 		return toErrno(err)
 	}
-	if fi.IsDir() {
+	switch {
+	case dir && !fi.IsDir():
+		return experimentalsys.ENOTDIR
+	case !dir && fi.IsDir():
 		return experimentalsys.EISDIR
+	case name == ".":
+		return experimentalsys.EINVAL // the mount itself, as rmdir(".")
 	}
 	return toErrno(r.root.Remove(name))
 }
