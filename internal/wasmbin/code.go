@@ -122,6 +122,7 @@ func (c *Code) scanInstructions(r *Reader, locals int64) error {
 				}
 			}
 		case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
+			c.MutatesTables = c.MutatesTables || op == 0x26
 			_, err = r.U32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			err = memArg(r)
@@ -205,12 +206,15 @@ func (c *Code) miscOp(r *Reader) error {
 	case 11: // memory.fill
 		_, err = r.U32()
 	case 12, 14: // table.init, table.copy
+		c.MutatesTables = true
 		if _, err = r.U32(); err == nil {
 			_, err = r.U32()
 		}
 	case 13, 16: // elem.drop, table.size
+		c.MutatesTables = c.MutatesTables || sub == 13
 		_, err = r.U32()
 	case 15, 17: // table.grow, table.fill
+		c.MutatesTables = true
 		var t uint32
 		if t, err = r.U32(); err == nil {
 			if c.GrownTables == nil {

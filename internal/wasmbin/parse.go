@@ -73,6 +73,13 @@ type Export struct {
 	Index uint32
 }
 
+// Global is one global defined by the module (imported ones are not
+// listed).
+type Global struct {
+	Type    byte // ValI32, ValI64, ValF32, ValF64, ValV128, ValFuncref or ValExternref
+	Mutable bool
+}
+
 // Custom is a custom section.
 type Custom struct {
 	Name string
@@ -97,6 +104,10 @@ type Code struct {
 	// UsesDataIndex: memory.init or data.drop appears somewhere, so data
 	// segments are referred to by index.
 	UsesDataIndex bool
+	// MutatesTables: table.set, table.grow, table.fill, table.copy,
+	// table.init or elem.drop appears somewhere, so a table's contents may
+	// change after instantiation.
+	MutatesTables bool
 	// CompileCost estimates the work of compiling the code beyond what is
 	// linear in its size: wazero's compiler is superlinear in the nesting
 	// depth of blocks (much more so for loops) and in the number of locals
@@ -115,14 +126,17 @@ type Module struct {
 	Imports  []Import
 	Tables   []Limits // defined tables, after imported ones in the index space
 	Memories []Limits // defined memories
+	Globals  []Global // defined globals
 	Exports  []Export
 	Customs  []Custom
 	Data     []DataSegment
 	Sections []Section // every section, in order
 
-	FuncTypes    []uint32 // type index of each defined function
-	HasDataCount bool     // a data count section is present
-	Size         int      // bytes of the module
+	FuncTypes     []uint32 // type index of each defined function
+	HasDataCount  bool     // a data count section is present
+	HasStart      bool     // a start section is present
+	GlobalImports int      // imported globals, before Globals in the index space
+	Size          int      // bytes of the module
 
 	Code // from the instructions of the code section
 }
@@ -204,11 +218,11 @@ func Parse(b []byte) (*Module, error) {
 				}
 			}
 		case SecGlobal:
-			_, err = sr.Count("globals", maxGlobals, 3)
-			sr.off = len(sr.b) // contents are left to wazero
+			err = m.parseGlobals(sr)
 		case SecExport:
 			err = m.parseExports(sr)
 		case SecStart:
+			m.HasStart = true
 			_, err = sr.U32()
 		case SecElement:
 			err = parseElements(sr)
@@ -300,6 +314,7 @@ func (m *Module) parseImports(r *Reader) (funcs int, err error) {
 			if _, err = r.ValType(); err == nil {
 				_, err = r.Byte()
 			}
+			m.GlobalImports++
 		default:
 			return 0, r.Failf("import %s.%s: unknown import kind 0x%02x", im.Module, im.Name, im.Kind)
 		}
@@ -325,6 +340,33 @@ func (m *Module) parseTables(r *Reader) error {
 			return err
 		}
 		m.Tables = append(m.Tables, l)
+	}
+	return nil
+}
+
+func (m *Module) parseGlobals(r *Reader) error {
+	n, err := r.Count("globals", maxGlobals, 3)
+	if err != nil {
+		return err
+	}
+	m.Globals = make([]Global, 0, n)
+	for i := 0; i < n; i++ {
+		var g Global
+		if g.Type, err = r.ValType(); err != nil {
+			return err
+		}
+		mut, err := r.Byte()
+		if err != nil {
+			return err
+		}
+		if mut > 1 {
+			return r.Failf("global %d: invalid mutability 0x%02x", i, mut)
+		}
+		g.Mutable = mut == 1
+		if _, _, err := constExpr(r); err != nil {
+			return err
+		}
+		m.Globals = append(m.Globals, g)
 	}
 	return nil
 }

@@ -113,3 +113,54 @@ func StripSections(b []byte, secs []Section, id byte) []byte {
 	}
 	return append(out, b[prev:]...)
 }
+
+// AddExports returns a copy of module b whose export section also lists
+// extra, after the module's own exports; secs are b's sections. It fails
+// if an extra name is already exported (export names must be unique).
+// Indexes are not checked: the compiler validates them.
+func AddExports(b []byte, m *Module, extra []Export) ([]byte, error) {
+	names := make(map[string]bool, len(m.Exports)+len(extra))
+	for _, e := range m.Exports {
+		names[e.Name] = true
+	}
+	var entries []byte
+	for _, e := range extra {
+		if names[e.Name] {
+			return nil, fmt.Errorf("wasmbin: export %q already exists", e.Name)
+		}
+		names[e.Name] = true
+		entries = AppendU32(entries, uint32(len(e.Name)))
+		entries = append(entries, e.Name...)
+		entries = append(entries, e.Kind)
+		entries = AppendU32(entries, e.Index)
+	}
+	// The old entries follow the old count in the old section's payload.
+	var old []byte
+	at := -1 // where the new section goes: the old one's place, or in order
+	end := -1
+	for _, s := range m.Sections {
+		if s.ID == SecExport {
+			r := s.Reader()
+			if _, err := r.U32(); err != nil {
+				return nil, err
+			}
+			old = s.Payload[r.off:]
+			at, end = s.Start, s.End
+			break
+		}
+		if s.ID != SecCustom && sectionOrder[s.ID] > sectionOrder[SecExport] && at < 0 {
+			at, end = s.Start, s.Start
+		}
+	}
+	if at < 0 {
+		at, end = len(b), len(b)
+	}
+	payload := AppendU32(nil, uint32(len(m.Exports)+len(extra)))
+	payload = append(append(payload, old...), entries...)
+	out := make([]byte, 0, len(b)+len(entries)+16)
+	out = append(out, b[:at]...)
+	out = append(out, SecExport)
+	out = AppendU32(out, uint32(len(payload)))
+	out = append(out, payload...)
+	return append(out, b[end:]...), nil
+}

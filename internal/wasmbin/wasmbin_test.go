@@ -50,12 +50,17 @@ func FuzzParse(f *testing.F) {
 		if _, err := Parse(StripSections(b, m.Sections, SecData)); err != nil {
 			t.Fatalf("stripped module does not parse: %v", err)
 		}
+		if out, err := AddExports(b, m, []Export{{Name: "\x00fuzz", Kind: KindMemory}}); err == nil {
+			if m2, err := Parse(out); err != nil || len(m2.Exports) != len(m.Exports)+1 {
+				t.Fatalf("module with an added export: %v", err)
+			}
+		}
 		for _, s := range m.Sections {
 			if s.ID != SecCode {
 				continue
 			}
 			c, err := ScanCode(s)
-			if err != nil || len(c.GrownTables) != len(m.GrownTables) || c.UsesDataIndex != m.UsesDataIndex {
+			if err != nil || len(c.GrownTables) != len(m.GrownTables) || c.UsesDataIndex != m.UsesDataIndex || c.MutatesTables != m.MutatesTables {
 				t.Fatalf("ScanCode = %+v, %v; Parse found %+v", c, err, m.Code)
 			}
 		}
