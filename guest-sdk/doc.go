@@ -1,8 +1,12 @@
 // Package guest is what an agrun tool imports: it hides the guest ABI
 // (see ABI.md beside this file) behind ordinary Go.
 //
-// A tool is a WASI command built with GOOS=wasip1 GOARCH=wasm. Its main
-// function hands one function to [Run]:
+// A tool is built with GOOS=wasip1 GOARCH=wasm, preferably with
+// -buildmode=c-shared (a reactor: the host runs Go's start-up once and
+// starts every call from a snapshot; the package exports the agrun_call
+// entry point, which runs main; see ABI.md, section 1.1, for what that
+// means for package-level state and math/rand). Its main function hands
+// one function to [Run]:
 //
 //	type Args struct{ Text string `json:"text"` }
 //	type Result struct{ Words int `json:"words"` }

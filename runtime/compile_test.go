@@ -27,7 +27,10 @@ func TestCompileRefuses(t *testing.T) {
 		{"unknown import module", "unknown", "import env.system"},
 		{"agrun import with a wrong signature", "badagrun", "import agrun.http_request: signature"},
 		{"imported memory", "importmem", "importing a memory"},
-		{"reactor without _start", "reactor", "no _start"},
+		{"reactor without agrun_call", "reactor", "_initialize but no agrun_call"},
+		{"neither a command nor a reactor", "noentry", "exports no _start function"},
+		{"agrun_call with parameters", "reactorsig", "export agrun_call: signature func(i32) ()"},
+		{"agrun_call re-exporting an import", "reactorimport", "export _initialize: an imported function"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func stateOf(ctx context.Context) *callState {
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	st := stateOf(ctx)
 	defer guard(ctx, st, "log", nil)
-	if st == nil || ctx.Err() != nil {
+	if st == nil || ctx.Err() != nil || st.whileSnapshotting(nil) {
 		return
 	}
 	level, ptr, n := int32(api.DecodeI32(stack[0])), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
@@ -109,6 +109,9 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 func hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
 	st := stateOf(ctx)
 	defer guard(ctx, st, "http_request", stack)
+	if st.whileSnapshotting(stack) {
+		return
+	}
 	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
 	stack[0] = api.EncodeI32(st.httpRequest(ctx, mod, ptr, n))
 }
@@ -154,6 +157,9 @@ func (st *callState) maxRequests() int {
 func hostHTTPResponse(ctx context.Context, mod api.Module, stack []uint64) {
 	st := stateOf(ctx)
 	defer guard(ctx, st, "http_response", stack)
+	if st.whileSnapshotting(stack) {
+		return
+	}
 	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
 	stack[0] = api.EncodeI32(st.httpResponse(mod, ptr, n))
 }

@@ -20,6 +20,33 @@ import "github.com/agcore/agrun/internal/wasmbin"
 // matter: nothing can observe memory between its creation and the end of
 // data initialisation.
 
+// memImage is what a fresh memory holds before the guest runs: runs of
+// bytes at their offsets, zero everywhere else, up to size bytes. A data
+// image is one run; a snapshot (snapshot.go) has one run per stretch of
+// non-zero pages.
+type memImage struct {
+	runs []imageRun
+	size uint64 // the end of the last run, or more (a snapshot's memory size)
+}
+
+type imageRun struct {
+	off  uint64
+	data []byte
+}
+
+// apply writes the image into buf, which must be zero and at least
+// im.size bytes long.
+func (im *memImage) apply(buf []byte) {
+	for _, r := range im.runs {
+		copy(buf[r.off:], r.data)
+	}
+}
+
+// dataImage wraps a data image (from buildImage) as a memImage.
+func dataImage(b []byte) *memImage {
+	return &memImage{runs: []imageRun{{0, b}}, size: uint64(len(b))}
+}
+
 // buildImage applies the module's data segments in order and returns the
 // resulting initial memory contents up to the last byte written, or false
 // when the module does not qualify.

@@ -1,11 +1,13 @@
 package runtime
 
 // sliceMemory is a guest memory in a Go slice, grown by copying; used
-// where a mapping is unavailable. init, if set, is copied in by the first
-// allocation (the module's memory image).
+// where a mapping is unavailable. init, if set, is applied by the first
+// allocation (the memory image: the module's data or a snapshot), which
+// gets room for all of it even where the image reaches beyond the initial
+// size (a snapshot of a memory that grew), so that growing there keeps it.
 type sliceMemory struct {
 	mem      []byte
-	init     []byte
+	init     *memImage
 	limit    uint64
 	onExceed func()
 }
@@ -19,10 +21,14 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 		m.mem = m.mem[:size]
 		return m.mem
 	}
-	n := make([]byte, size, min(max(size, 2*uint64(cap(m.mem))), m.limit))
+	room := max(size, 2*uint64(cap(m.mem)))
+	if m.init != nil {
+		room = max(room, m.init.size)
+	}
+	n := make([]byte, size, min(room, m.limit))
 	copy(n, m.mem)
 	if m.init != nil {
-		copy(n, m.init)
+		m.init.apply(n[:cap(n)])
 		m.init = nil
 	}
 	m.mem = n

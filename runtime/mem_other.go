@@ -9,7 +9,7 @@ import "github.com/tetratelabs/wazero/experimental"
 type memAllocator struct {
 	pool     *memPool
 	limit    uint64
-	image    []byte
+	image    *memImage // nil: none
 	onExceed func()
 }
 

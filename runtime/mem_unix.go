@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"bytes"
 	"sync"
 	"syscall"
 
@@ -21,40 +22,53 @@ const (
 // memAllocator backs each guest memory with an anonymous mapping as large
 // as the call's memory limit: growing never copies and a growth past the
 // limit fails (memory.grow returns -1) and ends the call with
-// ErrMemoryLimit. The module's memory image (image.go) is copied in.
+// ErrMemoryLimit. The memory image (image.go: the module's data, or a
+// snapshot) is copied in.
 //
 // Mappings are reused: when an instance is closed, the part of its memory
-// the guest could reach is zeroed and the mapping goes back to the
-// Runtime's pool, so the next instance starts on pages that are already
-// mapped (no page faults, no mmap/munmap) and all zero, exactly like fresh
-// memory: nothing survives from one call to the next. wazero frees a
-// memory only after its guest stopped running.
+// the guest could reach is reset to the image it started from (pages that
+// differ are rewritten, see resetTo) and the mapping goes back to the
+// Runtime's pool, recording that image. The next instance with the same
+// image starts on it as it is: no copy, no page faults, no mmap/munmap;
+// one with another image clears it and copies its own in. Either way an
+// instance starts on exactly its image and zeros: nothing survives from
+// one call to the next. wazero frees a memory only after its guest stopped
+// running.
 type memAllocator struct {
 	pool     *memPool
 	limit    uint64
-	image    []byte
+	image    *memImage // nil: none
 	onExceed func()
 }
 
 func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	reserve := min(maxBytes, a.limit)
-	if uint64(len(a.image)) > reserve { // cannot happen: Run checks the minimum
+	if a.image != nil && a.image.size > reserve { // cannot happen: Run checks the sizes
 		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
 	}
-	buf, resident := a.pool.get(reserve)
-	if buf == nil && reserve > 0 {
+	e := a.pool.get(reserve, a.image)
+	if e.buf == nil && reserve > 0 {
 		b, err := syscall.Mmap(-1, 0, int(reserve), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapNoReserve)
 		if err == nil {
-			buf = b
+			e = pooledMem{buf: b}
 		}
 	}
-	if buf == nil {
+	if e.buf == nil {
 		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
 	}
-	m := &mmapMemory{mem: buf[:0], limit: a.limit, pool: a.pool, onExceed: a.onExceed}
-	copy(buf, a.image)
-	m.used = uint64(len(a.image))
-	m.resident = max(resident, m.used)
+	if e.image != a.image {
+		if e.image != nil {
+			clear(e.buf[:e.image.size])
+		}
+		if a.image != nil {
+			a.image.apply(e.buf)
+		}
+	}
+	m := &mmapMemory{mem: e.buf[:0], image: a.image, limit: a.limit, pool: a.pool, onExceed: a.onExceed}
+	if a.image != nil {
+		m.used = a.image.size
+	}
+	m.resident = max(e.resident, m.used)
 	return m
 }
 
@@ -62,8 +76,9 @@ func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMe
 // mapping.
 type mmapMemory struct {
 	mem      []byte
-	used     uint64 // the most bytes the guest could ever reach (or we wrote)
-	resident uint64 // the most bytes ever touched in this mapping
+	image    *memImage // what the memory started as (nil: zeros)
+	used     uint64    // the most bytes the guest could ever reach (or we wrote)
+	resident uint64    // the most bytes ever touched in this mapping
 	limit    uint64
 	pool     *memPool
 	onExceed func()
@@ -87,15 +102,48 @@ func (m *mmapMemory) Free() {
 	buf := m.mem[:cap(m.mem)]
 	m.mem = nil
 	if m.resident <= keepResident && m.pool.reserve(m.resident) {
-		clear(buf[:m.used])
-		m.pool.put(pooledMem{buf, m.resident})
+		resetTo(buf[:m.used], m.image)
+		m.pool.put(pooledMem{buf, m.resident, m.image})
 		return
 	}
 	syscall.Munmap(buf)
 }
 
-// memPool keeps zeroed guest memory mappings for reuse. Every mapping in
-// it is entirely zero.
+// resetTo makes buf hold exactly image (zeros where it has no run; the
+// whole image must lie within buf), rewriting only the pages that differ:
+// a call changes a small part of a large memory, and reading is cheaper
+// than writing (which also keeps untouched pages out of the cache).
+func resetTo(buf []byte, image *memImage) {
+	var zero [resetPage]byte
+	at := 0
+	restore := func(end int, want []byte) { // buf[at:end] should be want (nil: zeros)
+		for at < end {
+			n := min(resetPage, end-at)
+			w := zero[:n]
+			if want != nil {
+				w = want[:n]
+				want = want[n:]
+			}
+			if !bytes.Equal(buf[at:at+n], w) {
+				copy(buf[at:at+n], w)
+			}
+			at += n
+		}
+	}
+	if image != nil {
+		for _, r := range image.runs {
+			restore(int(r.off), nil)
+			restore(int(r.off)+len(r.data), r.data)
+		}
+	}
+	restore(len(buf), nil)
+}
+
+// resetPage is the unit resetTo compares.
+const resetPage = 4096
+
+// memPool keeps guest memory mappings for reuse. Every mapping in it holds
+// exactly its recorded image, and zeros beyond it.
 type memPool struct {
 	mu       sync.Mutex
 	free     []pooledMem
@@ -107,22 +155,33 @@ type memPool struct {
 
 type pooledMem struct {
 	buf      []byte
-	resident uint64
+	resident uint64    // how much of it was ever touched
+	image    *memImage // what it holds (nil: zeros)
 }
 
-// get returns a zeroed mapping of at least size bytes and how much of it
-// was touched before, or nil.
-func (p *memPool) get(size uint64) ([]byte, uint64) {
+// get returns a mapping of at least size bytes, preferring one that holds
+// image, or a zero pooledMem.
+func (p *memPool) get(size uint64, image *memImage) pooledMem {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pick := -1
 	for i := len(p.free) - 1; i >= 0; i-- {
 		if e := p.free[i]; uint64(len(e.buf)) >= size {
-			p.free = append(p.free[:i], p.free[i+1:]...)
-			p.resident -= e.resident
-			return e.buf, e.resident
+			if pick < 0 || e.image == image {
+				pick = i
+			}
+			if e.image == image {
+				break
+			}
 		}
 	}
-	return nil, 0
+	if pick < 0 {
+		return pooledMem{}
+	}
+	e := p.free[pick]
+	p.free = append(p.free[:pick], p.free[pick+1:]...)
+	p.resident -= e.resident
+	return e
 }
 
 // reserve claims room for a mapping with resident touched bytes; false if
@@ -138,7 +197,7 @@ func (p *memPool) reserve(resident uint64) bool {
 	return true
 }
 
-// put adds a zeroed mapping reserved with reserve.
+// put adds a mapping reserved with reserve, holding e.image.
 func (p *memPool) put(e pooledMem) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -15,12 +15,12 @@ func TestMemPoolBounds(t *testing.T) {
 	if p.reserve(1) {
 		t.Fatal("reserve beyond max mappings")
 	}
-	p.free = append(p.free, pooledMem{buf(), 1 << 20}) // as put does, without munmap
+	p.free = append(p.free, pooledMem{buf(), 1 << 20, nil}) // as put does, without munmap
 	p.held--
-	if b, res := p.get(2 << 20); b != nil || res != 0 {
+	if e := p.get(2<<20, nil); e.buf != nil || e.resident != 0 {
 		t.Fatal("get returned a mapping smaller than asked")
 	}
-	if b, res := p.get(1 << 20); b == nil || res != 1<<20 {
+	if e := p.get(1<<20, nil); e.buf == nil || e.resident != 1<<20 {
 		t.Fatal("get did not return the pooled mapping")
 	}
 	p.held--

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -141,6 +142,20 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	defer closeAll(closers)
 
+	info := m.c.info
+	var snap *snapshot
+	if info.snap != nil {
+		snap, err = info.snap.get(ctx, snapshotKey(in), func() (*snapshot, bool) {
+			return r.takeSnapshot(ctx, m, in, lim)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if snap != nil && snap.mem.size > uint64(lim.MemoryBytes)&^0xffff {
+			snap = nil // this call's limit is lower: let _initialize meet it
+		}
+	}
+
 	start := time.Now()
 	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, lim.Timeout)
 	defer cancelTimeout()
@@ -163,9 +178,19 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 		cfg = cfg.WithFSConfig(fsCfg)
 	}
 	runCtx := context.WithValue(callCtx, callStateKey{}, st)
-	runCtx = experimental.WithMemoryAllocator(runCtx, &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: m.c.info.image, onExceed: st.memoryExceeded})
+	alloc := &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: info.image, onExceed: st.memoryExceeded}
+	if info.reactor {
+		cfg = cfg.WithStartFunctions()
+		if snap != nil {
+			alloc.image = snap.mem
+		}
+	}
+	runCtx = experimental.WithMemoryAllocator(runCtx, alloc)
 
 	mod, err := r.wz.InstantiateModule(runCtx, m.c.cm, cfg)
+	if err == nil && info.reactor {
+		err = callReactor(runCtx, mod, info, snap)
+	}
 	// Whether the time limit had passed when the guest ended: a guest can
 	// still return normally after it (the deadline passed inside a host
 	// function, and the guest exited before wazero stopped it).
@@ -175,6 +200,20 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start)}
 	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
+}
+
+// callReactor runs one call of a reactor in the fresh instance mod: from
+// the snapshot if there is one, else _initialize first.
+func callReactor(ctx context.Context, mod api.Module, info *moduleInfo, snap *snapshot) error {
+	if snap != nil {
+		if err := restore(mod, info.snap, snap); err != nil {
+			return err
+		}
+	} else if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+		return err
+	}
+	_, err := mod.ExportedFunction("agrun_call").Call(ctx)
+	return err
 }
 
 // classify turns how the instance ended into Run's result. expired says
@@ -259,6 +298,13 @@ type callState struct {
 	pending []byte
 	hasResp bool
 	reqs    int
+
+	// snapshotting: this state belongs to a snapshot's _initialize
+	// (snapshot.go), where calling a host function, writing output or
+	// touching a mount is a side effect that abandons the snapshot
+	// (touched records it).
+	snapshotting bool
+	touched      atomic.Bool
 
 	notGranted  atomic.Bool
 	outExceeded atomic.Bool

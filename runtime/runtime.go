@@ -152,10 +152,16 @@ type compiled struct {
 
 // moduleInfo is what a compiled module keeps of its parse: its imports,
 // exports, memories and custom sections (copied: the caller owns the
-// bytes), and its memory image (see image.go), if any.
+// bytes), its memory image (see image.go), if any, and how it is entered.
 type moduleInfo struct {
 	*wasmbin.Module
-	image []byte
+	image *memImage
+	// reactor: the module exports _initialize and agrun_call (see
+	// snapshot.go) and is run through them rather than _start.
+	reactor bool
+	// snap is non-nil when a reactor's instances can start from a snapshot
+	// taken after _initialize (snapshot.go).
+	snap *snapshotter
 }
 
 // New returns a Runtime. It fails only if the wazero runtime or the
@@ -266,8 +272,10 @@ type Module struct {
 // (or is absent) while the code applies table.grow or table.fill to it;
 // code whose estimated compile cost is out of proportion to its size
 // (deeply nested blocks, many locals times many blocks: see
-// compileBudget); and
-// modules that do not export "_start" and "memory".
+// compileBudget); modules that do not export "memory"; and modules that
+// export neither "_start" (a WASI command) nor both "_initialize" and
+// "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
+// point that is imported or whose type is not func() ().
 //
 // Imports of the WASI socket functions (sock_accept, sock_recv,
 // sock_send, sock_shutdown) are allowed, as the guest ABI allows every
@@ -320,20 +328,40 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Make instances cheap: a memory image (see image.go), else merged
-	// data segments (see wasmbin.MergeData).
+	// data segments (see wasmbin.MergeData); for a reactor whose state can
+	// be snapshotted after _initialize, also export its mutable globals
+	// (see snapshot.go).
+	info := &moduleInfo{reactor: isReactor(m)}
+	image, hasImage := buildImage(m)
+	if hasImage {
+		info.image = dataImage(image)
+	}
 	bin := wasm
-	image, ok := buildImage(m)
-	if ok {
+	switch {
+	case info.reactor && (hasImage || len(m.Data) == 0):
+		if snap, exported, ok := newSnapshotter(wasm, m); ok {
+			info.snap, bin = snap, exported
+		}
+		if hasImage {
+			secs, err := wasmbin.ReadSections(bin)
+			if err != nil { // cannot happen: AddExports keeps the sections
+				info.snap, bin, secs = nil, wasm, m.Sections
+			}
+			bin = wasmbin.StripSections(bin, secs, wasmbin.SecData)
+		}
+	case hasImage:
 		bin = wasmbin.StripSections(wasm, m.Sections, wasmbin.SecData)
-	} else if merged, err := wasmbin.MergeData(wasm, m); err == nil {
-		bin = merged
+	default:
+		if merged, err := wasmbin.MergeData(wasm, m); err == nil {
+			bin = merged
+		}
 	}
 	cm, err := r.wz.CompileModule(ctx, bin)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	// Keep only what Module reports, copied: the caller owns wasm.
-	info := &moduleInfo{Module: &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}, image: image}
+	info.Module = &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}
 	for _, c := range m.Customs {
 		info.Customs = append(info.Customs, wasmbin.Custom{Name: c.Name, Data: append([]byte(nil), c.Data...)})
 	}
@@ -412,16 +440,62 @@ func (r *Runtime) validate(m *wasmbin.Module) error {
 			return refuse("table %d: %s (limit %d elements) and the code contains table.grow or table.fill: the table could grow without bound", i, max, limit)
 		}
 	}
-	var hasStart, hasMemory bool
-	for _, e := range m.Exports {
-		hasStart = hasStart || (e.Name == "_start" && e.Kind == wasmbin.KindFunc)
-		hasMemory = hasMemory || (e.Name == "memory" && e.Kind == wasmbin.KindMemory)
-	}
-	if !hasStart {
-		return refuse("module exports no _start function (a WASI command is required; reactors are not supported)")
-	}
-	if !hasMemory {
+	if _, ok := exported(m, "memory", wasmbin.KindMemory); !ok {
 		return refuse("module exports no memory named \"memory\"")
+	}
+	_, hasStart := exported(m, "_start", wasmbin.KindFunc)
+	_, hasInit := exported(m, "_initialize", wasmbin.KindFunc)
+	_, hasCall := exported(m, "agrun_call", wasmbin.KindFunc)
+	switch {
+	case hasInit && hasCall:
+		for _, name := range []string{"_initialize", "agrun_call"} {
+			if err := checkEntry(m, name); err != nil {
+				return err
+			}
+		}
+	case hasStart:
+	case hasInit:
+		return refuse("module exports _initialize but no agrun_call function: a reactor tool must export both (or be a WASI command with _start)")
+	default:
+		return refuse("module exports no _start function: a tool is a WASI command (_start) or a reactor exporting _initialize and agrun_call")
+	}
+	return nil
+}
+
+// exported returns the index of the export called name of kind kind.
+func exported(m *wasmbin.Module, name string, kind byte) (uint32, bool) {
+	for _, e := range m.Exports {
+		if e.Name == name && e.Kind == kind {
+			return e.Index, true
+		}
+	}
+	return 0, false
+}
+
+// isReactor says whether a (validated) module is run as a reactor.
+func isReactor(m *wasmbin.Module) bool {
+	_, init := exported(m, "_initialize", wasmbin.KindFunc)
+	_, call := exported(m, "agrun_call", wasmbin.KindFunc)
+	return init && call
+}
+
+// checkEntry checks that the exported function name is defined by the
+// module (not a re-exported import) and takes and returns nothing.
+func checkEntry(m *wasmbin.Module, name string) error {
+	idx, _ := exported(m, name, wasmbin.KindFunc)
+	imported := 0
+	for _, im := range m.Imports {
+		if im.Kind == wasmbin.KindFunc {
+			imported++
+		}
+	}
+	if int(idx) < imported {
+		return refuse("export %s: an imported function cannot be a tool's entry point", name)
+	}
+	if d := int(idx) - imported; d >= len(m.FuncTypes) {
+		return refuse("export %s: function index %d out of range", name, idx)
+	} else if t := m.Types[m.FuncTypes[d]]; len(t.Params) != 0 || len(t.Results) != 0 {
+		return refuse("export %s: signature %v, want func() ()", name, t)
 	}
 	return nil
 }

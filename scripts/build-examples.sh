@@ -8,8 +8,10 @@
 #   scripts/build-examples.sh --check   rebuild into a temporary directory and
 #                                       fail if a committed .wasm differs (CI)
 #
-# Go tools (testdata/<tool>/main.go): GOOS=wasip1 GOARCH=wasm, CGO off,
-# -trimpath, -buildvcs=false, an empty build id, the Go toolchain pinned by
+# Go tools (testdata/<tool>/main.go): GOOS=wasip1 GOARCH=wasm, built as
+# reactors (-buildmode=c-shared: agrun runs _initialize once and starts
+# every call from a snapshot; guest-sdk/ABI.md), CGO off, -trimpath,
+# -buildvcs=false, an empty build id, the Go toolchain pinned by
 # GOTOOLCHAIN below. C tools (testdata/<tool>/main.c): clang 14 with
 # wasi-libc (Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32; see
 # scripts/setup.sh), fixed flags. Packing uses internal/packtool, the same
@@ -32,7 +34,7 @@ esac
 # Pin everything that changes a Go build's output.
 export GOTOOLCHAIN=$GO_TOOLCHAIN GOFLAGS=-mod=readonly CGO_ENABLED=0 GOEXPERIMENT= GOWASM=
 unset GOOS GOARCH
-GO_BUILD=(go build -trimpath -buildvcs=false -ldflags=-buildid=)
+GO_BUILD=(go build -buildmode=c-shared -trimpath -buildvcs=false -ldflags=-buildid=)
 C_FLAGS=(--target=wasm32-wasi "--sysroot=$WASI_SYSROOT" -O2 -std=c11 -Wall -Wextra -Werror
          -fno-ident "-ffile-prefix-map=$PWD=." -Wl,--strip-debug)
 

@@ -157,8 +157,13 @@ func TestInspectExamples(t *testing.T) {
 			for _, e := range info.Exports {
 				exports[e.Name] = e.Kind + " " + e.Signature
 			}
-			if exports["_start"] != "func ()" || exports["memory"] != "memory " {
-				t.Errorf("not a WASI command: exports %v", exports)
+			command := exports["_start"] == "func ()"
+			reactor := exports["_initialize"] == "func ()" && exports["agrun_call"] == "func ()"
+			if !(command || reactor) || exports["memory"] != "memory " {
+				t.Errorf("neither a WASI command nor a reactor: exports %v", exports)
+			}
+			if !strings.HasSuffix(name, "_c") && !reactor {
+				t.Errorf("a Go example is not built as a reactor (scripts/build-examples.sh): exports %v", exports)
 			}
 			for _, imp := range info.Imports {
 				switch {

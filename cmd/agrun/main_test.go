@@ -303,7 +303,7 @@ func TestConfigErrors(t *testing.T) {
 func TestInspectAndPack(t *testing.T) {
 	root := repoRoot(t)
 	r := runIn(t, "", "inspect", filepath.Join(root, "testdata/word_count.wasm")).wantCode(t, exitOK)
-	for _, want := range []string{"sha256:", `"name": "word_count"`, "wasi_snapshot_preview1.fd_write", "_start"} {
+	for _, want := range []string{"sha256:", `"name": "word_count"`, "wasi_snapshot_preview1.fd_write", "_initialize", "agrun_call"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, r.stdout)
 		}

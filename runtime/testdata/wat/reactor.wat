@@ -1,4 +1,4 @@
-;; A reactor (no _start): refused.
+;; _initialize without agrun_call: refused (a reactor tool needs both).
 (module
   (memory (export "memory") 1)
   (func (export "_initialize")))

@@ -80,6 +80,8 @@ func main() {
 		mode = os.Args[1]
 	}
 	switch mode {
+	case "calls": // how many calls this instance served (0 for a command)
+		fmt.Println(calls)
 	case "echo": // stdin to stdout
 		io.Copy(os.Stdout, os.Stdin)
 	case "env": // what the guest can see of its surroundings
@@ -168,4 +170,19 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
 		os.Exit(64)
 	}
+}
+
+// calls counts the calls this instance has served: always 1 when every
+// call gets a fresh instance.
+var calls int
+
+// agrunCall makes the probe a reactor when it is built with
+// -buildmode=c-shared (the runtime's reactor tests build it both ways):
+// each call runs main, as _start would. "calls" prints how many calls
+// this instance served, then runs the mode in argv[2:].
+//
+//go:wasmexport agrun_call
+func agrunCall() {
+	calls++
+	main()
 }

@@ -1,0 +1,4 @@
+;; Neither _start nor a reactor's entry points: refused.
+(module
+  (memory (export "memory") 1)
+  (func (export "main")))

@@ -1,0 +1,37 @@
+;; A reactor whose _initialize sets globals, writes memory and grows it;
+;; each call reports what it sees, then changes all of it. Every call must
+;; see the state right after _initialize: bytes
+;; [g, mem[100], memory.size, mem[0x20000], low byte of h, mem[0x2ff00], mem[50]]
+;; = [42, 7, 3, 9, 0x88, 0, 'a'].
+(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (global $g (mut i32) (i32.const 0))
+  (global $h (mut i64) (i64.const 0))
+  (global $k i32 (i32.const 5))
+  (data (i32.const 50) "abc")
+  (func (export "_initialize")
+    (global.set $g (i32.const 42))
+    (global.set $h (i64.const 0x1122334455667788))
+    (i32.store8 (i32.const 100) (i32.const 7))
+    (drop (memory.grow (i32.const 2)))
+    (i32.store8 (i32.const 0x20000) (i32.const 9)))
+  (func (export "agrun_call")
+    (i32.store8 (i32.const 200) (global.get $g))
+    (i32.store8 (i32.const 201) (i32.load8_u (i32.const 100)))
+    (i32.store8 (i32.const 202) (memory.size))
+    (i32.store8 (i32.const 203) (i32.load8_u (i32.const 0x20000)))
+    (i32.store8 (i32.const 204) (i32.wrap_i64 (global.get $h)))
+    (i32.store8 (i32.const 205) (i32.load8_u (i32.const 0x2ff00)))
+    (i32.store8 (i32.const 206) (i32.load8_u (i32.const 50)))
+    (i32.store (i32.const 300) (i32.const 200))
+    (i32.store (i32.const 304) (i32.const 7))
+    (drop (call $fd_write (i32.const 1) (i32.const 300) (i32.const 1) (i32.const 400)))
+    (global.set $g (i32.add (global.get $g) (global.get $k)))
+    (global.set $h (i64.const 0))
+    (i32.store8 (i32.const 100) (i32.const 99))
+    (i32.store8 (i32.const 50) (i32.const 99))
+    (i32.store8 (i32.const 0x20000) (i32.const 99))
+    (i32.store8 (i32.const 0x2ff00) (i32.const 99))
+    (drop (memory.grow (i32.const 1)))
+    (i32.store8 (i32.const 0x30000) (i32.const 99))))
