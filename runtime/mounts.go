@@ -8,26 +8,27 @@ import (
 
 	"github.com/agcore/agrun/internal/sandboxfs"
 	"github.com/tetratelabs/wazero"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 )
 
-// mountConfig builds the guest's file system from the mounts, served by
-// internal/sandboxfs (never wazero's directory mounts, which follow
-// symlinks out of the mount). The closers release the mounts' directory
+// mountFS opens the mounts' file systems, served by internal/sandboxfs
+// (never wazero's directory mounts, which follow symlinks out of the
+// mount), in order. The closers release the mounts' directory
 // descriptors; call them after the instance is closed. The writable mounts
 // share one budget of maxWrite bytes.
-func mountConfig(mounts []Mount, maxWrite int64) (wazero.FSConfig, []io.Closer, error) {
+func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer, error) {
 	if len(mounts) == 0 {
 		return nil, nil, nil
 	}
 	var closers []io.Closer
-	fail := func(err error) (wazero.FSConfig, []io.Closer, error) {
+	fail := func(err error) ([]experimentalsys.FS, []io.Closer, error) {
 		closeAll(closers)
 		return nil, nil, err
 	}
 	seen := map[string]bool{}
 	written := new(atomic.Int64) // shared by the call's mounts
-	cfg := wazero.NewFSConfig()
+	var fss []experimentalsys.FS
 	for _, m := range mounts {
 		if m.GuestPath == "" || m.GuestPath[0] != '/' || path.Clean(m.GuestPath) != m.GuestPath {
 			return fail(fmt.Errorf("runtime: mount %q: the guest path must be absolute and clean", m.GuestPath))
@@ -49,9 +50,31 @@ func mountConfig(mounts []Mount, maxWrite int64) (wazero.FSConfig, []io.Closer, 
 		if c, ok := fs.(io.Closer); ok {
 			closers = append(closers, c)
 		}
-		cfg = cfg.(sysfs.FSConfig).WithSysFSMount(fs, m.GuestPath)
+		fss = append(fss, fs)
 	}
-	return cfg, closers, nil
+	return fss, closers, nil
+}
+
+// fsConfig mounts each file system at its guest path (paths[i] for
+// fss[i]); nil if there are none.
+func fsConfig[F experimentalsys.FS](paths []string, fss []F) wazero.FSConfig {
+	if len(fss) == 0 {
+		return nil
+	}
+	cfg := wazero.NewFSConfig()
+	for i, fs := range fss {
+		cfg = cfg.(sysfs.FSConfig).WithSysFSMount(fs, paths[i])
+	}
+	return cfg
+}
+
+// guestPaths lists the mounts' guest paths, in order.
+func guestPaths(mounts []Mount) []string {
+	out := make([]string, len(mounts))
+	for i, m := range mounts {
+		out[i] = m.GuestPath
+	}
+	return out
 }
 
 func closeAll(cs []io.Closer) {

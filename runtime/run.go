@@ -90,10 +90,15 @@ func sleeper(ctx context.Context) func(ns int64) {
 	}
 }
 
-// Run runs the module's _start in a fresh instance and returns what it
-// wrote. It is safe to call concurrently; at most MaxInstances calls run at
-// once, the others wait (ErrTimeout is not involved: a caller that gives up
-// waiting gets its context's error).
+// Run runs one call in a fresh instance of the module and returns what it
+// wrote: a command's _start; a reactor's agrun_call, in an instance
+// started from the snapshot taken after its _initialize (see
+// snapshot.go), or after running _initialize when there is none. It is
+// safe to call concurrently; at most MaxInstances calls run at once, the
+// others wait (ErrTimeout is not involved: a caller that gives up waiting
+// gets its context's error). While a call of a snapshotted reactor runs,
+// the next instance is prepared in the background (see
+// Config.DisablePrepare).
 //
 // A non-zero exit code is not an error: the Output carries it and the error
 // is nil. Otherwise the error wraps one of ErrTimeout, ErrMemoryLimit,
@@ -136,22 +141,24 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	defer func() { <-r.sem }()
 
-	fsCfg, closers, err := mountConfig(in.Mounts, lim.MaxWriteBytes)
+	fss, closers, err := mountFS(in.Mounts, lim.MaxWriteBytes)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(closers)
 
 	info := m.c.info
+	limit := uint64(lim.MemoryBytes) &^ 0xffff
 	var snap *snapshot
+	var entry *snapEntry
 	if info.snap != nil {
-		snap, err = info.snap.get(ctx, snapshotKey(in), func() (*snapshot, bool) {
+		snap, entry, err = info.snap.get(ctx, snapshotKey(in), func() (*snapshot, bool) {
 			return r.takeSnapshot(ctx, m, in, lim)
 		})
 		if err != nil {
 			return nil, err
 		}
-		if snap != nil && snap.mem.size > uint64(lim.MemoryBytes)&^0xffff {
+		if snap != nil && snap.mem.size > limit {
 			snap = nil // this call's limit is lower: let _initialize meet it
 		}
 	}
@@ -168,28 +175,41 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	defer st.close()
 	stdout := &capWriter{max: lim.MaxStdout, onExceed: st.outputExceeded}
 	stderr := &capWriter{max: lim.MaxStderr, onExceed: st.outputExceeded}
-	cfg := r.modCfg.
-		WithStdin(bytes.NewReader(in.Stdin)).
-		WithStdout(stdout).
-		WithStderr(stderr).
-		WithArgs(in.Args...).
-		WithNanosleep(sleeper(callCtx))
-	if fsCfg != nil {
-		cfg = cfg.WithFSConfig(fsCfg)
-	}
 	runCtx := context.WithValue(callCtx, callStateKey{}, st)
-	alloc := &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: info.image, onExceed: st.memoryExceeded}
-	if info.reactor {
-		cfg = cfg.WithStartFunctions()
-		if snap != nil {
-			alloc.image = snap.mem
-		}
-	}
-	runCtx = experimental.WithMemoryAllocator(runCtx, alloc)
 
-	mod, err := r.wz.InstantiateModule(runCtx, m.c.cm, cfg)
-	if err == nil && info.reactor {
-		err = callReactor(runCtx, mod, info, snap)
+	var mod api.Module
+	if snap != nil {
+		// From the snapshot: an instance prepared ahead, or one made now;
+		// either way, prepare the next one (prepare.go).
+		args, paths := append([]string(nil), in.Args...), guestPaths(in.Mounts)
+		p := r.takePrepared(entry, limit)
+		if p == nil {
+			p, err = r.prepare(m.c, snap, args, paths, limit)
+		}
+		r.prepareAhead(m, entry, snap, args, paths, limit)
+		if err == nil {
+			mod = p.mod
+			p.bind(bytes.NewReader(in.Stdin), stdout, stderr, fss, callCtx, st.memoryExceeded)
+			_, err = mod.ExportedFunction("agrun_call").Call(runCtx)
+		}
+	} else {
+		cfg := r.modCfg.
+			WithStdin(bytes.NewReader(in.Stdin)).
+			WithStdout(stdout).
+			WithStderr(stderr).
+			WithArgs(in.Args...).
+			WithNanosleep(sleeper(callCtx))
+		if fsCfg := fsConfig(guestPaths(in.Mounts), fss); fsCfg != nil {
+			cfg = cfg.WithFSConfig(fsCfg)
+		}
+		if info.reactor {
+			cfg = cfg.WithStartFunctions()
+		}
+		alloc := &memAllocator{pool: r.pool, limit: limit, image: info.image, onExceed: st.memoryExceeded}
+		mod, err = r.wz.InstantiateModule(experimental.WithMemoryAllocator(runCtx, alloc), m.c.cm, cfg)
+		if err == nil && info.reactor {
+			err = runReactor(runCtx, mod)
+		}
 	}
 	// Whether the time limit had passed when the guest ended: a guest can
 	// still return normally after it (the deadline passed inside a host
@@ -202,14 +222,10 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
 }
 
-// callReactor runs one call of a reactor in the fresh instance mod: from
-// the snapshot if there is one, else _initialize first.
-func callReactor(ctx context.Context, mod api.Module, info *moduleInfo, snap *snapshot) error {
-	if snap != nil {
-		if err := restore(mod, info.snap, snap); err != nil {
-			return err
-		}
-	} else if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
+// runReactor runs one call of a reactor without a snapshot in the fresh
+// instance mod: _initialize, then agrun_call.
+func runReactor(ctx context.Context, mod api.Module) error {
+	if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
 		return err
 	}
 	_, err := mod.ExportedFunction("agrun_call").Call(ctx)

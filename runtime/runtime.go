@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agcore/agrun/internal/wasmbin"
@@ -42,6 +43,13 @@ type Config struct {
 	// DisableCache turns the on-disk compilation cache off: every process
 	// compiles modules again. Modules are still compiled once per process.
 	DisableCache bool
+	// DisablePrepare turns off preparing the next instance of a
+	// snapshotted reactor tool in the background while a call runs (see
+	// Run): each call then makes its own instance first. Preparing ahead
+	// takes about a quarter off a Go tool's call when a CPU is idle, and
+	// is skipped when every CPU already runs a call; it keeps one more
+	// instance (its memory) per tool in use.
+	DisablePrepare bool
 	// Limits are the defaults for every call; a zero field means the package
 	// default (see [Limits]).
 	Limits Limits
@@ -137,8 +145,10 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	closed   bool
-	inflight sync.WaitGroup
+	inflight sync.WaitGroup // calls, and instances being prepared or closed
 	modules  map[[32]byte]*compiled
+
+	prepared atomic.Int64 // instances prepared ahead of their call (prepare.go)
 }
 
 // compiled is one compiled module, shared by every Module with its bytes.
@@ -509,6 +519,9 @@ func (r *Runtime) release(sum [32]byte, c *compiled) {
 		delete(r.modules, sum)
 	}
 	r.mu.Unlock()
+	if last && c.info != nil && c.info.snap != nil {
+		r.dropPrepared(c.info.snap)
+	}
 	if last && c.cm != nil {
 		c.cm.Close(context.Background())
 	}

@@ -5,17 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
+	seek "github.com/agcore/agrun/internal/sandboxfs/_seek"
 	"github.com/agcore/agrun/internal/wasmbin"
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -51,8 +51,8 @@ import (
 //   - its mutable globals are numbers (no v128, no references);
 //   - its data can be applied as an image (image.go), or it has none.
 // and a snapshot is kept only when _initialize had no effect outside its
-// instance's memory and globals: it wrote nothing to stdout or stderr,
-// called no agrun function, and did not touch a mount (while snapshotting,
+// instance's memory and globals: it did not read stdin, wrote nothing to
+// stdout or stderr, called no agrun function, and did not touch a mount (while snapshotting,
 // each mount is replaced by a stand-in that records any use and fails).
 // Otherwise, and when _initialize fails, each call runs _initialize in
 // its own instance: slower, same results.
@@ -89,6 +89,9 @@ type snapEntry struct {
 	lock  chan struct{}            // held (one element in) while a snapshot is taken
 	snap  atomic.Pointer[snapshot] // set once taken
 	never atomic.Pointer[string]   // why this configuration is not snapshotted
+
+	ready     atomic.Pointer[prepared] // an instance made ahead (prepare.go)
+	preparing atomic.Bool              // one is being made
 }
 
 // snapshot is an instance's state right after _initialize.
@@ -137,34 +140,34 @@ func snapshotKey(in Input) string {
 	return b.String()
 }
 
-// get returns the snapshot for the call's configuration, taking it first
-// if need be with take (which returns nil, and whether that verdict is
-// final, when there is none). It returns nil when the call must run
-// _initialize itself, and the context's error if ctx ends while another
-// call is taking the snapshot.
-func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *snapshot, final bool)) (*snapshot, error) {
+// get returns the snapshot for the call's configuration and its entry,
+// taking it first if need be with take (which returns nil, and whether
+// that verdict is final, when there is none). It returns a nil snapshot
+// when the call must run _initialize itself, and the context's error if
+// ctx ends while another call is taking the snapshot.
+func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *snapshot, final bool)) (*snapshot, *snapEntry, error) {
 	s.mu.Lock()
 	e := s.entries[key]
 	if e == nil {
 		if len(s.entries) >= maxSnapshots {
 			s.mu.Unlock()
-			return nil, nil
+			return nil, nil, nil
 		}
 		e = &snapEntry{lock: make(chan struct{}, 1)}
 		s.entries[key] = e
 	}
 	s.mu.Unlock()
 	if snap := e.snap.Load(); snap != nil || e.never.Load() != nil {
-		return snap, nil
+		return snap, e, nil
 	}
 	select {
 	case e.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	defer func() { <-e.lock }()
 	if snap := e.snap.Load(); snap != nil || e.never.Load() != nil {
-		return snap, nil
+		return snap, e, nil
 	}
 	snap, final := take()
 	if snap != nil {
@@ -173,7 +176,7 @@ func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *sn
 		why := "not snapshotted"
 		e.never.Store(&why)
 	}
-	return snap, nil
+	return snap, e, nil
 }
 
 // errSideEffect ends a snapshot's _initialize that reached outside its
@@ -220,17 +223,17 @@ func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Lim
 	out := &capWriter{max: 0, onExceed: st.sideEffect}
 	cfg := r.modCfg.
 		WithStartFunctions().
-		WithStdin(bytes.NewReader(nil)).
+		WithStdin(stdinProbe{st.sideEffect}).
 		WithStdout(out).
 		WithStderr(out).
 		WithArgs(in.Args...).
 		WithNanosleep(sleeper(callCtx))
 	if len(in.Mounts) > 0 {
-		fsCfg := wazero.NewFSConfig()
-		for _, mt := range in.Mounts {
-			fsCfg = fsCfg.(sysfs.FSConfig).WithSysFSMount(probeFS{st.sideEffect}, mt.GuestPath)
+		probes := make([]probeFS, len(in.Mounts))
+		for i := range probes {
+			probes[i] = probeFS{st.sideEffect}
 		}
-		cfg = cfg.WithFSConfig(fsCfg)
+		cfg = cfg.WithFSConfig(fsConfig(guestPaths(in.Mounts), probes))
 	}
 	runCtx := context.WithValue(callCtx, callStateKey{}, st)
 	mem := &memAllocator{pool: r.pool, limit: uint64(lim.MemoryBytes) &^ 0xffff, image: info.image, onExceed: st.memoryExceeded}
@@ -316,16 +319,61 @@ func restore(mod api.Module, s *snapshotter, snap *snapshot) error {
 	return nil
 }
 
+// stdinProbe is a snapshot's stdin: reading it is a side effect (in a
+// call, _initialize would read the call's input).
+type stdinProbe struct{ touch func() }
+
+func (p stdinProbe) Read([]byte) (int, error) { p.touch(); return 0, io.EOF }
+
 // probeFS stands in for a mount while a snapshot is taken: the guest sees
 // the directory preopened under the same name, and any use of it is a side
-// effect that abandons the snapshot (and fails with ENOSYS).
+// effect that abandons the snapshot (and fails with ENOSYS). Opening the
+// root read-only is not a use: wazero does it to answer fd_prestat_get
+// (is the preopen a directory?), which Go's start-up calls for every
+// preopen; the result is a probeDir.
 type probeFS struct{ touch func() }
 
 func (p probeFS) fail() experimentalsys.Errno { p.touch(); return experimentalsys.ENOSYS }
 
-func (p probeFS) OpenFile(string, experimentalsys.Oflag, fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+func (p probeFS) OpenFile(path string, flag experimentalsys.Oflag, _ fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	if path == "." && flag&^experimentalsys.O_DIRECTORY == experimentalsys.O_RDONLY {
+		d := &probeDir{touch: p.touch}
+		d.Fn = func(int64, int) (int64, experimentalsys.Errno) { return 0, d.fail() }
+		return d, 0
+	}
 	return nil, p.fail()
 }
+
+// probeDir is a probeFS's root directory: it says it is a directory and
+// can be closed; anything else is a side effect.
+type probeDir struct {
+	seek.Adapter // Seek, through Fn (see package seek); wazero's defaults
+	touch        func()
+}
+
+func (d *probeDir) fail() experimentalsys.Errno { d.touch(); return experimentalsys.ENOSYS }
+
+func (d *probeDir) IsDir() (bool, experimentalsys.Errno)    { return true, 0 }
+func (d *probeDir) Close() experimentalsys.Errno            { return 0 }
+func (d *probeDir) Dev() (uint64, experimentalsys.Errno)    { return 0, d.fail() }
+func (d *probeDir) Ino() (sys.Inode, experimentalsys.Errno) { return 0, d.fail() }
+func (d *probeDir) IsAppend() bool                          { d.touch(); return false }
+func (d *probeDir) SetAppend(bool) experimentalsys.Errno    { return d.fail() }
+func (d *probeDir) Stat() (sys.Stat_t, experimentalsys.Errno) {
+	return sys.Stat_t{}, d.fail()
+}
+func (d *probeDir) Read([]byte) (int, experimentalsys.Errno)         { return 0, d.fail() }
+func (d *probeDir) Pread([]byte, int64) (int, experimentalsys.Errno) { return 0, d.fail() }
+func (d *probeDir) Readdir(int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
+	return nil, d.fail()
+}
+func (d *probeDir) Write([]byte) (int, experimentalsys.Errno)         { return 0, d.fail() }
+func (d *probeDir) Pwrite([]byte, int64) (int, experimentalsys.Errno) { return 0, d.fail() }
+func (d *probeDir) Truncate(int64) experimentalsys.Errno              { return d.fail() }
+func (d *probeDir) Sync() experimentalsys.Errno                       { return d.fail() }
+func (d *probeDir) Datasync() experimentalsys.Errno                   { return d.fail() }
+func (d *probeDir) Utimens(int64, int64) experimentalsys.Errno        { return d.fail() }
+
 func (p probeFS) Lstat(string) (sys.Stat_t, experimentalsys.Errno) { return sys.Stat_t{}, p.fail() }
 func (p probeFS) Stat(string) (sys.Stat_t, experimentalsys.Errno)  { return sys.Stat_t{}, p.fail() }
 func (p probeFS) Mkdir(string, fs.FileMode) experimentalsys.Errno  { return p.fail() }

@@ -168,6 +168,7 @@ func TestReactorInitEffects(t *testing.T) {
 		{mode: "none", stdout: "call\n", kept: true},
 		{mode: "none", mounts: mount, stdout: "call\n", kept: true},
 		{mode: "out", stdout: "init call\n", final: true},
+		{mode: "in", stdout: "Xcall\n", final: true},
 		{mode: "log", stdout: "call\n", final: true},
 		{mode: "fs", mounts: mount, stdout: "0call\n", final: true},
 		{mode: "http", err: ErrNotGranted, final: true},
@@ -175,7 +176,7 @@ func TestReactorInitEffects(t *testing.T) {
 		{mode: "wait", limits: Limits{Timeout: 200 * time.Millisecond}, err: ErrTimeout},
 	} {
 		t.Run(fmt.Sprint(tt.mode, len(tt.mounts)), func(t *testing.T) {
-			in := Input{Args: []string{"tool", tt.mode}, Mounts: tt.mounts, Limits: tt.limits}
+			in := Input{Args: []string{"tool", tt.mode}, Mounts: tt.mounts, Limits: tt.limits, Stdin: []byte("X")}
 			logs.Reset()
 			for i := 0; i < 2; i++ {
 				out, err := r.Run(context.Background(), m, in)

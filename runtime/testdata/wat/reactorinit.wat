@@ -1,12 +1,13 @@
 ;; A reactor whose _initialize does what the first byte of argv[1] says:
 ;; 'o' write "init " to stdout, 'l' agrun.log "init", 'f' stat "x" in the
 ;; first preopened directory, 'h' call agrun.http_request, 't' trap,
-;; 'w' loop forever; anything else nothing. agrun_call writes "call\n",
+;; 'w' loop forever, 'i' read one byte of stdin and write it; anything else nothing. agrun_call writes "call\n",
 ;; after (for 'f') a byte '0'+errno of that stat.
 (module
   (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "args_get" (func $args_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "path_filestat_get" (func $stat (param i32 i32 i32 i32 i32) (result i32)))
   (import "agrun" "log" (func $log (param i32 i32 i32)))
   (import "agrun" "http_request" (func $http (param i32 i32) (result i32)))
@@ -34,7 +35,13 @@
       (then (i32.store8 (i32.const 100) (call $stat (i32.const 3) (i32.const 0) (i32.const 288) (i32.const 1) (i32.const 4096)))))
     (if (i32.eq (local.get $m) (i32.const 104)) (then (drop (call $http (i32.const 304) (i32.const 2)))))
     (if (i32.eq (local.get $m) (i32.const 116)) (then unreachable))
-    (if (i32.eq (local.get $m) (i32.const 119)) (then (loop $l (br $l)))))
+    (if (i32.eq (local.get $m) (i32.const 119)) (then (loop $l (br $l))))
+    (if (i32.eq (local.get $m) (i32.const 105))
+      (then
+        (i32.store (i32.const 0) (i32.const 102))
+        (i32.store (i32.const 4) (i32.const 1))
+        (drop (call $fd_read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+        (call $write (i32.const 102) (i32.const 1)))))
   (func (export "agrun_call")
     (if (i32.eq (call $mode) (i32.const 102))
       (then

@@ -1,0 +1,236 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	goruntime "runtime"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Instances prepared ahead of their call.
+//
+// Starting a call of a snapshotted reactor (snapshot.go) costs an
+// instantiation — mostly wazero filling the function table, one element
+// at a time — before the guest runs, and closing it costs resetting its
+// memory for reuse. The first does not depend on the call's input, so it
+// need not be on the call's path: when a call starts from a snapshot, the
+// runtime instantiates the next instance for the same snapshot in the
+// background (restored and ready, but not run). On a machine with an idle
+// CPU a call then costs about what its guest and wazero's entry do; on a
+// saturated one the work is the same, only moved.
+//
+// A prepared instance is fresh: no guest code has run in it. What an
+// instance binds when it is made — stdin, stdout, stderr, the sleep
+// function, the mounts' file systems, the memory limit callback — a
+// prepared one gets through indirections (late*) that its call fills in
+// before calling agrun_call. Its argv and mount guest paths are the
+// snapshot's (the snapshot key), its memory limit the one it was made
+// for: a call with another limit does not use it.
+//
+// Preparing is skipped when as many calls run as there are CPUs
+// (GOMAXPROCS): it would then only take CPU from them. At most one
+// instance is prepared per snapshot, and at most MaxInstances in the
+// whole Runtime; they hold a memory each (the snapshot image, resident)
+// besides the MaxInstances live ones. Config.DisablePrepare turns it off.
+
+// prepared is a fresh instance of a snapshotted reactor, restored and
+// waiting for its call.
+type prepared struct {
+	mod   api.Module
+	limit uint64 // the memory limit it was made with
+
+	stdin          lateIn
+	stdout, stderr lateOut
+	fs             []*lateFS
+	sleepCtx       context.Context // set by bind
+	onExceed       func()          // set by bind
+}
+
+// bind gives the instance its call's input, outputs, mounts, context and
+// memory-limit callback. The guest has not run yet, so nothing read them.
+func (p *prepared) bind(stdin io.Reader, stdout, stderr io.Writer, fss []experimentalsys.FS, ctx context.Context, onExceed func()) {
+	p.stdin.r, p.stdout.w, p.stderr.w = stdin, stdout, stderr
+	for i, f := range fss {
+		p.fs[i].fs = f
+	}
+	p.sleepCtx, p.onExceed = ctx, onExceed
+}
+
+func (p *prepared) sleep(ns int64) { sleeper(p.sleepCtx)(ns) }
+
+func (p *prepared) memoryExceeded() {
+	if p.onExceed != nil {
+		p.onExceed()
+	}
+}
+
+// prepare makes a fresh instance from a snapshot, for a call with the
+// given argv, mount guest paths and memory limit.
+func (r *Runtime) prepare(c *compiled, snap *snapshot, args, paths []string, limit uint64) (*prepared, error) {
+	p := &prepared{limit: limit, fs: make([]*lateFS, len(paths))}
+	for i := range p.fs {
+		p.fs[i] = &lateFS{}
+	}
+	cfg := r.modCfg.
+		WithStartFunctions().
+		WithStdin(&p.stdin).
+		WithStdout(&p.stdout).
+		WithStderr(&p.stderr).
+		WithArgs(args...).
+		WithNanosleep(p.sleep)
+	if fsCfg := fsConfig(paths, p.fs); fsCfg != nil {
+		cfg = cfg.WithFSConfig(fsCfg)
+	}
+	alloc := &memAllocator{pool: r.pool, limit: limit, image: snap.mem, onExceed: p.memoryExceeded}
+	ctx := experimental.WithMemoryAllocator(context.Background(), alloc)
+	mod, err := r.wz.InstantiateModule(ctx, c.cm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := restore(mod, c.info.snap, snap); err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
+	p.mod = mod
+	return p, nil
+}
+
+// takePrepared returns e's prepared instance if it was made for limit,
+// or nil.
+func (r *Runtime) takePrepared(e *snapEntry, limit uint64) *prepared {
+	p := e.ready.Swap(nil)
+	if p == nil {
+		return nil
+	}
+	r.prepared.Add(-1)
+	if p.limit != limit {
+		p.mod.Close(context.Background())
+		return nil
+	}
+	return p
+}
+
+// prepareAhead starts making e's next instance in the background, unless
+// preparing is disabled, every CPU already runs a call (then it would only
+// compete with them), one is being made or ready, or MaxInstances are
+// prepared already. args and paths must not change afterwards.
+func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, paths []string, limit uint64) {
+	if r.cfg.DisablePrepare || len(r.sem) >= goruntime.GOMAXPROCS(0) {
+		return
+	}
+	if e.ready.Load() != nil || !e.preparing.CompareAndSwap(false, true) {
+		return
+	}
+	if r.prepared.Add(1) > int64(r.cfg.MaxInstances) {
+		r.prepared.Add(-1)
+		e.preparing.Store(false)
+		return
+	}
+	r.mu.Lock()
+	if r.closed || m.c.refs == 0 {
+		r.mu.Unlock()
+		r.prepared.Add(-1)
+		e.preparing.Store(false)
+		return
+	}
+	m.c.refs++ // released when done: the compiled code outlives the goroutine
+	r.inflight.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.inflight.Done()
+		defer r.release(m.sum, m.c)
+		defer e.preparing.Store(false)
+		p, err := r.prepare(m.c, snap, args, paths, limit)
+		if err != nil {
+			r.prepared.Add(-1)
+			return
+		}
+		if old := e.ready.Swap(p); old != nil { // cannot happen: one at a time
+			old.mod.Close(context.Background())
+			r.prepared.Add(-1)
+		}
+	}()
+}
+
+// dropPrepared closes the instances prepared for a compiled module that is
+// being released.
+func (r *Runtime) dropPrepared(s *snapshotter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		if p := e.ready.Swap(nil); p != nil {
+			p.mod.Close(context.Background())
+			r.prepared.Add(-1)
+		}
+	}
+}
+
+// lateIn is a prepared instance's stdin: its call's, once bound.
+type lateIn struct{ r io.Reader }
+
+func (l *lateIn) Read(b []byte) (int, error) {
+	if l.r == nil {
+		return 0, io.EOF
+	}
+	return l.r.Read(b)
+}
+
+// lateOut is a prepared instance's stdout or stderr: its call's, once
+// bound.
+type lateOut struct{ w io.Writer }
+
+func (l *lateOut) Write(b []byte) (int, error) {
+	if l.w == nil {
+		return 0, errOutputCap
+	}
+	return l.w.Write(b)
+}
+
+// lateFS is a prepared instance's mount: its call's file system, once
+// bound (ENOSYS before).
+type lateFS struct{ fs experimentalsys.FS }
+
+func (l *lateFS) target() experimentalsys.FS {
+	if l.fs == nil {
+		return experimentalsys.UnimplementedFS{}
+	}
+	return l.fs
+}
+
+func (l *lateFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	return l.target().OpenFile(path, flag, perm)
+}
+func (l *lateFS) Lstat(path string) (sys.Stat_t, experimentalsys.Errno) {
+	return l.target().Lstat(path)
+}
+func (l *lateFS) Stat(path string) (sys.Stat_t, experimentalsys.Errno) {
+	return l.target().Stat(path)
+}
+func (l *lateFS) Mkdir(path string, perm fs.FileMode) experimentalsys.Errno {
+	return l.target().Mkdir(path, perm)
+}
+func (l *lateFS) Chmod(path string, perm fs.FileMode) experimentalsys.Errno {
+	return l.target().Chmod(path, perm)
+}
+func (l *lateFS) Rename(from, to string) experimentalsys.Errno {
+	return l.target().Rename(from, to)
+}
+func (l *lateFS) Rmdir(path string) experimentalsys.Errno  { return l.target().Rmdir(path) }
+func (l *lateFS) Unlink(path string) experimentalsys.Errno { return l.target().Unlink(path) }
+func (l *lateFS) Link(oldPath, newPath string) experimentalsys.Errno {
+	return l.target().Link(oldPath, newPath)
+}
+func (l *lateFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
+	return l.target().Symlink(oldPath, linkName)
+}
+func (l *lateFS) Readlink(path string) (string, experimentalsys.Errno) {
+	return l.target().Readlink(path)
+}
+func (l *lateFS) Utimens(path string, atim, mtim int64) experimentalsys.Errno {
+	return l.target().Utimens(path, atim, mtim)
+}
