@@ -111,11 +111,12 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 		broken:  map[string]error{},
 	}
 	rt, err := runtime.New(ctx, runtime.Config{
-		CacheDir:     cfg.Sandbox.CacheDir,
-		DisableCache: cfg.Sandbox.NoCache,
-		MaxInstances: cfg.Sandbox.MaxInstances,
-		Limits:       sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite),
-		Logger:       e.log,
+		CacheDir:       cfg.Sandbox.CacheDir,
+		DisableCache:   cfg.Sandbox.NoCache,
+		DisablePrepare: cfg.Sandbox.NoPrepare,
+		MaxInstances:   cfg.Sandbox.MaxInstances,
+		Limits:         sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite),
+		Logger:         e.log,
 	})
 	if err != nil {
 		return nil, err

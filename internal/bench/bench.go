@@ -243,6 +243,30 @@ func (s *suite) newAgrun(cfg runtime.Config, tools ...string) (*agrun, error) {
 
 func (a *agrun) close() { a.rt.Close(context.Background()) }
 
+// commandTool loads wasm (word_count built as a command) into rt with
+// the example's manifest, in a registry of its own.
+func (s *suite) commandTool(rt *runtime.Runtime, wasm []byte) (*registry.Registry, error) {
+	packed, err := os.ReadFile(filepath.Join(s.root, "testdata", "word_count.wasm"))
+	if err != nil {
+		return nil, err
+	}
+	info, err := wasmtools.Inspect(packed)
+	if err != nil || info.Manifest == nil {
+		return nil, fmt.Errorf("word_count's manifest: %v", err)
+	}
+	t, err := wasmtools.LoadWithManifest(s.ctx, rt, wasm, *info.Manifest, wasmtools.Grant{})
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))
+	return reg, reg.Register(t)
+}
+
+// invokeTool is agrun.invoke on another registry.
+func invokeTool(ctx context.Context, reg *registry.Registry, args []byte, want string) error {
+	return (&agrun{reg: reg}).invoke(ctx, "word_count", args, want)
+}
+
 // invoke is one call through the registry's full path.
 func (a *agrun) invoke(ctx context.Context, name string, args []byte, want string) error {
 	inv := a.reg.Invoke(ctx, name, args)
@@ -355,9 +379,23 @@ func (s *suite) perCallGo() error {
 	}
 	defer client.Close(context.Background())
 
+	// Two more agrun rows, to show where the time went: without instances
+	// prepared ahead, and the command build (no snapshot).
+	noPrep, err := s.newAgrun(runtime.Config{DisablePrepare: true}, "word_count")
+	if err != nil {
+		return err
+	}
+	defer noPrep.close()
+	cmdTool, err := s.commandTool(a.rt, rawWasm)
+	if err != nil {
+		return err
+	}
+
 	ctx := s.ctx
 	vs := []variant{
 		{"agrun", func() error { return a.invoke(ctx, "word_count", wcArgs, wcWant) }},
+		{"agrun, not prepared ahead", func() error { return noPrep.invoke(ctx, "word_count", wcArgs, wcWant) }},
+		{"agrun, command build", func() error { return invokeTool(ctx, cmdTool, wcArgs, wcWant) }},
 		{"raw wazero", func() error { return w.run(ctx, cm, wcArgs, wcWant, false) }},
 		{"native process", func() error {
 			cmd := exec.CommandContext(ctx, nativePath)
@@ -406,7 +444,10 @@ func (s *suite) perCallGo() error {
 	s.rep.add(secGo, "CPU per call: agrun / raw wazero, agrun / native", fmt.Sprintf("%.2fx, %.2fx",
 		ratio(cpu("agrun"), cpu("raw wazero")), ratio(cpu("agrun"), cpu("native process"))))
 	s.rep.note("per call, Go tool: word_count on %d bytes of text; agrun = registry.Invoke on testdata/word_count.wasm "+
-		"(default permission policy, schema validation, fresh instance, default limits); raw wazero = the same source built "+
+		"(default permission policy, schema validation, fresh instance, default limits; built as a reactor, so each call starts "+
+		"from the snapshot taken after _initialize, and the next instance is prepared while a call runs); "+
+		"\"not prepared ahead\" = the same with runtime.Config.DisablePrepare; \"command build\" = the raw wazero module "+
+		"(a WASI command: Go starts in every call) loaded into agrun with word_count's manifest; raw wazero = the same source built "+
 		"with GOOS=wasip1, not packed, wazero defaults + compilation cache, a fresh instance per call; native = the same "+
 		"source built for the host, os/exec per call, args on stdin; MCP = a go-sdk stdio server (internal/bench/testdata/mcpserver) "+
 		"called through mcp.Client. %d interleaved rounds after %d warm calls each. Wall time is the median; CPU is the mean "+
@@ -529,9 +570,28 @@ func (s *suite) startup() error {
 }
 
 // throughput measures calls per second through the registry with 1, 2 and
-// 4 workers.
+// 4 workers: with the default configuration, and with instances not
+// prepared ahead (runtime.Config.DisablePrepare), where one worker keeps
+// one CPU busy and the ratio shows whether calls serialize.
 func (s *suite) throughput() error {
-	a, err := s.newAgrun(runtime.Config{}, "word_count")
+	for _, c := range []struct {
+		cfg   runtime.Config
+		label string
+	}{{runtime.Config{}, ""}, {runtime.Config{DisablePrepare: true}, ", DisablePrepare"}} {
+		if err := s.throughputOf(c.cfg, c.label); err != nil {
+			return err
+		}
+	}
+	s.rep.note("throughput: word_count through registry.Invoke, each worker a goroutine making %d calls in a row; "+
+		"GOMAXPROCS %d; %d interleaved rounds. \"CPUs busy\" is the process's CPU time over the round's wall time: "+
+		"with 2 workers on 2 CPUs it stays far below 2 when other work holds the CPUs. By default one worker's calls "+
+		"also keep part of the second CPU busy (the next instance is prepared while a call runs), so 2 workers can "+
+		"add less; with DisablePrepare each call runs on its caller's goroutine alone.", s.cfg.RoundCalls, goruntime.GOMAXPROCS(0), s.cfg.Rounds)
+	return nil
+}
+
+func (s *suite) throughputOf(cfg runtime.Config, label string) error {
+	a, err := s.newAgrun(cfg, "word_count")
 	if err != nil {
 		return err
 	}
@@ -546,7 +606,7 @@ func (s *suite) throughput() error {
 			return err
 		}
 	}
-	s.progress("throughput: %d rounds of 1, 2, 4 workers × %d calls each", s.cfg.Rounds, s.cfg.RoundCalls)
+	s.progress("throughput%s: %d rounds of 1, 2, 4 workers × %d calls each", label, s.cfg.Rounds, s.cfg.RoundCalls)
 	for range s.cfg.Rounds {
 		for _, w := range workers {
 			start, cpu := time.Now(), cpuTime()
@@ -563,15 +623,12 @@ func (s *suite) throughput() error {
 	m := map[int]float64{}
 	for _, w := range workers {
 		m[w] = medianFloat(rates[w])
-		s.rep.add(secThrough, fmt.Sprintf("%d worker(s) (median)", w), fmt.Sprintf("%.0f calls/s, %.2f CPUs busy, CPU %s/call", m[w], medianFloat(cores[w]), fmtDur(time.Duration(medianFloat(cpuPer[w])))))
+		s.rep.add(secThrough, fmt.Sprintf("%d worker(s)%s (median)", w, label), fmt.Sprintf("%.0f calls/s, %.2f CPUs busy, CPU %s/call", m[w], medianFloat(cores[w]), fmtDur(time.Duration(medianFloat(cpuPer[w])))))
 	}
 	r2 := m[2] / m[1]
-	s.rep.check(secThrough, "2 workers / 1 worker", fmt.Sprintf("%.2fx", r2), ">= 1.6x", r2 >= 1.6)
-	s.rep.add(secThrough, "4 workers / 1 worker", fmt.Sprintf("%.2fx", m[4]/m[1]))
-	s.rep.add(secThrough, "CPU per call, 2 workers / 1 worker", fmt.Sprintf("%.2fx", medianFloat(cpuPer[2])/medianFloat(cpuPer[1])))
-	s.rep.note("throughput: word_count through registry.Invoke, each worker a goroutine making %d calls in a row; "+
-		"GOMAXPROCS %d; %d interleaved rounds. \"CPUs busy\" is the process's CPU time over the round's wall time: "+
-		"with 2 workers on 2 CPUs it stays far below 2 when other work holds the CPUs.", s.cfg.RoundCalls, goruntime.GOMAXPROCS(0), s.cfg.Rounds)
+	s.rep.check(secThrough, "2 workers / 1 worker"+label, fmt.Sprintf("%.2fx", r2), ">= 1.6x", r2 >= 1.6)
+	s.rep.add(secThrough, "4 workers / 1 worker"+label, fmt.Sprintf("%.2fx", m[4]/m[1]))
+	s.rep.add(secThrough, "CPU per call, 2 workers / 1 worker"+label, fmt.Sprintf("%.2fx", medianFloat(cpuPer[2])/medianFloat(cpuPer[1])))
 	return nil
 }
 

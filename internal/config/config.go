@@ -57,6 +57,7 @@ type LLM struct {
 type Sandbox struct {
 	CacheDir     string   `toml:"cache_dir"`
 	NoCache      bool     `toml:"no_cache"`
+	NoPrepare    bool     `toml:"no_prepare"` // runtime.Config.DisablePrepare
 	Timeout      Duration `toml:"timeout"`
 	Memory       Size     `toml:"memory"`
 	MaxOutput    Size     `toml:"max_output"`

@@ -25,6 +25,7 @@ memory = "64MiB"
 max_output = "1MiB"
 max_write = "8MiB"
 max_parallel = 8
+no_prepare = true
 
 [permissions]
 allowed = ["read", "network", "custom:db"]
@@ -76,7 +77,7 @@ func TestParseFull(t *testing.T) {
 	if c.LLM.Model != "llama3" || c.LLM.MaxTurns != 5 || *c.LLM.Temperature != 0.2 || c.LLM.APIKeyEnv != "MY_KEY" {
 		t.Errorf("llm = %+v", c.LLM)
 	}
-	if c.Sandbox.Timeout.Std() != 10*time.Second || c.Sandbox.Memory != 64<<20 || c.Sandbox.MaxOutput != 1<<20 || c.Sandbox.MaxWrite != 8<<20 || c.Sandbox.CacheDir != filepath.Join(dir, "cache") {
+	if c.Sandbox.Timeout.Std() != 10*time.Second || c.Sandbox.Memory != 64<<20 || c.Sandbox.MaxOutput != 1<<20 || c.Sandbox.MaxWrite != 8<<20 || c.Sandbox.CacheDir != filepath.Join(dir, "cache") || !c.Sandbox.NoPrepare {
 		t.Errorf("sandbox = %+v", c.Sandbox)
 	}
 	pc := c.PermissionConfig()
