@@ -14,14 +14,17 @@ import (
 
 // wantRows are the measurements every run must report, by section.
 var wantRows = map[string][]string{
-	secGo: {"agrun (median)", "raw wazero (median)", "native process (median)", "MCP stdio round trip (median)",
+	secGo: {"agrun (median)", "agrun, not prepared ahead (median)", "agrun, command build (median)",
+		"raw wazero (median)", "native process (median)", "MCP stdio round trip (median)",
 		"agrun / raw wazero", "agrun / native process", "agrun / MCP stdio round trip",
 		"CPU per call: agrun / raw wazero, agrun / native"},
-	secTiny:    {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
-	secStart:   {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold"},
-	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker", "CPU per call, 2 workers / 1 worker"},
-	secMem:     {"guest linear memory", "raw wazero: host memory per instance", "agrun: host memory per instance"},
-	secLoop:    {"loop, per turn (median)", "plain net/http exchange, per turn (median)", "loop overhead per turn"},
+	secTiny:  {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
+	secStart: {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold"},
+	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker", "CPU per call, 2 workers / 1 worker",
+		"1 worker(s), DisablePrepare (median)", "2 worker(s), DisablePrepare (median)", "4 worker(s), DisablePrepare (median)",
+		"2 workers / 1 worker, DisablePrepare", "4 workers / 1 worker, DisablePrepare", "CPU per call, 2 workers / 1 worker, DisablePrepare"},
+	secMem:  {"guest linear memory", "raw wazero: host memory per instance", "agrun: host memory per instance"},
+	secLoop: {"loop, per turn (median)", "plain net/http exchange, per turn (median)", "loop overhead per turn"},
 }
 
 // TestQuick runs the whole comparison with tiny counts and checks that it
@@ -68,8 +71,8 @@ func TestQuick(t *testing.T) {
 			targets++
 		}
 	}
-	if targets != 6 {
-		t.Errorf("%d rows with a target, want 6 (one per target of issue 10)", targets)
+	if targets != 7 {
+		t.Errorf("%d rows with a target, want 7 (one per target of issue 10, the throughput one both with and without DisablePrepare)", targets)
 	}
 	if len(rep.Notes) != 6 {
 		t.Errorf("%d notes, want one per section", len(rep.Notes))
