@@ -83,6 +83,34 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
+// BenchmarkRunSnapshot is BenchmarkRun with the tool built as a reactor
+// (-buildmode=c-shared): each call's fresh instance starts from the
+// snapshot taken after _initialize, and the next one is prepared while a
+// call runs.
+func BenchmarkRunSnapshot(b *testing.B) { benchSnapshot(b, Config{}) }
+
+// BenchmarkRunSnapshotNoPrepare is BenchmarkRunSnapshot with
+// DisablePrepare: each call makes its instance first, on its own
+// goroutine.
+func BenchmarkRunSnapshotNoPrepare(b *testing.B) { benchSnapshot(b, Config{DisablePrepare: true}) }
+
+func benchSnapshot(b *testing.B, cfg Config) {
+	r := newRuntime(b, cfg)
+	m := compile(b, r, testguest.Build(b, "testdata/guests/wordcount", "-buildmode=c-shared"))
+	if m.c.info.snap == nil {
+		b.Fatal("not snapshotted")
+	}
+	ctx := context.Background()
+	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
+	defer reportCPU(b)()
+	for b.Loop() {
+		out, err := r.Run(ctx, m, in)
+		if err != nil || string(out.Stdout) != wordcountOut {
+			b.Fatalf("%v %+v", err, out)
+		}
+	}
+}
+
 // BenchmarkRunParallel is calls from many goroutines at once.
 func BenchmarkRunParallel(b *testing.B) {
 	r := newRuntime(b, Config{})

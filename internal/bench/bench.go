@@ -307,13 +307,23 @@ func (w *rawWazero) close() {
 // run instantiates cm once with stdin and checks stdout. realTime gives
 // the guest the host's clocks and sleep (wazero's defaults are a fake clock
 // and a sleep that returns at once).
-func (w *rawWazero) run(ctx context.Context, cm wazero.CompiledModule, stdin []byte, want string, realTime bool) error {
+func (w *rawWazero) run(ctx context.Context, cm wazero.CompiledModule, stdin []byte, want string, realTime, reactor bool) error {
 	var out bytes.Buffer
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs("tool").WithStdin(bytes.NewReader(stdin)).WithStdout(&out)
 	if realTime {
 		cfg = cfg.WithSysNanosleep().WithSysNanotime().WithSysWalltime()
 	}
+	if reactor {
+		cfg = cfg.WithStartFunctions()
+	}
 	mod, err := w.rt.InstantiateModule(ctx, cm, cfg)
+	if err == nil && reactor {
+		for _, entry := range []string{"_initialize", "agrun_call"} {
+			if _, err = mod.ExportedFunction(entry).Call(ctx); err != nil {
+				break
+			}
+		}
+	}
 	if mod != nil {
 		mod.Close(ctx)
 	}
@@ -396,7 +406,7 @@ func (s *suite) perCallGo() error {
 		{"agrun", func() error { return a.invoke(ctx, "word_count", wcArgs, wcWant) }},
 		{"agrun, not prepared ahead", func() error { return noPrep.invoke(ctx, "word_count", wcArgs, wcWant) }},
 		{"agrun, command build", func() error { return invokeTool(ctx, cmdTool, wcArgs, wcWant) }},
-		{"raw wazero", func() error { return w.run(ctx, cm, wcArgs, wcWant, false) }},
+		{"raw wazero", func() error { return w.run(ctx, cm, wcArgs, wcWant, false, false) }},
 		{"native process", func() error {
 			cmd := exec.CommandContext(ctx, nativePath)
 			cmd.Stdin = bytes.NewReader(wcArgs)
@@ -485,7 +495,7 @@ func (s *suite) perCallTiny() error {
 	ctx := s.ctx
 	vs := []variant{
 		{"agrun", func() error { return a.invoke(ctx, "sum_c", sumArgs, sumWant) }},
-		{"raw wazero", func() error { return w.run(ctx, cm, sumArgs, sumWant, false) }},
+		{"raw wazero", func() error { return w.run(ctx, cm, sumArgs, sumWant, false, false) }},
 	}
 	s.progress("per call, tiny tool: %d rounds", 5*s.cfg.Calls)
 	times, err := roundRobin(vs, s.cfg.Warm, 5*s.cfg.Calls)
@@ -656,29 +666,32 @@ func (s *suite) burst(ctx context.Context, a *agrun, workers, n int) error {
 // per instance, through agrun and through raw wazero, against the guest's
 // linear memory.
 func (s *suite) memory() error {
-	path, err := s.b.build("internal/bench/testdata/holder", wasip1)
-	if err != nil {
-		return err
-	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		return err
+	var wasm [2][]byte // the holder as a command, and as a reactor
+	for i, t := range []target{wasip1, wasip1Reactor} {
+		path, err := s.b.build("internal/bench/testdata/holder", t)
+		if err != nil {
+			return err
+		}
+		if wasm[i], err = os.ReadFile(path); err != nil {
+			return err
+		}
 	}
 	n := s.cfg.Instances
 	hold := s.cfg.Hold
 	args := mustJSON(map[string]any{"text": wcText, "hold_ms": hold.Milliseconds()})
 
-	// The guest's linear memory: what it grows to during the call.
-	linear, err := s.linearMemory(wasm)
+	// The guest's linear memory: what it grows to during the call (as the
+	// reactor agrun runs: _initialize, then the call).
+	linear, err := s.linearMemory(wasm[1], true)
 	if err != nil {
 		return err
 	}
 
-	agrunPer, err := s.agrunMemory(wasm, args, n, hold)
+	agrunPer, err := s.agrunMemory(wasm[1], args, n, hold)
 	if err != nil {
 		return err
 	}
-	rawPer, err := s.rawMemory(wasm, args, n, hold)
+	rawPer, err := s.rawMemory(wasm[0], args, n, hold)
 	if err != nil {
 		return err
 	}
@@ -688,8 +701,9 @@ func (s *suite) memory() error {
 	s.rep.check(secMem, "agrun: host memory per instance", fmt.Sprintf("%s (%.2fx linear)", fmtBytes(agrunPer), r), "<= 1.5x linear", r <= 1.5)
 	s.rep.note("memory: %d calls of internal/bench/testdata/holder (word_count's work, then agrun.log \"ready\" and a %s sleep) "+
 		"in flight at once; per instance = growth of the process's resident set (/proc/self/statm) from before the calls to when "+
-		"all %d have logged ready, divided by %d (GC run and freed memory returned first). Linear memory = the size the guest's "+
-		"memory reached (pages × 64 KiB), recorded by a wazero memory allocator.", n, hold, n, n)
+		"all %d have logged ready, divided by %d (GC run and freed memory returned first). agrun runs the holder built as a reactor "+
+		"(its snapshot and the instance prepared ahead are part of the growth), raw wazero the command build. Linear memory = the "+
+		"size the reactor's memory reached (pages × 64 KiB: _initialize, then the call), recorded by a wazero memory allocator.", n, hold, n, n)
 	return nil
 }
 
@@ -809,7 +823,7 @@ func (s *suite) rawMemory(wasm, args []byte, n int, holdFor time.Duration) (int6
 		return 0, err
 	}
 	s.progress("memory: %d raw wazero instances held %s", n, holdFor)
-	return hold(n, ready, holdFor+30*time.Second, func() error { return w.run(s.ctx, cm, args, `"words":180`, true) })
+	return hold(n, ready, holdFor+30*time.Second, func() error { return w.run(s.ctx, cm, args, `"words":180`, true, false) })
 }
 
 // recordingAllocator is wazero's plain slice memory that remembers the
@@ -844,7 +858,7 @@ func (m *recordingMemory) Reallocate(size uint64) []byte {
 
 func (m *recordingMemory) Free() { m.buf = nil }
 
-func (s *suite) linearMemory(wasm []byte) (int64, error) {
+func (s *suite) linearMemory(wasm []byte, reactor bool) (int64, error) {
 	ready := make(chan struct{}, 1)
 	w, err := s.rawWithLog(ready)
 	if err != nil {
@@ -857,7 +871,7 @@ func (s *suite) linearMemory(wasm []byte) (int64, error) {
 	}
 	rec := &recordingAllocator{}
 	ctx := experimental.WithMemoryAllocator(s.ctx, rec)
-	if err := w.run(ctx, cm, mustJSON(map[string]any{"text": wcText}), `"words":180`, true); err != nil {
+	if err := w.run(ctx, cm, mustJSON(map[string]any{"text": wcText}), `"words":180`, true, reactor); err != nil {
 		return 0, err
 	}
 	return int64(rec.max.Load()), nil

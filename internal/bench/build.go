@@ -46,8 +46,9 @@ func moduleRoot() (string, error) {
 type target int
 
 const (
-	native target = iota // for the host
-	wasip1               // GOOS=wasip1 GOARCH=wasm, as scripts/build-examples.sh builds the examples
+	native        target = iota // for the host
+	wasip1                      // GOOS=wasip1 GOARCH=wasm, a WASI command: what a plain go build gives
+	wasip1Reactor               // the same with -buildmode=c-shared, as scripts/build-examples.sh builds the examples
 )
 
 // build compiles the Go main package pkg (relative to the module root) and
@@ -61,7 +62,7 @@ func (b *builder) build(pkg string, t target) (string, error) {
 		return "", err
 	}
 	ext := ".bin"
-	if t == wasip1 {
+	if t != native {
 		ext = ".wasm"
 	}
 	out := filepath.Join(b.dir, strings.ReplaceAll(pkg, "/", "_")+"-"+hex.EncodeToString(h.Sum(nil))[:16]+ext)
@@ -72,10 +73,14 @@ func (b *builder) build(pkg string, t target) (string, error) {
 		return "", err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", tmp, ".")
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", tmp}
+	if t == wasip1Reactor {
+		args = append(args, "-buildmode=c-shared")
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Dir = filepath.Join(b.root, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if t == wasip1 {
+	if t != native {
 		cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm")
 	}
 	if outb, err := cmd.CombinedOutput(); err != nil {

@@ -20,3 +20,9 @@ func main() {
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]int{"words": len(strings.Fields(in.Text))})
 }
+
+// agrunCall makes wordcount a reactor when it is built with
+// -buildmode=c-shared (BenchmarkRunSnapshot): each call runs main.
+//
+//go:wasmexport agrun_call
+func agrunCall() { main() }
