@@ -61,11 +61,16 @@
 // # Speed
 //
 // Compiled code is cached in memory per content hash and on disk
-// ([Config.CacheDir]) across processes. A fresh instance does not copy the
-// module's data segments: they are applied once, at Compile, into a sealed
-// memory image that each instance maps copy-on-write (on Linux; elsewhere
-// the segments are merged into as few as possible). docs/PERFORMANCE.md
-// has the figures.
+// ([Config.CacheDir]) across processes. A fresh instance does not apply
+// the module's data segments one by one: they are applied once, at
+// Compile, into a memory image copied into each instance's (pooled,
+// pre-faulted) memory; where that is not exact they are merged into as few
+// as possible. A reactor tool (exports _initialize and agrun_call, e.g. a
+// Go tool built with -buildmode=c-shared) runs _initialize once: each call
+// starts from a snapshot of the instance taken right after it, and the
+// next instance is prepared while a call runs (snapshot.go, prepare.go;
+// the guest's view is in guest-sdk/ABI.md §1.1). docs/PERFORMANCE.md has
+// the figures.
 //
 // # Concurrency
 //

@@ -110,6 +110,34 @@ func TestReactorLikeCommand(t *testing.T) {
 	}
 }
 
+// What ABI.md §1.1 tells tool authors: in a snapshotted Go tool,
+// math/rand's global generator and map iteration order repeat from call to
+// call (they are seeded at start-up, before the snapshot); in a command
+// they do not. If Go starts reseeding per call, this test fails and the
+// documentation can be relaxed.
+func TestReactorMathRandRepeats(t *testing.T) {
+	r := newRuntime(t, Config{})
+	in := Input{Args: []string{"probe", "mathrand"}}
+	for _, c := range []struct {
+		name string
+		wasm []byte
+		same bool
+	}{{"reactor", probeReactor(t), true}, {"command", probe(t), false}} {
+		m := compile(t, r, c.wasm)
+		seen := map[string]bool{}
+		for i := 0; i < 3; i++ {
+			out, err := r.Run(context.Background(), m, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[string(out.Stdout)] = true
+		}
+		if same := len(seen) == 1; same != c.same {
+			t.Errorf("%s: outputs %v; want them the same: %v", c.name, seen, c.same)
+		}
+	}
+}
+
 // Every call starts from the state right after _initialize: the globals it
 // set, the memory it wrote and grew, the data segments; not what an
 // earlier call changed.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -82,6 +83,16 @@ func main() {
 	switch mode {
 	case "calls": // how many calls this instance served (0 for a command)
 		fmt.Println(calls)
+	case "mathrand": // math/rand/v2's global generator, and a map's order
+		m := map[int]bool{}
+		for i := range 16 {
+			m[i] = true
+		}
+		order := ""
+		for k := range m {
+			order += fmt.Sprint(k, ",")
+		}
+		fmt.Println(mrand.Int64(), order)
 	case "echo": // stdin to stdout
 		io.Copy(os.Stdout, os.Stdin)
 	case "env": // what the guest can see of its surroundings
