@@ -71,7 +71,11 @@ func BenchmarkCompileDiskCache(b *testing.B) {
 // BenchmarkRun is one call of a small Go tool in a fresh instance.
 func BenchmarkRun(b *testing.B) {
 	r := newRuntime(b, Config{})
-	m := compile(b, r, wordcount(b))
+	benchCalls(b, r, compile(b, r, wordcount(b)))
+}
+
+// benchCalls times calls of wordcount in a row.
+func benchCalls(b *testing.B, r *Runtime, m *Module) {
 	ctx := context.Background()
 	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
 	defer reportCPU(b)()
@@ -100,15 +104,7 @@ func benchSnapshot(b *testing.B, cfg Config) {
 	if m.c.info.snap == nil {
 		b.Fatal("not snapshotted")
 	}
-	ctx := context.Background()
-	in := Input{Args: []string{"wordcount"}, Stdin: wordcountIn}
-	defer reportCPU(b)()
-	for b.Loop() {
-		out, err := r.Run(ctx, m, in)
-		if err != nil || string(out.Stdout) != wordcountOut {
-			b.Fatalf("%v %+v", err, out)
-		}
-	}
+	benchCalls(b, r, m)
 }
 
 // BenchmarkRunParallel is calls from many goroutines at once.

@@ -152,11 +152,18 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	var snap *snapshot
 	var entry *snapEntry
 	if info.snap != nil {
+		var initErr error
+		snapStart := time.Now()
 		snap, entry, err = info.snap.get(ctx, snapshotKey(in), func() (*snapshot, bool) {
-			return r.takeSnapshot(ctx, m, in, lim)
+			s, final, failure := r.takeSnapshot(ctx, m, in, lim)
+			initErr = failure
+			return s, final
 		})
 		if err != nil {
 			return nil, err
+		}
+		if initErr != nil { // _initialize hit a limit: so would the call
+			return &Output{Duration: time.Since(snapStart)}, initErr
 		}
 		if snap != nil && snap.mem.size > limit {
 			snap = nil // this call's limit is lower: let _initialize meet it
@@ -164,12 +171,8 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 
 	start := time.Now()
-	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, lim.Timeout)
-	defer cancelTimeout()
-	callCtx, cancel := context.WithCancelCause(timeoutCtx)
-	defer cancel(nil)
-	stopOnClose := context.AfterFunc(r.closing, func() { cancel(ErrClosed) })
-	defer stopOnClose()
+	timeoutCtx, callCtx, cancel, done := r.callContexts(ctx, lim.Timeout)
+	defer done()
 
 	st := newCallState(r, m, in.Network, cancel)
 	defer st.close()
@@ -220,6 +223,21 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start)}
 	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
+}
+
+// callContexts returns the contexts guest code runs under: timeoutCtx
+// ends at the time limit; callCtx also when cancel is called (with the
+// cause: a limit crossed in a host function or a writer) or the runtime
+// closes (cause ErrClosed). Call done when the guest has stopped.
+func (r *Runtime) callContexts(ctx context.Context, timeout time.Duration) (timeoutCtx, callCtx context.Context, cancel context.CancelCauseFunc, done func()) {
+	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	callCtx, cancel = context.WithCancelCause(timeoutCtx)
+	stopOnClose := context.AfterFunc(r.closing, func() { cancel(ErrClosed) })
+	return timeoutCtx, callCtx, cancel, func() {
+		stopOnClose()
+		cancel(nil)
+		cancelTimeout()
+	}
 }
 
 // runReactor runs one call of a reactor without a snapshot in the fresh

@@ -53,8 +53,10 @@ type Config struct {
 	// Limits are the defaults for every call; a zero field means the package
 	// default (see [Limits]).
 	Limits Limits
-	// MaxInstances bounds the guest instances alive at once. Run calls
-	// beyond it wait for a slot, or for their context to end. If zero,
+	// MaxInstances bounds the guest instances running at once. Run calls
+	// beyond it wait for a slot, or for their context to end. Instances
+	// prepared ahead of their call (see DisablePrepare), which have not run
+	// yet, are bounded separately by the same number. If zero,
 	// 2*GOMAXPROCS.
 	MaxInstances int
 	// MaxModuleBytes refuses larger modules at Compile. If zero, 64 MiB.

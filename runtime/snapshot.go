@@ -206,16 +206,14 @@ func (st *callState) sideEffect() {
 // with the call's argv and limits, empty stdin, no network, and stand-ins
 // for the mounts, and returns the instance's state, or nil and whether
 // that is final (a side effect, or _initialize trapped or exited: every
-// call would do the same) or not (the time or memory limit, the caller's
-// context, or the runtime's closing ended it).
-func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Limits) (*snapshot, bool) {
+// call would do the same). When the time or memory limit, the caller's
+// context or the runtime's closing ended _initialize, it is not final and
+// failure is the call's error: running _initialize again in the call
+// would only end the same way, at twice the cost.
+func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Limits) (snap *snapshot, final bool, failure error) {
 	info := m.c.info
-	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, lim.Timeout)
-	defer cancelTimeout()
-	callCtx, cancel := context.WithCancelCause(timeoutCtx)
-	defer cancel(nil)
-	stopOnClose := context.AfterFunc(r.closing, func() { cancel(ErrClosed) })
-	defer stopOnClose()
+	timeoutCtx, callCtx, cancel, done := r.callContexts(ctx, lim.Timeout)
+	defer done()
 
 	st := newCallState(r, m, nil, cancel)
 	st.snapshotting = true
@@ -241,38 +239,38 @@ func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Lim
 
 	mod, err := r.wz.InstantiateModule(runCtx, m.c.cm, cfg)
 	if err != nil {
-		return nil, false
+		return nil, false, nil // the call's own instantiation reports it
 	}
 	defer mod.Close(context.Background())
 	_, err = mod.ExportedFunction("_initialize").Call(runCtx)
+	expired := errors.Is(timeoutCtx.Err(), context.DeadlineExceeded)
 	switch {
 	case st.touched.Load():
-		return nil, true
+		return nil, true, nil
+	case callCtx.Err() != nil || st.memExceeded.Load() || st.hostErr.Load() != nil:
+		return nil, false, st.classify(ctx, timeoutCtx, callCtx, expired, err, &Output{})
 	case err != nil:
-		// A trap or an exit is final: every call would do the same. An
-		// end the sandbox or the caller caused is not.
-		limited := callCtx.Err() != nil || st.memExceeded.Load() || st.hostErr.Load() != nil
-		return nil, !limited
+		return nil, true, nil // a trap or an exit: every call would do the same
 	}
-	snap := &snapshot{globals: make([]uint64, len(info.snap.globals))}
+	snap = &snapshot{globals: make([]uint64, len(info.snap.globals))}
 	for i, name := range info.snap.globals {
 		g := mod.ExportedGlobal(name)
 		if g == nil {
-			return nil, true
+			return nil, true, nil
 		}
 		snap.globals[i] = g.Get()
 	}
 	memory := mod.Memory()
 	size := uint64(memory.Size())
 	if size == 0 && len(info.Memories) > 0 && info.Memories[0].Min > 0 {
-		return nil, true // a 4 GiB memory: Size does not fit a uint32
+		return nil, true, nil // a 4 GiB memory: Size does not fit a uint32
 	}
 	buf, ok := memory.Read(0, uint32(size))
 	if !ok {
-		return nil, true
+		return nil, true, nil
 	}
 	snap.mem = imageOf(buf)
-	return snap, true
+	return snap, true, nil
 }
 
 // imageOf records memory contents as runs of non-zero pages (4 KiB), copied.

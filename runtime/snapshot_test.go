@@ -201,13 +201,19 @@ func TestReactorInitEffects(t *testing.T) {
 		{mode: "fs", mounts: mount, stdout: "0call\n", final: true},
 		{mode: "http", err: ErrNotGranted, final: true},
 		{mode: "trap", err: ErrTrap, final: true},
-		{mode: "wait", limits: Limits{Timeout: 200 * time.Millisecond}, err: ErrTimeout},
+		{mode: "wait", limits: Limits{Timeout: time.Second}, err: ErrTimeout},
 	} {
 		t.Run(fmt.Sprint(tt.mode, len(tt.mounts)), func(t *testing.T) {
 			in := Input{Args: []string{"tool", tt.mode}, Mounts: tt.mounts, Limits: tt.limits, Stdin: []byte("X")}
 			logs.Reset()
 			for i := 0; i < 2; i++ {
+				start := time.Now()
 				out, err := r.Run(context.Background(), m, in)
+				if tt.mode == "wait" && time.Since(start) > 1900*time.Millisecond {
+					// The snapshot's _initialize ran into the limit: the
+					// call ends with it rather than run _initialize again.
+					t.Errorf("call %d took %v: _initialize ran twice", i, time.Since(start))
+				}
 				if tt.err == nil && err != nil || tt.err != nil && !errors.Is(err, tt.err) {
 					t.Fatalf("call %d: err = %v, want %v", i, err, tt.err)
 				}
