@@ -15,6 +15,9 @@ type realHost struct{}
 func (realHost) httpRequest([]byte) int32  { return codeNoHostOnHost }
 func (realHost) httpResponse([]byte) int32 { return codeNoPending }
 
+// exit ends the tool with the status code.
+func exit(code int) { os.Exit(code) }
+
 func hostLog(level Level, msg string) {
 	fmt.Fprintf(os.Stderr, "[%s] %s\n", level, msg)
 }

@@ -2,12 +2,21 @@
 
 package guest
 
-import _ "unsafe" // for go:linkname
+import (
+	"os"
+	_ "unsafe" // for go:linkname
+)
 
 // mainMain is the program's main function.
 //
 //go:linkname mainMain main.main
 func mainMain()
+
+// inCall is set while agrun_call runs main.
+var inCall bool
+
+// callDone is the panic with which a successful Run ends agrun_call.
+type callDone struct{}
 
 // agrunCall is the reactor entry point of the guest ABI (ABI.md, section
 // 1). A tool built with -buildmode=c-shared is a reactor: the host runs
@@ -18,4 +27,25 @@ func mainMain()
 // but unused.
 //
 //go:wasmexport agrun_call
-func agrunCall() { mainMain() }
+func agrunCall() {
+	inCall = true
+	defer func() {
+		if r := recover(); r != nil {
+			if _, done := r.(callDone); !done {
+				panic(r)
+			}
+		}
+	}()
+	mainMain()
+}
+
+// exit ends the tool with the status code. In agrun_call, success returns
+// from agrun_call (by unwinding main) rather than calling proc_exit: the
+// ABI allows both, and wazero closes the instance inside proc_exit, which
+// would put the instance's teardown on the call's path.
+func exit(code int) {
+	if code == 0 && inCall {
+		panic(callDone{})
+	}
+	os.Exit(code)
+}

@@ -26,7 +26,7 @@ type Text string
 // with status 1; the host passes the message to the model. Empty stdin
 // decodes as the zero In. Run never returns.
 func Run[In, Out any](fn func(ctx context.Context, in In) (Out, error)) {
-	os.Exit(run(context.Background(), os.Stdin, os.Stdout, os.Stderr, fn))
+	exit(run(context.Background(), os.Stdin, os.Stdout, os.Stderr, fn))
 }
 
 // run is Run without the process: it returns the exit status.

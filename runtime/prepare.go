@@ -17,12 +17,14 @@ import (
 // Starting a call of a snapshotted reactor (snapshot.go) costs an
 // instantiation — mostly wazero filling the function table, one element
 // at a time — before the guest runs, and closing it costs resetting its
-// memory for reuse. The first does not depend on the call's input, so it
-// need not be on the call's path: when a call starts from a snapshot, the
-// runtime instantiates the next instance for the same snapshot in the
-// background (restored and ready, but not run). On a machine with an idle
-// CPU a call then costs about what its guest and wazero's entry do; on a
-// saturated one the work is the same, only moved.
+// memory for reuse. Neither depends on the call's input, so neither need
+// be on the call's path: when a call starts from a snapshot, the runtime
+// instantiates the next instance for the same snapshot in the background
+// (restored and ready, but not run), and when the call has its result,
+// its instance is closed in the background (Run returns first; the
+// instance keeps its slot among MaxInstances until closed). On a machine
+// with an idle CPU a call then costs about what its guest and wazero's
+// entry do; on a saturated one the work is the same, only moved.
 //
 // A prepared instance is fresh: no guest code has run in it. What an
 // instance binds when it is made — stdin, stdout, stderr, the sleep
@@ -32,11 +34,12 @@ import (
 // snapshot's (the snapshot key), its memory limit the one it was made
 // for: a call with another limit does not use it.
 //
-// Preparing is skipped when as many calls run as there are CPUs
-// (GOMAXPROCS): it would then only take CPU from them. At most one
+// Both are skipped when as many calls run as there are CPUs (GOMAXPROCS):
+// they would then only take CPU from them. At most one
 // instance is prepared per snapshot, and at most MaxInstances in the
 // whole Runtime; they hold a memory each (the snapshot image, resident)
-// besides the MaxInstances live ones. Config.DisablePrepare turns it off.
+// besides the MaxInstances live ones. Config.DisablePrepare turns both
+// off.
 
 // prepared is a fresh instance of a snapshotted reactor, restored and
 // waiting for its call.
@@ -120,7 +123,7 @@ func (r *Runtime) takePrepared(e *snapEntry, limit uint64) *prepared {
 // compete with them), one is being made or ready, or MaxInstances are
 // prepared already. args and paths must not change afterwards.
 func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, paths []string, limit uint64) {
-	if r.cfg.DisablePrepare || len(r.sem) >= goruntime.GOMAXPROCS(0) {
+	if r.cfg.DisablePrepare || r.cpusBusy() {
 		return
 	}
 	if e.ready.Load() != nil || !e.preparing.CompareAndSwap(false, true) {
@@ -155,6 +158,31 @@ func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, pa
 			r.prepared.Add(-1)
 		}
 	}()
+}
+
+// closeAhead says whether a finished call's instance should be closed in
+// the background, under the same conditions as preparing: not disabled,
+// and a CPU idle. If so, it takes a reference to the compiled module and
+// an inflight count, which the closing goroutine must give back.
+func (r *Runtime) closeAhead(m *Module) bool {
+	if r.cfg.DisablePrepare || r.cpusBusy() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || m.c.refs == 0 {
+		return false
+	}
+	m.c.refs++
+	r.inflight.Add(1)
+	r.closingBehind.Add(1)
+	return true
+}
+
+// cpusBusy says whether as many calls run as there are CPUs: instance
+// slots held, less those held by instances being closed behind their call.
+func (r *Runtime) cpusBusy() bool {
+	return int64(len(r.sem))-r.closingBehind.Load() >= int64(goruntime.GOMAXPROCS(0))
 }
 
 // dropPrepared closes the instances prepared for a compiled module that is

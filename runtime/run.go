@@ -139,13 +139,18 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	case <-r.closing.Done():
 		return nil, ErrClosed
 	}
-	defer func() { <-r.sem }()
+	slot := true // false once a background close owns the slot
+	defer func() {
+		if slot {
+			<-r.sem
+		}
+	}()
 
 	fss, closers, err := mountFS(in.Mounts, lim.MaxWriteBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll(closers)
+	defer func() { closeAll(closers) }() // nil once a background close owns them
 
 	info := m.c.info
 	limit := uint64(lim.MemoryBytes) &^ 0xffff
@@ -219,7 +224,23 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	// function, and the guest exited before wazero stopped it).
 	expired := errors.Is(timeoutCtx.Err(), context.DeadlineExceeded)
 	if mod != nil {
-		mod.Close(context.Background())
+		if snap != nil && r.closeAhead(m) {
+			// Resetting the memory for reuse is the rest of what closing
+			// costs: do it off the call's path, with the slot and the
+			// mounts held until done (prepare.go).
+			mounts := closers
+			closers, slot = nil, false
+			go func() {
+				defer r.inflight.Done()
+				defer r.release(m.sum, m.c)
+				mod.Close(context.Background())
+				closeAll(mounts)
+				r.closingBehind.Add(-1)
+				<-r.sem
+			}()
+		} else {
+			mod.Close(context.Background())
+		}
 	}
 	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start)}
 	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)

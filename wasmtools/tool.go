@@ -283,6 +283,11 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		Limits:  t.limits,
 	})
 	if err != nil {
+		if out != nil && len(bytes.TrimSpace(out.Stderr)) > 0 && errors.Is(err, runtime.ErrTrap) {
+			// A Go reactor's unrecovered panic traps (it cannot exit 2
+			// from inside agrun_call): what it printed says why.
+			err = fmt.Errorf("%w; stderr: %s", err, cleanTail(bytes.TrimSpace(out.Stderr), maxErrorMessage))
+		}
 		return nil, t.classify(ctx, err)
 	}
 	if out.ExitCode != 0 {

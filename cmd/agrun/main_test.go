@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -230,7 +232,12 @@ wasm = "`+filepath.Join(repoRoot(t), "testdata/word_count.wasm")+`"
 sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 `)
 	r := e.run("", "tools", "--json").wantCode(t, exitOK)
-	golden(t, "tools.json", r.stdout, repoRoot(t), "$ROOT", e.dir, "$DIR")
+	wc, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/word_count.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(wc) // changes with every rebuild of the example
+	golden(t, "tools.json", r.stdout, repoRoot(t), "$ROOT", e.dir, "$DIR", hex.EncodeToString(sum[:]), "$WORD_COUNT_SHA256")
 	r = e.run("", "tools").wantCode(t, exitOK)
 	for _, want := range []string{"word_count", "read_file", "filesystem,read", "broken: ", "no such file", "pinned", "integrity mismatch"} {
 		if !strings.Contains(r.stdout, want) {

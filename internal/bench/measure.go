@@ -64,11 +64,20 @@ func roundRobin(vs []variant, warm, rounds int) (map[string]*result, error) {
 				return nil, fmt.Errorf("%s: %w", v.name, err)
 			}
 			r.times = append(r.times, time.Since(start))
+			time.Sleep(settle)
 			r.cpu += cpuTime() - cpu
 		}
 	}
 	return res, nil
 }
+
+// settle is the pause after each timed call: an agent's tool calls are
+// separated by the model's turn, and work a call leaves to the background
+// (agrun preparing the next instance, a Go runtime's collector) then
+// happens between calls rather than during the next variant's. The pause
+// counts in the call's CPU time, so that work is charged to the variant
+// that caused it, but not in its wall time.
+const settle = 3 * time.Millisecond
 
 // median returns the median of ds (the mean of the two middle values for
 // an even count), or 0 for none.
