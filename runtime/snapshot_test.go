@@ -110,6 +110,30 @@ func TestReactorLikeCommand(t *testing.T) {
 	}
 }
 
+// A reactor that stores a marker in its globals, its data, the top of its
+// memory and a page it grows, in every call, never finds it in a later
+// call: whether instances are prepared and closed around the calls or
+// not, with one pooled memory or several.
+func TestReactorNoLeakBetweenCalls(t *testing.T) {
+	marker := []byte("LEAK-MARKER-0001")
+	for _, cfg := range []Config{{MaxInstances: 1}, {}, {DisablePrepare: true}} {
+		r := newRuntime(t, cfg)
+		m := compile(t, r, wat(t, "reactorleak"))
+		if m.c.info.snap == nil {
+			t.Fatal("not snapshotted")
+		}
+		for i := 0; i < 20; i++ {
+			out, err := r.Run(context.Background(), m, Input{Stdin: marker})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out.Stdout) != "clean" {
+				t.Fatalf("MaxInstances %d, DisablePrepare %v, call %d: %q: an earlier call's data is visible", cfg.MaxInstances, cfg.DisablePrepare, i, out.Stdout)
+			}
+		}
+	}
+}
+
 // What ABI.md §1.1 tells tool authors: in a snapshotted Go tool,
 // math/rand's global generator and map iteration order repeat from call to
 // call (they are seeded at start-up, before the snapshot); in a command
