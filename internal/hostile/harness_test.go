@@ -104,7 +104,11 @@ func wordCountWasm(t testing.TB) []byte {
 // (internal/testguest/testdata/hostile), built once.
 func hostileWasm(t testing.TB) []byte {
 	t.Helper()
-	return testguest.Hostile(t)
+	b := testguest.Hostile(t)
+	if os.Getenv("AGRUN_HOSTILE_REACTOR") == "1" && !bytes.Contains(b, []byte("_initialize")) {
+		t.Fatal("AGRUN_HOSTILE_REACTOR=1 but the attacker is not a reactor")
+	}
+	return b
 }
 
 // wat assembles testdata/wat/NAME.wat.

@@ -201,12 +201,19 @@ func hashTree(tb testing.TB, h interface{ Write([]byte) (int, error) }, root str
 
 // Hostile builds the attacker guest shared by the wasmtools tests and the
 // hostile-input suite (testdata/hostile beside this file: raw WASI and
-// agrun imports, one misbehaviour per "op" argument).
+// agrun imports, one misbehaviour per "op" argument): a WASI command, or,
+// with AGRUN_HOSTILE_REACTOR=1 in the environment, a reactor
+// (-buildmode=c-shared), so that the same attacks run against instances
+// started from a snapshot (.ci/run does both).
 func Hostile(tb testing.TB) []byte {
 	tb.Helper()
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		tb.Fatal("testguest: cannot locate the hostile guest's source")
 	}
-	return Build(tb, filepath.Join(filepath.Dir(file), "testdata", "hostile"))
+	var flags []string
+	if os.Getenv("AGRUN_HOSTILE_REACTOR") == "1" {
+		flags = append(flags, "-buildmode=c-shared")
+	}
+	return Build(tb, filepath.Join(filepath.Dir(file), "testdata", "hostile"), flags...)
 }

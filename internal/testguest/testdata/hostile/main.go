@@ -305,3 +305,10 @@ func rawRead(dirfd int32, p string, follow bool) *reply {
 	}
 	return &reply{OK: true, Data: string(buf[:n])}
 }
+
+// agrunCall makes the attacker a reactor when it is built with
+// -buildmode=c-shared (HostileReactor): each call runs main, so the same
+// attacks run against instances started from a snapshot.
+//
+//go:wasmexport agrun_call
+func agrunCall() { main() }
