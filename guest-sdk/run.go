@@ -25,6 +25,11 @@ type Text string
 // writes {"error":"<message>"} to stdout and the message to stderr, and exits
 // with status 1; the host passes the message to the model. Empty stdin
 // decodes as the zero In. Run never returns.
+//
+// Call Run from main's goroutine. In a reactor build (-buildmode=c-shared)
+// a successful Run ends the call by unwinding main back to agrun_call
+// rather than exiting, so main's deferred functions run (os.Exit would
+// skip them) and must not write to stdout.
 func Run[In, Out any](fn func(ctx context.Context, in In) (Out, error)) {
 	exit(run(context.Background(), os.Stdin, os.Stdout, os.Stderr, fn))
 }

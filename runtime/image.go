@@ -42,6 +42,15 @@ func (im *memImage) apply(buf []byte) {
 	}
 }
 
+// bytes is how much the image holds (its runs).
+func (im *memImage) bytes() int64 {
+	var n int64
+	for _, r := range im.runs {
+		n += int64(len(r.data))
+	}
+	return n
+}
+
 // dataImage wraps a data image (from buildImage) as a memImage.
 func dataImage(b []byte) *memImage {
 	return &memImage{runs: []imageRun{{0, b}}, size: uint64(len(b))}

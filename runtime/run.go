@@ -152,29 +152,8 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	defer func() { closeAll(closers) }() // nil once a background close owns them
 
-	info := m.c.info
-	limit := uint64(lim.MemoryBytes) &^ 0xffff
-	var snap *snapshot
-	var entry *snapEntry
-	if info.snap != nil {
-		var initErr error
-		snapStart := time.Now()
-		snap, entry, err = info.snap.get(ctx, snapshotKey(in), func() (*snapshot, bool) {
-			s, final, failure := r.takeSnapshot(ctx, m, in, lim)
-			initErr = failure
-			return s, final
-		})
-		if err != nil {
-			return nil, err
-		}
-		if initErr != nil { // _initialize hit a limit: so would the call
-			return &Output{Duration: time.Since(snapStart)}, initErr
-		}
-		if snap != nil && snap.mem.size > limit {
-			snap = nil // this call's limit is lower: let _initialize meet it
-		}
-	}
-
+	// One time limit for the whole call, a snapshot's _initialize
+	// included (and the wait while another call takes it).
 	start := time.Now()
 	timeoutCtx, callCtx, cancel, done := r.callContexts(ctx, lim.Timeout)
 	defer done()
@@ -184,6 +163,29 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	stdout := &capWriter{max: lim.MaxStdout, onExceed: st.outputExceeded}
 	stderr := &capWriter{max: lim.MaxStderr, onExceed: st.outputExceeded}
 	runCtx := context.WithValue(callCtx, callStateKey{}, st)
+
+	info := m.c.info
+	limit := uint64(lim.MemoryBytes) &^ 0xffff
+	var snap *snapshot
+	var entry *snapEntry
+	if info.snap != nil {
+		var initErr error
+		snap, entry, err = info.snap.get(callCtx, snapshotKey(in), func() (*snapshot, bool) {
+			s, final, failure := r.takeSnapshot(callCtx, m, in, lim)
+			initErr = failure
+			return s, final
+		})
+		if initErr != nil { // _initialize hit a limit, so would the call
+			return &Output{Duration: time.Since(start)}, initErr
+		}
+		if err != nil { // the call's time ran out, or it was cancelled, while another call took the snapshot
+			out := &Output{Duration: time.Since(start)}
+			return out, st.classify(ctx, timeoutCtx, callCtx, errors.Is(timeoutCtx.Err(), context.DeadlineExceeded), err, out)
+		}
+		if snap != nil && snap.mem.size > limit {
+			snap = nil // this call's limit is lower: let _initialize meet it
+		}
+	}
 
 	var mod api.Module
 	if snap != nil {

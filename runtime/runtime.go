@@ -153,6 +153,7 @@ type Runtime struct {
 
 	prepared      atomic.Int64 // instances prepared ahead of their call (prepare.go)
 	closingBehind atomic.Int64 // instances being closed after their call returned
+	snapshotBytes atomic.Int64 // kept by all snapshots (snapshot.go)
 }
 
 // compiled is one compiled module, shared by every Module with its bytes.
@@ -525,6 +526,7 @@ func (r *Runtime) release(sum [32]byte, c *compiled) {
 	r.mu.Unlock()
 	if last && c.info != nil && c.info.snap != nil {
 		r.dropPrepared(c.info.snap)
+		r.releaseSnapshots(c.info.snap)
 	}
 	if last && c.cm != nil {
 		c.cm.Close(context.Background())

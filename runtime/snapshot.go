@@ -229,7 +229,7 @@ func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Lim
 	if len(in.Mounts) > 0 {
 		probes := make([]probeFS, len(in.Mounts))
 		for i := range probes {
-			probes[i] = probeFS{st.sideEffect}
+			probes[i] = newProbeFS(st.sideEffect)
 		}
 		cfg = cfg.WithFSConfig(fsConfig(guestPaths(in.Mounts), probes))
 	}
@@ -261,16 +261,50 @@ func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Lim
 		snap.globals[i] = g.Get()
 	}
 	memory := mod.Memory()
-	size := uint64(memory.Size())
-	if size == 0 && len(info.Memories) > 0 && info.Memories[0].Min > 0 {
-		return nil, true, nil // a 4 GiB memory: Size does not fit a uint32
+	pages, _ := memory.Grow(0) // Size() wraps to 0 at 4 GiB; the page count does not
+	size := uint64(pages) * 65536
+	if size >= 1<<32 {
+		return nil, true, nil // Read cannot take it in one piece; not worth two
 	}
 	buf, ok := memory.Read(0, uint32(size))
 	if !ok {
 		return nil, true, nil
 	}
 	snap.mem = imageOf(buf)
+	if !r.reserveSnapshot(snap.mem) {
+		return nil, true, nil
+	}
 	return snap, true, nil
+}
+
+// maxSnapshotBytes bounds the memory all of a Runtime's snapshots keep
+// (their non-zero pages): a hostile _initialize can fill its memory up to
+// the limit, and a module keeps up to maxSnapshots snapshots. A snapshot
+// beyond the budget is not kept (its configuration runs _initialize in
+// every call); modules released give their share back.
+var maxSnapshotBytes int64 = 256 << 20 // a variable for the tests
+
+// reserveSnapshot claims im's bytes from the budget; false if they do not
+// fit.
+func (r *Runtime) reserveSnapshot(im *memImage) bool {
+	n := im.bytes()
+	if r.snapshotBytes.Add(n) > maxSnapshotBytes {
+		r.snapshotBytes.Add(-n)
+		return false
+	}
+	return true
+}
+
+// releaseSnapshots gives the bytes of a released module's snapshots back
+// to the budget.
+func (r *Runtime) releaseSnapshots(s *snapshotter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		if snap := e.snap.Load(); snap != nil {
+			r.snapshotBytes.Add(-snap.mem.bytes())
+		}
+	}
 }
 
 // imageOf records memory contents as runs of non-zero pages (4 KiB), copied.
@@ -326,15 +360,26 @@ func (p stdinProbe) Read([]byte) (int, error) { p.touch(); return 0, io.EOF }
 // probeFS stands in for a mount while a snapshot is taken: the guest sees
 // the directory preopened under the same name, and any use of it is a side
 // effect that abandons the snapshot (and fails with ENOSYS). Opening the
-// root read-only is not a use: wazero does it to answer fd_prestat_get
-// (is the preopen a directory?), which Go's start-up calls for every
-// preopen; the result is a probeDir.
-type probeFS struct{ touch func() }
+// root read-only once is not a use: wazero does it (lazily, the first time
+// the preopen is looked at) to answer fd_prestat_get — is it a directory?
+// — which Go's start-up calls for every preopen; the result is a probeDir.
+// Any further open, the guest's own open of the root included, is a use:
+// it would give the guest a descriptor that a call's fresh instance does
+// not have. (Closing a preopen the guest never used is not seen: wazero
+// has not opened it yet. The call's instance then has the preopen again,
+// which only the guest's own bookkeeping can notice.)
+type probeFS struct {
+	touch  func()
+	opened *bool // the root was opened once
+}
+
+func newProbeFS(touch func()) probeFS { return probeFS{touch: touch, opened: new(bool)} }
 
 func (p probeFS) fail() experimentalsys.Errno { p.touch(); return experimentalsys.ENOSYS }
 
 func (p probeFS) OpenFile(path string, flag experimentalsys.Oflag, _ fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
-	if path == "." && flag&^experimentalsys.O_DIRECTORY == experimentalsys.O_RDONLY {
+	if path == "." && flag == experimentalsys.O_RDONLY && !*p.opened {
+		*p.opened = true
 		d := &probeDir{touch: p.touch}
 		d.Fn = func(int64, int) (int64, experimentalsys.Errno) { return 0, d.fail() }
 		return d, 0
@@ -342,8 +387,9 @@ func (p probeFS) OpenFile(path string, flag experimentalsys.Oflag, _ fs.FileMode
 	return nil, p.fail()
 }
 
-// probeDir is a probeFS's root directory: it says it is a directory and
-// can be closed; anything else is a side effect.
+// probeDir is a probeFS's root directory: it says it is a directory;
+// anything else, closing it included (the guest closing its preopen), is a
+// side effect. (The instance's own close comes after the verdict.)
 type probeDir struct {
 	seek.Adapter // Seek, through Fn (see package seek); wazero's defaults
 	touch        func()
@@ -351,27 +397,8 @@ type probeDir struct {
 
 func (d *probeDir) fail() experimentalsys.Errno { d.touch(); return experimentalsys.ENOSYS }
 
-func (d *probeDir) IsDir() (bool, experimentalsys.Errno)    { return true, 0 }
-func (d *probeDir) Close() experimentalsys.Errno            { return 0 }
-func (d *probeDir) Dev() (uint64, experimentalsys.Errno)    { return 0, d.fail() }
-func (d *probeDir) Ino() (sys.Inode, experimentalsys.Errno) { return 0, d.fail() }
-func (d *probeDir) IsAppend() bool                          { d.touch(); return false }
-func (d *probeDir) SetAppend(bool) experimentalsys.Errno    { return d.fail() }
-func (d *probeDir) Stat() (sys.Stat_t, experimentalsys.Errno) {
-	return sys.Stat_t{}, d.fail()
-}
-func (d *probeDir) Read([]byte) (int, experimentalsys.Errno)         { return 0, d.fail() }
-func (d *probeDir) Pread([]byte, int64) (int, experimentalsys.Errno) { return 0, d.fail() }
-func (d *probeDir) Readdir(int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
-	return nil, d.fail()
-}
-func (d *probeDir) Write([]byte) (int, experimentalsys.Errno)         { return 0, d.fail() }
-func (d *probeDir) Pwrite([]byte, int64) (int, experimentalsys.Errno) { return 0, d.fail() }
-func (d *probeDir) Truncate(int64) experimentalsys.Errno              { return d.fail() }
-func (d *probeDir) Sync() experimentalsys.Errno                       { return d.fail() }
-func (d *probeDir) Datasync() experimentalsys.Errno                   { return d.fail() }
-func (d *probeDir) Utimens(int64, int64) experimentalsys.Errno        { return d.fail() }
-
+func (d *probeDir) IsDir() (bool, experimentalsys.Errno)           { return true, 0 }
+func (d *probeDir) Close() experimentalsys.Errno                   { d.touch(); return 0 }
 func (p probeFS) Lstat(string) (sys.Stat_t, experimentalsys.Errno) { return sys.Stat_t{}, p.fail() }
 func (p probeFS) Stat(string) (sys.Stat_t, experimentalsys.Errno)  { return sys.Stat_t{}, p.fail() }
 func (p probeFS) Mkdir(string, fs.FileMode) experimentalsys.Errno  { return p.fail() }

@@ -224,6 +224,12 @@ func TestReactorInitEffects(t *testing.T) {
 		{mode: "log", stdout: "call\n", final: true},
 		{mode: "fs", mounts: mount, stdout: "0call\n", final: true},
 		{mode: "http", err: ErrNotGranted, final: true},
+		{mode: "dot", mounts: mount, stdout: "call\n", final: true},
+		// Closing a preopen it never used is invisible to the stand-in
+		// (wazero opens it lazily): the snapshot is kept, and in calls the
+		// granted mount is open again. Harmless: the guest only loses track
+		// of its own descriptor.
+		{mode: "close", mounts: mount, stdout: "call\n", kept: true},
 		{mode: "trap", err: ErrTrap, final: true},
 		{mode: "wait", limits: Limits{Timeout: time.Second}, err: ErrTimeout},
 	} {
@@ -260,6 +266,45 @@ func TestReactorInitEffects(t *testing.T) {
 			}
 		})
 	}
+	// The time limit covers the whole call, a snapshot's _initialize and
+	// the wait for another call's included: calls that arrive together on
+	// an _initialize that never ends all end at their own deadline.
+	wait := Input{Args: []string{"tool", "wait", "together"}, Limits: Limits{Timeout: time.Second}}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			start := time.Now()
+			_, err := r.Run(context.Background(), m, wait)
+			if err == nil || !errors.Is(err, ErrTimeout) {
+				err = fmt.Errorf("err = %v, want ErrTimeout", err)
+			} else if d := time.Since(start); d > 1900*time.Millisecond {
+				err = fmt.Errorf("took %v with a 1s limit: waited for another call's snapshot beyond it", d)
+			} else {
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Snapshots share a byte budget: one beyond it is not kept, and its
+	// configuration still works (running _initialize in every call).
+	defer func(old int64) { maxSnapshotBytes = old }(maxSnapshotBytes)
+	maxSnapshotBytes = r.snapshotBytes.Load() + 32<<10 // less than "fill" leaves
+	fill := Input{Args: []string{"tool", "gfill"}}
+	for i := 0; i < 2; i++ {
+		if out, err := r.Run(context.Background(), m, fill); err != nil || string(out.Stdout) != "call\n" {
+			t.Fatalf("over the budget, call %d: %q, %v", i, out.Stdout, err)
+		}
+	}
+	if e := entry(m, fill); e == nil || e.snap.Load() != nil || e.never.Load() == nil {
+		t.Error("a snapshot over the budget was kept")
+	}
+
 	// The number of snapshots per module is bounded; calls beyond it run
 	// _initialize and still work.
 	for i := 0; i < maxSnapshots+2; i++ {

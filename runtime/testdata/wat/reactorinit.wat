@@ -1,13 +1,17 @@
 ;; A reactor whose _initialize does what the first byte of argv[1] says:
 ;; 'o' write "init " to stdout, 'l' agrun.log "init", 'f' stat "x" in the
 ;; first preopened directory, 'h' call agrun.http_request, 't' trap,
-;; 'w' loop forever, 'i' read one byte of stdin and write it; anything else nothing. agrun_call writes "call\n",
+;; 'w' loop forever, 'i' read one byte of stdin and write it, 'd' open the
+;; first preopen's root itself, 'c' close the first preopen, 'g' fill its
+;; memory (2 pages) with non-zero bytes; anything else nothing. agrun_call writes "call\n",
 ;; after (for 'f') a byte '0'+errno of that stat.
 (module
   (import "wasi_snapshot_preview1" "args_sizes_get" (func $args_sizes_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "args_get" (func $args_get (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open" (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_close" (func $fd_close (param i32) (result i32)))
   (import "wasi_snapshot_preview1" "path_filestat_get" (func $stat (param i32 i32 i32 i32 i32) (result i32)))
   (import "agrun" "log" (func $log (param i32 i32 i32)))
   (import "agrun" "http_request" (func $http (param i32 i32) (result i32)))
@@ -18,6 +22,7 @@
   (data (i32.const 272) "call\n")
   (data (i32.const 288) "x")
   (data (i32.const 304) "{}")
+  (data (i32.const 320) ".")
   (func $write (param $p i32) (param $n i32)
     (i32.store (i32.const 0) (local.get $p))
     (i32.store (i32.const 4) (local.get $n))
@@ -41,7 +46,13 @@
         (i32.store (i32.const 0) (i32.const 102))
         (i32.store (i32.const 4) (i32.const 1))
         (drop (call $fd_read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
-        (call $write (i32.const 102) (i32.const 1)))))
+        (call $write (i32.const 102) (i32.const 1))))
+    (if (i32.eq (local.get $m) (i32.const 100))
+      (then (drop (call $path_open (i32.const 3) (i32.const 1) (i32.const 320) (i32.const 1)
+        (i32.const 0) (i64.const -1) (i64.const -1) (i32.const 0) (i32.const 8)))))
+    (if (i32.eq (local.get $m) (i32.const 99)) (then (drop (call $fd_close (i32.const 3)))))
+    (if (i32.eq (local.get $m) (i32.const 103))
+      (then (memory.fill (i32.const 8192) (i32.const 0x5a) (i32.const 57344)))))
   (func (export "agrun_call")
     (if (i32.eq (call $mode) (i32.const 102))
       (then
