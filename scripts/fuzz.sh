@@ -22,7 +22,24 @@ for pkg in "${pkgs[@]}"; do
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | sed 's/^func //' | sort -u); do
     echo "-- $pkg $target ($fuzztime)"
     # -run selects the target's seeds only; -fuzz needs an exact match.
-    if ! go test "$pkg" -run "^${target}\$" -fuzz "^${target}\$" -fuzztime "$fuzztime" >/tmp/fuzz.$$.log 2>&1; then
+    ok=0
+    for attempt in 1 2; do
+      if go test "$pkg" -run "^${target}\$" -fuzz "^${target}\$" -fuzztime "$fuzztime" >/tmp/fuzz.$$.log 2>&1; then
+        ok=1; break
+      fi
+      # Go 1.26's fuzz coordinator can fail a run at the -fuzztime
+      # boundary with a bare "context deadline exceeded" on a loaded
+      # machine, having found nothing (golang/go#75804, fixed in Go 1.27).
+      # A real finding always writes its input ("Failing input written
+      # to"); only the bare flake is retried, once, then tolerated.
+      if grep -q "context deadline exceeded" /tmp/fuzz.$$.log && ! grep -q "Failing input written to\|panic:" /tmp/fuzz.$$.log; then
+        echo "   (the fuzzing engine's deadline race, golang/go#75804, nothing found: attempt $attempt)"
+        [ $attempt = 2 ] && ok=1
+        continue
+      fi
+      break
+    done
+    if [ $ok = 0 ]; then
       tail -n 40 /tmp/fuzz.$$.log
       echo "FAIL: $pkg $target (new failing inputs are in $pkg/testdata/fuzz/$target/)"
       fail=1
