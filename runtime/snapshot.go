@@ -88,7 +88,7 @@ type snapshotter struct {
 type snapEntry struct {
 	lock  chan struct{}            // held (one element in) while a snapshot is taken
 	snap  atomic.Pointer[snapshot] // set once taken
-	never atomic.Pointer[string]   // why this configuration is not snapshotted
+	never atomic.Bool              // this configuration is not snapshotted
 
 	ready     atomic.Pointer[prepared] // an instance made ahead (prepare.go)
 	preparing atomic.Bool              // one is being made
@@ -157,7 +157,7 @@ func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *sn
 		s.entries[key] = e
 	}
 	s.mu.Unlock()
-	if snap := e.snap.Load(); snap != nil || e.never.Load() != nil {
+	if snap := e.snap.Load(); snap != nil || e.never.Load() {
 		return snap, e, nil
 	}
 	select {
@@ -166,15 +166,14 @@ func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *sn
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-e.lock }()
-	if snap := e.snap.Load(); snap != nil || e.never.Load() != nil {
+	if snap := e.snap.Load(); snap != nil || e.never.Load() {
 		return snap, e, nil
 	}
 	snap, final := take()
 	if snap != nil {
 		e.snap.Store(snap)
 	} else if final {
-		why := "not snapshotted"
-		e.never.Store(&why)
+		e.never.Store(true)
 	}
 	return snap, e, nil
 }

@@ -261,7 +261,7 @@ func TestReactorInitEffects(t *testing.T) {
 			if kept := e.snap.Load() != nil; kept != tt.kept {
 				t.Errorf("snapshot kept = %v, want %v", kept, tt.kept)
 			}
-			if final := e.never.Load() != nil; final != tt.final {
+			if final := e.never.Load(); final != tt.final {
 				t.Errorf("never snapshotted = %v, want %v", final, tt.final)
 			}
 		})
@@ -301,7 +301,7 @@ func TestReactorInitEffects(t *testing.T) {
 			t.Fatalf("over the budget, call %d: %q, %v", i, out.Stdout, err)
 		}
 	}
-	if e := entry(m, fill); e == nil || e.snap.Load() != nil || e.never.Load() == nil {
+	if e := entry(m, fill); e == nil || e.snap.Load() != nil || !e.never.Load() {
 		t.Error("a snapshot over the budget was kept")
 	}
 
