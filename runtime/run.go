@@ -72,6 +72,10 @@ type Output struct {
 	ExitCode uint32
 	// Duration is the wall time of the call, instantiation included.
 	Duration time.Duration
+	// Fuel is what the call's guest code spent, in the units of
+	// Limits.Fuel (zero when the guest did not start): for the same
+	// module and input, the same on every machine.
+	Fuel int64
 }
 
 // randReader is the guest's source of random bytes.
@@ -159,6 +163,7 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	defer done()
 
 	st := newCallState(r, m, in.Network, cancel)
+	st.fuelLimit = lim.Fuel
 	defer st.close()
 	stdout := &capWriter{max: lim.MaxStdout, onExceed: st.outputExceeded}
 	stderr := &capWriter{max: lim.MaxStderr, onExceed: st.outputExceeded}
@@ -225,7 +230,9 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	// still return normally after it (the deadline passed inside a host
 	// function, and the guest exited before wazero stopped it).
 	expired := errors.Is(timeoutCtx.Err(), context.DeadlineExceeded)
+	var fuel int64
 	if mod != nil {
+		fuel = st.fuelUsed(mod)
 		if snap != nil && r.closeAhead(m) {
 			// Resetting the memory for reuse is the rest of what closing
 			// costs: do it off the call's path, with the slot and the
@@ -244,7 +251,7 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 			mod.Close(context.Background())
 		}
 	}
-	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start)}
+	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start), Fuel: fuel}
 	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
 }
 
@@ -292,6 +299,10 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired 
 		return wrapCause(ErrOutputLimit, err)
 	case st.memExceeded.Load():
 		return wrapCause(ErrMemoryLimit, err)
+	case st.fuelOut.Load():
+		return fmt.Errorf("%w (a budget of %d units)", ErrFuelExhausted, st.fuelLimit)
+	case st.stackOut.Load():
+		return fmt.Errorf("%w: call stack exhausted (estimated over %d bytes)", ErrTrap, st.r.cfg.MaxStackBytes)
 	case err == nil && !expired:
 		return nil
 	case ctx.Err() == context.Canceled:
@@ -304,7 +315,7 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired 
 		}
 		return nil
 	}
-	return wrapCause(ErrTrap, err)
+	return st.scrubPanic(err)
 }
 
 func wrapCause(sentinel, cause error) error {
@@ -362,6 +373,13 @@ type callState struct {
 	// (touched records it).
 	snapshotting bool
 	touched      atomic.Bool
+
+	// Metering (meter.go): the call's fuel limit (0: none), the fuel
+	// granted so far; the guest ran out of fuel, or of stack.
+	fuelLimit   int64
+	fuelGranted int64
+	fuelOut     atomic.Bool
+	stackOut    atomic.Bool
 
 	notGranted  atomic.Bool
 	outExceeded atomic.Bool

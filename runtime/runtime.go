@@ -67,6 +67,13 @@ type Config struct {
 	// minimum, and then the code must contain no table.grow or table.fill).
 	// If zero, 100,000.
 	MaxTableElements uint32
+	// MaxStackBytes bounds a call's guest call stack, estimated from the
+	// frames of the functions it is in (parameters, locals and the deepest
+	// operand stack of each, plus a fixed part; an upper bound of what
+	// wazero keeps). A call going deeper ends with ErrTrap. The stack is
+	// host memory outside Limits.MemoryBytes. If zero, 16 MiB; at most
+	// 1 GiB. It is compiled into the module's code.
+	MaxStackBytes int64
 	// Logger receives what guests write with the agrun.log host function.
 	// If nil, slog.Default().
 	Logger *slog.Logger
@@ -88,6 +95,15 @@ type Limits struct {
 	MaxStdout, MaxStderr int64
 	// MaxStdin refuses larger inputs with ErrInputLimit before anything runs.
 	MaxStdin int64
+	// Fuel, if positive, is the call's deterministic CPU budget: the
+	// guest is charged one unit per WebAssembly instruction it runs (in
+	// stretches of straight-line code, paid before they run; bulk memory
+	// and table instructions one more unit per 16 bytes or per element).
+	// A call that needs more ends with ErrFuelExhausted (which wraps
+	// ErrTimeout). The same call on the same input spends the same fuel,
+	// whatever the machine's load. Zero means no fuel limit (Timeout
+	// still applies).
+	Fuel int64
 	// MaxWriteBytes caps the bytes one call writes through its mounts, in
 	// total across all of its writable mounts (data written, plus growth by
 	// truncate; not freed by deleting or shrinking). Writes beyond it fail
@@ -118,6 +134,9 @@ func (l Limits) withDefaults(d Limits) Limits {
 	}
 	if l.MaxWriteBytes <= 0 {
 		l.MaxWriteBytes = d.MaxWriteBytes
+	}
+	if l.Fuel <= 0 {
+		l.Fuel = d.Fuel
 	}
 	return l
 }
@@ -195,9 +214,17 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxStackBytes <= 0 {
+		cfg.MaxStackBytes = DefaultMaxStackBytes
+	}
+	if cfg.MaxStackBytes > maxStackBytes {
+		cfg.MaxStackBytes = maxStackBytes
+	}
+	// No WithCloseOnContextDone: guests meter themselves (meter.go), which
+	// also stops code without loops and costs less than wazero's exit to
+	// Go at every loop iteration.
 	rc := wazero.NewRuntimeConfig().
-		WithCoreFeatures(api.CoreFeaturesV2).
-		WithCloseOnContextDone(true)
+		WithCoreFeatures(api.CoreFeaturesV2)
 	r := &Runtime{cfg: cfg, modules: map[[32]byte]*compiled{}, sem: make(chan struct{}, cfg.MaxInstances),
 		pool: &memPool{max: cfg.MaxInstances}}
 	if !cfg.DisableCache {
@@ -217,13 +244,17 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 	}
 	r.wz = wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.wz); err != nil {
+	if err := r.instantiateWASI(ctx); err != nil {
 		r.wz.Close(ctx)
 		return nil, fmt.Errorf("runtime: instantiating WASI: %w", err)
 	}
 	r.wasiSigs = map[string]wasmbin.FuncType{}
 	for name, d := range r.wz.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
 		r.wasiSigs[name] = wasmbin.FuncType{Params: d.ParamTypes(), Results: d.ResultTypes()}
+	}
+	if err := r.instantiateMeter(ctx); err != nil {
+		r.wz.Close(ctx)
+		return nil, fmt.Errorf("runtime: instantiating the meter: %w", err)
 	}
 	if err := r.instantiateHost(ctx); err != nil {
 		r.wz.Close(ctx)
@@ -370,6 +401,11 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero
 		if merged, err := wasmbin.MergeData(wasm, m); err == nil {
 			bin = merged
 		}
+	}
+	// Last, so that nothing above sees the meter's globals and imports.
+	bin, err = r.instrument(bin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
 	cm, err := r.wz.CompileModule(ctx, bin)
 	if err != nil {

@@ -1,0 +1,926 @@
+package wasmbin
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Metering: the sandbox's way to stop any guest code within its deadline,
+// whatever its shape, and to bound its call stack.
+//
+// wazero can interrupt a guest only at loop headers (WithCloseOnContextDone,
+// through an exit to Go at every iteration), so code without loops — an
+// exponential tree of calls, a very long straight-line body — ran past
+// every deadline. [Instrument] rewrites a module so that the guest meters
+// itself, as Substrate's wasm-instrument gas metering and Wasmtime's fuel
+// do:
+//
+//   - A mutable i64 global, the fuel counter, is charged before each piece
+//     of straight-line code with the number of instructions in it; when it
+//     drops below zero the guest calls the host's refill function (the
+//     first import added, (i64) -> i64), which may end the call (deadline
+//     passed, fuel budget spent) or return the new counter. Bulk memory
+//     and table instructions are charged by their length too.
+//   - A mutable i32 global, the stack depth, is raised at each function's
+//     entry by an estimate of its frame's size in bytes and restored by the
+//     caller after the call returns; past the limit the guest calls the
+//     host's stack function (the second import added, () -> ()), which
+//     ends the call.
+//
+// Where the charges go. A metering point stands at a function's entry,
+// at the start of each loop body, after each call of a defined function
+// or call_indirect, after the end of every block, if or loop that
+// contains a metering point, and at the start of an else branch whose
+// then branch contains one. Each charges the instructions from it to the
+// next point in code order. Control can enter such a stretch of code only
+// at its start (forward branches land after the end of a construct, and
+// such an end is a metering point whenever the branch could come from
+// another stretch; backward branches land at loop headers), so every
+// instruction executed has been paid for first, and at most one stretch
+// of code per suspended frame is paid for but not yet executed — a
+// frame's stretch never extends past a call. The counter is therefore
+// never more than one stretch (bounded by a function body's size) behind
+// the instructions actually run, and the host is asked at least once per
+// refill quantum.
+//
+// The rewritten module's function indices shift by two after the imports
+// (the two added imports come last among them); every reference is
+// renumbered (calls, ref.func, exports, the start function, element
+// segments, global initialisers). Custom sections are dropped: wazero
+// would name the frames of a trap's stack trace after the `name`
+// section, which the guest writes, and nothing else in them is needed to
+// run the module.
+
+// MeterOptions configure [Instrument].
+type MeterOptions struct {
+	// ImportModule is the module name of the two imports added: "refill"
+	// (i64) -> i64 and "stack" () -> (). Required.
+	ImportModule string
+	// MaxStack is the largest estimated call stack, in bytes, before the
+	// stack import is called (at most 1 GiB). Zero leaves the stack
+	// unmetered.
+	MaxStack uint32
+}
+
+// MeterImports are the names of the functions Instrument imports from
+// MeterOptions.ImportModule.
+const (
+	MeterRefill = "refill"
+	MeterStack  = "stack"
+)
+
+// MeterFuelExport is the name under which Instrument exports the fuel
+// counter, so that the host can read what a call spent. A module that
+// exports that name itself cannot be instrumented.
+const MeterFuelExport = "agrun:fuel"
+
+// ErrMetering is returned by Instrument for a module it cannot rewrite
+// (one Parse accepts always can; the error reports a bug or a module
+// rewritten twice).
+var ErrMetering = errors.New("wasmbin: cannot meter module")
+
+// Cost weights of bulk instructions, charged on top of their one unit
+// from the length (or page count) on top of the stack: one unit per 16
+// bytes of memory, per table element, and per 16 bytes of a grown page.
+const (
+	memShift  = 4  // bytes >> 4
+	pageShift = 12 // pages << 12 (65536 >> 4)
+)
+
+// Frame size estimate (bytes): a fixed part, 8 bytes per parameter,
+// local and value on the operand stack at the deepest point, 8 more per
+// v128 local.
+const (
+	frameFixed = 64
+	frameValue = 8
+)
+
+// Instrument returns module b, which Parse accepts, rewritten to meter its
+// own execution (see the package notes above and MeterOptions). The result
+// behaves exactly as b does, except that it calls the two imported host
+// functions and that custom sections are gone.
+func Instrument(b []byte, opt MeterOptions) ([]byte, error) {
+	if opt.ImportModule == "" || opt.MaxStack > 1<<30 {
+		return nil, fmt.Errorf("%w: bad options", ErrMetering)
+	}
+	m, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	ins := &instrumenter{m: m, opt: opt}
+	for _, im := range m.Imports {
+		if im.Kind == KindFunc {
+			ins.nImpFuncs++
+			ins.impTypes = append(ins.impTypes, im.Type)
+		}
+	}
+	ins.refillType = uint32(len(m.Types))
+	ins.stackType = ins.refillType + 1
+	ins.refill = uint32(ins.nImpFuncs)
+	ins.stack = ins.refill + 1
+	ins.fuel = uint32(m.GlobalImports + len(m.Globals))
+	ins.depth = ins.fuel + 1
+
+	out := make([]byte, 0, len(b)+len(b)/4+64)
+	out = append(out, Header...)
+	put := func(id byte, payload []byte) {
+		out = append(out, id)
+		out = AppendU32(out, uint32(len(payload)))
+		out = append(out, payload...)
+	}
+	seen := map[byte]bool{}
+	// Sections this rewrite must have even if the module has none, in
+	// the place the section order gives them.
+	need := []byte{SecType, SecImport, SecGlobal, SecExport}
+	emitMissing := func(before byte) error {
+		for _, id := range need {
+			if seen[id] || sectionOrder[id] >= sectionOrder[before] {
+				continue
+			}
+			seen[id] = true
+			p, err := ins.section(Section{ID: id})
+			if err != nil {
+				return err
+			}
+			put(id, p)
+		}
+		return nil
+	}
+	for _, s := range m.Sections {
+		if s.ID == SecCustom {
+			continue
+		}
+		if err := emitMissing(s.ID); err != nil {
+			return nil, err
+		}
+		seen[s.ID] = true
+		p, err := ins.section(s)
+		if err != nil {
+			return nil, err
+		}
+		put(s.ID, p)
+	}
+	if err := emitMissing(SecTag); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type instrumenter struct {
+	m   *Module
+	opt MeterOptions
+
+	nImpFuncs             int
+	impTypes              []FuncType // of the imported functions
+	refillType, stackType uint32
+	refill, stack         uint32 // function indices of the imports
+	fuel, depth           uint32 // global indices
+}
+
+// fn renumbers a function index.
+func (ins *instrumenter) fn(i uint32) uint32 {
+	if int(i) >= ins.nImpFuncs {
+		return i + 2
+	}
+	return i
+}
+
+// section returns the rewritten payload of s (s.Payload is empty for a
+// section the module lacks).
+func (ins *instrumenter) section(s Section) ([]byte, error) {
+	r := s.Reader()
+	switch s.ID {
+	case SecType:
+		n := 0
+		var rest []byte
+		if len(s.Payload) > 0 {
+			c, err := r.U32()
+			if err != nil {
+				return nil, err
+			}
+			n, rest = int(c), s.Payload[r.off:]
+		}
+		p := AppendU32(nil, uint32(n+2))
+		p = append(p, rest...)
+		p = append(p, 0x60, 1, ValI64, 1, ValI64) // refill: (i64) -> i64
+		p = append(p, 0x60, 0, 0)                 // stack: () -> ()
+		return p, nil
+	case SecImport:
+		n := 0
+		var rest []byte
+		if len(s.Payload) > 0 {
+			c, err := r.U32()
+			if err != nil {
+				return nil, err
+			}
+			n, rest = int(c), s.Payload[r.off:]
+		}
+		p := AppendU32(nil, uint32(n+2))
+		p = append(p, rest...)
+		for _, f := range []struct {
+			name string
+			typ  uint32
+		}{{MeterRefill, ins.refillType}, {MeterStack, ins.stackType}} {
+			p = appendName(p, ins.opt.ImportModule)
+			p = appendName(p, f.name)
+			p = append(p, KindFunc)
+			p = AppendU32(p, f.typ)
+		}
+		return p, nil
+	case SecGlobal:
+		n := 0
+		if len(s.Payload) > 0 {
+			c, err := r.U32()
+			if err != nil {
+				return nil, err
+			}
+			n = int(c)
+		}
+		p := AppendU32(nil, uint32(n+2))
+		for i := 0; i < n; i++ {
+			t, err := r.Bytes(2) // value type, mutability
+			if err != nil {
+				return nil, err
+			}
+			p = append(p, t...)
+			if p, err = ins.constExpr(p, r); err != nil {
+				return nil, err
+			}
+		}
+		p = append(p, ValI64, 1, 0x42, 0, 0x0b) // fuel: mut i64 = 0
+		p = append(p, ValI32, 1, 0x41, 0, 0x0b) // depth: mut i32 = 0
+		return p, r.End("global")
+	case SecExport:
+		var n uint32
+		if len(s.Payload) > 0 {
+			var err error
+			if n, err = r.U32(); err != nil {
+				return nil, err
+			}
+		}
+		p := AppendU32(nil, n+1)
+		for i := uint32(0); i < n; i++ {
+			name, err := r.Name()
+			if name == MeterFuelExport {
+				return nil, fmt.Errorf("%w: the module exports %q itself", ErrMetering, name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			kind, err := r.Byte()
+			if err != nil {
+				return nil, err
+			}
+			idx, err := r.U32()
+			if err != nil {
+				return nil, err
+			}
+			if kind == KindFunc {
+				idx = ins.fn(idx)
+			}
+			p = append(appendName(p, name), kind)
+			p = AppendU32(p, idx)
+		}
+		p = append(appendName(p, MeterFuelExport), KindGlobal)
+		p = AppendU32(p, ins.fuel)
+		return p, r.End("export")
+	case SecStart:
+		idx, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		return AppendU32(nil, ins.fn(idx)), r.End("start")
+	case SecElement:
+		return ins.elements(r)
+	case SecCode:
+		return ins.code(r)
+	}
+	return s.Payload, nil
+}
+
+func appendName(b []byte, s string) []byte {
+	b = AppendU32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// constExpr copies one constant expression from r to p, renumbering
+// ref.func.
+func (ins *instrumenter) constExpr(p []byte, r *Reader) ([]byte, error) {
+	start := r.off
+	op, err := r.Byte()
+	if err != nil {
+		return nil, err
+	}
+	if op == 0xd2 {
+		idx, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		p = append(p, 0xd2)
+		p = AppendU32(p, ins.fn(idx))
+		end, err := r.Byte()
+		if err != nil || end != 0x0b {
+			return nil, fmt.Errorf("%w: constant expression", ErrMetering)
+		}
+		return append(p, 0x0b), nil
+	}
+	r.off = start
+	if _, _, err := constExpr(r); err != nil {
+		return nil, err
+	}
+	return append(p, r.b[start:r.off]...), nil
+}
+
+// elements copies the element section, renumbering function indices.
+func (ins *instrumenter) elements(r *Reader) ([]byte, error) {
+	n, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	p := AppendU32(nil, n)
+	for i := uint32(0); i < n; i++ {
+		flags, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		p = AppendU32(p, flags)
+		active, explicit, exprs := flags&1 == 0, flags&2 != 0, flags&4 != 0
+		if active && explicit {
+			t, err := r.U32()
+			if err != nil {
+				return nil, err
+			}
+			p = AppendU32(p, t)
+		}
+		if active {
+			if p, err = ins.constExpr(p, r); err != nil {
+				return nil, err
+			}
+		}
+		if flags&3 != 0 {
+			k, err := r.Byte() // elemkind or reftype
+			if err != nil {
+				return nil, err
+			}
+			p = append(p, k)
+		}
+		k, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		p = AppendU32(p, k)
+		for j := uint32(0); j < k; j++ {
+			if exprs {
+				p, err = ins.constExpr(p, r)
+			} else {
+				var idx uint32
+				if idx, err = r.U32(); err == nil {
+					p = AppendU32(p, ins.fn(idx))
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, r.End("element")
+}
+
+// code rewrites every function body.
+func (ins *instrumenter) code(r *Reader) ([]byte, error) {
+	n, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	p := AppendU32(nil, n)
+	var body []byte
+	for i := 0; i < int(n); i++ {
+		size, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		raw, err := r.Bytes(int(size))
+		if err != nil {
+			return nil, err
+		}
+		if i >= len(ins.m.FuncTypes) {
+			return nil, fmt.Errorf("%w: more bodies than functions", ErrMetering)
+		}
+		typ := ins.m.Types[ins.m.FuncTypes[i]]
+		body, err = ins.function(body[:0], NewReader(raw, r.base+r.off-len(raw)), typ)
+		if err != nil {
+			return nil, err
+		}
+		p = AppendU32(p, uint32(len(body)))
+		p = append(p, body...)
+	}
+	return p, r.End("code")
+}
+
+// A piece of a rewritten body: bytes, or the metering code of one stretch.
+type piece struct {
+	raw     []byte
+	stretch int // index into fnWriter.costs, when raw is nil
+}
+
+// construct is an open block, loop or if during the rewrite.
+type construct struct {
+	loop     bool
+	metered  bool // contains a metering point
+	entry    int  // operand stack height below the construct's parameters
+	params   int
+	results  int
+	deadCode bool // after an unconditional branch
+}
+
+type fnWriter struct {
+	ins    *instrumenter
+	pieces []piece
+	buf    []byte // raw bytes not yet in pieces
+	costs  []int64
+	cur    int // current stretch
+	open   []construct
+	h, maxH int
+	sp, tmp uint32 // the locals added
+}
+
+func (w *fnWriter) flush() {
+	if len(w.buf) > 0 {
+		w.pieces = append(w.pieces, piece{raw: w.buf})
+		w.buf = nil
+	}
+}
+
+// point places a metering point here: a new stretch starts.
+func (w *fnWriter) point() {
+	w.flush()
+	w.costs = append(w.costs, 0)
+	w.cur = len(w.costs) - 1
+	w.pieces = append(w.pieces, piece{stretch: w.cur})
+	if len(w.open) > 0 {
+		w.open[len(w.open)-1].metered = true
+	}
+}
+
+func (w *fnWriter) push(n int) {
+	w.h += n
+	if w.h > w.maxH {
+		w.maxH = w.h
+	}
+}
+
+func (w *fnWriter) pop(n int) {
+	w.h -= n
+	if len(w.open) > 0 && w.h < w.open[len(w.open)-1].entry {
+		w.h = w.open[len(w.open)-1].entry // dead code pops what it likes
+	}
+	if w.h < 0 {
+		w.h = 0
+	}
+}
+
+func (w *fnWriter) dead() {
+	if len(w.open) > 0 {
+		top := &w.open[len(w.open)-1]
+		top.deadCode = true
+		w.h = top.entry
+	}
+}
+
+// meterCode appends the charge of c fuel units.
+func (w *fnWriter) meterCode(b []byte, c int64) []byte {
+	b = append(b, 0x23)
+	b = AppendU32(b, w.ins.fuel)
+	b = append(b, 0x42)
+	b = appendS64(b, c)
+	b = append(b, 0x7d, 0x24) // i64.sub, global.set
+	b = AppendU32(b, w.ins.fuel)
+	return w.refillCheck(b)
+}
+
+// refillCheck appends: if fuel < 0 { fuel = refill(fuel) }.
+func (w *fnWriter) refillCheck(b []byte) []byte {
+	b = append(b, 0x23)
+	b = AppendU32(b, w.ins.fuel)
+	b = append(b, 0x42, 0, 0x53, 0x04, 0x40) // i64.const 0, i64.lt_s, if
+	b = append(b, 0x23)
+	b = AppendU32(b, w.ins.fuel)
+	b = append(b, 0x10)
+	b = AppendU32(b, w.ins.refill)
+	b = append(b, 0x24)
+	b = AppendU32(b, w.ins.fuel)
+	return append(b, 0x0b)
+}
+
+// dynamic appends the charge of the length on top of the stack (an i32),
+// shifted left (shift > 0) or right (shift < 0), leaving it in place.
+func (w *fnWriter) dynamic(shift int) {
+	b := w.buf
+	b = append(b, 0x22) // local.tee tmp
+	b = AppendU32(b, w.tmp)
+	b = append(b, 0x23)
+	b = AppendU32(b, w.ins.fuel)
+	b = append(b, 0x20)
+	b = AppendU32(b, w.tmp)
+	b = append(b, 0xad) // i64.extend_i32_u
+	if shift > 0 {
+		b = append(b, 0x42)
+		b = appendS64(b, int64(shift))
+		b = append(b, 0x86) // i64.shl
+	} else if shift < 0 {
+		b = append(b, 0x42)
+		b = appendS64(b, int64(-shift))
+		b = append(b, 0x88) // i64.shr_u
+	}
+	b = append(b, 0x7d, 0x24) // i64.sub, global.set
+	b = AppendU32(b, w.ins.fuel)
+	w.buf = w.refillCheck(b)
+}
+
+// restoreDepth appends: depth = sp (after a call returned).
+func (w *fnWriter) restoreDepth() {
+	if w.ins.opt.MaxStack == 0 {
+		return
+	}
+	w.buf = append(w.buf, 0x20)
+	w.buf = AppendU32(w.buf, w.sp)
+	w.buf = append(w.buf, 0x24)
+	w.buf = AppendU32(w.buf, w.ins.depth)
+}
+
+func appendS64(b []byte, x int64) []byte {
+	for {
+		c := byte(x & 0x7f)
+		x >>= 7
+		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// blockArity reads a block type and returns its parameter and result
+// counts.
+func (ins *instrumenter) blockArity(r *Reader) (params, results int, err error) {
+	if r.EOF() {
+		return 0, 0, r.Failf("unexpected end")
+	}
+	switch c := r.b[r.off]; c {
+	case 0x40:
+		r.off++
+		return 0, 0, nil
+	case ValI32, ValI64, ValF32, ValF64, ValV128, ValFuncref, ValExternref:
+		r.off++
+		return 0, 1, nil
+	}
+	v, err := r.Signed(33)
+	if err != nil {
+		return 0, 0, err
+	}
+	if v < 0 || v >= int64(len(ins.m.Types)) {
+		return 0, 0, r.Failf("invalid block type")
+	}
+	t := ins.m.Types[v]
+	return len(t.Params), len(t.Results), nil
+}
+
+// funcType returns the type of function index f (before renumbering).
+func (ins *instrumenter) funcType(f uint32) (FuncType, bool) {
+	if int(f) < ins.nImpFuncs {
+		return ins.impTypes[f], true
+	}
+	i := int(f) - ins.nImpFuncs
+	if i >= len(ins.m.FuncTypes) {
+		return FuncType{}, false
+	}
+	return ins.m.Types[ins.m.FuncTypes[i]], true
+}
+
+// function rewrites one body (locals, then instructions) onto out.
+func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, error) {
+	groups, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	localsStart := r.off
+	nLocals, v128 := 0, 0
+	for _, t := range typ.Params {
+		if t == ValV128 {
+			v128++
+		}
+	}
+	for j := uint32(0); j < groups; j++ {
+		k, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		t, err := r.ValType()
+		if err != nil {
+			return nil, err
+		}
+		nLocals += int(k)
+		if t == ValV128 {
+			v128 += int(k)
+		}
+	}
+	localsEnd := r.off
+	w := &fnWriter{ins: ins}
+	w.sp = uint32(len(typ.Params) + nLocals)
+	w.tmp = w.sp + 1
+	w.open = []construct{{results: len(typ.Results)}}
+	w.point() // the entry stretch
+	if err := w.body(r); err != nil {
+		return nil, err
+	}
+	w.flush()
+
+	out = AppendU32(out, groups+1)
+	out = append(out, r.b[localsStart:localsEnd]...)
+	out = append(out, 2, ValI32) // sp, tmp
+	if ins.opt.MaxStack > 0 {
+		frame := int64(frameFixed) + frameValue*int64(len(typ.Params)+nLocals+w.maxH+v128)
+		if frame > int64(ins.opt.MaxStack) {
+			frame = int64(ins.opt.MaxStack) + 1 // such a frame alone is over the limit
+		}
+		out = append(out, 0x23)
+		out = AppendU32(out, ins.depth)
+		out = append(out, 0x41)
+		out = AppendS32(out, int32(frame))
+		out = append(out, 0x6a, 0x22) // i32.add, local.tee sp
+		out = AppendU32(out, w.sp)
+		out = append(out, 0x24)
+		out = AppendU32(out, ins.depth)
+		out = append(out, 0x20)
+		out = AppendU32(out, w.sp)
+		out = append(out, 0x41)
+		out = AppendS32(out, int32(ins.opt.MaxStack))
+		out = append(out, 0x4b, 0x04, 0x40, 0x10) // i32.gt_u, if, call stack
+		out = AppendU32(out, ins.stack)
+		out = append(out, 0x0b)
+	}
+	for _, pc := range w.pieces {
+		if pc.raw != nil {
+			out = append(out, pc.raw...)
+		} else if c := w.costs[pc.stretch]; c > 0 {
+			out = w.meterCode(out, c)
+		}
+	}
+	return out, nil
+}
+
+// body rewrites the instructions of one function.
+func (w *fnWriter) body(r *Reader) error {
+	ins := w.ins
+	for len(w.open) > 0 {
+		start := r.off
+		op, err := r.Byte()
+		if err != nil {
+			return err
+		}
+		w.costs[w.cur]++
+		copyOp := true
+		after := func() {} // runs after the instruction is copied
+		switch {
+		case op == 0x00: // unreachable
+			w.dead()
+		case op == 0x01: // nop
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			if op == 0x04 {
+				w.pop(1)
+			}
+			params, results, err := ins.blockArity(r)
+			if err != nil {
+				return err
+			}
+			c := construct{loop: op == 0x03, entry: w.h - params, params: params, results: results}
+			if c.entry < 0 {
+				c.entry = 0
+			}
+			after = func() {
+				w.open = append(w.open, c)
+				if op == 0x03 {
+					w.point()
+				}
+			}
+		case op == 0x05: // else
+			top := &w.open[len(w.open)-1]
+			w.h = top.entry + top.params
+			top.deadCode = false
+			if top.metered {
+				after = w.point
+			}
+		case op == 0x0b: // end
+			top := w.open[len(w.open)-1]
+			w.open = w.open[:len(w.open)-1]
+			w.h = top.entry
+			w.push(top.results)
+			if len(w.open) > 0 && (top.metered || top.loop) {
+				after = w.point
+			}
+		case op == 0x0c: // br
+			_, err = r.U32()
+			w.dead()
+		case op == 0x0d: // br_if
+			_, err = r.U32()
+			w.pop(1)
+		case op == 0x0e: // br_table
+			var k uint32
+			if k, err = r.U32(); err == nil {
+				if int(k) > r.Remaining() {
+					return r.Failf("br_table of %d targets", k)
+				}
+				for j := uint32(0); j <= k && err == nil; j++ {
+					_, err = r.U32()
+				}
+			}
+			w.dead()
+		case op == 0x0f: // return
+			w.dead()
+		case op == 0x10: // call
+			var f uint32
+			if f, err = r.U32(); err != nil {
+				return err
+			}
+			t, ok := ins.funcType(f)
+			if !ok {
+				return r.Failf("call to function %d out of range", f)
+			}
+			w.pop(len(t.Params))
+			w.push(len(t.Results))
+			copyOp = false
+			w.buf = append(w.buf, 0x10)
+			w.buf = AppendU32(w.buf, ins.fn(f))
+			if int(f) >= ins.nImpFuncs {
+				w.restoreDepth()
+				w.point()
+			}
+		case op == 0x11: // call_indirect typeidx tableidx
+			var ti uint32
+			if ti, err = r.U32(); err == nil {
+				_, err = r.U32()
+			}
+			if err != nil {
+				return err
+			}
+			if int(ti) >= len(ins.m.Types) {
+				return r.Failf("call_indirect type %d out of range", ti)
+			}
+			t := ins.m.Types[ti]
+			w.pop(1 + len(t.Params))
+			w.push(len(t.Results))
+			after = func() { w.restoreDepth(); w.point() }
+		case op == 0x1a: // drop
+			w.pop(1)
+		case op == 0x1b: // select
+			w.pop(3)
+			w.push(1)
+		case op == 0x1c: // select t*
+			var k uint32
+			if k, err = r.U32(); err == nil {
+				if int(k) > r.Remaining() {
+					return r.Failf("select of %d types", k)
+				}
+				for j := uint32(0); j < k && err == nil; j++ {
+					_, err = r.ValType()
+				}
+			}
+			w.pop(3)
+			w.push(1)
+		case op == 0x20 || op == 0x23: // local.get, global.get
+			_, err = r.U32()
+			w.push(1)
+		case op == 0x21 || op == 0x24: // local.set, global.set
+			_, err = r.U32()
+			w.pop(1)
+		case op == 0x22: // local.tee
+			_, err = r.U32()
+		case op == 0x25: // table.get
+			_, err = r.U32()
+		case op == 0x26: // table.set
+			_, err = r.U32()
+			w.pop(2)
+		case op >= 0x28 && op <= 0x35: // loads
+			err = memArg(r)
+		case op >= 0x36 && op <= 0x3e: // stores
+			err = memArg(r)
+			w.pop(2)
+		case op == 0x3f: // memory.size
+			_, err = r.U32()
+			w.push(1)
+		case op == 0x40: // memory.grow
+			_, err = r.U32()
+			w.dynamic(pageShift)
+		case op >= 0x41 && op <= 0x44: // consts
+			switch op {
+			case 0x41:
+				_, err = r.Signed(32)
+			case 0x42:
+				_, err = r.Signed(64)
+			case 0x43:
+				err = r.Skip(4)
+			case 0x44:
+				err = r.Skip(8)
+			}
+			w.push(1)
+		case op == 0x45 || op == 0x50 || (op >= 0x67 && op <= 0x69) || (op >= 0x79 && op <= 0x7b) ||
+			(op >= 0x8b && op <= 0x91) || (op >= 0x99 && op <= 0x9f) || (op >= 0xa7 && op <= 0xc4):
+			// unary: pop 1, push 1
+		case op >= 0x46 && op <= 0xa6: // binary and comparisons: pop 2, push 1
+			w.pop(1)
+		case op == 0xd0: // ref.null
+			_, err = r.RefType()
+			w.push(1)
+		case op == 0xd1: // ref.is_null
+		case op == 0xd2: // ref.func
+			var f uint32
+			if f, err = r.U32(); err != nil {
+				return err
+			}
+			copyOp = false
+			w.buf = append(w.buf, 0xd2)
+			w.buf = AppendU32(w.buf, ins.fn(f))
+			w.push(1)
+		case op == 0xfc:
+			var sub uint32
+			if sub, err = r.U32(); err != nil {
+				return err
+			}
+			switch sub {
+			case 0, 1, 2, 3, 4, 5, 6, 7:
+			case 8, 12, 14: // memory.init, table.init, table.copy: two immediates
+				if _, err = r.U32(); err == nil {
+					_, err = r.U32()
+				}
+				if sub == 8 {
+					w.dynamic(-memShift)
+				} else {
+					w.dynamic(0)
+				}
+				w.pop(3)
+			case 9, 13: // data.drop, elem.drop
+				_, err = r.U32()
+			case 10: // memory.copy
+				if _, err = r.U32(); err == nil {
+					_, err = r.U32()
+				}
+				w.dynamic(-memShift)
+				w.pop(3)
+			case 11: // memory.fill
+				_, err = r.U32()
+				w.dynamic(-memShift)
+				w.pop(3)
+			case 15: // table.grow
+				_, err = r.U32()
+				w.dynamic(0)
+				w.pop(1)
+			case 16: // table.size
+				_, err = r.U32()
+				w.push(1)
+			case 17: // table.fill
+				_, err = r.U32()
+				w.dynamic(0)
+				w.pop(3)
+			default:
+				return r.Failf("unsupported opcode 0xfc %d", sub)
+			}
+		case op == 0xfd:
+			var sub uint32
+			if sub, err = r.U32(); err != nil {
+				return err
+			}
+			// Every SIMD instruction but v128.const pushes at most what it
+			// pops: counting them as neutral keeps the height an upper bound.
+			switch {
+			case sub <= 0x0b, sub == 0x5c, sub == 0x5d:
+				err = memArg(r)
+			case sub == 0x0c, sub == 0x0d:
+				err = r.Skip(16)
+				if sub == 0x0c {
+					w.push(1)
+				}
+			case sub >= 0x15 && sub <= 0x22:
+				err = r.Skip(1)
+			case sub >= 0x54 && sub <= 0x5b:
+				if err = memArg(r); err == nil {
+					err = r.Skip(1)
+				}
+			case sub <= 0xff:
+			default:
+				return r.Failf("unsupported opcode 0xfd %d", sub)
+			}
+		default:
+			return r.Failf("unsupported opcode 0x%02x", op)
+		}
+		if err != nil {
+			return err
+		}
+		if copyOp {
+			w.buf = append(w.buf, r.b[start:r.off]...)
+		}
+		after()
+	}
+	if !r.EOF() {
+		return r.Failf("%d bytes after the end of a function body", r.Remaining())
+	}
+	return nil
+}
