@@ -49,11 +49,13 @@ func (r *Runtime) instantiateHost(ctx context.Context) error {
 }
 
 // guard recovers a panic in a host function: the call ends with an error
-// naming the function instead of taking the host down. stack[0], if the
-// function has a result, is set to EFAULT.
+// naming the function instead of taking the host down (ErrTrap, "the host
+// refused a call to agrun.<name>"; the panic and its stack are logged,
+// never returned: see wasi.go). stack[0], if the function has a result,
+// is set to EFAULT.
 func guard(ctx context.Context, st *callState, name string, stack []uint64) {
 	if p := recover(); p != nil {
-		err := fmt.Errorf("runtime: host function agrun.%s panicked: %v", name, p)
+		err := logHostPanic(ctx, st, "agrun."+name, p)
 		if st != nil {
 			st.hostErr.CompareAndSwap(nil, &err)
 			st.cancel(err)
