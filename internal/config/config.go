@@ -117,6 +117,15 @@ type Serve struct {
 	UploadsPerMinute   int      `toml:"uploads_per_minute"`
 	DataDir            string   `toml:"data_dir"`
 	Uploads            Uploads  `toml:"uploads"`
+	// AllowedHosts are the Host names (host or host:port) the server
+	// answers beside loopback and its own address: the public name of a
+	// server behind a proxy.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// BodyTimeout bounds the time a client takes to send a request body.
+	BodyTimeout Duration `toml:"body_timeout"`
+	// MaxCallsPerClient bounds the calls and runs one token (without
+	// tokens: one client address) has in progress at once.
+	MaxCallsPerClient int `toml:"max_calls_per_client"`
 }
 
 // Uploads is [serve.uploads]: what uploaded tools are granted (default:
@@ -327,6 +336,11 @@ func (c *Config) check(path string, lines *lineIndex) error {
 			if !hostRE.MatchString(h) {
 				return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "tools", name, "allowed_hosts")
 			}
+		}
+	}
+	for _, h := range c.Serve.AllowedHosts {
+		if !hostRE.MatchString(h) {
+			return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "serve", "allowed_hosts")
 		}
 	}
 	for _, h := range c.Serve.Uploads.AllowedHosts {

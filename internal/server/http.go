@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +21,11 @@ const (
 	KindUnauthorized     = "unauthorized"           // missing or wrong bearer token
 	KindForbidden        = "forbidden"              // an operator tool cannot be changed through the API
 	KindBodyTooLarge     = "body_too_large"         // over max_upload or max_body
-	KindUnsupportedMedia = "unsupported_media_type" // an upload that is not application/wasm
-	KindBusy             = "busy"                   // max_concurrent_calls (or uploads) reached
+	KindUnsupportedMedia = "unsupported_media_type" // a body not sent as application/json (calls, runs) or application/wasm (uploads)
+	KindBadHost          = "bad_host"               // the Host is not one the server answers for (DNS rebinding)
+	KindCrossOrigin      = "cross_origin"           // a request from a web page of another origin
+	KindBodyTimeout      = "body_timeout"           // the body did not arrive within body_timeout
+	KindBusy             = "busy"                   // max_concurrent_calls (or uploads, or this client's share) reached
 	KindRateLimited      = "rate_limited"           // uploads_per_minute reached for this token
 	KindMalformedModule  = "malformed_module"       // the bytes are not a WebAssembly module
 	KindModuleRefused    = "module_refused"         // the sandbox refuses the module
@@ -149,7 +151,8 @@ func retryAfter(w http.ResponseWriter, d time.Duration) {
 }
 
 // routes builds the handler: panics recovered, /healthz open, everything
-// else behind the bearer token, unknown paths and methods answered in JSON.
+// else behind the Host and Origin checks and the bearer token, unknown
+// paths and methods answered in JSON.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -171,6 +174,13 @@ func (s *Server) routes() http.Handler {
 			}
 		}()
 		if r.URL.Path != "/healthz" {
+			// Web pages first: a foreign Host or Origin learns nothing,
+			// not even whether a token is needed.
+			if err := s.checkSite(r); err != nil {
+				w.Header().Set("Connection", "close")
+				s.writeError(w, err)
+				return
+			}
 			if _, ok := s.auth.check(r); !ok {
 				// The body of an unauthenticated request is never read;
 				// the connection is closed after the answer.
@@ -220,42 +230,6 @@ func (j *jsonStatusWriter) Write(b []byte) (int, error) {
 // tool and runs nothing.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, map[string]any{"ok": true})
-}
-
-// callerKey returns the rate-limit key of an authenticated request.
-func (s *Server) callerKey(r *http.Request) string {
-	k, _ := s.auth.check(r)
-	return k
-}
-
-// acquire takes a slot of sem without waiting; false means busy.
-func acquire(sem chan struct{}) (release func(), ok bool) {
-	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, true
-	default:
-		return nil, false
-	}
-}
-
-// readBody reads at most limit bytes of r's body; more is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the body is %d bytes; the limit is %d", r.ContentLength, limit)
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the body is larger than the limit of %d bytes", limit)
-		}
-		return nil, errorf(http.StatusBadRequest, KindBadRequest, "reading the body: %v", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // mediaType returns the media type of the Content-Type header, lower case.

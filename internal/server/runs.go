@@ -55,20 +55,24 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
 		return
 	}
-	release, ok := acquire(s.calls)
-	if !ok {
-		retryAfter(w, time.Second)
-		s.writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+	if err := requireMedia(r, "application/json"); err != nil {
+		s.writeError(w, err)
 		return
 	}
-	defer release()
-	body, err := readBody(w, r, s.limits.MaxBody)
+	b, err := s.readBody(w, r, s.limits.MaxBody)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
+	defer b.release()
+	release, err := s.slot(w, r, s.calls, "calls and runs")
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	defer release()
 	var req RunRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
+	dec := json.NewDecoder(bytes.NewReader(b.data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))

@@ -66,7 +66,9 @@ const (
 	DefaultCallTimeout        = 30 * time.Second
 	DefaultReadTimeout        = 60 * time.Second
 	DefaultWriteTimeout       = 60 * time.Second
-	DefaultUploadsPerMinute   = 10
+	// DefaultBodyTimeout is the time a client has to send a request body.
+	DefaultBodyTimeout      = 10 * time.Second
+	DefaultUploadsPerMinute = 10
 	// DefaultMaxConcurrentUploads bounds the uploads being received and
 	// compiled at once (each holds its module in memory).
 	DefaultMaxConcurrentUploads = 4
@@ -97,9 +99,10 @@ type Options struct {
 	// tools are added to it, so runs see both. Its permission checker
 	// applies to every call.
 	Registry *registry.Registry
-	// Serve is the [serve] section: limits, data dir and the grant of
-	// uploaded tools. Zero fields mean the Default* constants; Addr and
-	// TokensEnv are not used here (see Serve and Tokens).
+	// Serve is the [serve] section: limits, data dir, the names the server
+	// answers for (Addr's host and AllowedHosts, beside loopback) and the
+	// grant of uploaded tools. Zero fields mean the Default* constants;
+	// TokensEnv is not used here (see Tokens).
 	Serve config.Serve
 	// Tokens are the accepted bearer tokens (each at least MinTokenLength
 	// bytes). None: no authentication, and Serve accepts only loopback
@@ -126,6 +129,11 @@ type Options struct {
 	// its context is cancelled; then their contexts are cancelled. Zero:
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// MaxBodyMemory bounds the bytes of request bodies held in memory at
+	// once (one client: half of it, or at least one largest upload). Zero:
+	// MaxConcurrentUploads uploads of MaxUpload plus MaxConcurrentCalls
+	// bodies of MaxBody.
+	MaxBodyMemory int64
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -141,24 +149,34 @@ type Limits struct {
 	MaxTools             int
 	MaxStoreBytes        int64
 	ShutdownTimeout      time.Duration
+	// BodyTimeout bounds the sending of one request body.
+	BodyTimeout time.Duration
+	// MaxCallsPerClient is the share of MaxConcurrentCalls one token (or,
+	// without tokens, one client address) may hold; a client holds at
+	// most half of MaxConcurrentUploads too.
+	MaxCallsPerClient int
+	// MaxBodyMemory bounds the request bodies held in memory at once.
+	MaxBodyMemory int64
 }
 
 // Server is the HTTP service. It is safe for concurrent use. Close it to
 // release the uploaded tools.
 type Server struct {
-	rt       *runtime.Runtime
-	reg      *registry.Registry
-	grant    wasmtools.Grant
-	limits   Limits
-	auth     *authenticator
-	rate     *rateLimiter
-	calls    chan struct{} // a slot per call or run in progress
-	uploadsC chan struct{} // a slot per upload in progress
-	loopCfg  *loop.Config
-	sessions *session.Store
-	log      *slog.Logger
-	dataDir  string
-	handler  http.Handler
+	rt        *runtime.Runtime
+	reg       *registry.Registry
+	grant     wasmtools.Grant
+	limits    Limits
+	auth      *authenticator
+	hosts     *hostPolicy
+	rate      *rateLimiter
+	calls     *quota // a slot per call or run in progress
+	uploadsC  *quota // a slot per upload in progress
+	bodyBytes *quota // the bytes of request bodies held in memory
+	loopCfg   *loop.Config
+	sessions  *session.Store
+	log       *slog.Logger
+	dataDir   string
+	handler   http.Handler
 
 	mu      sync.Mutex // serializes changes to the store, the index and uploads
 	st      *store
@@ -206,6 +224,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		MaxTools:             orDefault(opts.MaxTools, DefaultMaxTools),
 		MaxStoreBytes:        orDefault(opts.MaxStoreBytes, DefaultMaxStoreBytes),
 		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
+		BodyTimeout:          orDefault(sv.BodyTimeout.Std(), DefaultBodyTimeout),
+	}
+	lim.MaxCallsPerClient = min(lim.MaxConcurrentCalls, orDefault(sv.MaxCallsPerClient, max(1, lim.MaxConcurrentCalls/2)))
+	lim.MaxBodyMemory = orDefault(opts.MaxBodyMemory, int64(lim.MaxConcurrentUploads)*lim.MaxUpload+int64(lim.MaxConcurrentCalls)*lim.MaxBody)
+	hosts, err := newHostPolicy(sv.Addr, sv.AllowedHosts)
+	if err != nil {
+		return nil, err
 	}
 	dataDir := sv.DataDir
 	if dataDir == "" {
@@ -235,19 +260,21 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			AllowPrivate: u.AllowPrivate,
 			Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
 		},
-		limits:   lim,
-		auth:     auth,
-		rate:     newRateLimiter(lim.UploadsPerMinute),
-		calls:    make(chan struct{}, lim.MaxConcurrentCalls),
-		uploadsC: make(chan struct{}, lim.MaxConcurrentUploads),
-		loopCfg:  opts.Loop,
-		sessions: sessions,
-		log:      log,
-		dataDir:  dataDir,
-		st:       st,
-		idx:      idx,
-		uploads:  map[string]*uploaded{},
-		broken:   map[string]error{},
+		limits:    lim,
+		auth:      auth,
+		hosts:     hosts,
+		rate:      newRateLimiter(lim.UploadsPerMinute),
+		calls:     newQuota(int64(lim.MaxConcurrentCalls), int64(lim.MaxCallsPerClient)),
+		uploadsC:  newQuota(int64(lim.MaxConcurrentUploads), int64(max(1, lim.MaxConcurrentUploads/2))),
+		bodyBytes: newQuota(lim.MaxBodyMemory, max(lim.MaxBodyMemory/2, lim.MaxUpload)),
+		loopCfg:   opts.Loop,
+		sessions:  sessions,
+		log:       log,
+		dataDir:   dataDir,
+		st:        st,
+		idx:       idx,
+		uploads:   map[string]*uploaded{},
+		broken:    map[string]error{},
 	}
 	s.restore(ctx)
 	s.handler = s.routes()

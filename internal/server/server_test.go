@@ -524,7 +524,7 @@ func TestUploadRateLimitPerToken(t *testing.T) {
 		t.Errorf("other token: %d %s", r.status, r.body)
 	}
 	for i := 0; i < 5; i++ {
-		if r := ts.requestAs(a, "POST", "/v1/tools/other/call", "", nil); r.status != http.StatusOK {
+		if r := ts.requestAs(a, "POST", "/v1/tools/other/call", "application/json", nil); r.status != http.StatusOK {
 			t.Errorf("call %d: %d %s", i, r.status, r.body)
 		}
 	}
@@ -682,6 +682,7 @@ func TestShutdownDeadlineCancelsCalls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", ts.url+"/v1/tools/get_weather/call", strings.NewReader(weatherArgs(weather.url)))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()

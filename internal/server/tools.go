@@ -62,7 +62,7 @@ type ToolInfo struct {
 
 // upload is POST /v1/tools[?replace=true]: the body is a .wasm module.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := s.rate.take(s.callerKey(r)); !ok {
+	if ok, wait := s.rate.take(s.clientKey(r)); !ok {
 		retryAfter(w, wait)
 		s.writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
 		return
@@ -82,8 +82,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
-	if mt := mediaType(r); mt != "application/wasm" && mt != "application/octet-stream" {
-		return nil, errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia, "the body must be a .wasm module sent as Content-Type: application/wasm (got %q)", mt)
+	if err := requireMedia(r, "application/wasm", "application/octet-stream"); err != nil {
+		return nil, err
 	}
 	replace := false
 	if v := r.URL.Query().Get("replace"); v != "" {
@@ -93,16 +93,17 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		}
 		replace = b
 	}
-	release, ok := acquire(s.uploadsC)
-	if !ok {
-		retryAfter(w, time.Second)
-		return nil, errorf(http.StatusTooManyRequests, KindBusy, "%d uploads are in progress; try again", s.limits.MaxConcurrentUploads)
-	}
-	defer release()
-	wasm, err := readBody(w, r, s.limits.MaxUpload)
+	b, err := s.readBody(w, r, s.limits.MaxUpload)
 	if err != nil {
 		return nil, err
 	}
+	defer b.release()
+	release, err := s.slot(w, r, s.uploadsC, "uploads")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	wasm := b.data
 	in, err := wasmtools.Inspect(wasm)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, KindMalformedModule, "%v", err)
@@ -323,21 +324,27 @@ func (s *Server) remove(name string) error {
 }
 
 // callTool is POST /v1/tools/{name}/call: the body is the arguments (a
-// JSON object; empty means {}); the answer is a Result.
+// JSON object sent as application/json; empty means {}); the answer is a
+// Result. The body is read before a slot is taken.
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	release, ok := acquire(s.calls)
-	if !ok {
-		retryAfter(w, time.Second)
-		s.writeError(w, errorf(http.StatusTooManyRequests, KindBusy, "%d calls and runs are in progress; try again", s.limits.MaxConcurrentCalls))
+	if err := requireMedia(r, "application/json"); err != nil {
+		s.writeError(w, err)
 		return
 	}
-	defer release()
-	args, err := readBody(w, r, s.limits.MaxBody)
+	b, err := s.readBody(w, r, s.limits.MaxBody)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
+	defer b.release()
+	release, err := s.slot(w, r, s.calls, "calls and runs")
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	defer release()
+	args := b.data
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
 	defer cancel()
 	inv := s.reg.Invoke(ctx, name, args)

@@ -1,0 +1,412 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// countingTool is an operator tool whose every run is counted: the proof
+// that a refused request ran nothing.
+type countingTool struct{ runs *atomic.Int64 }
+
+func (countingTool) Name() string                         { return "counter" }
+func (countingTool) Description() string                  { return "counts its runs" }
+func (countingTool) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
+func (countingTool) Permissions() []permission.Permission { return nil }
+func (c countingTool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(fmt.Sprint(c.runs.Add(1))), nil
+}
+
+// gateTool is an operator tool whose runs wait for the gate to open; each
+// run announces itself on arrived first.
+type gateTool struct {
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func newGateTool() *gateTool {
+	return &gateTool{arrived: make(chan struct{}, 64), gate: make(chan struct{})}
+}
+
+func (*gateTool) Name() string                         { return "gate" }
+func (*gateTool) Description() string                  { return "waits for the gate" }
+func (*gateTool) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
+func (*gateTool) Permissions() []permission.Permission { return nil }
+func (g *gateTool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	g.arrived <- struct{}{}
+	select {
+	case <-g.gate:
+		return json.RawMessage(`"through"`), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// waitArrivals waits for n runs of the gate tool to have started.
+func (g *gateTool) waitArrivals(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-g.arrived:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("only %d of %d calls reached the tool", i, n)
+		}
+	}
+}
+
+// operatorRegistry is a registry with the default policy holding tools.
+func operatorRegistry(t *testing.T, tools ...registry.Tool) *registry.Registry {
+	t.Helper()
+	reg := registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))
+	for _, tl := range tools {
+		if err := reg.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+// do sends a request built by the test (its Host and headers as they are),
+// with the server's token if it has one, and reads the whole answer.
+func (ts *testServer) do(req *http.Request) response {
+	ts.t.Helper()
+	if ts.token != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Errorf("%s %s: %v", req.Method, req.URL.Path, err)
+		return response{status: -1, body: []byte(err.Error())}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (ts *testServer) newRequest(method, path, contentType, body string, header ...string) *http.Request {
+	ts.t.Helper()
+	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	return req
+}
+
+func (ts *testServer) port() string {
+	_, p, _ := net.SplitHostPort(strings.TrimPrefix(ts.url, "http://"))
+	return p
+}
+
+// DNS rebinding: a page of rebind.attacker.example whose name now resolves
+// to 127.0.0.1 reaches the server with its own name in Host. It gets
+// neither the tool list nor a call, with or without tokens.
+func TestForeignHostRefused(t *testing.T) {
+	for _, tokens := range [][]string{nil, {"host-token-0123456789abcdef"}} {
+		t.Run(fmt.Sprintf("tokens=%d", len(tokens)), func(t *testing.T) {
+			var runs atomic.Int64
+			ts := startServer(t, setup{opts: server.Options{
+				Tokens:   tokens,
+				Registry: operatorRegistry(t, countingTool{&runs}),
+				Serve:    config.Serve{AllowedHosts: []string{"api.example.com", "pinned.example.com:8443"}},
+			}})
+			port := ts.port()
+			for _, host := range []string{
+				"rebind.attacker.example:" + port,
+				"rebind.attacker.example",
+				"localhost:1",              // another port of this machine: another origin
+				"127.0.0.1:1",              // the same
+				"api.example.com.attacker", // a suffix is not the name
+				"pinned.example.com:" + port,
+				"10.1.2.3:" + port,
+			} {
+				r := ts.do(ts.newRequest("GET", "/v1/tools", "", "", "Host", host))
+				if r.status != http.StatusMisdirectedRequest || r.errorKind(t) != server.KindBadHost {
+					t.Errorf("Host %q: %d %s", host, r.status, r.body)
+				}
+				if bytes.Contains(r.body, []byte("counter")) {
+					t.Errorf("Host %q: the tool list was served: %s", host, r.body)
+				}
+				r = ts.do(ts.newRequest("POST", "/v1/tools/counter/call", "application/json", `{}`, "Host", host))
+				if r.status != http.StatusMisdirectedRequest {
+					t.Errorf("Host %q: call answered %d %s", host, r.status, r.body)
+				}
+			}
+			if n := runs.Load(); n != 0 {
+				t.Fatalf("the tool ran %d times for foreign hosts", n)
+			}
+			for _, host := range []string{
+				"localhost:" + port, "LocalHost:" + port, "127.0.0.1:" + port, "127.3.4.5:" + port, "[::1]:" + port,
+				"api.example.com", "api.example.com:443", "API.example.com:" + port, "pinned.example.com:8443",
+			} {
+				r := ts.do(ts.newRequest("GET", "/v1/tools", "", "", "Host", host))
+				if r.status != http.StatusOK || !bytes.Contains(r.body, []byte("counter")) {
+					t.Errorf("Host %q: %d %s", host, r.status, r.body)
+				}
+			}
+			// /healthz reveals nothing and answers whatever the Host (probes).
+			if r := ts.do(ts.newRequest("GET", "/healthz", "", "", "Host", "probe.internal")); r.status != http.StatusOK {
+				t.Errorf("healthz: %d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+// A page of another site in the operator's browser sends "simple"
+// cross-site requests (no preflight): a foreign Origin, text/plain or a
+// form type. None of them runs anything or starts a run.
+func TestCrossSiteRequestsRunNothing(t *testing.T) {
+	var runs atomic.Int64
+	chat := newChatServer(t) // any model request is an error
+	ts := startServer(t, setup{opts: server.Options{
+		Registry: operatorRegistry(t, countingTool{&runs}),
+		Loop:     &loop.Config{Model: "m", BaseURL: chat.srv.URL + "/v1"},
+	}})
+	port := ts.port()
+	for _, c := range []struct {
+		name        string
+		contentType string
+		header      []string
+		status      int
+		kind        string
+	}{
+		{"foreign origin", "application/json", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
+		{"foreign origin, text/plain", "text/plain", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
+		{"another port of localhost", "application/json", []string{"Origin", "http://localhost:1"}, 403, server.KindCrossOrigin},
+		{"opaque origin", "application/json", []string{"Origin", "null"}, 403, server.KindCrossOrigin},
+		{"origin with a path", "application/json", []string{"Origin", "http://127.0.0.1:" + port + "/x"}, 403, server.KindCrossOrigin},
+		{"cross-site fetch", "application/json", []string{"Sec-Fetch-Site", "cross-site"}, 403, server.KindCrossOrigin},
+		{"same-site fetch (another port)", "application/json", []string{"Sec-Fetch-Site", "same-site"}, 403, server.KindCrossOrigin},
+		{"text/plain", "text/plain", nil, 415, server.KindUnsupportedMedia},
+		{"text/plain with charset", "text/plain;charset=UTF-8", nil, 415, server.KindUnsupportedMedia},
+		{"form", "application/x-www-form-urlencoded", nil, 415, server.KindUnsupportedMedia},
+		{"multipart", "multipart/form-data; boundary=x", nil, 415, server.KindUnsupportedMedia},
+		{"no content type", "", nil, 415, server.KindUnsupportedMedia},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, p := range []struct{ path, body string }{
+				{"/v1/tools/counter/call", `{}`},
+				{"/v1/runs", `{"prompt":"call counter"}`},
+			} {
+				r := ts.do(ts.newRequest("POST", p.path, c.contentType, p.body, c.header...))
+				if r.status != c.status || r.errorKind(t) != c.kind {
+					t.Errorf("%s: %d %s; want %d %s", p.path, r.status, r.body, c.status, c.kind)
+				}
+			}
+			r := ts.do(ts.newRequest("POST", "/v1/tools", c.contentType, "\x00asm\x01\x00\x00\x00", c.header...))
+			if r.status != c.status {
+				t.Errorf("upload: %d %s; want %d", r.status, r.body, c.status)
+			}
+		})
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("cross-site requests ran the tool %d times", n)
+	}
+	if reqs := chat.requests(); len(reqs) != 0 {
+		t.Fatalf("cross-site requests started %d model requests", len(reqs))
+	}
+	if n := storedTools(t, ts.srv.DataDir()); len(n) != 0 {
+		t.Fatalf("cross-site uploads were stored: %v", n)
+	}
+	// The server's own origin, JSON with parameters, and fetches the
+	// browser marks same-origin or user-initiated are served.
+	for _, h := range [][]string{
+		{"Origin", "http://127.0.0.1:" + port},
+		{"Origin", "http://localhost:" + port, "Sec-Fetch-Site", "same-origin"},
+		{"Sec-Fetch-Site", "none"},
+		nil,
+	} {
+		r := ts.do(ts.newRequest("POST", "/v1/tools/counter/call", "application/json; charset=utf-8", `{}`, h...))
+		if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
+			t.Errorf("headers %q: %d %s", h, r.status, r.body)
+		}
+	}
+	if n := runs.Load(); n != 4 {
+		t.Errorf("the tool ran %d times, want 4", n)
+	}
+}
+
+// slowBody opens a connection and sends a request whose body never
+// finishes: the headers, then one byte of a body of size bytes.
+func slowBody(t *testing.T, ts *testServer, path, contentType string, size int, header string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if ts.token != "" && header == "" {
+		header = "Authorization: Bearer " + ts.token + "\r\n"
+	}
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n{", path, ts.port(), contentType, size, header)
+	return conn
+}
+
+// Clients that take every call (and upload) slot and send their bodies a
+// byte at a time do not keep anyone else out: a body is read before a slot
+// is taken, and a body that does not arrive in body_timeout is answered
+// 408 without ever holding a slot.
+func TestSlowBodiesHoldNoSlot(t *testing.T) {
+	var runs atomic.Int64
+	ts := startServer(t, setup{opts: server.Options{
+		Registry:             operatorRegistry(t, countingTool{&runs}),
+		MaxConcurrentUploads: 1,
+		Serve: config.Serve{
+			MaxConcurrentCalls: 2,
+			ReadTimeout:        config.Duration(5 * time.Minute),
+			BodyTimeout:        config.Duration(time.Minute),
+		},
+	}})
+	var conns []net.Conn
+	for i := 0; i < 6; i++ {
+		conns = append(conns, slowBody(t, ts, "/v1/tools/counter/call", "application/json", 100, ""))
+		conns = append(conns, slowBody(t, ts, "/v1/tools", "application/wasm", 1000, ""))
+	}
+	// Let the server read their headers and reach their handlers (where
+	// slots used to be taken, before the body).
+	time.Sleep(time.Second)
+	for i := 0; i < 3; i++ {
+		r := ts.call("counter", `{}`)
+		if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
+			t.Fatalf("call %d while slow clients hold their connections: %d %s", i, r.status, r.body)
+		}
+	}
+	ts.mustUpload(okTool(t, "fast_upload"), "", http.StatusCreated)
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// A body that does not arrive within body_timeout is answered 408
+// body_timeout, long before read_timeout.
+func TestSlowBodyTimesOut(t *testing.T) {
+	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
+		ReadTimeout: config.Duration(10 * time.Minute),
+		BodyTimeout: config.Duration(time.Second),
+	}}})
+	for _, p := range []struct{ path, ctype string }{{"/v1/tools/x/call", "application/json"}, {"/v1/tools", "application/wasm"}} {
+		conn := slowBody(t, ts, p.path, p.ctype, 100, "")
+		conn.SetReadDeadline(time.Now().Add(2 * time.Minute)) // generous: "it ended"
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer to a slow body: %v", p.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		r := response{status: resp.StatusCode, header: resp.Header, body: b}
+		if r.status != http.StatusRequestTimeout || r.errorKind(t) != server.KindBodyTimeout {
+			t.Errorf("%s: %d %s", p.path, r.status, r.body)
+		}
+	}
+}
+
+// With every call slot one token may hold taken by its clients, another
+// token still gets a slot.
+func TestOneTokenCannotTakeEverySlot(t *testing.T) {
+	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
+	g := newGateTool()
+	ts := startServer(t, setup{opts: server.Options{
+		Tokens:   []string{a, b},
+		Registry: operatorRegistry(t, g),
+		Serve:    config.Serve{MaxConcurrentCalls: 4},
+	}})
+	share := ts.srv.Limits().MaxCallsPerClient
+	if share != 2 {
+		t.Fatalf("MaxCallsPerClient = %d, want half of 4", share)
+	}
+	var wg sync.WaitGroup
+	results := make(chan response, 8)
+	call := func(tok string) {
+		defer wg.Done()
+		results <- ts.requestAs(tok, "POST", "/v1/tools/gate/call", "application/json", []byte(`{}`))
+	}
+	// Token a tries to take all 4 slots; it gets its share.
+	for i := 0; i < share; i++ {
+		wg.Add(1)
+		go call(a)
+	}
+	g.waitArrivals(t, share)
+	for i := 0; i < 2; i++ {
+		r := ts.requestAs(a, "POST", "/v1/tools/gate/call", "application/json", []byte(`{}`))
+		if r.status != http.StatusTooManyRequests || r.errorKind(t) != server.KindBusy || r.header.Get("Retry-After") == "" {
+			t.Errorf("token a over its share: %d %s", r.status, r.body)
+		}
+	}
+	// Token b still runs.
+	wg.Add(1)
+	go call(b)
+	g.waitArrivals(t, 1)
+	close(g.gate)
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
+			t.Errorf("a call within its share: %d %s", r.status, r.body)
+		}
+	}
+}
+
+// Without tokens, the share is per client address: a client on 127.0.0.2
+// holding its share leaves slots for one on 127.0.0.1.
+func TestOneAddressCannotTakeEverySlot(t *testing.T) {
+	g := newGateTool()
+	ts := startServer(t, setup{opts: server.Options{
+		Registry: operatorRegistry(t, g),
+		Serve:    config.Serve{MaxConcurrentCalls: 2, MaxCallsPerClient: 1},
+	}})
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	other := from("127.0.0.2")
+	post := func(c *http.Client) (int, string) {
+		resp, err := c.Post(ts.url+"/v1/tools/gate/call", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Errorf("call: %v", err)
+			return -1, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	done := make(chan int, 2)
+	go func() { s, _ := post(other); done <- s }()
+	g.waitArrivals(t, 1)
+	if s, body := post(other); s != http.StatusTooManyRequests {
+		t.Errorf("127.0.0.2 over its share: %d %s", s, body)
+	}
+	go func() { s, _ := post(http.DefaultClient); done <- s }()
+	g.waitArrivals(t, 1)
+	close(g.gate)
+	for i := 0; i < 2; i++ {
+		if s := <-done; s != http.StatusOK {
+			t.Errorf("a call within its share: %d", s)
+		}
+	}
+}
