@@ -60,7 +60,6 @@ func checkNoHostText(t *testing.T, s string) {
 // module's hash.
 func TestWASIRefusesPanickingInputs(t *testing.T) {
 	r, logs := capturingRuntime(t)
-	poll := r.wasiSigs["poll_oneoff"]
 	for _, tt := range []struct {
 		name string
 		wasm []byte
@@ -69,13 +68,13 @@ func TestWASIRefusesPanickingInputs(t *testing.T) {
 		{"poll_oneoff with 2^28 subscriptions", wat(t, "wasi_poll_overflow"),
 			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435456 subscriptions overflow the 32-bit size of their buffer"},
 		// 2^28+1: the sizes wrap to 48 and 32, and the loop reads past them.
-		{"poll_oneoff with 2^28+1 subscriptions", wasiCallModule("poll_oneoff", poll, []uint64{0, 0, 1<<28 + 1, 0}, nil),
+		{"poll_oneoff with 2^28+1 subscriptions", wasiCallModule(r.wasiSigs, nil, wasiCall{"poll_oneoff", []uint64{0, 0, 1<<28 + 1, 0}}),
 			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435457 subscriptions overflow the 32-bit size of their buffer"},
-		{"poll_oneoff with 2^32-1 subscriptions", wasiCallModule("poll_oneoff", poll, []uint64{0, 0, 1<<32 - 1, 0}, nil),
+		{"poll_oneoff with 2^32-1 subscriptions", wasiCallModule(r.wasiSigs, nil, wasiCall{"poll_oneoff", []uint64{0, 0, 1<<32 - 1, 0}}),
 			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 4294967295 subscriptions overflow the 32-bit size of their buffer"},
 		{"fd_filestat_set_times on stdout", wat(t, "wasi_settimes_stdio"),
 			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 1 (stdio)"},
-		{"fd_filestat_set_times on stdin", wasiCallModule("fd_filestat_set_times", r.wasiSigs["fd_filestat_set_times"], []uint64{0, 0, 0, 2}, nil),
+		{"fd_filestat_set_times on stdin", wasiCallModule(r.wasiSigs, nil, wasiCall{"fd_filestat_set_times", []uint64{0, 0, 0, 2}}),
 			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 0 (stdio)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
