@@ -202,7 +202,12 @@ func (st *callState) scrubPanic(err error) error {
 	if errors.As(err, &refusal) {
 		return fmt.Errorf("%w: %w", ErrTrap, refusal)
 	}
-	if err == nil || !strings.Contains(err.Error(), recoveredMarker) {
+	if err == nil {
+		return ErrTrap
+	}
+	// The marker ends the panic's own description, before the wasm stack
+	// trace, whose frames the guest's name section names.
+	if head, _, _ := strings.Cut(err.Error(), "\nwasm stack trace:"); !strings.Contains(head, recoveredMarker) {
 		return wrapCause(ErrTrap, err)
 	}
 	refusal = &hostRefusal{fn: st.r.hostFunction(err.Error())}
