@@ -1,8 +1,8 @@
 // Package mcp connects agrun to the Model Context Protocol in both
 // directions: a [Client] turns the tools of an MCP server into
 // registry.Tools, which sit in the registry next to WASM tools (the loop
-// cannot tell them apart), and [NewServer], [Serve] and [NewHTTPHandler]
-// offer every tool of a registry to any MCP client (Claude Desktop, Cursor,
+// cannot tell them apart), and [NewServer], [ServeStdio], [Serve] and
+// [NewHTTPHandler] offer every tool of a registry to any MCP client (Claude Desktop, Cursor,
 // ...). It is built on github.com/modelcontextprotocol/go-sdk.
 //
 // # Client
@@ -72,8 +72,8 @@
 //
 // # Server
 //
-//	err := mcp.Serve(ctx, reg, &sdk.StdioTransport{}, nil) // agrun mcp serve
-//	http.Handle("/mcp", mcp.NewHTTPHandler(reg, nil))     // agrun mcp serve --http ADDR
+//	err := mcp.ServeStdio(ctx, reg, os.Stdin, os.Stdout, nil) // agrun mcp serve
+//	http.Handle("/mcp", mcp.NewHTTPHandler(reg, nil))       // agrun mcp serve --http ADDR
 //
 // Every registry tool becomes an MCP tool with its name, description and
 // schema; calls go through registry.Invoke, so permission checks and

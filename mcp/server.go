@@ -6,18 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agcore/agrun/registry"
 )
 
-// ServerOptions configures NewServer, Serve and NewHTTPHandler. A nil
-// *ServerOptions means all defaults.
+// ServerOptions configures NewServer, Serve, ServeStdio and
+// NewHTTPHandler. A nil *ServerOptions means all defaults; each zero field
+// means its default.
 type ServerOptions struct {
 	// Name and Version are what the server reports to clients. Empty means
 	// "agrun" and "0.1.0".
@@ -26,11 +25,38 @@ type ServerOptions struct {
 	// exposed. Nil means warnings and errors to stderr (never stdout, which
 	// carries the stdio protocol).
 	Logger *slog.Logger
-	// HTTP configures NewHTTPHandler (ignored by Serve). Nil means the SDK's
-	// defaults (which include protection against DNS rebinding for servers
-	// listening on localhost) with idle sessions closed after
-	// DefaultSessionTimeout.
+	// MaxRequestBytes caps one message from a client: a line for
+	// ServeStdio, a request body for NewHTTPHandler (unless
+	// HTTP.MaxRequestBodyBytes is set). Zero means DefaultMaxRequestBytes
+	// (4 MiB).
+	MaxRequestBytes int
+	// MaxSessions caps the sessions NewHTTPHandler keeps at once, and
+	// MaxSessionsPerClient those of one client address (an IPv4 address,
+	// an IPv6 /64). A request that would open one more is refused with
+	// 503 (total) or 429 (per client) and a JSON-RPC error. Zero means
+	// DefaultMaxSessions (256) and DefaultMaxSessionsPerClient (16).
+	MaxSessions, MaxSessionsPerClient int
+	// HTTP configures NewHTTPHandler (ignored by Serve and ServeStdio).
+	// Nil means the SDK's defaults (which include protection against DNS
+	// rebinding for servers listening on localhost). Its SessionTimeout,
+	// how long a session that receives no request is kept, zero means
+	// DefaultSessionTimeout (5 minutes); negative means forever (do not,
+	// for a server that untrusted clients reach).
 	HTTP *sdk.StreamableHTTPOptions
+}
+
+func (o *ServerOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return o.Logger
+}
+
+func (o *ServerOptions) maxRequestBytes() int {
+	if o.MaxRequestBytes <= 0 {
+		return DefaultMaxRequestBytes
+	}
+	return o.MaxRequestBytes
 }
 
 // NewServer returns an MCP server that offers every tool of reg: each
@@ -56,9 +82,7 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	if o.Version == "" {
 		o.Version = "0.1.0"
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	o.Logger = o.logger()
 	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
 		Logger:   o.Logger,
@@ -77,26 +101,11 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 }
 
 // Serve serves reg over t until the client disconnects or ctx is done, as
-// NewServer describes. For a stdio server use &sdk.StdioTransport{}.
+// NewServer describes. For a stdio server use ServeStdio, which survives
+// malformed lines (the SDK's StdioTransport ends the session on the first
+// one).
 func Serve(ctx context.Context, reg *registry.Registry, t sdk.Transport, opts *ServerOptions) error {
 	return NewServer(reg, opts).Run(ctx, t)
-}
-
-// DefaultSessionTimeout is how long NewHTTPHandler keeps a session that
-// receives no request, unless ServerOptions.HTTP says otherwise.
-const DefaultSessionTimeout = 30 * time.Minute
-
-// NewHTTPHandler returns a streamable HTTP handler serving reg (see
-// NewServer) to any number of clients. Mount it on the MCP endpoint path,
-// e.g. mux.Handle("/mcp", h).
-func NewHTTPHandler(reg *registry.Registry, opts *ServerOptions) http.Handler {
-	srv := NewServer(reg, opts)
-	ho := &sdk.StreamableHTTPOptions{SessionTimeout: DefaultSessionTimeout}
-	if opts != nil && opts.HTTP != nil {
-		c := *opts.HTTP
-		ho = &c
-	}
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, ho)
 }
 
 // bridge keeps an sdk.Server's tools in step with a registry.

@@ -23,7 +23,7 @@ import (
 // subprocess.
 func TestMain(m *testing.M) {
 	if os.Getenv("AGRUN_MCP_TEST_SERVE") == "stdio" {
-		if err := Serve(context.Background(), serverRegistry(), &sdk.StdioTransport{}, nil); err != nil {
+		if err := ServeStdio(context.Background(), serverRegistry(), os.Stdin, os.Stdout, nil); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

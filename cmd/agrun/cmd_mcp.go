@@ -2,20 +2,27 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/agcore/agrun/internal/server"
 	"github.com/agcore/agrun/mcp"
 )
 
 // mcpServe is `agrun mcp serve [--http ADDR]`: every configured tool (WASM
 // or MCP) offered to MCP clients, over stdio by default. Calls go through
 // the registry: the permission policy and argument validation apply.
+//
+// --http follows `agrun serve`'s listener policy: a loopback address needs
+// no token; any other address is refused (exit 2) unless [serve]
+// tokens_env names a variable holding bearer tokens, and then every
+// request must carry one.
 func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "serve" {
 		return usagef("usage: agrun mcp serve [--http ADDR]")
@@ -29,27 +36,49 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usagef("usage: agrun mcp serve [--http ADDR]")
 	}
-	e, err := c.openEnv(ctx, nil, true)
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	opts := &mcp.ServerOptions{Version: version, Logger: e.log}
 	if *addr == "" {
-		err := mcp.Serve(ctx, e.reg, &sdk.StdioTransport{}, opts)
+		e, err := c.openEnv(ctx, nil, true)
+		if err != nil {
+			return err
+		}
+		defer e.close()
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log})
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
+	if err := server.CheckTokens(tokens); err != nil {
+		return &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
+	if err := server.CheckListener(ln, tokens); err != nil {
+		ln.Close()
+		return &configError{fmt.Errorf("mcp serve --http %s: %w", *addr, err)}
+	}
+	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer e.close()
+	e.warnBroken(c.stderr)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, opts))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(c.stderr, "agrun: MCP server on http://%s/mcp\n", ln.Addr())
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log}))
+	srv := &http.Server{Handler: requireBearer(tokens, mux), ReadHeaderTimeout: 10 * time.Second}
+	auth := fmt.Sprintf("%d bearer token(s) from $%s", len(tokens), cfg.Serve.TokensEnv)
+	if len(tokens) == 0 {
+		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
+	}
+	fmt.Fprintf(c.stderr, "agrun: MCP server on http://%s/mcp (auth: %s)\n", ln.Addr(), auth)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -60,4 +89,41 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// requireBearer passes on only requests carrying "Authorization: Bearer
+// <one of tokens>"; the others get 401 and their body is never read. No
+// tokens means no check (the listener is loopback: server.CheckListener).
+// Tokens are compared by their SHA-256 digests in constant time, every
+// token on every request, so neither content nor length leaks through
+// timing.
+func requireBearer(tokens []string, next http.Handler) http.Handler {
+	if len(tokens) == 0 {
+		return next
+	}
+	digests := make([][32]byte, len(tokens))
+	for i, t := range tokens {
+		digests[i] = sha256.Sum256([]byte(t))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		tok, found := strings.CutPrefix(h, "Bearer ")
+		if !found {
+			tok, found = strings.CutPrefix(h, "bearer ")
+		}
+		d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		ok := 0
+		for i := range digests {
+			ok |= subtle.ConstantTimeCompare(d[:], digests[i][:])
+		}
+		if !found || ok != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"unauthorized: missing or wrong bearer token (Authorization: Bearer <token>)"}}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
