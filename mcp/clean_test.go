@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -30,7 +31,7 @@ const nastyCleaned = "a[2J]0;pwned]8;;http://evil.example\\b]8;;\\ 31mevil  \uFF
 // control character other than newline and tab, or an invisible one.
 func dirty(s string) (rune, bool) {
 	for _, r := range s {
-		if dropRune(r) {
+		if textsafe.IsUnsafe(r) {
 			return r, true
 		}
 	}
@@ -138,7 +139,7 @@ func TestStructuredResultIsSanitized(t *testing.T) {
 
 func TestCleanJSONKeyCollision(t *testing.T) {
 	for range 20 { // map order must not decide which value stays
-		out, err := cleanJSON([]byte(`{"a\u200b":2,"a":1,"b":[" \u202e"]}`))
+		out, err := textsafe.CleanJSON([]byte(`{"a\u200b":2,"a":1,"b":[" \u202e"]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestCleanJSONKeyCollision(t *testing.T) {
 			t.Fatalf("cleanJSON = %s", out)
 		}
 	}
-	if _, err := cleanJSON([]byte(`{`)); err == nil {
+	if _, err := textsafe.CleanJSON([]byte(`{`)); err == nil {
 		t.Error("cleanJSON accepted invalid JSON")
 	}
 }
@@ -187,8 +188,8 @@ func TestConnectErrorIsSanitized(t *testing.T) {
 	if !strings.Contains(e.Message(), "not json at all") {
 		t.Errorf("message %q does not say what the server sent", e.Message())
 	}
-	var ce *cleanErr
-	if !errors.As(err, &ce) || ce.err == nil {
+	var ce *textsafe.Error
+	if !errors.As(err, &ce) || ce.Unwrap() == nil {
 		t.Errorf("the cause is not reachable through errors.As: %#v", err)
 	}
 }
@@ -207,10 +208,78 @@ func TestCleanError(t *testing.T) {
 		t.Error("errors.Is lost the cause")
 	}
 	if cleanError(err) != err {
-		t.Error("a cleanErr was wrapped again")
+		t.Error("a cleaned error was wrapped again")
 	}
 	checkClean(t, "cleanError", err.Error())
 	if len(err.Error()) > maxErrorText {
 		t.Errorf("message is %d bytes; cap %d", len(err.Error()), maxErrorText)
+	}
+}
+
+// agrun mcp serve cleans what it serves: a tool's JSON string result whose
+// escapes decode to control characters, a structured result with escaped
+// invisible characters, and an error message built from a tool's text. The
+// client here is the SDK's own, which cleans nothing.
+func TestServedTextIsSanitized(t *testing.T) {
+	reg := registry.New()
+	tools := map[string]func() (json.RawMessage, error){
+		"esc": func() (json.RawMessage, error) { return json.RawMessage(`"\u001b[31mred\u009b2J\u202e"`), nil },
+		"obj": func() (json.RawMessage, error) { return json.RawMessage(`{"k\u200b":"\u001b]0;t\u0007v"}`), nil },
+		"fail": func() (json.RawMessage, error) {
+			return nil, registry.Errorf(registry.ExecutionFailed, "fail", "trap\x1b]0;pwned\x07 \u009b31m%s", strings.Repeat("f", 3*MaxErrorTextBytes))
+		},
+	}
+	for name, run := range tools {
+		if err := reg.Register(fakeTool{name: name, run: func(context.Context, json.RawMessage) (json.RawMessage, error) { return run() }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ss, err := NewServer(reg, nil).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "raw", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(name string) *sdk.CallToolResult {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	text := func(res *sdk.CallToolResult) string {
+		var parts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				parts = append(parts, tc.Text)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	if got := text(call("esc")); got != "[31mred2J" {
+		t.Errorf("esc served %q", got)
+	}
+	res := call("obj")
+	checkClean(t, "obj text", text(res))
+	b, _ := json.Marshal(res.StructuredContent)
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil || m["k"] != "]0;tv" {
+		t.Errorf("obj structuredContent %s (%v)", b, err)
+	}
+	res = call("fail")
+	got := text(res)
+	if !res.IsError || !strings.HasPrefix(got, "error (execution_failed): trap]0;pwned 31m") {
+		t.Errorf("fail served %v %q", res.IsError, textsafe.Truncate(got, 100))
+	}
+	checkClean(t, "fail text", got)
+	if len(got) > MaxErrorTextBytes+64 {
+		t.Errorf("error text is %d bytes", len(got))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -210,23 +211,17 @@ func (c *Client) errorf(k registry.Kind, tool, format string, args ...any) *regi
 // cleanError).
 const maxErrorText = 2 << 10
 
-// cleanErr is an error whose text may quote what a server sent (the SDK's
-// decoding errors quote the bytes it could not decode): its message is the
-// cause's, passed through SanitizeText and capped, so that it is fit for a
-// model, a terminal and a log; errors.Is and errors.As still see the cause.
-type cleanErr struct{ err error }
-
-func (e *cleanErr) Error() string { return SanitizeText(e.err.Error(), maxErrorText) }
-func (e *cleanErr) Unwrap() error { return e.err }
-
-// cleanError wraps err in a cleanErr unless it is nil, already one, or a
-// *registry.Error (whose messages this package built from clean parts).
+// cleanError wraps err, whose text may quote what a server sent (the SDK's
+// decoding errors quote the bytes it could not decode), so that its message
+// is passed through textsafe and capped: fit for a model, a terminal and a
+// log; errors.Is and errors.As still see the cause. nil and
+// *registry.Error (whose messages this package built from clean parts) are
+// returned as they are.
 func cleanError(err error) error {
-	switch err.(type) {
-	case nil, *cleanErr, *registry.Error:
+	if _, ok := err.(*registry.Error); ok {
 		return err
 	}
-	return &cleanErr{err}
+	return textsafe.WrapError(err, maxErrorText)
 }
 
 // Connect starts the server (or opens the HTTP session), performs the MCP

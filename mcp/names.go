@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -50,59 +50,15 @@ func ToolName(server, tool string) string {
 }
 
 // SanitizeText makes text from an untrusted server safe to show a model or a
-// terminal: invalid UTF-8 becomes U+FFFD; control characters other than
-// newline and tab are dropped, and so are invisible characters that can
-// hide instructions from a human reader (format characters such as
-// zero-width spaces, bidirectional overrides and Unicode tag characters,
-// variation selectors, private-use characters); the result is cut to at most
-// max bytes (at a rune boundary, ending in "…"). max <= 0 means no cut.
-func SanitizeText(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var b strings.Builder
-	b.Grow(min(len(s), max+8))
-	for _, r := range s {
-		if dropRune(r) {
-			continue
-		}
-		if max > 0 && b.Len()+utf8.RuneLen(r) > max {
-			return cut(b.String(), max)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// cut shortens s so that s+"…" fits in max bytes.
-func cut(s string, max int) string {
-	const ell = "…"
-	n := max - len(ell)
-	if n < 0 {
-		n = 0
-	}
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	if n > len(s) {
-		n = len(s)
-	}
-	return s[:n] + ell
-}
-
-func dropRune(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case unicode.Is(unicode.Cc, r), // controls, including ESC (terminal escapes)
-		unicode.Is(unicode.Cf, r),                                // format: zero-width, bidi overrides, tags, BOM, soft hyphen
-		unicode.Is(unicode.Co, r),                                // private use
-		unicode.Is(unicode.Cs, r),                                // surrogates (cannot occur after ToValidUTF8, kept for clarity)
-		r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF, // variation selectors
-		r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0, // Hangul fillers (render blank)
-		r == 0x2028 || r == 0x2029:                               // line/paragraph separators
-		return true
-	}
-	return false
-}
+// terminal: it is textsafe.Clean, agrun's one definition of unsafe text.
+// Invalid UTF-8 becomes U+FFFD; control characters other than newline and
+// tab are dropped, and so are invisible characters that can hide
+// instructions from a human reader (format characters such as zero-width
+// spaces, bidirectional overrides and Unicode tag characters, variation
+// selectors, Hangul fillers, line and paragraph separators, private-use
+// characters, noncharacters); the result is cut to at most max bytes (at a
+// rune boundary, ending in "…"). max <= 0 means no cut.
+func SanitizeText(s string, max int) string { return textsafe.Clean(s, max) }
 
 // sanitizeSchema returns the tool's input schema as JSON with every
 // "description" and "title" string in it sanitized like a description (the

@@ -1,19 +1,19 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // resultJSON maps a tools/call result to what the model is given:
 //
 //   - structuredContent, when present, is returned as JSON, with every
-//     string in it (object keys included) passed through SanitizeText;
+//     string in it (object keys included) passed through SanitizeText
+//     (textsafe.CleanJSON);
 //   - otherwise the content blocks become one JSON string: text blocks as
 //     they are, images and audio as a short placeholder (type, MIME type,
 //     size) instead of their base64 data, resource links as their URI,
@@ -29,7 +29,7 @@ func resultJSON(res *sdk.CallToolResult) (json.RawMessage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("structuredContent: %w", err)
 		}
-		b, err = cleanJSON(b)
+		b, err = textsafe.CleanJSON(b)
 		if err != nil {
 			return nil, fmt.Errorf("structuredContent: %w", err)
 		}
@@ -42,45 +42,16 @@ func resultJSON(res *sdk.CallToolResult) (json.RawMessage, error) {
 	return b, nil
 }
 
-// cleanJSON returns the JSON document b with every string in it, object
-// keys included, passed through SanitizeText (no cap). Numbers are kept as
-// written. Keys that become equal once cleaned keep the first in sorted
-// order of the original keys, so the result does not depend on map order.
-func cleanJSON(b []byte) ([]byte, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
+// cleanOutput returns a registry tool's output as agrun mcp serve passes
+// it to its client: every string in it passed through SanitizeText
+// (textsafe.CleanJSON), so that a JSON escape such as "\u001b" cannot
+// become a raw control character once the client decodes it; output that
+// is not JSON is cleaned as text.
+func cleanOutput(out json.RawMessage) json.RawMessage {
+	if c, err := textsafe.CleanJSON(out); err == nil {
+		return c
 	}
-	return json.Marshal(cleanValue(v))
-}
-
-func cleanValue(v any) any {
-	switch x := v.(type) {
-	case string:
-		return SanitizeText(x, 0)
-	case []any:
-		for i, e := range x {
-			x[i] = cleanValue(e)
-		}
-		return x
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		m := make(map[string]any, len(x))
-		for _, k := range keys {
-			ck := SanitizeText(k, 0)
-			if _, dup := m[ck]; !dup {
-				m[ck] = cleanValue(x[k])
-			}
-		}
-		return m
-	}
-	return v
+	return json.RawMessage(SanitizeText(string(out), 0))
 }
 
 // contentText renders content blocks as text (see resultJSON).

@@ -255,3 +255,29 @@ func Escape(s string) string {
 	}
 	return string(out)
 }
+
+// Error is an error whose message is its cause's, cleaned and capped by
+// WrapError; errors.Is and errors.As still see the cause.
+type Error struct {
+	msg   string
+	cause error
+}
+
+// Error returns the cleaned message.
+func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.cause }
+
+// WrapError returns err with its message passed through Clean(msg, max),
+// computed once: fit for a model, a terminal and a log. It returns nil for
+// nil, and err itself when it already is an *Error no longer than max.
+func WrapError(err error, max int) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := err.(*Error); ok && (max <= 0 || len(e.msg) <= max) {
+		return e
+	}
+	return &Error{msg: Clean(err.Error(), max), cause: err}
+}

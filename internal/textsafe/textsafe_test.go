@@ -2,6 +2,7 @@ package textsafe
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -249,4 +250,21 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestWrapError(t *testing.T) {
+	if WrapError(nil, 10) != nil {
+		t.Fatal("WrapError(nil) is not nil")
+	}
+	cause := errors.New("trap\x1b]0;x\x07 at \u009b$f" + strings.Repeat("g", 100))
+	err := WrapError(cause, 20)
+	if !errors.Is(err, cause) {
+		t.Error("the cause is lost")
+	}
+	if got := err.Error(); got != "trap]0;x at $fggg…" || len(got) > 20 {
+		t.Errorf("message %q", got)
+	}
+	if again := WrapError(err, 20); again != err {
+		t.Error("wrapping twice")
+	}
 }
