@@ -212,3 +212,19 @@ func TestLoadAndLocate(t *testing.T) {
 		t.Fatal("./agrun.toml is the fallback")
 	}
 }
+
+func TestServeWebKeys(t *testing.T) {
+	c, err := Parse("agrun.toml", []byte("[serve]\nallowed_hosts = [\"agrun.example.com\", \"10.0.0.5:8080\", \"[fd00::1]:8080\"]\nbody_timeout = \"5s\"\nmax_calls_per_client = 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Serve
+	if len(s.AllowedHosts) != 3 || s.AllowedHosts[2] != "[fd00::1]:8080" || s.BodyTimeout.Std() != 5*time.Second || s.MaxCallsPerClient != 3 {
+		t.Errorf("serve = %+v", s)
+	}
+	_, err = Parse("agrun.toml", []byte("[serve]\n\nallowed_hosts = [\"http://agrun.example.com\"]\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "serve.allowed_hosts" || ce.Line != 3 || !strings.Contains(err.Error(), "without scheme") {
+		t.Errorf("a URL in serve.allowed_hosts: %v", err)
+	}
+}
