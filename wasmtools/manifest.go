@@ -12,11 +12,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -244,7 +244,7 @@ func (m Manifest) Validate() error {
 	if len(m.Version) > maxVersion {
 		return manifestErr("version", "%d bytes, at most %d", len(m.Version), maxVersion)
 	}
-	if !utf8.ValidString(m.Version) || strings.ContainsFunc(m.Version, isControl) || strings.ContainsFunc(m.Version, isInvisible) {
+	if !textsafe.IsSafe(m.Version) || strings.ContainsAny(m.Version, "\n\t") {
 		return manifestErr("version", "must be printable UTF-8 text")
 	}
 	if strings.TrimSpace(m.Description) == "" {
@@ -256,11 +256,9 @@ func (m Manifest) Validate() error {
 	if !utf8.ValidString(m.Description) {
 		return manifestErr("description", "not valid UTF-8")
 	}
-	if i := strings.IndexFunc(m.Description, func(r rune) bool {
-		return r != '\n' && r != '\t' && (isControl(r) || isInvisible(r))
-	}); i >= 0 {
+	if i := textsafe.IndexUnsafe(m.Description); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(m.Description[i:])
-		return manifestErr("description", "%U at byte %d: control characters (but newline and tab) and invisible characters (zero-width, bidi controls, tags, private use) are not allowed: the model reads the description as is", r, i)
+		return manifestErr("description", "%U at byte %d: control characters (but newline and tab) and invisible characters (zero-width, bidi controls, tags, variation selectors, fillers, private use, noncharacters: see internal/textsafe) are not allowed: the model reads the description as is", r, i)
 	}
 	for i, p := range m.Permissions {
 		if p.IsZero() {
@@ -282,19 +280,6 @@ func (m Manifest) Validate() error {
 		return manifestErr("", "%d bytes, at most %d", n, MaxManifestBytes)
 	}
 	return nil
-}
-
-// isControl reports C0 and C1 control characters and DEL (Unicode Cc).
-func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
-
-// isInvisible reports characters that show nothing yet can change what a
-// reader sees or hide text from them: format characters (Unicode Cf:
-// zero-width spaces and joiners, bidi embeddings, overrides and isolates,
-// tag characters, the BOM, the soft hyphen), private-use characters and
-// the line and paragraph separators. mcp.SanitizeText drops the same
-// characters from what MCP servers send.
-func isInvisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Co, r) || r == 0x2028 || r == 0x2029
 }
 
 // MarshalJSON encodes the manifest compactly, with its fields in the
@@ -701,12 +686,4 @@ func ReadManifestFile(path string) (Manifest, error) {
 	return m, nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+func truncate(s string, n int) string { return textsafe.Truncate(s, n) }

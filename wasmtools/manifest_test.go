@@ -132,9 +132,8 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal manifest: %v", err)
 	}
-	// Newlines, tabs and visible non-ASCII text (emoji with a variation
-	// selector included) are fine in a description.
-	fine := Manifest{Name: "x", Description: "Météo ☀️ 天気\n\tline two — «ok»"}
+	// Newlines, tabs and visible non-ASCII text are fine in a description.
+	fine := Manifest{Name: "x", Description: "Météo ☀ 天気 😀\n\tline two — «ok»"}
 	if err := fine.Validate(); err != nil {
 		t.Fatalf("description with newline, tab and visible Unicode: %v", err)
 	}
@@ -148,6 +147,12 @@ func TestValidate(t *testing.T) {
 		{"bad output", Manifest{Name: "x", Description: "d", Output: "JSON"}, `"JSON"`},
 		{"description with an OSC sequence", Manifest{Name: "x", Description: "d\x1b]0;pwned\x07"}, "description: U+001B at byte 1"},
 		{"description with invisible text", Manifest{Name: "x", Description: "d\u200b\u202e"}, "description: U+200B at byte 1"},
+		// The same set as everywhere (internal/textsafe): mcp drops these
+		// from server descriptions, so a manifest may not carry them.
+		{"description with a variation selector", Manifest{Name: "x", Description: "d\ufe0f"}, "description: U+FE0F at byte 1"},
+		{"description with a Hangul filler", Manifest{Name: "x", Description: "d\u3164"}, "description: U+3164 at byte 1"},
+		{"description with a noncharacter", Manifest{Name: "x", Description: "d\ufdd0"}, "description: U+FDD0 at byte 1"},
+		{"version with a tab", Manifest{Name: "x", Description: "d", Version: "1\t2"}, "version: must be printable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,9 +28,9 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -156,7 +156,8 @@ func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g G
 	}
 	mod, err := rt.Compile(ctx, wasm)
 	if err != nil {
-		return nil, err
+		// Compile errors may quote the module (names, section contents).
+		return nil, textsafe.WrapError(err, maxErrorMessage)
 	}
 	params := m.Parameters
 	if len(bytes.TrimSpace(params)) == 0 {
@@ -286,7 +287,8 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		if out != nil && len(bytes.TrimSpace(out.Stderr)) > 0 && errors.Is(err, runtime.ErrTrap) {
 			// A Go reactor's unrecovered panic traps (it cannot exit 2
 			// from inside agrun_call): what it printed says why.
-			err = fmt.Errorf("%w; stderr: %s", err, cleanTail(bytes.TrimSpace(out.Stderr), maxErrorMessage))
+			// Each half of the message is capped so the end of stderr survives.
+			err = fmt.Errorf("%w; stderr: %s", textsafe.WrapError(err, maxErrorMessage/2), textsafe.CleanTail(bytes.TrimSpace(out.Stderr), maxErrorMessage/2-16))
 		}
 		return nil, t.classify(ctx, err)
 	}
@@ -294,7 +296,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "%s", guestMessage(out))
 	}
 	if t.man.Output == OutputText {
-		b, _ := json.Marshal(cleanText(out.Stdout, -1))
+		b, _ := json.Marshal(textsafe.CleanBytes(out.Stdout, 0))
 		return b, nil
 	}
 	res := bytes.TrimSpace(out.Stdout)
@@ -302,7 +304,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool wrote no result to stdout")
 	}
 	if !json.Valid(res) {
-		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output is not valid JSON: %q", cleanText(res, 200))
+		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output is not valid JSON: %q", textsafe.CleanBytes(res, 200))
 	}
 	if !utf8.Valid(res) {
 		// json.Valid does not check UTF-8, and json.RawMessage is passed on
@@ -334,7 +336,10 @@ func (t *Tool) classify(ctx context.Context, err error) error {
 	case errors.Is(err, runtime.ErrClosed):
 		k = registry.Other
 	}
-	return registry.NewError(k, t.name, err)
+	// The runtime's text (a trap's names its module's functions; a
+	// compile error may quote the module) is cleaned and capped like the
+	// guest's own message.
+	return registry.NewError(k, t.name, textsafe.WrapError(err, maxErrorMessage))
 }
 
 // guestMessage is the message of a failed call: the "error" string of a
@@ -344,52 +349,10 @@ func guestMessage(out *runtime.Output) string {
 		Error *string `json:"error"`
 	}
 	if json.Unmarshal(bytes.TrimSpace(out.Stdout), &e) == nil && e.Error != nil && *e.Error != "" {
-		return cleanText([]byte(*e.Error), maxErrorMessage)
+		return textsafe.Clean(*e.Error, maxErrorMessage)
 	}
 	if s := bytes.TrimSpace(out.Stderr); len(s) > 0 {
-		return cleanTail(s, maxErrorMessage)
+		return textsafe.CleanTail(s, maxErrorMessage)
 	}
 	return fmt.Sprintf("the tool exited with code %d", out.ExitCode)
-}
-
-// cleanTail is the end of cleanText(b): at most max bytes (plus a leading
-// "…" when cut), cut at a character boundary. It cleans before cutting, so
-// that invalid bytes, which grow into U+FFFD, cannot push the end out.
-func cleanTail(b []byte, max int) string {
-	if len(b) > 4*max {
-		b = b[len(b)-4*max:]
-	}
-	s := cleanText(b, -1)
-	if len(s) <= max {
-		return s
-	}
-	i := len(s) - max
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return "…" + s[i:]
-}
-
-// cleanText makes guest bytes safe to show a model or a terminal: valid
-// UTF-8, no control characters but newline and tab (so no terminal escape
-// sequences), at most max bytes (max < 0: no limit).
-func cleanText(b []byte, max int) string {
-	var sb strings.Builder
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		b = b[n:]
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			r = '\uFFFD'
-		case r == '\n' || r == '\t':
-		case unicode.IsControl(r):
-			continue
-		}
-		if max >= 0 && sb.Len()+utf8.RuneLen(r) > max {
-			sb.WriteString("…")
-			break
-		}
-		sb.WriteRune(r)
-	}
-	return sb.String()
 }
