@@ -9,7 +9,10 @@ import (
 )
 
 // serve is `agrun serve [--addr ADDR]`: the HTTP API of internal/server
-// (docs/API.md) over the configured tools plus the uploaded ones. It runs
+// (docs/API.md) over the configured tools plus the uploaded ones. It
+// answers only requests naming it (loopback, ADDR's host, the address a
+// connection reached, [serve] allowed_hosts) and not from web pages of
+// another origin. It runs
 // until the context is cancelled (SIGTERM, Ctrl-C), then lets requests in
 // flight finish for up to server.DefaultShutdownTimeout.
 func (c *cli) serve(ctx context.Context, args []string) error {
@@ -67,5 +70,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
 	}
 	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.reg.Len(), srv.DataDir(), auth)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() && len(cfg.Serve.AllowedHosts) == 0 {
+		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
+	}
 	return srv.Serve(ctx, ln)
 }

@@ -130,9 +130,10 @@ type Options struct {
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// MaxBodyMemory bounds the bytes of request bodies held in memory at
-	// once (one client: half of it, or at least one largest upload). Zero:
-	// MaxConcurrentUploads uploads of MaxUpload plus MaxConcurrentCalls
-	// bodies of MaxBody.
+	// once, counted as they arrive (one client: half of it, or at least
+	// one largest upload); a body that would go over is answered 429
+	// busy. Zero: MaxConcurrentUploads uploads of MaxUpload plus
+	// MaxConcurrentCalls bodies of MaxBody; never less than MaxUpload.
 	MaxBodyMemory int64
 }
 
@@ -227,7 +228,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		BodyTimeout:          orDefault(sv.BodyTimeout.Std(), DefaultBodyTimeout),
 	}
 	lim.MaxCallsPerClient = min(lim.MaxConcurrentCalls, orDefault(sv.MaxCallsPerClient, max(1, lim.MaxConcurrentCalls/2)))
-	lim.MaxBodyMemory = orDefault(opts.MaxBodyMemory, int64(lim.MaxConcurrentUploads)*lim.MaxUpload+int64(lim.MaxConcurrentCalls)*lim.MaxBody)
+	lim.MaxBodyMemory = max(lim.MaxUpload, orDefault(opts.MaxBodyMemory, int64(lim.MaxConcurrentUploads)*lim.MaxUpload+int64(lim.MaxConcurrentCalls)*lim.MaxBody))
 	hosts, err := newHostPolicy(sv.Addr, sv.AllowedHosts)
 	if err != nil {
 		return nil, err
