@@ -314,9 +314,9 @@ func (r *Registry) call(ctx context.Context, c Call) (json.RawMessage, error) {
 	if err := r.checker.Check(c.Name, e.perms); err != nil {
 		return nil, NewError(PermissionDenied, c.Name, err)
 	}
-	args, err := r.validate(e, c.Args)
+	args, err := r.validate(ctx, e, c.Args)
 	if err != nil {
-		return nil, NewError(InvalidArguments, c.Name, err)
+		return nil, validationError(c.Name, err)
 	}
 	out, err := execute(ctx, e.tool, args)
 	if err != nil {
@@ -341,14 +341,27 @@ func (r *Registry) ValidateArgs(name string, args json.RawMessage) (json.RawMess
 	if !ok {
 		return nil, Errorf(NotFound, name, "no tool named %q", truncate(name, 80))
 	}
-	a, err := r.validate(e, args)
+	a, err := r.validate(context.Background(), e, args)
 	if err != nil {
-		return nil, NewError(InvalidArguments, name, err)
+		return nil, validationError(name, err)
 	}
 	return a, nil
 }
 
-func (r *Registry) validate(e *entry, args json.RawMessage) (json.RawMessage, error) {
+// validationError classifies a failed validation: the call's context
+// ending it is a Timeout or Cancelled error (KindOf), anything else —
+// arguments that do not match, or cost more than the validation budget —
+// is InvalidArguments.
+func validationError(tool string, err error) *Error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return NewError(KindOf(err), tool, err)
+	}
+	return NewError(InvalidArguments, tool, err)
+}
+
+// validate checks args for e as Invoke does. Validation is bounded (see
+// MaxValidationSteps) and ends early once ctx is done, with ctx's error.
+func (r *Registry) validate(ctx context.Context, e *entry, args json.RawMessage) (json.RawMessage, error) {
 	if len(args) > r.maxArgs {
 		return nil, fmt.Errorf("arguments too large: %d bytes, at most %d", len(args), r.maxArgs)
 	}
@@ -367,7 +380,7 @@ func (r *Registry) validate(e *entry, args json.RawMessage) (json.RawMessage, er
 	if _, ok := v.(map[string]any); !ok {
 		return nil, fmt.Errorf("arguments must be a JSON object, got %s", jsonType(v))
 	}
-	if err := e.schema.Validate(v); err != nil {
+	if err := e.schema.ValidateContext(ctx, v); err != nil {
 		return nil, err
 	}
 	return args, nil
