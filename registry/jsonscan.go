@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // Limits of the hardened JSON decoder shared by argument validation and
@@ -453,9 +455,7 @@ func pointer(path []string) string {
 	return truncate(b.String(), 200)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
+// truncate cuts s to at most n bytes at a rune boundary, marking the cut
+// (a key or number quoted in an error may be long and cut inside a UTF-8
+// sequence otherwise).
+func truncate(s string, n int) string { return textsafe.Truncate(s, n) }

@@ -6,9 +6,9 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 )
 
@@ -101,12 +101,4 @@ func printMessage(w io.Writer, raw json.RawMessage) {
 }
 
 // shorten cuts s to at most n bytes on a rune boundary, marking the cut.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func shorten(s string, n int) string { return textsafe.Truncate(s, n) }

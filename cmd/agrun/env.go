@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,10 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/config"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -331,31 +329,11 @@ func (e *env) brokenFor(name string) error {
 
 func firstLine(s string, max int) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return s
+	return textsafe.Truncate(s, max)
 }
 
 // safe makes text from tools, servers and models safe for a terminal:
-// valid UTF-8, control characters (escape sequences included) shown as
-// \x.. escapes, invisible format characters (zero-width, bidi overrides)
-// as \u.... Newlines and tabs stay.
-func safe(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError:
-			b.WriteString("\uFFFD")
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unicode.Is(unicode.Cf, r) || unicode.IsControl(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// textsafe.Escape shows every unsafe rune (control characters, escape
+// sequences included, and invisible ones) as a \x.. or \u.... escape;
+// invalid UTF-8 becomes U+FFFD. Newlines and tabs stay.
+func safe(s string) string { return textsafe.Escape(s) }

@@ -6,23 +6,27 @@ package termsafe
 
 import (
 	"fmt"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
-// JSON rewrites, inside a JSON text, the characters a terminal could act
-// on or that hide text — C1 controls (U+0080–U+009F; U+009B starts an
-// escape sequence on many terminals), format characters (bidi overrides,
-// zero-width and tag characters), line and paragraph separators — and
+// JSON rewrites, inside a JSON text, every rune internal/textsafe calls
+// unsafe — DEL, C1 controls (U+0080–U+009F; U+009B starts an escape
+// sequence on many terminals), format characters (bidi overrides,
+// zero-width and tag characters), variation selectors, fillers, line and
+// paragraph separators, private-use characters, noncharacters — and
 // invalid UTF-8 as \u escapes. encoding/json escapes C0 controls but not
 // these. The result is the same JSON value: outside strings a valid JSON
-// text has only ASCII. b is returned unchanged when nothing needs escaping.
+// text has only ASCII (and no DEL). C0 controls other than JSON's
+// whitespace, which valid JSON never holds raw, are escaped too. b is
+// returned unchanged when nothing needs escaping.
 func JSON(b []byte) []byte {
 	var out []byte
 	for i := 0; i < len(b); {
 		c := b[i]
-		if c < utf8.RuneSelf {
+		if c < utf8.RuneSelf && !unsafeASCII(c) {
 			if out != nil {
 				out = append(out, c)
 			}
@@ -31,7 +35,7 @@ func JSON(b []byte) []byte {
 		}
 		r, n := utf8.DecodeRune(b[i:])
 		bad := r == utf8.RuneError && n == 1
-		if !bad && !Hidden(r) {
+		if !bad && !textsafe.IsUnsafe(r) {
 			if out != nil {
 				out = append(out, b[i:i+n]...)
 			}
@@ -55,9 +59,8 @@ func JSON(b []byte) []byte {
 	return out
 }
 
-// Hidden reports whether a non-ASCII rune is one a terminal may act on or
-// that hides or reorders text: a C1 control, a format character (Cf), or
-// U+2028/U+2029.
-func Hidden(r rune) bool {
-	return r >= 0x80 && r < 0xa0 || unicode.Is(unicode.Cf, r) || r == 0x2028 || r == 0x2029
+// unsafeASCII reports the ASCII bytes JSON escapes: DEL and the C0
+// controls but JSON's whitespace.
+func unsafeASCII(c byte) bool {
+	return c == 0x7f || c < 0x20 && c != '\n' && c != '\t' && c != '\r'
 }

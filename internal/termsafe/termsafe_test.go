@@ -3,10 +3,13 @@ package termsafe
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 func TestJSON(t *testing.T) {
-	for _, s := range []string{"plain", "x\u009b31m", "\u202eevil", "zero\u200bwidth", "tag\U000E0049", "line\u2028sep", "é ü 中文 🙂"} {
+	for _, s := range []string{"plain", "x\u009b31m", "\u202eevil", "zero\u200bwidth", "tag\U000E0049", "line\u2028sep", "é ü 中文 🙂",
+		"private\ue000use", "plane15\U000F0041", "vs\ufe0f", "filler\u3164", "nonchar\ufdd0", "del\x7f"} {
 		in, _ := json.Marshal(map[string]string{"a": s})
 		out := JSON(in)
 		var m map[string]string
@@ -14,7 +17,7 @@ func TestJSON(t *testing.T) {
 			t.Errorf("%q: %s does not decode to the same value (%v)", s, out, err)
 		}
 		for _, r := range string(out) {
-			if r >= 0x80 && Hidden(r) {
+			if textsafe.IsUnsafe(r) && r != '\n' {
 				t.Errorf("%q: %s still carries %U", s, out, r)
 			}
 		}
