@@ -57,7 +57,9 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: NewHTTPHandler(conformanceRegistry(t), nil)}
+	// The suite opens a session per scenario, all from one address, and
+	// closes none: more than DefaultMaxSessionsPerClient.
+	srv := &http.Server{Handler: NewHTTPHandler(conformanceRegistry(t), &ServerOptions{MaxSessionsPerClient: DefaultMaxSessions})}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"
