@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -340,32 +339,38 @@ func TestOneTokenCannotTakeEverySlot(t *testing.T) {
 	if share != 2 {
 		t.Fatalf("MaxCallsPerClient = %d, want half of 4", share)
 	}
-	var wg sync.WaitGroup
-	results := make(chan response, 8)
-	call := func(tok string) {
-		defer wg.Done()
-		results <- ts.requestAs(tok, "POST", "/v1/tools/gate/call", "application/json", []byte(`{}`))
+	call := func(tok string, out chan<- response) {
+		out <- ts.requestAs(tok, "POST", "/v1/tools/gate/call", "application/json", []byte(`{}`))
 	}
-	// Token a tries to take all 4 slots; it gets its share.
-	for i := 0; i < share; i++ {
-		wg.Add(1)
-		go call(a)
+	// Token a's clients try to take all 4 slots: share of them run, the
+	// others are refused at once.
+	fromA := make(chan response, 4)
+	for i := 0; i < 4; i++ {
+		go call(a, fromA)
 	}
 	g.waitArrivals(t, share)
-	for i := 0; i < 2; i++ {
-		r := ts.requestAs(a, "POST", "/v1/tools/gate/call", "application/json", []byte(`{}`))
-		if r.status != http.StatusTooManyRequests || r.errorKind(t) != server.KindBusy || r.header.Get("Retry-After") == "" {
-			t.Errorf("token a over its share: %d %s", r.status, r.body)
+	for i := 0; i < 4-share; i++ {
+		select {
+		case r := <-fromA:
+			if r.status != http.StatusTooManyRequests || r.errorKind(t) != server.KindBusy || r.header.Get("Retry-After") == "" {
+				t.Errorf("token a over its share: %d %s", r.status, r.body)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("token a took more than its share of the slots")
 		}
 	}
-	// Token b still runs.
-	wg.Add(1)
-	go call(b)
-	g.waitArrivals(t, 1)
+	// Token b still gets a slot.
+	fromB := make(chan response, 1)
+	go call(b, fromB)
+	select {
+	case <-g.arrived:
+	case r := <-fromB:
+		t.Fatalf("token b was refused while token a held its share: %d %s", r.status, r.body)
+	case <-time.After(60 * time.Second):
+		t.Fatal("token b's call never ran")
+	}
 	close(g.gate)
-	wg.Wait()
-	close(results)
-	for r := range results {
+	for _, r := range []response{<-fromA, <-fromA, <-fromB} {
 		if res := callResult(t, r); r.status != http.StatusOK || !res.OK {
 			t.Errorf("a call within its share: %d %s", r.status, r.body)
 		}
@@ -408,5 +413,54 @@ func TestOneAddressCannotTakeEverySlot(t *testing.T) {
 		if s := <-done; s != http.StatusOK {
 			t.Errorf("a call within its share: %d", s)
 		}
+	}
+}
+
+// The bodies read before a slot is taken are held under a byte budget:
+// a client stalled near the end of a big body holds the bytes it sent,
+// another body that would go over is answered 429 busy, and the bytes
+// come back when the stalled body times out.
+func TestBodyMemoryBudget(t *testing.T) {
+	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
+	ts := startServer(t, setup{opts: server.Options{
+		Tokens:        []string{a, b},
+		MaxBodyMemory: 100 << 10,
+		Serve: config.Serve{
+			MaxUpload:        64 << 10,
+			UploadsPerMinute: 1000,
+			ReadTimeout:      config.Duration(10 * time.Minute),
+			BodyTimeout:      config.Duration(3 * time.Second),
+		},
+	}})
+	if got := ts.srv.Limits().MaxBodyMemory; got != 100<<10 {
+		t.Fatalf("MaxBodyMemory = %d", got)
+	}
+	conn := slowBody(t, ts, "/v1/tools", "application/wasm", 64<<10, "Authorization: Bearer "+a+"\r\n")
+	if _, err := conn.Write(bytes.Repeat([]byte{'x'}, 60<<10-1)); err != nil {
+		t.Fatal(err)
+	}
+	garbage := bytes.Repeat([]byte{'y'}, 60<<10)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := ts.requestAs(b, "POST", "/v1/tools", "application/wasm", garbage)
+		if r.status == http.StatusTooManyRequests {
+			if r.errorKind(t) != server.KindBusy || r.header.Get("Retry-After") == "" {
+				t.Errorf("over the budget: %d %v %s", r.status, r.header, r.body)
+			}
+			break
+		}
+		if r.status != http.StatusBadRequest || time.Now().After(deadline) {
+			t.Fatalf("a body over the budget: %d %s", r.status, r.body)
+		}
+		time.Sleep(50 * time.Millisecond) // the stalled body is not all read yet
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("the stalled body: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if r := ts.requestAs(b, "POST", "/v1/tools", "application/wasm", garbage); r.status != http.StatusBadRequest || r.errorKind(t) != server.KindMalformedModule {
+		t.Errorf("after the stalled body was cut off: %d %s", r.status, r.body)
 	}
 }
