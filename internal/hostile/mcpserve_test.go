@@ -161,49 +161,11 @@ func TestMCPServeHTTPListener(t *testing.T) {
 	}
 
 	const token = "hostile-test-token-0123456789"
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", "0.0.0.0:0")
-	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=other-token-abcdefghijkl, "+token)
-	pr, pw := io.Pipe()
-	var stderr lockedBuffer
-	cmd.Stderr = io.MultiWriter(&stderr, pw)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
-	portc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "MCP server on http://"); ok {
-				addr, _, _ := strings.Cut(rest, "/")
-				_, port, _ := net.SplitHostPort(addr)
-				portc <- port
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	var url string
-	select {
-	case port := <-portc:
-		url = "http://127.0.0.1:" + port + "/mcp"
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun mcp serve --http did not say where it listens: %s", stderr.String())
-	}
+	url := startMCPHTTP(t, e, "0.0.0.0:0", "other-token-abcdefghijkl, "+token)
 	client := &http.Client{Timeout: 30 * time.Second}
 	post := func(auth string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("POST: %v", err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, string(b)
+		return postInitialize(t, client, url, "", auth)
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer wrong-token-0123456789", "Basic " + token, "Bearer " + token + "x", "Bearer " + token[:len(token)-1]} {
 		if code, body := post(auth); code != http.StatusUnauthorized {
@@ -212,5 +174,74 @@ func TestMCPServeHTTPListener(t *testing.T) {
 	}
 	if code, body := post("Bearer " + token); code != http.StatusOK || !strings.Contains(body, `"serverInfo"`) {
 		t.Errorf("the right token: status %d: %s", code, truncate(body, 300))
+	}
+}
+
+// startMCPHTTP starts `agrun mcp serve --http addr` with $AGRUN_TOKENS set
+// to tokens and returns its endpoint on 127.0.0.1.
+func startMCPHTTP(t *testing.T, e *cliEnv, addr, tokens string) string {
+	t.Helper()
+	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", addr)
+	cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+tokens)
+	pr, pw := io.Pipe()
+	var stderr lockedBuffer
+	cmd.Stderr = io.MultiWriter(&stderr, pw)
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
+	portc := make(chan string, 1)
+	go func() { // the port it chose, from its "MCP server on" line
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "MCP server on http://"); ok {
+				hostPort, _, _ := strings.Cut(rest, "/")
+				_, port, _ := net.SplitHostPort(hostPort)
+				portc <- port
+				break
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case port := <-portc:
+		return "http://127.0.0.1:" + port + "/mcp"
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("agrun mcp serve --http did not say where it listens: %s", stderr.String())
+	}
+	return ""
+}
+
+// postInitialize POSTs an initialize request with the given Host (empty:
+// the URL's) and Authorization (empty: none).
+func postInitialize(t *testing.T, client *http.Client, url, host, auth string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if host != "" {
+		req.Host = host
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// TestMCPServeHTTPLoopback: on loopback `agrun mcp serve --http` needs no
+// token, as before, and still refuses a foreign Host (DNS rebinding).
+func TestMCPServeHTTPLoopback(t *testing.T) {
+	e := newCLIEnv(t, "", "")
+	url := startMCPHTTP(t, e, "127.0.0.1:0", "")
+	client := &http.Client{Timeout: 30 * time.Second}
+	if code, body := postInitialize(t, client, url, "", ""); code != http.StatusOK {
+		t.Errorf("loopback without a token: status %d: %s", code, truncate(body, 300))
+	}
+	if code, body := postInitialize(t, client, url, "attacker.example", ""); code != http.StatusForbidden {
+		t.Errorf("foreign Host: status %d (%s), want 403", code, truncate(body, 300))
 	}
 }
