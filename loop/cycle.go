@@ -27,6 +27,9 @@ const (
 	DefaultBaseURL             = "https://api.openai.com/v1"
 	DefaultMaxTurns            = 10
 	DefaultMaxToolCallsPerTurn = 32
+	// DefaultMaxToolMessageBytes caps each tool message of the history
+	// (see Config.MaxToolMessageBytes): 128 KiB, about 32k tokens.
+	DefaultMaxToolMessageBytes = 128 << 10
 	DefaultMaxRetries          = 2
 	// RepeatLimit is how many turns in a row may make the same call
 	// before the model is told; one more ends the run (ErrRepeatedCall).
@@ -60,6 +63,14 @@ type Config struct {
 	// are answered with an error tool message and not run. Default
 	// DefaultMaxToolCallsPerTurn.
 	MaxToolCallsPerTurn int
+	// MaxToolMessageBytes caps the content of each tool message: a longer
+	// result is cut to a valid, marked message before it enters the
+	// history (a JSON string stays a JSON string, other JSON becomes
+	// {"truncated":true,"bytes":N,"head":"..."}), and a longer error
+	// message is cut and ends in "…". The event keeps the whole result.
+	// Zero means DefaultMaxToolMessageBytes; negative means no cap; values
+	// below 1024 are raised to 1024.
+	MaxToolMessageBytes int
 	// RequestTimeout bounds each HTTP attempt, including reading a whole
 	// streamed reply (openai-go's WithRequestTimeout). Zero: no bound other
 	// than the context.
@@ -146,6 +157,14 @@ func New(cfg Config) (*Cycle, error) {
 	}
 	if cfg.MaxToolCallsPerTurn <= 0 {
 		cfg.MaxToolCallsPerTurn = DefaultMaxToolCallsPerTurn
+	}
+	switch {
+	case cfg.MaxToolMessageBytes == 0:
+		cfg.MaxToolMessageBytes = DefaultMaxToolMessageBytes
+	case cfg.MaxToolMessageBytes < 0:
+		cfg.MaxToolMessageBytes = 0 // textsafe: no cap
+	case cfg.MaxToolMessageBytes < 1024:
+		cfg.MaxToolMessageBytes = 1024
 	}
 	switch {
 	case cfg.MaxRetries == 0:

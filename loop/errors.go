@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // Run errors. Every error a Submit method returns matches one of these with
@@ -193,9 +195,5 @@ func jsonText(raw json.RawMessage) string {
 	return shorten(string(raw), 512)
 }
 
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// shorten cuts s to at most n bytes at a rune boundary, marking the cut.
+func shorten(s string, n int) string { return textsafe.Truncate(s, n) }

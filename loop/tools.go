@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -23,10 +24,13 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	sigs, counts := r.countRepeats(calls)
 	results := make([]*ToolExecutionCompleted, len(calls))
 	contents := make([]string, len(calls))
+	limit := r.c.cfg.MaxToolMessageBytes
 	fail := func(i int, kind registry.Kind, msg string) {
+		prefix := errorContent(string(kind), "")
+		msg = textsafe.Clean(msg, max(limit-len(prefix), 0)) // no cap if limit is 0
 		out, _ := json.Marshal(msg)
 		results[i] = &ToolExecutionCompleted{ID: calls[i].ID, Name: calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
-		contents[i] = errorContent(string(kind), msg)
+		contents[i] = prefix + msg
 	}
 
 	var stop error
@@ -86,8 +90,9 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 				fail(i, kind, msg)
 				results[i].Duration = inv.Duration
 			} else {
-				results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: inv.Output, Duration: inv.Duration}
-				contents[i] = string(inv.Output)
+				out := cleanOutput(inv.Output)
+				results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
+				contents[i] = boundOutput(out, limit)
 			}
 			if counts[sigs[i]] == RepeatLimit {
 				contents[i] += repeatNote
@@ -160,4 +165,66 @@ func errorMessage(err error) string {
 		return re.Message()
 	}
 	return err.Error()
+}
+
+// cleanOutput is a tool's result as the model and the events get it: every
+// string in the JSON (keys included) without the runes textsafe calls
+// unsafe, raw or escaped — control characters, bidi controls, zero-width,
+// tag and other invisible characters — so the model reads what a person
+// reading the session sees; the JSON stays valid and is returned byte for
+// byte when nothing needed cleaning. A result that is not JSON (a Tool
+// breaking its contract) is cleaned as text and given as a JSON string.
+func cleanOutput(out json.RawMessage) json.RawMessage {
+	if len(out) == 0 {
+		return json.RawMessage("null")
+	}
+	if c, err := textsafe.CleanJSON(out); err == nil {
+		return c
+	}
+	b, _ := json.Marshal(textsafe.CleanBytes(out, 0))
+	return b
+}
+
+// boundOutput is the tool message content for a cleaned result: the JSON
+// itself when it fits in limit bytes (limit 0: always), else a valid JSON
+// text of at most limit bytes that says it was cut: a string result stays a
+// string, cut and marked; any other result becomes
+// {"truncated":true,"bytes":N,"head":"<the start of its JSON text>…"}.
+// A limit too small for any of this gives what fits of the note.
+func boundOutput(out json.RawMessage, limit int) string {
+	if limit <= 0 || len(out) <= limit {
+		return string(out)
+	}
+	note := fmt.Sprintf(" [cut: the tool's result was %d bytes, the limit is %d]", len(out), limit)
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return string(fitString(s, note, limit))
+	}
+	head := fmt.Sprintf(`{"truncated":true,"bytes":%d,"head":`, len(out))
+	return head + string(fitString(string(out), "", limit-len(head)-1)) + "}"
+}
+
+// fitString returns the JSON encoding of the longest cut of s (ending in
+// "…") followed by note that fits in limit bytes. s is valid UTF-8.
+func fitString(s, note string, limit int) []byte {
+	k := limit - len(note)
+	for range 64 {
+		if k <= 0 {
+			break
+		}
+		b := marshalString(textsafe.Truncate(s, k) + note)
+		if len(b) <= limit {
+			return b
+		}
+		k -= max(1, (len(b)-limit+1)/2) // an escape grows a byte into 2..6
+	}
+	return marshalString(textsafe.Truncate(note, limit-2))
+}
+
+func marshalString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
