@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -462,10 +463,6 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 	return out, notes
 }
 
-// clip cuts s to n bytes for messages.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// clip makes s, from a request, safe and short for a message: at most n
+// bytes, cut on a rune boundary, without unsafe runes (textsafe.Clean).
+func clip(s string, n int) string { return textsafe.Clean(s, n) }

@@ -464,3 +464,22 @@ func TestBodyMemoryBudget(t *testing.T) {
 		t.Errorf("after the stalled body was cut off: %d %s", r.status, r.body)
 	}
 }
+
+// A refused Host or Origin is quoted in the answer short and clean.
+func TestRefusalsQuoteCleanly(t *testing.T) {
+	ts := startServer(t, setup{})
+	evil := "http://evil.example/\u202egnp." + strings.Repeat("\u200bA", 5000)
+	r := ts.do(ts.newRequest("POST", "/v1/tools/x/call", "application/json", `{}`, "Origin", evil))
+	var res server.Result
+	r.json(t, &res)
+	if r.status != http.StatusForbidden || res.Error == nil || res.Error.Kind != server.KindCrossOrigin {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if m := res.Error.Message; len(m) > 200 || strings.ContainsAny(m, "\u202e\u200b") {
+		t.Errorf("the message quotes the Origin raw: %q", m)
+	}
+	r = ts.do(ts.newRequest("GET", "/v1/tools", "", "", "Host", strings.Repeat("h", 5000)+".example"))
+	if r.status != http.StatusMisdirectedRequest || len(r.body) > 400 {
+		t.Errorf("a long Host: %d, %d bytes", r.status, len(r.body))
+	}
+}
