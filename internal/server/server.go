@@ -21,10 +21,15 @@
 // compute) whatever their manifest declares; the operator's own tools keep
 // their grants and cannot be replaced or deleted through the API. Every
 // request but GET /healthz needs a bearer token when tokens are configured;
-// without tokens, [CheckListener] refuses anything but loopback. Request
-// bodies, concurrent work, the duration of a call, the rate of uploads and
-// the time a client may take to send or read are all bounded (see
-// [Limits]).
+// without tokens, [CheckListener] refuses anything but loopback. With or
+// without tokens, a request must name the server in its Host header (DNS
+// rebinding), must not come from a web page of another origin (Origin,
+// Sec-Fetch-Site), and sends JSON as application/json: a page in the
+// operator's browser cannot drive the server. Request bodies (read whole,
+// under their own deadline and a byte budget, before any slot is taken),
+// concurrent work (with a share per client), the duration of a call, the
+// rate of uploads and the time a client may take to send or read are all
+// bounded (see [Limits]).
 //
 // # Storage
 //
