@@ -607,8 +607,8 @@ func schemaCost(root *jsonschema.Schema) (int, error) {
 		}
 	}
 	if most > MaxSchemaCost {
-		return 0, fmt.Errorf("validating one value against %s visits more than %d subschemas with $refs expanded (at most %d): the schema is too costly to validate",
-			location(where), MaxSchemaCost, MaxSchemaCost)
+		return 0, fmt.Errorf("validating one value against %s visits more than %d subschemas with $refs expanded, the most a schema may cost",
+			location(where), MaxSchemaCost)
 	}
 	return most, nil
 }
