@@ -132,9 +132,9 @@ func Instrument(b []byte, opt MeterOptions) ([]byte, error) {
 	// Sections this rewrite must have even if the module has none, in
 	// the place the section order gives them.
 	need := []byte{SecType, SecImport, SecGlobal, SecExport}
-	emitMissing := func(before byte) error {
+	emitMissing := func(before byte) error { // 0: all that are missing
 		for _, id := range need {
-			if seen[id] || sectionOrder[id] >= sectionOrder[before] {
+			if seen[id] || (before != 0 && sectionOrder[id] >= sectionOrder[before]) {
 				continue
 			}
 			seen[id] = true
@@ -160,7 +160,7 @@ func Instrument(b []byte, opt MeterOptions) ([]byte, error) {
 		}
 		put(s.ID, p)
 	}
-	if err := emitMissing(SecTag); err != nil {
+	if err := emitMissing(0); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -434,12 +434,12 @@ type construct struct {
 }
 
 type fnWriter struct {
-	ins    *instrumenter
-	pieces []piece
-	buf    []byte // raw bytes not yet in pieces
-	costs  []int64
-	cur    int // current stretch
-	open   []construct
+	ins     *instrumenter
+	pieces  []piece
+	buf     []byte // raw bytes not yet in pieces
+	costs   []int64
+	cur     int // current stretch
+	open    []construct
 	h, maxH int
 	sp, tmp uint32 // the locals added
 }
