@@ -4,7 +4,11 @@
 //
 // Killing the process at any instant leaves a file that loads: a torn last
 // line (a write cut short) is dropped with a warning, and nothing before it
-// is lost. A session in use by one process is locked (flock) against every
+// is lost. No line can make a session unreadable: a line that is not a
+// record is dropped with a warning, and a line over 64 MiB (which Append
+// never writes) is read as it streams by, never held whole, and kept with
+// every string longer than 128 KiB cut, with a warning; the lines after it
+// load as usual. A session in use by one process is locked (flock) against every
 // other process; the lock dies with its holder, so a killed process never
 // leaves a session locked.
 //
@@ -37,6 +41,10 @@ var ErrLocked = errors.New("session locked: it is in use by another agrun proces
 
 // ErrNotFound is returned by Load for an unknown session id.
 var ErrNotFound = errors.New("session not found")
+
+// ErrTooLarge is returned (wrapped) by Append for a message that cannot be
+// stored within the line limit even with its long strings cut.
+var ErrTooLarge = errors.New("message too large for a session line")
 
 // ErrBadID is returned for ids that are not ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$.
 var ErrBadID = errors.New("invalid session id (letters, digits, '_', '.', '-'; at most 64; not starting with '.' or '-')")
@@ -133,7 +141,11 @@ func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warning
 }
 
 // Append writes msg (one JSON value) as a new line and syncs it to disk
-// before returning.
+// before returning. A line longer than the reader's limit (64 MiB) is
+// written with every string in msg longer than 128 KiB cut (ending in
+// "…"), as the reader would cut it; if it is still too long, nothing is
+// written and the error wraps ErrTooLarge: the session stays readable and
+// later messages can still be appended.
 func (s *Session) Append(msg json.RawMessage) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, msg); err != nil {
@@ -144,6 +156,15 @@ func (s *Session) Append(msg json.RawMessage) error {
 		return fmt.Errorf("session %q: %w", s.ID, err)
 	}
 	line = append(line, '\n')
+	if len(line) > maxLine {
+		// Never write what the reader would have to cut: cut it here,
+		// the same way, or refuse it (the file stays as it was).
+		short, ok := shrink(line)
+		if !ok {
+			return fmt.Errorf("session %q: %w: %d bytes", s.ID, ErrTooLarge, len(line))
+		}
+		line = short
+	}
 	if _, err := s.f.Write(line); err != nil {
 		return fmt.Errorf("session %q: write: %w", s.ID, err)
 	}
@@ -173,13 +194,31 @@ func (st *Store) Load(id string) ([]json.RawMessage, []string, error) {
 	return msgs, warnings, err
 }
 
-// maxLine bounds one message line (a tool result can be large, but not
-// unbounded).
-const maxLine = 64 << 20
+// maxLine bounds one message line as it is read and written; a longer
+// line is kept with its long strings cut (shrink). A variable so that tests
+// can lower it.
+var maxLine = 64 << 20
+
+// maxString is the longest string a line over maxLine keeps: the loop caps
+// tool messages at 128 KiB too. A variable so that tests can lower it.
+var maxString = 128 << 10
 
 // read returns every message of the file, the offset just past the last
-// good line, and warnings for lines it dropped.
+// good line, and warnings for lines it dropped or cut.
 func read(f *os.File) (msgs []json.RawMessage, good int64, warnings []string, err error) {
+	recs, good, warnings, err := readRecords(f)
+	for _, r := range recs {
+		msgs = append(msgs, r.Message)
+	}
+	return msgs, good, warnings, err
+}
+
+// readRecords reads the file from the start, one record a line. A line
+// that is not a record is dropped with a warning; a line over maxLine is
+// read through shrink, never held whole, and kept (with a warning) if what
+// remains is a record; a torn last line (no newline) is dropped. A bad line
+// never stops the reading: only an I/O error does.
+func readRecords(f *os.File) (recs []record, good int64, warnings []string, err error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, 0, nil, err
 	}
@@ -187,33 +226,133 @@ func read(f *os.File) (msgs []json.RawMessage, good int64, warnings []string, er
 	var off int64
 	for n := 1; ; n++ {
 		line, err := r.ReadSlice('\n')
+		var sh *shrinker
+		size := int64(len(line))
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it.
+			// A long line: gather it, up to maxLine; beyond, shrink it
+			// as it streams by.
 			full := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) && len(full) < maxLine {
+			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = r.ReadSlice('\n')
+				size += int64(len(line))
+				if sh != nil {
+					sh.feed(line)
+					continue
+				}
 				full = append(full, line...)
+				if len(full) > maxLine {
+					sh = newShrinker()
+					sh.feed(full)
+					full = nil
+				}
 			}
 			line = full
+			if sh != nil {
+				line = sh.out
+			}
 		}
 		if err == io.EOF {
-			if len(line) > 0 {
-				warnings = append(warnings, fmt.Sprintf("line %d: torn last line (%d bytes) dropped: the process stopped while writing it", n, len(line)))
+			if size > 0 {
+				warnings = append(warnings, fmt.Sprintf("line %d: torn last line (%d bytes) dropped: the process stopped while writing it", n, size))
 			}
-			return msgs, good, warnings, nil
+			return recs, good, warnings, nil
 		}
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		off += int64(len(line))
+		off += size
+		good = off
 		var rec record
-		if jerr := json.Unmarshal(line, &rec); jerr != nil || len(rec.Message) == 0 {
-			warnings = append(warnings, fmt.Sprintf("line %d: unreadable line dropped", n))
-			good = off
+		if sh != nil && sh.tooLong {
+			warnings = append(warnings, fmt.Sprintf("line %d: %d bytes, over the %d MiB line limit even with its strings cut: dropped", n, size, maxLine>>20))
 			continue
 		}
-		msgs = append(msgs, rec.Message)
-		good = off
+		if jerr := json.Unmarshal(line, &rec); jerr != nil || len(rec.Message) == 0 {
+			warnings = append(warnings, fmt.Sprintf("line %d: unreadable line dropped", n))
+			continue
+		}
+		if sh != nil && sh.cut {
+			warnings = append(warnings, fmt.Sprintf("line %d: %d bytes, over the %d MiB line limit: kept with every string longer than %d KiB cut", n, size, maxLine>>20, maxString>>10))
+		}
+		recs = append(recs, rec)
+	}
+}
+
+// shrink returns line (one record and its newline) with every JSON string
+// longer than maxString cut, and whether the result is a record within
+// maxLine.
+func shrink(line []byte) ([]byte, bool) {
+	sh := newShrinker()
+	sh.feed(line)
+	var rec record
+	if sh.tooLong || json.Unmarshal(sh.out, &rec) != nil || len(rec.Message) == 0 {
+		return nil, false
+	}
+	return sh.out, true
+}
+
+// shrinker copies a JSON text fed to it in pieces, cutting every string
+// longer than maxString bytes (as written, escapes included) at an escape
+// and rune boundary and ending it in "…". Its output is valid JSON if its
+// input was; it stops growing (tooLong) past maxLine bytes. It keeps no
+// more than its output, so a line of any length can stream through it.
+type shrinker struct {
+	out     []byte
+	inStr   bool
+	esc     int // 0: none; -1: after a backslash; n > 0: hex digits left
+	strLen  int // bytes of the current string copied
+	cutting bool
+	cut     bool // some string was cut
+	tooLong bool
+}
+
+func newShrinker() *shrinker { return &shrinker{out: make([]byte, 0, 1<<20)} }
+
+func (s *shrinker) feed(p []byte) {
+	for _, c := range p {
+		if s.tooLong {
+			return
+		}
+		if !s.inStr {
+			s.emit(c)
+			if c == '"' {
+				s.inStr, s.strLen, s.cutting = true, 0, false
+			}
+			continue
+		}
+		if c == '"' && s.esc == 0 {
+			if s.cutting {
+				s.emit([]byte("…")...)
+			}
+			s.emit(c)
+			s.inStr = false
+			continue
+		}
+		if !s.cutting && s.strLen >= maxString && s.esc == 0 && (c < 0x80 || c >= 0xc0) {
+			s.cutting, s.cut = true, true
+		}
+		switch {
+		case s.esc == -1 && c == 'u':
+			s.esc = 4
+		case s.esc == -1:
+			s.esc = 0
+		case s.esc > 0:
+			s.esc--
+		case c == '\\':
+			s.esc = -1
+		}
+		if !s.cutting {
+			s.emit(c)
+			s.strLen++
+		}
+	}
+}
+
+func (s *shrinker) emit(b ...byte) {
+	s.out = append(s.out, b...)
+	if len(s.out) > maxLine {
+		s.tooLong = true
+		s.out = nil
 	}
 }
 
@@ -261,13 +400,11 @@ func (st *Store) Info(id string) (Info, error) {
 		return Info{}, err
 	}
 	info := Info{ID: id, Updated: fi.ModTime()}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		var rec record
-		if json.Unmarshal(sc.Bytes(), &rec) != nil {
-			continue
-		}
+	recs, _, _, err := readRecords(f)
+	if err != nil {
+		return Info{}, err
+	}
+	for _, rec := range recs {
 		if info.Messages == 0 {
 			info.Created = rec.Time
 		}
