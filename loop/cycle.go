@@ -86,7 +86,8 @@ type Config struct {
 	// headers), so connections are reused across Cycles.
 	HTTPClient *http.Client
 	// History, if set, is a saved conversation to continue (see Messages).
-	// New checks it: if only the answers to the last tool calls are
+	// Its tool messages are cleaned and capped as new ones are (a session
+	// saved by an older agrun may hold anything). New checks it: if only the answers to the last tool calls are
 	// missing (a session cut short while tools ran), it appends
 	// "cancelled" tool messages for them and passes them to OnMessage;
 	// any other defect is an ErrInvalidHistory.
@@ -188,6 +189,10 @@ func New(cfg Config) (*Cycle, error) {
 	history := slices.Clone(cfg.History)
 	for i := range history {
 		history[i].ToolCalls = slices.Clone(history[i].ToolCalls)
+		if history[i].Role == RoleTool {
+			// A saved session may predate the cleaning and the cap.
+			history[i].Content = toolContent(history[i].Content, cfg.MaxToolMessageBytes)
+		}
 	}
 	tail, err := repairHistory(history)
 	if err != nil {

@@ -155,3 +155,25 @@ func TestToolMessagesAreBounded(t *testing.T) {
 		t.Errorf("2000-byte cap: %d bytes, valid %v", len(contents[0]), json.Valid([]byte(contents[0])))
 	}
 }
+
+// A saved history's tool messages (an older session file may hold raw
+// escapes or megabytes) are cleaned and capped as new ones are.
+func TestResumedToolMessagesAreCleaned(t *testing.T) {
+	history := []Message{
+		{Role: RoleUser, Content: "go"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "a", Name: "t", Arguments: "{}"}, {ID: "b", Name: "t", Arguments: "{}"}}},
+		{Role: RoleTool, ToolCallID: "a", Name: "t", Content: "error (execution_failed): trap\x1b]0;x\x07" + strings.Repeat("$f ", 1<<20)},
+		{Role: RoleTool, ToolCallID: "b", Name: "t", Content: `{"k":"\u001b[31m\u202e"}`},
+	}
+	c, err := New(Config{Model: "m", History: history})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := c.Messages()
+	if got := msgs[2].Content; len(got) > DefaultMaxToolMessageBytes || !strings.HasPrefix(got, "error (execution_failed): trap]0;x$f") || !textsafe.IsSafe(got) {
+		t.Errorf("error message: %d bytes, %q", len(got), textsafe.Truncate(got, 80))
+	}
+	if got := msgs[3].Content; got != `{"k":"[31m"}` {
+		t.Errorf("result %s", got)
+	}
+}

@@ -185,6 +185,16 @@ func cleanOutput(out json.RawMessage) json.RawMessage {
 	return b
 }
 
+// toolContent cleans and caps the content of a tool message from a saved
+// history: JSON as a result is (cleanOutput, boundOutput), anything else
+// (an "error (<kind>): ..." message) as text.
+func toolContent(content string, limit int) string {
+	if json.Valid([]byte(content)) {
+		return boundOutput(cleanOutput(json.RawMessage(content)), limit)
+	}
+	return textsafe.Clean(content, limit)
+}
+
 // boundOutput is the tool message content for a cleaned result: the JSON
 // itself when it fits in limit bytes (limit 0: always), else a valid JSON
 // text of at most limit bytes that says it was cut: a string result stays a
