@@ -3,7 +3,9 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/agcore/agrun/internal/testguest"
@@ -183,6 +185,29 @@ func reportCPU(b *testing.B) func() {
 	return func() {
 		if b.N > 0 && start >= 0 {
 			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+// BenchmarkRunSnapshotLarge is BenchmarkRunSnapshotNoPrepare on a 20 KB
+// input, where the guest's own work (decoding JSON, counting) dominates:
+// what the time limit's checks cost the guest (docs/PERFORMANCE.md).
+func BenchmarkRunSnapshotLarge(b *testing.B) {
+	r := newRuntime(b, Config{DisablePrepare: true})
+	m := compile(b, r, testguest.Build(b, "testdata/guests/wordcount", "-buildmode=c-shared"))
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog\n", 460)
+	stdin, _ := json.Marshal(map[string]string{"text": text})
+	in := Input{Args: []string{"wordcount"}, Stdin: stdin}
+	ctx := context.Background()
+	first, err := r.Run(ctx, m, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reportCPU(b)()
+	for b.Loop() {
+		out, err := r.Run(ctx, m, in)
+		if err != nil || string(out.Stdout) != string(first.Stdout) {
+			b.Fatalf("%v %+v", err, out)
 		}
 	}
 }
