@@ -113,7 +113,8 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 		DisableCache:   cfg.Sandbox.NoCache,
 		DisablePrepare: cfg.Sandbox.NoPrepare,
 		MaxInstances:   cfg.Sandbox.MaxInstances,
-		Limits:         sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite),
+		MaxStackBytes:  int64(cfg.Sandbox.MaxStack),
+		Limits:         sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite, cfg.Sandbox.Fuel),
 		Logger:         e.log,
 	})
 	if err != nil {
@@ -147,8 +148,8 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 	return e, nil
 }
 
-func sandboxLimits(timeout config.Duration, memory, maxOutput, maxWrite config.Size) runtime.Limits {
-	return runtime.Limits{Timeout: timeout.Std(), MemoryBytes: int64(memory), MaxStdout: int64(maxOutput), MaxWriteBytes: int64(maxWrite)}
+func sandboxLimits(timeout config.Duration, memory, maxOutput, maxWrite config.Size, fuel int64) runtime.Limits {
+	return runtime.Limits{Timeout: timeout.Std(), MemoryBytes: int64(memory), MaxStdout: int64(maxOutput), MaxWriteBytes: int64(maxWrite), Fuel: fuel}
 }
 
 func (e *env) fail(key string, err error) {
@@ -166,7 +167,7 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	grant := wasmtools.Grant{
 		AllowedHosts: t.AllowedHosts,
 		AllowPrivate: t.AllowPrivate,
-		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput, t.MaxWrite),
+		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput, t.MaxWrite, t.Fuel),
 		SHA256:       t.SHA256,
 	}
 	for _, m := range t.Mounts {

@@ -62,6 +62,8 @@ type Sandbox struct {
 	Memory       Size     `toml:"memory"`
 	MaxOutput    Size     `toml:"max_output"`
 	MaxWrite     Size     `toml:"max_write"` // bytes a call may write to its writable mounts
+	Fuel         int64    `toml:"fuel"`      // runtime.Limits.Fuel: a call's CPU budget in instructions; 0 none
+	MaxStack     Size     `toml:"max_stack"` // runtime.Config.MaxStackBytes
 	MaxParallel  int      `toml:"max_parallel"`
 	MaxInstances int      `toml:"max_instances"`
 }
@@ -84,6 +86,7 @@ type Tool struct {
 	Memory       Size     `toml:"memory"`
 	MaxOutput    Size     `toml:"max_output"`
 	MaxWrite     Size     `toml:"max_write"`
+	Fuel         int64    `toml:"fuel"`
 	Mounts       []Mount  `toml:"mounts"`
 }
 
@@ -369,6 +372,17 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if c.Sandbox.MaxParallel < 0 {
 		return errAt("must be positive", "sandbox", "max_parallel")
+	}
+	if c.Sandbox.Fuel < 0 {
+		return errAt("must be positive (0: no fuel limit)", "sandbox", "fuel")
+	}
+	if c.Sandbox.MaxStack < 0 || c.Sandbox.MaxStack > 1<<30 {
+		return errAt("must be between 0 (the default, 16MiB) and 1GiB", "sandbox", "max_stack")
+	}
+	for _, name := range sortedKeys(c.Tools) {
+		if c.Tools[name].Fuel < 0 {
+			return errAt("must be positive (0: the [sandbox] fuel)", "tools", name, "fuel")
+		}
 	}
 	return nil
 }

@@ -228,3 +228,19 @@ func TestServeWebKeys(t *testing.T) {
 		t.Errorf("a URL in serve.allowed_hosts: %v", err)
 	}
 }
+
+func TestFuelAndStackKeys(t *testing.T) {
+	c, err := Parse("agrun.toml", []byte("[sandbox]\nfuel = 5000000\nmax_stack = \"8MiB\"\n\n[tools.t]\nwasm = \"t.wasm\"\nfuel = 1000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.Fuel != 5_000_000 || c.Sandbox.MaxStack != 8<<20 || c.Tools["t"].Fuel != 1000 {
+		t.Errorf("sandbox %+v, tool %+v", c.Sandbox, c.Tools["t"])
+	}
+	for _, bad := range []string{"[sandbox]\nfuel = -1\n", "[sandbox]\nmax_stack = \"2GiB\"\n", "[tools.t]\nwasm = \"t.wasm\"\nfuel = -5\n"} {
+		var ce *Error
+		if _, err := Parse("agrun.toml", []byte(bad)); !errors.As(err, &ce) {
+			t.Errorf("%q: err = %v, want a *config.Error", bad, err)
+		}
+	}
+}
