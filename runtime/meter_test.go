@@ -6,6 +6,8 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/wasmbin"
 )
 
 // TestStackBound: a runaway recursion ends when its estimated stack passes
@@ -115,4 +117,32 @@ func TestFuel(t *testing.T) {
 			t.Errorf("spent %d fuel with a limit of 5,000,000", out.Fuel)
 		}
 	})
+}
+
+// TestTrapTextIgnoresNameSection: a module whose name section gives its
+// functions 64 KiB names each (2 MiB) and that traps 40 frames deep gets a
+// short error: the custom sections are not compiled, so wazero's stack
+// trace names frames by index. Before, the error quoted up to 30 of the
+// guest's names (about 2 MiB of attacker text per call).
+func TestTrapTextIgnoresNameSection(t *testing.T) {
+	wasm := wat(t, "deeptrap")
+	var names []byte
+	long := strings.Repeat("\x1b]0;pwned\x07", 64<<10/10)
+	names = wasmbin.AppendU32(names, 2)
+	for i := uint32(0); i < 2; i++ {
+		names = wasmbin.AppendU32(names, i)
+		names = wasmbin.AppendU32(names, uint32(len(long)))
+		names = append(names, long...)
+	}
+	sub := append([]byte{1}, wasmbin.AppendU32(nil, uint32(len(names)))...)
+	wasm = wasmbin.AppendCustomSection(wasm, "name", append(sub, names...))
+	r := newRuntime(t, Config{})
+	m := compile(t, r, wasm)
+	_, err := r.Run(context.Background(), m, Input{})
+	if !errors.Is(err, ErrTrap) {
+		t.Fatalf("err = %v, want ErrTrap", err)
+	}
+	if n := len(err.Error()); n > 4096 || strings.Contains(err.Error(), "pwned") {
+		t.Fatalf("error of %d bytes quotes the name section: %.300q", n, err.Error())
+	}
 }
