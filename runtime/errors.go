@@ -11,7 +11,8 @@ var (
 	// ErrCompile: the module is malformed, invalid, or refused by the
 	// sandbox's checks.
 	ErrCompile = errors.New("runtime: module refused")
-	// ErrTimeout: the call's time limit (or the caller's deadline) ended it.
+	// ErrTimeout: the call's time limit (or the caller's deadline) ended
+	// it, or its fuel ran out (ErrFuelExhausted wraps it).
 	ErrTimeout = errors.New("runtime: time limit exceeded")
 	// ErrMemoryLimit: the guest tried to grow its memory past the limit,
 	// or a Go guest reported running out of memory.
@@ -21,7 +22,10 @@ var (
 	// ErrInputLimit: the input is larger than MaxStdin; nothing ran.
 	ErrInputLimit = errors.New("runtime: input too large")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access,
-	// stack overflow, division by zero, ...).
+	// division by zero, ...), its call stack passed Config.MaxStackBytes
+	// ("call stack exhausted"), or the host refused a call that would have
+	// crashed a host function ("the host refused a call to <function>";
+	// the panic is logged, never returned).
 	ErrTrap = errors.New("runtime: guest trapped")
 	// ErrNotGranted: the guest called a host function it was not granted
 	// (agrun.http_request without a NetworkGrant). The call fails with it
