@@ -170,7 +170,7 @@ func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		e := registry.AsError(req.Params.Name, inv.Err)
 		return &sdk.CallToolResult{
 			IsError: true,
-			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("error (%s): %s", e.Kind, e.Message())}},
+			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("error (%s): %s", e.Kind, SanitizeText(e.Message(), MaxErrorTextBytes))}},
 		}, nil
 	}
 	return outputResult(inv.Output), nil
@@ -178,7 +178,7 @@ func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 
 // outputResult renders a registry tool's output as a tools/call result.
 func outputResult(out json.RawMessage) *sdk.CallToolResult {
-	out = bytes.TrimSpace(out)
+	out = cleanOutput(bytes.TrimSpace(out))
 	var s string
 	if len(out) > 0 && out[0] == '"' && json.Unmarshal(out, &s) == nil {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
