@@ -1,15 +1,12 @@
 package hostile
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -249,29 +246,6 @@ func startSchemaServe(t *testing.T) string {
 data_dir = %q
 call_timeout = "60s"
 `, filepath.Join(t.TempDir(), "serve")))
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
-	pr, pw := io.Pipe()
-	var stderr lockedBuffer
-	cmd.Stderr = io.MultiWriter(&stderr, pw)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
-				addrc <- strings.Fields(rest)[0]
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addrc:
-		return "http://" + a
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun serve did not say where it listens: %s", stderr.String())
-	}
-	return ""
+	base, _ := startServe(t, e, nil)
+	return base
 }

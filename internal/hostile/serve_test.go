@@ -54,32 +54,8 @@ call_timeout = "10s"
 timeout = "1s"
 memory = "16MiB"
 `, filepath.Join(t.TempDir(), "serve")))
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
-	pr, pw := io.Pipe()
 	var stderr lockedBuffer
-	cmd.Stderr = io.MultiWriter(&stderr, pw)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrc := make(chan string, 1)
-	go func() { // the port the server chose, from its "serving on" line
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
-				addrc <- strings.Fields(rest)[0]
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	t.Cleanup(func() { pw.Close() })
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun serve did not say where it listens: %s", stderr.String())
-	}
+	base, cmd := startServe(t, e, &stderr)
 	client := &http.Client{Timeout: 30 * time.Second}
 	type answer struct {
 		OK     bool            `json:"ok"`
@@ -216,5 +192,42 @@ memory = "16MiB"
 		}
 	case <-time.After(time.Minute):
 		t.Errorf("agrun serve did not stop after SIGTERM")
+	}
+}
+
+// startServe runs `agrun serve` with e's config on a free loopback port and
+// returns its base URL (http://127.0.0.1:PORT) and the process, which is
+// killed at the end of the test. The process gets env added to the test's
+// environment ($AGRUN_TOKENS is empty unless env sets it); its stderr also
+// goes to stderr, if not nil.
+func startServe(t *testing.T, e *cliEnv, stderr io.Writer, env ...string) (string, *exec.Cmd) {
+	t.Helper()
+	var log lockedBuffer
+	if stderr == nil {
+		stderr = &log
+	}
+	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(append(os.Environ(), "AGRUN_TOKENS="), env...)
+	pr, pw := io.Pipe()
+	cmd.Stderr = io.MultiWriter(stderr, &log, pw)
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
+	addrc := make(chan string, 1)
+	go func() { // the port the server chose, from its "serving on" line
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
+				addrc <- strings.Fields(rest)[0]
+				break
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case a := <-addrc:
+		return "http://" + a, cmd
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("agrun serve did not say where it listens: %s", truncate(log.String(), 2000))
+		return "", nil
 	}
 }

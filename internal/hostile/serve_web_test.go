@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,30 +46,8 @@ data_dir = %q
 call_timeout = "60s"
 %s
 `, toucher, w.tool.host, filepath.Join(t.TempDir(), "serve"), serveExtra))
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+tokens, "HOSTILE_TEST_KEY=k")
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(w.stderr, pw)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
-				addrc <- strings.Fields(rest)[0]
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addrc:
-		w.base = "http://" + a
-		_, w.port, _ = net.SplitHostPort(a)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun serve did not say where it listens: %s", w.stderr.String())
-	}
+	w.base, _ = startServe(t, e, w.stderr, "AGRUN_TOKENS="+tokens, "HOSTILE_TEST_KEY=k")
+	_, w.port, _ = net.SplitHostPort(strings.TrimPrefix(w.base, "http://"))
 	return w
 }
 

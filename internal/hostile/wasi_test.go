@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -13,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,7 +142,7 @@ func TestCLIWASIPanics(t *testing.T) {
 // host's stack, and the server keeps serving.
 func TestServeWASIPanics(t *testing.T) {
 	e := newCLIEnv(t, "", fmt.Sprintf("\n[serve]\ndata_dir = %q\n", filepath.Join(t.TempDir(), "serve")))
-	base := startServe(t, e)
+	base, _ := startServe(t, e, nil)
 	client := &http.Client{Timeout: 30 * time.Second}
 	post := func(path, ctype string, body []byte) (int, []byte) {
 		t.Helper()
@@ -181,36 +179,5 @@ func TestServeWASIPanics(t *testing.T) {
 	}
 	if code, raw := post("/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 {
 		t.Errorf("word_count after the attacks: %d %s", code, raw)
-	}
-}
-
-// startServe runs `agrun serve` on a free loopback port for the test and
-// returns its base URL.
-func startServe(t *testing.T, e *cliEnv) string {
-	t.Helper()
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
-	pr, pw := io.Pipe()
-	var stderr lockedBuffer
-	cmd.Stderr = io.MultiWriter(&stderr, pw)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
-	addrc := make(chan string, 1)
-	go func() { // the port the server chose, from its "serving on" line
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
-				addrc <- strings.Fields(rest)[0]
-				break
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addrc:
-		return "http://" + a
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun serve did not say where it listens: %s", truncate(stderr.String(), 2000))
-		return ""
 	}
 }
