@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -291,17 +292,17 @@ func checkKind(t testing.TB, err error, want registry.Kind) {
 }
 
 // checkModelText asserts s is what a model or terminal may see: valid
-// UTF-8, no control characters but newline and tab, bounded.
+// UTF-8, no character internal/textsafe calls unsafe (controls but newline
+// and tab, C1, bidi and other invisible characters, private use, ...),
+// bounded.
 func checkModelText(t testing.TB, s string) {
 	t.Helper()
 	if !utf8.ValidString(s) {
 		t.Errorf("message is not valid UTF-8: %q", s)
 	}
-	for _, r := range s {
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r < 0xa0 {
-			t.Errorf("message carries control character %U: %q", r, truncate(s, 300))
-			break
-		}
+	if i := textsafe.IndexUnsafe(s); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		t.Errorf("message carries unsafe character %U: %q", r, truncate(s, 300))
 	}
 	if len(s) > 64<<10 {
 		t.Errorf("message is %d bytes: unbounded", len(s))
