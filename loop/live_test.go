@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/chattest"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"

@@ -12,7 +12,7 @@ import (
 
 // The registry's own cost per call, without a tool's: look-up,
 // permission check, argument validation and the Invocation record, with a
-// tool that returns a constant. internal/bench puts it beside the cost of
+// tool that returns a constant. internal/cmd/bench puts it beside the cost of
 // a whole sandboxed call.
 //
 //	go test -run '^$' -bench . -benchmem ./registry
@@ -37,7 +37,7 @@ var benchArgs = func() json.RawMessage {
 }()
 
 // BenchmarkInvoke is one call through the whole path with the default
-// permission policy: small arguments, the 880-byte text of internal/bench,
+// permission policy: small arguments, the 880-byte text of internal/cmd/bench,
 // and a 64 KiB text.
 func BenchmarkInvoke(b *testing.B) {
 	reg := registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))

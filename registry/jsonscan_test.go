@@ -146,7 +146,7 @@ func FuzzDecodeStrict(f *testing.F) {
 }
 
 // BenchmarkDecodeStrict compares decodeStrict with the token-based
-// reference it replaced, on the 880-byte arguments of internal/bench and
+// reference it replaced, on the 880-byte arguments of internal/cmd/bench and
 // on 64 KiB of text with escapes.
 func BenchmarkDecodeStrict(b *testing.B) {
 	small, _ := json.Marshal(map[string]string{"text": strings.Repeat("the quick brown fox jumps over the lazy dog\n", 20)})

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )

@@ -23,7 +23,7 @@
 // the next. The guest sees its stdin, stdout and stderr, the arguments the
 // caller passed (and nothing else in argv), no environment variables, real
 // clocks and cryptographic random bytes. It sees files only through the
-// call's [Mount]s, served by internal/sandboxfs on os.Root (never wazero's
+// call's [Mount]s, served by runtime/internal/sandboxfs on os.Root (never wazero's
 // directory mounts, which follow symlinks out of the mount), read-only
 // unless marked writable, with deletion a separate grant. It reaches the
 // network only through the agrun.http_request host function, and only with

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // newRuntime returns a Runtime on the shared test compilation cache,

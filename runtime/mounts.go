@@ -6,13 +6,13 @@ import (
 	"path"
 	"sync/atomic"
 
-	"github.com/agcore/agrun/internal/sandboxfs"
+	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 	"github.com/tetratelabs/wazero"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 )
 
-// mountFS opens the mounts' file systems, served by internal/sandboxfs
+// mountFS opens the mounts' file systems, served by runtime/internal/sandboxfs
 // (never wazero's directory mounts, which follow symlinks out of the
 // mount), in order. The closers release the mounts' directory
 // descriptors; call them after the instance is closed. The writable mounts

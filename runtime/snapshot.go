@@ -11,8 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	seek "github.com/agcore/agrun/internal/sandboxfs/_seek"
 	"github.com/agcore/agrun/internal/wasmbin"
+	seek "github.com/agcore/agrun/runtime/internal/sandboxfs/_seek"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // probeReactor is the probe guest built as a reactor.

@@ -28,7 +28,7 @@ const errnoBadf = 8
 // to. wazero's file table grows to the target number at once, 8 bytes per
 // slot of host memory (2^31-1 would be 16 GiB); 2^16 slots cost 512 KiB,
 // and a guest has at most about a thousand files open per mount anyway
-// (internal/sandboxfs). Beyond it the guest gets EBADF, as dup2 answers
+// (runtime/internal/sandboxfs). Beyond it the guest gets EBADF, as dup2 answers
 // past RLIMIT_NOFILE.
 const maxGuestFD = 1<<16 - 1
 

@@ -14,8 +14,8 @@
 # -buildvcs=false, an empty build id, the Go toolchain pinned by
 # GOTOOLCHAIN below. C tools (testdata/<tool>/main.c): clang 14 with
 # wasi-libc (Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32; see
-# scripts/setup.sh), fixed flags. Packing uses internal/packtool, the same
-# wasmtools.Pack as `agrun pack`.
+# scripts/setup.sh), fixed flags. Packing uses `agrun pack` itself
+# (built from this tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +54,7 @@ if [ "$clang_major" != "$CLANG_MAJOR" ]; then
   echo "$msg (building anyway)" >&2
 fi
 
-go build -o "$tmp/packtool" ./internal/packtool
+go build -o "$tmp/agrun" ./cmd/agrun
 
 tools=()
 for dir in testdata/*/; do
@@ -75,7 +75,7 @@ for dir in testdata/*/; do
     echo "build-examples: $dir has no manifest.toml or manifest.json" >&2
     exit 1
   fi
-  "$tmp/packtool" -m "$manifest" "$tmp/$name.wasm" -o "$out/$name.wasm"
+  "$tmp/agrun" pack -m "$manifest" "$tmp/$name.wasm" -o "$out/$name.wasm" >/dev/null
   tools+=("$name")
 done
 

@@ -9,7 +9,7 @@ scripts/setup.sh
 [ -x scripts/setup-npm.sh ] && scripts/setup-npm.sh
 
 # Test guests and the wazero compilation cache are shared by every test
-# binary of the run (see internal/testguest).
+# binary of the run (see internal/testing/testguest).
 export AGRUN_TEST_CACHE="${AGRUN_TEST_CACHE:-$PWD/.cache/test}"
 
 if [ $# -gt 0 ]; then

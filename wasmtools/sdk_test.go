@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/wasmtools"
 )

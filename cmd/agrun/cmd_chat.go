@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
 )
 
 // chat is `agrun chat [--session ID]`: an interactive session over stdin,

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/internal/config"
-	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 )

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
 )
 
-// serve is `agrun serve [--addr ADDR]`: the HTTP API of internal/server
+// serve is `agrun serve [--addr ADDR]`: the HTTP API of cmd/agrun/internal/server
 // (docs/API.md) over the configured tools plus the uploaded ones. It
 // answers only requests naming it (loopback, ADDR's host, the address a
 // connection reached, [serve] allowed_hosts) and not from web pages of

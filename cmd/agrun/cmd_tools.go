@@ -9,8 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/agcore/agrun/internal/server"
-	"github.com/agcore/agrun/internal/termsafe"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/registry"
 )
 

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/chattest"
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // These tests run the built binary, as users and scripts do.

@@ -16,8 +16,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agcore/agrun/internal/chattest"
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/internal/chattest"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/wasmtools"
 )
 

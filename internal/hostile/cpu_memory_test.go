@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"

@@ -29,7 +29,7 @@ type fsCase struct {
 // filesystem+write+delete) through every way out of the mount we know.
 // Each must fail inside the guest, the secret must not reach it, and the
 // outside must not change. The same escapes at the FS level, with errnos,
-// are in internal/sandboxfs/escape_test.go.
+// are in runtime/internal/sandboxfs/escape_test.go.
 func TestFilesEscapes(t *testing.T) {
 	f := newFixture(t, runtime.Config{})
 	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write", "delete")

@@ -24,7 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -102,7 +102,7 @@ func wordCountWasm(t testing.TB) []byte {
 }
 
 // hostileWasm is the attacker guest shared with the wasmtools tests
-// (internal/testguest/testdata/hostile), built once.
+// (internal/testing/testguest/testdata/hostile), built once.
 func hostileWasm(t testing.TB) []byte {
 	t.Helper()
 	b := testguest.Hostile(t)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/chattest"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/textsafe"
 )
 

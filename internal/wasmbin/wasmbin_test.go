@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // watFiles are the runtime's test modules, the fuzz seeds and the modules

@@ -1,4 +1,4 @@
-package hostile
+package session_test
 
 import (
 	"bufio"
@@ -13,14 +13,46 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
 )
+
+// These tests run the session writer in child processes (the test binary
+// re-executed with SESSION_CHILD set), to kill it at any moment and to
+// hold a lock in another process. They were in the hostile suite; they
+// live here because the session package is cmd/agrun's own.
+
+const childEnv = "SESSION_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "session-writer" {
+		if _, err := sessionWriter(); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
 
 // The session writer child appends messages of growing size to session
 // HOSTILE_SESSION in store HOSTILE_STORE and prints "ACK n" after each
 // Append returned (the message is on disk), until it is killed. With
 // HOSTILE_HOLD=1 it only opens the session, prints "HELD" and waits.
-var _ = registerChild("session-writer", func() (string, error) {
+func sessionWriter() (string, error) {
 	st, err := session.OpenStore(os.Getenv("HOSTILE_STORE"))
 	if err != nil {
 		return "", err
@@ -40,7 +72,7 @@ var _ = registerChild("session-writer", func() (string, error) {
 		}
 		fmt.Printf("ACK %d\n", i)
 	}
-})
+}
 
 // startWriter starts the session writer and returns it with a channel of
 // its stdout lines.
@@ -128,9 +160,11 @@ func TestSessionTwoProcesses(t *testing.T) {
 		t.Fatalf("second Open: %v; want ErrLocked", err)
 	}
 	// A second writer process gives up the same way.
-	line, ps := child(t, "session-writer", time.Minute, "HOSTILE_STORE="+store, "HOSTILE_SESSION=shared")
-	if ps.Success() || !strings.Contains(line, "locked") {
-		t.Errorf("second writer process: %q (%v); want a lock error", line, ps)
+	second := exec.Command(os.Args[0], "-test.run=^$")
+	second.Env = append(os.Environ(), childEnv+"=session-writer", "HOSTILE_STORE="+store, "HOSTILE_SESSION=shared")
+	out, err := second.Output()
+	if err == nil || !strings.Contains(string(out), "locked") {
+		t.Errorf("second writer process: %q (%v); want a lock error", out, err)
 	}
 	must(t, cmd.Process.Signal(syscall.SIGKILL))
 	cmd.Wait()

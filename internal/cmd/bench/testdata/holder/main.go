@@ -1,4 +1,4 @@
-// Command holder is the guest of the memory measurement in internal/bench:
+// Command holder is the guest of the memory measurement in internal/cmd/bench:
 // word_count's work, then it logs "ready" through agrun.log and sleeps
 // hold_ms milliseconds, so that the host can count its memory while many
 // instances are in flight at once.

@@ -9,8 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/agcore/agrun/internal/config"
-	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"

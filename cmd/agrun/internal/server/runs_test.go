@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/config"
-	"github.com/agcore/agrun/internal/server"
-	"github.com/agcore/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
 )
 

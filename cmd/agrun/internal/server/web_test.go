@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/config"
-	"github.com/agcore/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"

@@ -8,7 +8,7 @@ import (
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/agcore/agrun/internal/sandboxfs/_seek"
+	"github.com/agcore/agrun/runtime/internal/sandboxfs/_seek"
 )
 
 // file implements experimentalsys.File over an *os.File opened through the

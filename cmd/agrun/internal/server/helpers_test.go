@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/server"
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"

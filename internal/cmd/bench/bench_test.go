@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // wantRows are the measurements every run must report, by section.

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/config"
-	"github.com/agcore/agrun/internal/server"
-	"github.com/agcore/agrun/internal/testguest"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"

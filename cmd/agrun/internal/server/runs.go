@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/internal/session"
-	"github.com/agcore/agrun/internal/termsafe"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
 )
 

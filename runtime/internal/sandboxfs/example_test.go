@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agcore/agrun/internal/sandboxfs"
+	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 )

@@ -1,4 +1,4 @@
-// Command mcpserver is the MCP side of the comparison in internal/bench: a
+// Command mcpserver is the MCP side of the comparison in internal/cmd/bench: a
 // long-running stdio MCP server (go-sdk) with one tool, word_count, doing
 // the work of testdata/word_count with the same arguments and result.
 package main

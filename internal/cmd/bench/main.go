@@ -4,10 +4,10 @@
 // in one run on the same input, and prints medians, ratios and whether
 // each target of docs/PERFORMANCE.md is met:
 //
-//	go run ./internal/bench            # the full comparison (a few minutes)
-//	go run ./internal/bench -quick     # every row, tiny counts (a smoke test)
-//	go run ./internal/bench -calls 500 # more rounds per per-call comparison
-//	go run ./internal/bench -profile cpu.out -calls 2000 && go tool pprof -top cpu.out
+//	go run ./internal/cmd/bench            # the full comparison (a few minutes)
+//	go run ./internal/cmd/bench -quick     # every row, tiny counts (a smoke test)
+//	go run ./internal/cmd/bench -calls 500 # more rounds per per-call comparison
+//	go run ./internal/cmd/bench -profile cpu.out -calls 2000 && go tool pprof -top cpu.out
 //	                                   # where an agrun call's time goes
 //
 // The variants of each comparison run round-robin (one call of each in

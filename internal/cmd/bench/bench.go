@@ -357,7 +357,7 @@ func (s *suite) perCallGo() error {
 	if err != nil {
 		return err
 	}
-	mcpPath, err := s.b.build("internal/bench/testdata/mcpserver", native)
+	mcpPath, err := s.b.build("internal/cmd/bench/testdata/mcpserver", native)
 	if err != nil {
 		return err
 	}
@@ -459,7 +459,7 @@ func (s *suite) perCallGo() error {
 		"\"not prepared ahead\" = the same with runtime.Config.DisablePrepare; \"command build\" = the raw wazero module "+
 		"(a WASI command: Go starts in every call) loaded into agrun with word_count's manifest; raw wazero = the same source built "+
 		"with GOOS=wasip1, not packed, wazero defaults + compilation cache, a fresh instance per call; native = the same "+
-		"source built for the host, os/exec per call, args on stdin; MCP = a go-sdk stdio server (internal/bench/testdata/mcpserver) "+
+		"source built for the host, os/exec per call, args on stdin; MCP = a go-sdk stdio server (internal/cmd/bench/testdata/mcpserver) "+
 		"called through mcp.Client. %d interleaved rounds after %d warm calls each. Wall time is the median; CPU is the mean "+
 		"CPU time per call of this process and its children (the MCP server's is not counted).", len(wcText), s.cfg.Calls, s.cfg.Warm)
 	return nil
@@ -668,7 +668,7 @@ func (s *suite) burst(ctx context.Context, a *agrun, workers, n int) error {
 func (s *suite) memory() error {
 	var wasm [2][]byte // the holder as a command, and as a reactor
 	for i, t := range []target{wasip1, wasip1Reactor} {
-		path, err := s.b.build("internal/bench/testdata/holder", t)
+		path, err := s.b.build("internal/cmd/bench/testdata/holder", t)
 		if err != nil {
 			return err
 		}
@@ -699,7 +699,7 @@ func (s *suite) memory() error {
 	s.rep.add(secMem, "raw wazero: host memory per instance", fmtBytes(rawPer))
 	r := float64(agrunPer) / float64(linear)
 	s.rep.check(secMem, "agrun: host memory per instance", fmt.Sprintf("%s (%.2fx linear)", fmtBytes(agrunPer), r), "<= 1.5x linear", r <= 1.5)
-	s.rep.note("memory: %d calls of internal/bench/testdata/holder (word_count's work, then agrun.log \"ready\" and a %s sleep) "+
+	s.rep.note("memory: %d calls of internal/cmd/bench/testdata/holder (word_count's work, then agrun.log \"ready\" and a %s sleep) "+
 		"in flight at once; per instance = growth of the process's resident set (/proc/self/statm) from before the calls to when "+
 		"all %d have logged ready, divided by %d (GC run and freed memory returned first). agrun runs the holder built as a reactor "+
 		"(its snapshot and the instance prepared ahead are part of the growth), raw wazero the command build. Linear memory = the "+
