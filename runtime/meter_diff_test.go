@@ -27,40 +27,7 @@ import (
 // or the time limit) must be the same.
 func TestInstrumentedBehavesAsOriginal(t *testing.T) {
 	ctx := context.Background()
-	cache, err := wazero.NewCompilationCacheWithDir(testguest.CompilationCacheDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2).WithMemoryLimitPages(256).WithCompilationCache(cache)
-	plain := wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true))
-	metered := wazero.NewRuntimeWithConfig(ctx, rc)
-	t.Cleanup(func() { plain.Close(ctx); metered.Close(ctx) })
-	for _, rt := range []wazero.Runtime{plain, metered} {
-		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
-		h := rt.NewHostModuleBuilder("agrun")
-		i32 := api.ValueTypeI32
-		h.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {}), []api.ValueType{i32, i32, i32}, nil).Export("log")
-		refuse := api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = api.EncodeI32(-1) })
-		h.NewFunctionBuilder().WithGoModuleFunction(refuse, []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("http_request")
-		h.NewFunctionBuilder().WithGoModuleFunction(refuse, []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("http_response")
-		if _, err := h.Instantiate(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := metered.NewHostModuleBuilder(meterModule)
-	m.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, s []uint64) {
-		if ctx.Err() != nil {
-			stopGuest(ctx)
-		}
-		s[0] = fuelQuantum
-	}), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).Export(wasmbin.MeterRefill)
-	m.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, _ []uint64) {
-		panic(errors.New("stack"))
-	}), nil, nil).Export(wasmbin.MeterStack)
-	if _, err := m.Instantiate(ctx); err != nil {
-		t.Fatal(err)
-	}
-
+	plain, metered := diffRuntimes(t)
 	var mods []struct {
 		name string
 		wasm []byte
@@ -169,4 +136,102 @@ func runPlain(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, 
 		}
 	}
 	return fmt.Sprintf("%s, stdout %q, stderr %q", end, stdout.String(), stderr.String())
+}
+
+// refillsKey carries, in a call's context, how many more refills the
+// metered runtime of diffRuntimes grants (*int); without it, any number.
+type refillsKey struct{}
+
+// diffRuntimes returns two wazero runtimes with WASI, a stand-in agrun
+// module and a 16 MiB memory limit: plain, with wazero's own interruption,
+// for original modules; metered, with a meter that only refills, for
+// instrumented ones.
+func diffRuntimes(t testing.TB) (plain, metered wazero.Runtime) {
+	ctx := context.Background()
+	cache, err := wazero.NewCompilationCacheWithDir(testguest.CompilationCacheDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2).WithMemoryLimitPages(256).WithCompilationCache(cache)
+	plain = wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true))
+	metered = wazero.NewRuntimeWithConfig(ctx, rc)
+	t.Cleanup(func() { plain.Close(ctx); metered.Close(ctx) })
+	for _, rt := range []wazero.Runtime{plain, metered} {
+		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+		h := rt.NewHostModuleBuilder("agrun")
+		i32 := api.ValueTypeI32
+		h.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {}), []api.ValueType{i32, i32, i32}, nil).Export("log")
+		refuse := api.GoModuleFunc(func(_ context.Context, _ api.Module, s []uint64) { s[0] = api.EncodeI32(-1) })
+		h.NewFunctionBuilder().WithGoModuleFunction(refuse, []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("http_request")
+		h.NewFunctionBuilder().WithGoModuleFunction(refuse, []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("http_response")
+		if _, err := h.Instantiate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := metered.NewHostModuleBuilder(meterModule)
+	m.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, s []uint64) {
+		if ctx.Err() != nil {
+			stopGuest(ctx)
+		}
+		if left, ok := ctx.Value(refillsKey{}).(*int); ok {
+			if *left--; *left < 0 {
+				stopGuest(ctx)
+			}
+		}
+		s[0] = fuelQuantum
+	}), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).Export(wasmbin.MeterRefill)
+	m.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, _ []uint64) {
+		panic(errors.New("stack"))
+	}), nil, nil).Export(wasmbin.MeterStack)
+	if _, err := m.Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	return plain, metered
+}
+
+// FuzzInstrumentedBehavesAsOriginal: modules the fuzzer derives from the
+// test fixtures that wazero accepts run the same, instrumented or not
+// (outcomes that depend on the time limit are not compared).
+func FuzzInstrumentedBehavesAsOriginal(f *testing.F) {
+	files, _ := filepath.Glob("testdata/wat/*.wat")
+	for _, file := range files {
+		if b := filepath.Base(file); b == "calltree.wat" || b == "straightline.wat" {
+			continue
+		}
+		f.Add(testguest.WAT(f, file), "a")
+	}
+	plain, metered := diffRuntimes(f)
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, wasm []byte, stdin string) {
+		if m, err := wasmbin.Parse(wasm); err != nil || m.CompileCost > compileBudget(len(wasm)) {
+			return // Compile refuses what would take wazero long to compile
+		}
+		orig, err := plain.CompileModule(ctx, wasm)
+		if err != nil {
+			return
+		}
+		defer orig.Close(ctx)
+		inst, err := wasmbin.Instrument(wasm, wasmbin.MeterOptions{ImportModule: meterModule})
+		if err != nil {
+			t.Fatalf("Instrument refused a module wazero compiles: %v", err)
+		}
+		cm, err := metered.CompileModule(ctx, inst)
+		if err != nil {
+			t.Fatalf("the instrumented module does not compile: %v", err)
+		}
+		defer cm.Close(ctx)
+		// The instrumented module first, with a budget of about 10M
+		// instructions: a module that needs more may be one the original
+		// runtime could never stop (no loop), so it is not compared.
+		left := 10
+		got := runPlain(context.WithValue(ctx, refillsKey{}, &left), metered, cm, stdin, 100*time.Millisecond)
+		if left < 0 || strings.Contains(got, "time limit") {
+			return
+		}
+		want := runPlain(ctx, plain, orig, stdin, 100*time.Millisecond)
+		if want != got && !strings.Contains(want, "time limit") {
+			t.Fatalf("original: %s\ninstrumented: %s", want, got)
+		}
+	})
 }
