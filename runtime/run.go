@@ -14,55 +14,6 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// Input is what one call gives the guest.
-type Input struct {
-	// Stdin is the guest's whole standard input (at most MaxStdin bytes).
-	Stdin []byte
-	// Args is the guest's argv, exactly (argv[0] included). Nil means none.
-	Args []string
-	// Mounts are the host directories the guest sees. None by default.
-	// Run fails (before the guest starts) if a host directory is missing
-	// or a guest path is not absolute and clean, or is mounted twice.
-	Mounts []Mount
-	// Network grants agrun.http_request. Nil links a stub that answers
-	// not_granted and makes the call fail with ErrNotGranted.
-	Network *NetworkGrant
-	// Limits for this call; a zero field means the Runtime's default.
-	Limits Limits
-}
-
-// Mount makes a host directory visible to the guest.
-type Mount struct {
-	// HostPath is the host directory; it must exist.
-	HostPath string
-	// GuestPath is where the guest sees it: an absolute, clean path.
-	GuestPath string
-	// Writable lets the guest create, write, truncate, rename and link
-	// inside the mount. Without it the mount is read-only.
-	Writable bool
-	// AllowDelete lets the guest unlink files, remove directories and
-	// rename over existing entries. It needs Writable: Run refuses a mount
-	// with AllowDelete alone.
-	AllowDelete bool
-}
-
-// NetworkGrant lets the guest make HTTP requests through
-// agrun.http_request.
-type NetworkGrant struct {
-	// AllowedHosts are the host names (compared case-insensitively) the
-	// guest may reach. "host" allows every port of that host; "host:port"
-	// only that port. IP literals are written the same way ("[::1]:8080").
-	AllowedHosts []string
-	// AllowPrivate lets allowed hosts resolve to loopback, private,
-	// link-local, unique-local and other non-public addresses. Off by
-	// default: such addresses are refused at dial time.
-	AllowPrivate bool
-	// MaxResponseBytes caps each response body. If zero, 4 MiB.
-	MaxResponseBytes int64
-	// MaxRequests caps the requests of one call. If zero, 16.
-	MaxRequests int
-}
-
 // Output is what the guest produced.
 type Output struct {
 	// Stdout and Stderr are what the guest wrote, up to the caps.
