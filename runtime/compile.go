@@ -22,8 +22,7 @@ import (
 // table whose minimum exceeds MaxTableElements, or whose maximum does
 // (or is absent) while the code applies table.grow or table.fill to it;
 // code whose estimated compile cost is out of proportion to its size
-// (deeply nested blocks, many locals times many blocks: see
-// compileBudget); modules that do not export "memory"; and modules that
+// (deeply nested blocks, many locals times many blocks); modules that do not export "memory"; and modules that
 // export neither "_start" (a WASI command) nor both "_initialize" and
 // "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
 // point that is imported or whose type is not func() ().

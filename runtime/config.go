@@ -33,9 +33,10 @@ type Config struct {
 	// snapshotted reactor tool (see Run): preparing the next instance
 	// while a call runs, and closing a call's instance after Run returned.
 	// Each call then makes and closes its own instance on its caller's
-	// goroutine. The background work takes about 40 % off a Go tool's call
-	// when a CPU is idle, and is skipped when every CPU already runs a
-	// call; it keeps one more instance (its memory) per tool in use.
+	// goroutine. The background work shortens a call when a CPU is idle
+	// (docs/PERFORMANCE.md has the figures), and is skipped when every CPU
+	// already runs a call; it keeps one more instance (its memory) per
+	// tool in use.
 	DisablePrepare bool
 	// Limits are the defaults for every call; a zero field means the package
 	// default (see [Limits]).
