@@ -21,100 +21,24 @@ var repeatNote = "\n\n[note from the tool runner: you have made this exact call 
 // runnable calls in parallel through the registry, appends one tool
 // message per call in call order, and emits the events.
 func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
-	sigs, counts := r.countRepeats(calls)
-	results := make([]*ToolExecutionCompleted, len(calls))
-	contents := make([]string, len(calls))
-	limit := r.c.cfg.MaxToolMessageBytes
-	fail := func(i int, kind registry.Kind, msg string) {
-		prefix := errorContent(string(kind), "")
-		msg = textsafe.Clean(msg, max(limit-len(prefix), 0)) // no cap if limit is 0
-		out, _ := json.Marshal(msg)
-		results[i] = &ToolExecutionCompleted{ID: calls[i].ID, Name: calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
-		contents[i] = prefix + msg
-	}
-
-	var stop error
-	for i, c := range calls {
-		if n := counts[sigs[i]]; n > RepeatLimit {
-			stop = &RepeatedCallError{Tool: c.Name, Arguments: c.Arguments, Turns: n}
-			break
-		}
-	}
-
-	var toRun []registry.Call
-	var runIdx []int
-	for i, c := range calls {
-		switch {
-		case stop != nil:
-			why := "the run was stopped because a call (same tool, same arguments) was repeated " +
-				strconv.Itoa(RepeatLimit+1) + " turns in a row"
-			if counts[sigs[i]] > RepeatLimit {
-				why = "this call (same tool, same arguments) was made " + strconv.Itoa(counts[sigs[i]]) +
-					" turns in a row; the run was stopped"
-			}
-			fail(i, registry.Cancelled, "not run: "+why)
-		case r.reg == nil:
-			fail(i, registry.NotFound, fmt.Sprintf("no tool named %q: no tools are available", c.Name))
-		case i >= r.c.cfg.MaxToolCallsPerTurn:
-			fail(i, registry.Other, fmt.Sprintf("not run: more than %d tool calls in one reply; make at most %d at once",
-				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
-		default:
-			toRun = append(toRun, registry.Call{ID: c.ID, Name: c.Name, Args: json.RawMessage(c.Arguments)})
-			runIdx = append(runIdx, i)
-		}
-	}
-
+	b := r.newBatch(calls)
+	stop := b.repeated()
+	toRun, runIdx := r.runnable(b, stop)
 	for _, i := range runIdx {
 		c := calls[i]
 		if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
 			return errStopped
 		}
 	}
-	// Each call's ToolExecutionCompleted is emitted as soon as it finishes;
-	// the tool messages are appended afterwards, in call order. If the
-	// consumer stops, the calls still running are cancelled and answered.
-	emitted := make([]bool, len(calls))
-	stopped := false
-	if len(toRun) > 0 {
-		tctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		r.reg.InvokeEach(tctx, toRun, func(k int, inv registry.Invocation) {
-			i := runIdx[k]
-			c := calls[i]
-			if inv.Err != nil {
-				kind := registry.KindOf(inv.Err)
-				msg := errorMessage(inv.Err)
-				if kind == registry.InvalidArguments && !json.Valid([]byte(c.Arguments)) {
-					msg += "; the arguments were: " + shorten(c.Arguments, 200)
-				}
-				fail(i, kind, msg)
-				results[i].Duration = inv.Duration
-			} else {
-				out := cleanOutput(inv.Output)
-				results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
-				contents[i] = boundOutput(out, limit)
-			}
-			if counts[sigs[i]] == RepeatLimit {
-				contents[i] += repeatNote
-			}
-			if !stopped {
-				emitted[i] = true
-				if !r.emit(results[i]) {
-					stopped = true
-					cancel()
-				}
-			}
-		})
-	}
-
+	stopped := !r.invoke(ctx, b, toRun, runIdx)
 	for i, c := range calls {
-		r.answer(c, contents[i])
+		r.answer(c, b.contents[i])
 	}
 	if stopped {
 		return errStopped
 	}
-	for i, ev := range results { // the calls that were not run
-		if !emitted[i] && !r.emit(ev) {
+	for i, ev := range b.results { // the calls that were not run
+		if !b.emitted[i] && !r.emit(ev) {
 			return errStopped
 		}
 	}
@@ -125,6 +49,124 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 		return fmt.Errorf("loop: run cancelled during tool calls: %w", err)
 	}
 	return nil
+}
+
+// toolBatch is the calls of one reply and what answers them: each call's
+// event, tool message, and whether its event was emitted.
+type toolBatch struct {
+	calls    []ToolCall
+	sigs     []string       // each call's signature (tool and arguments)
+	counts   map[string]int // turns in a row each signature was called
+	limit    int            // MaxToolMessageBytes
+	results  []*ToolExecutionCompleted
+	contents []string
+	emitted  []bool
+}
+
+func (r *runState) newBatch(calls []ToolCall) *toolBatch {
+	sigs, counts := r.countRepeats(calls)
+	return &toolBatch{
+		calls:    calls,
+		sigs:     sigs,
+		counts:   counts,
+		limit:    r.c.cfg.MaxToolMessageBytes,
+		results:  make([]*ToolExecutionCompleted, len(calls)),
+		contents: make([]string, len(calls)),
+		emitted:  make([]bool, len(calls)),
+	}
+}
+
+// fail answers call i with an error of the kind.
+func (b *toolBatch) fail(i int, kind registry.Kind, msg string) {
+	prefix := errorContent(string(kind), "")
+	msg = textsafe.Clean(msg, max(b.limit-len(prefix), 0)) // no cap if limit is 0
+	out, _ := json.Marshal(msg)
+	b.results[i] = &ToolExecutionCompleted{ID: b.calls[i].ID, Name: b.calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
+	b.contents[i] = prefix + msg
+}
+
+// repeated returns the error that ends the run if a call was made more
+// than RepeatLimit turns in a row, else nil.
+func (b *toolBatch) repeated() error {
+	for i, c := range b.calls {
+		if n := b.counts[b.sigs[i]]; n > RepeatLimit {
+			return &RepeatedCallError{Tool: c.Name, Arguments: c.Arguments, Turns: n}
+		}
+	}
+	return nil
+}
+
+// runnable answers the calls that will not run (the run stops, there are
+// no tools, too many calls in the reply) and returns the others, with
+// their indices in the batch.
+func (r *runState) runnable(b *toolBatch, stop error) (toRun []registry.Call, runIdx []int) {
+	for i, c := range b.calls {
+		switch {
+		case stop != nil:
+			why := "the run was stopped because a call (same tool, same arguments) was repeated " +
+				strconv.Itoa(RepeatLimit+1) + " turns in a row"
+			if b.counts[b.sigs[i]] > RepeatLimit {
+				why = "this call (same tool, same arguments) was made " + strconv.Itoa(b.counts[b.sigs[i]]) +
+					" turns in a row; the run was stopped"
+			}
+			b.fail(i, registry.Cancelled, "not run: "+why)
+		case r.reg == nil:
+			b.fail(i, registry.NotFound, fmt.Sprintf("no tool named %q: no tools are available", c.Name))
+		case i >= r.c.cfg.MaxToolCallsPerTurn:
+			b.fail(i, registry.Other, fmt.Sprintf("not run: more than %d tool calls in one reply; make at most %d at once",
+				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
+		default:
+			toRun = append(toRun, registry.Call{ID: c.ID, Name: c.Name, Args: json.RawMessage(c.Arguments)})
+			runIdx = append(runIdx, i)
+		}
+	}
+	return toRun, runIdx
+}
+
+// invoke runs the runnable calls in parallel and emits each call's ToolExecutionCompleted as soon as it
+// finishes (the tool messages are appended afterwards, in call order). If
+// the consumer stops, the calls still running are cancelled and answered,
+// and invoke returns false.
+func (r *runState) invoke(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) bool {
+	if len(toRun) == 0 {
+		return true
+	}
+	stopped := false
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.reg.InvokeEach(tctx, toRun, func(k int, inv registry.Invocation) {
+		i := runIdx[k]
+		b.done(i, inv)
+		if !stopped {
+			b.emitted[i] = true
+			if !r.emit(b.results[i]) {
+				stopped = true
+				cancel()
+			}
+		}
+	})
+	return !stopped
+}
+
+// done answers call i with what its invocation returned.
+func (b *toolBatch) done(i int, inv registry.Invocation) {
+	c := b.calls[i]
+	if inv.Err != nil {
+		kind := registry.KindOf(inv.Err)
+		msg := errorMessage(inv.Err)
+		if kind == registry.InvalidArguments && !json.Valid([]byte(c.Arguments)) {
+			msg += "; the arguments were: " + shorten(c.Arguments, 200)
+		}
+		b.fail(i, kind, msg)
+		b.results[i].Duration = inv.Duration
+	} else {
+		out := cleanOutput(inv.Output)
+		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
+		b.contents[i] = boundOutput(out, b.limit)
+	}
+	if b.counts[b.sigs[i]] == RepeatLimit {
+		b.contents[i] += repeatNote
+	}
 }
 
 // countRepeats updates the run's record of consecutive calls with one

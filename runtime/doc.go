@@ -68,9 +68,8 @@
 // as possible. A reactor tool (exports _initialize and agrun_call, e.g. a
 // Go tool built with -buildmode=c-shared) runs _initialize once: each call
 // starts from a snapshot of the instance taken right after it, and the
-// next instance is prepared while a call runs (snapshot.go, prepare.go;
-// the guest's view is in guest-sdk/ABI.md §1.1). docs/PERFORMANCE.md has
-// the figures.
+// next instance is prepared while a call runs (the guest's view is in
+// guest-sdk/ABI.md §1.1). docs/PERFORMANCE.md has the figures.
 //
 // # Concurrency
 //

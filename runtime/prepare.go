@@ -162,19 +162,17 @@ func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, pa
 
 // closeAhead says whether a finished call's instance should be closed in
 // the background, under the same conditions as preparing: not disabled,
-// and a CPU idle. If so, it takes a reference to the compiled module and
-// an inflight count, which the closing goroutine must give back.
-func (r *Runtime) closeAhead(m *Module) bool {
+// the runtime not closing, and a CPU idle. If so, it counts the instance
+// as closed behind its call; the call's release ends the count.
+func (r *Runtime) closeAhead() bool {
 	if r.cfg.DisablePrepare || r.cpusBusy() {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || m.c.refs == 0 {
+	if r.closed {
 		return false
 	}
-	m.c.refs++
-	r.inflight.Add(1)
 	r.closingBehind.Add(1)
 	return true
 }

@@ -6,62 +6,15 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
 )
-
-// Input is what one call gives the guest.
-type Input struct {
-	// Stdin is the guest's whole standard input (at most MaxStdin bytes).
-	Stdin []byte
-	// Args is the guest's argv, exactly (argv[0] included). Nil means none.
-	Args []string
-	// Mounts are the host directories the guest sees. None by default.
-	// Run fails (before the guest starts) if a host directory is missing
-	// or a guest path is not absolute and clean, or is mounted twice.
-	Mounts []Mount
-	// Network grants agrun.http_request. Nil links a stub that answers
-	// not_granted and makes the call fail with ErrNotGranted.
-	Network *NetworkGrant
-	// Limits for this call; a zero field means the Runtime's default.
-	Limits Limits
-}
-
-// Mount makes a host directory visible to the guest.
-type Mount struct {
-	// HostPath is the host directory; it must exist.
-	HostPath string
-	// GuestPath is where the guest sees it: an absolute, clean path.
-	GuestPath string
-	// Writable lets the guest create, write, truncate, rename and link
-	// inside the mount. Without it the mount is read-only.
-	Writable bool
-	// AllowDelete lets the guest unlink files, remove directories and
-	// rename over existing entries. It needs Writable: Run refuses a mount
-	// with AllowDelete alone.
-	AllowDelete bool
-}
-
-// NetworkGrant lets the guest make HTTP requests through
-// agrun.http_request.
-type NetworkGrant struct {
-	// AllowedHosts are the host names (compared case-insensitively) the
-	// guest may reach. "host" allows every port of that host; "host:port"
-	// only that port. IP literals are written the same way ("[::1]:8080").
-	AllowedHosts []string
-	// AllowPrivate lets allowed hosts resolve to loopback, private,
-	// link-local, unique-local and other non-public addresses. Off by
-	// default: such addresses are refused at dial time.
-	AllowPrivate bool
-	// MaxResponseBytes caps each response body. If zero, 4 MiB.
-	MaxResponseBytes int64
-	// MaxRequests caps the requests of one call. If zero, 16.
-	MaxRequests int
-}
 
 // Output is what the guest produced.
 type Output struct {
@@ -96,12 +49,12 @@ func sleeper(ctx context.Context) func(ns int64) {
 
 // Run runs one call in a fresh instance of the module and returns what it
 // wrote: a command's _start; a reactor's agrun_call, in an instance
-// started from the snapshot taken after its _initialize (see
-// snapshot.go), or after running _initialize when there is none. It is
-// safe to call concurrently; at most MaxInstances calls run at once, the
-// others wait (ErrTimeout is not involved: a caller that gives up waiting
-// gets its context's error). While a call of a snapshotted reactor runs,
-// the next instance is prepared in the background (see
+// started from a snapshot of its memory and globals taken after its
+// _initialize, or after running _initialize when there is no snapshot. It
+// is safe to call concurrently; at most MaxInstances calls run at once,
+// the others wait (ErrTimeout is not involved: a caller that gives up
+// waiting gets its context's error). While a call of a snapshotted reactor
+// runs, the next instance is prepared in the background (see
 // Config.DisablePrepare).
 //
 // A non-zero exit code is not an error: the Output carries it and the error
@@ -114,6 +67,42 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	if m == nil || m.r != r {
 		return nil, errors.New("runtime: Run with a nil module or one from another Runtime")
 	}
+	c, err := r.admit(ctx, m, in)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	g := c.begin(ctx, in)
+	defer g.end()
+	mod, snap, out, err := c.instantiate(g, in)
+	if out != nil { // the call ended before its guest started
+		return out, err
+	}
+	return c.finish(g, mod, snap, err)
+}
+
+// call is one admitted Run: it holds, until release, an inflight count
+// (Runtime.Close waits for it), a reference to the compiled module, an
+// instance slot, and the opened mounts.
+type call struct {
+	r       *Runtime
+	m       *Module
+	lim     Limits
+	fss     []experimentalsys.FS
+	closers []io.Closer
+	// holders counts who still needs the call's resources: Run, and an
+	// instance being closed in the background. The last to let go
+	// releases them.
+	holders atomic.Int32
+	// behind: an instance of the call is closed in the background; its
+	// release ends the runtime's count of such instances.
+	behind bool
+}
+
+// admit checks the input against the call's limits, takes a reference to
+// the module, waits for an instance slot and opens the mounts. On success
+// the returned call owns all of that; on failure nothing is held.
+func (r *Runtime) admit(ctx context.Context, m *Module, in Input) (*call, error) {
 	lim := in.Limits.withDefaults(r.cfg.Limits)
 	if int64(len(in.Stdin)) > lim.MaxStdin {
 		return nil, fmt.Errorf("%w: stdin is %d bytes, over the limit of %d", ErrInputLimit, len(in.Stdin), lim.MaxStdin)
@@ -129,130 +118,196 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	}
 	r.inflight.Add(1)
 	r.mu.Unlock()
-	defer r.inflight.Done()
 	if !m.acquire() {
+		r.inflight.Done()
 		return nil, fmt.Errorf("%w: module", ErrClosed)
 	}
-	defer r.release(m.sum, m.c)
+	fail := func(err error) (*call, error) {
+		r.release(m.sum, m.c)
+		r.inflight.Done()
+		return nil, err
+	}
 
-	// Wait for an instance slot.
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return fail(ctx.Err())
 	case <-r.closing.Done():
-		return nil, ErrClosed
+		return fail(ErrClosed)
 	}
-	slot := true // false once a background close owns the slot
-	defer func() {
-		if slot {
-			<-r.sem
-		}
-	}()
-
 	fss, closers, err := mountFS(in.Mounts, lim.MaxWriteBytes)
 	if err != nil {
-		return nil, err
+		<-r.sem
+		return fail(err)
 	}
-	defer func() { closeAll(closers) }() // nil once a background close owns them
+	c := &call{r: r, m: m, lim: lim, fss: fss, closers: closers}
+	c.holders.Store(1)
+	return c, nil
+}
 
-	// One time limit for the whole call, a snapshot's _initialize
-	// included (and the wait while another call takes it).
-	start := time.Now()
-	timeoutCtx, callCtx, cancel, done := r.callContexts(ctx, lim.Timeout)
-	defer done()
+// hold adds a holder of the call's resources (see release).
+func (c *call) hold() { c.holders.Add(1) }
 
-	st := newCallState(r, m, in.Network, cancel)
-	st.fuelLimit = lim.Fuel
-	defer st.close()
-	stdout := &capWriter{max: lim.MaxStdout, onExceed: st.outputExceeded}
-	stderr := &capWriter{max: lim.MaxStderr, onExceed: st.outputExceeded}
-	runCtx := context.WithValue(callCtx, callStateKey{}, st)
-
-	info := m.c.info
-	limit := uint64(lim.MemoryBytes) &^ 0xffff
-	var snap *snapshot
-	var entry *snapEntry
-	if info.snap != nil {
-		var initErr error
-		snap, entry, err = info.snap.get(callCtx, snapshotKey(in), func() (*snapshot, bool) {
-			s, final, failure := r.takeSnapshot(callCtx, m, in, lim)
-			initErr = failure
-			return s, final
-		})
-		if initErr != nil { // _initialize hit a limit, so would the call
-			return &Output{Duration: time.Since(start)}, initErr
-		}
-		if err != nil { // the call's time ran out, or it was cancelled, while another call took the snapshot
-			out := &Output{Duration: time.Since(start)}
-			return out, st.classify(ctx, timeoutCtx, callCtx, errors.Is(timeoutCtx.Err(), context.DeadlineExceeded), err, out)
-		}
-		if snap != nil && snap.mem.size > limit {
-			snap = nil // this call's limit is lower: let _initialize meet it
-		}
+// release lets go of the call's resources; the last holder gives them
+// back, in the reverse order of admit: mounts, slot, module, inflight.
+func (c *call) release() {
+	if c.holders.Add(-1) != 0 {
+		return
 	}
-
-	var mod api.Module
-	if snap != nil {
-		// From the snapshot: an instance prepared ahead, or one made now;
-		// either way, prepare the next one (prepare.go).
-		args, paths := append([]string(nil), in.Args...), guestPaths(in.Mounts)
-		p := r.takePrepared(entry, limit)
-		if p == nil {
-			p, err = r.prepare(m.c, snap, args, paths, limit)
-		}
-		r.prepareAhead(m, entry, snap, args, paths, limit)
-		if err == nil {
-			mod = p.mod
-			p.bind(bytes.NewReader(in.Stdin), stdout, stderr, fss, callCtx, st.memoryExceeded)
-			_, err = mod.ExportedFunction("agrun_call").Call(runCtx)
-		}
-	} else {
-		cfg := r.modCfg.
-			WithStdin(bytes.NewReader(in.Stdin)).
-			WithStdout(stdout).
-			WithStderr(stderr).
-			WithArgs(in.Args...).
-			WithNanosleep(sleeper(callCtx))
-		if fsCfg := fsConfig(guestPaths(in.Mounts), fss); fsCfg != nil {
-			cfg = cfg.WithFSConfig(fsCfg)
-		}
-		if info.reactor {
-			cfg = cfg.WithStartFunctions()
-		}
-		alloc := &memAllocator{pool: r.pool, limit: limit, image: info.image, onExceed: st.memoryExceeded}
-		mod, err = r.wz.InstantiateModule(experimental.WithMemoryAllocator(runCtx, alloc), m.c.cm, cfg)
-		if err == nil && info.reactor {
-			err = runReactor(runCtx, mod)
-		}
+	closeAll(c.closers)
+	if c.behind {
+		c.r.closingBehind.Add(-1)
 	}
+	<-c.r.sem
+	c.r.release(c.m.sum, c.m.c)
+	c.r.inflight.Done()
+}
+
+// guestRun is what one call's guest runs with: its contexts, the state its
+// host functions share, and its output writers.
+type guestRun struct {
+	start                    time.Time
+	ctx, timeoutCtx, callCtx context.Context
+	done                     func()
+	st                       *callState
+	stdout, stderr           *capWriter
+	runCtx                   context.Context // callCtx carrying st for the host functions
+	limit                    uint64          // the memory limit, in whole pages
+}
+
+// begin sets up the guest's run. One time limit covers the whole call, a
+// snapshot's _initialize included (and the wait while another call takes
+// it).
+func (c *call) begin(ctx context.Context, in Input) *guestRun {
+	g := &guestRun{start: time.Now(), ctx: ctx}
+	var cancel context.CancelCauseFunc
+	g.timeoutCtx, g.callCtx, cancel, g.done = c.r.callContexts(ctx, c.lim.Timeout)
+	g.st = newCallState(c.r, c.m, in.Network, cancel)
+	g.st.fuelLimit = c.lim.Fuel
+	g.stdout = &capWriter{max: c.lim.MaxStdout, onExceed: g.st.outputExceeded}
+	g.stderr = &capWriter{max: c.lim.MaxStderr, onExceed: g.st.outputExceeded}
+	g.runCtx = context.WithValue(g.callCtx, callStateKey{}, g.st)
+	g.limit = uint64(c.lim.MemoryBytes) &^ 0xffff
+	return g
+}
+
+// end stops the guest's contexts and its network client.
+func (g *guestRun) end() {
+	g.st.close()
+	g.done()
+}
+
+// classify is callState.classify for this run.
+func (g *guestRun) classify(expired bool, err error, out *Output) error {
+	return g.st.classify(g.ctx, g.timeoutCtx, g.callCtx, expired, err, out)
+}
+
+// instantiate gets the call's instance and runs the guest in it: from the
+// module's snapshot (prepared ahead, or made now) when it has one that
+// fits the call's memory limit, else fresh. It returns the instance (nil
+// if none was made) and the snapshot it came from; a non-nil Output means
+// the call ended before its guest started, with that Output and error.
+func (c *call) instantiate(g *guestRun, in Input) (api.Module, *snapshot, *Output, error) {
+	snap, entry, out, err := c.snapshot(g, in)
+	if out != nil {
+		return nil, nil, out, err
+	}
+	if snap == nil {
+		mod, err := c.fresh(g, in)
+		return mod, nil, nil, err
+	}
+	r := c.r
+	args, paths := append([]string(nil), in.Args...), guestPaths(in.Mounts)
+	p := r.takePrepared(entry, g.limit)
+	if p == nil {
+		p, err = r.prepare(c.m.c, snap, args, paths, g.limit)
+	}
+	r.prepareAhead(c.m, entry, snap, args, paths, g.limit)
+	if err != nil {
+		return nil, snap, nil, err
+	}
+	p.bind(bytes.NewReader(in.Stdin), g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded)
+	_, err = p.mod.ExportedFunction("agrun_call").Call(g.runCtx)
+	return p.mod, snap, nil, err
+}
+
+// snapshot returns the module's snapshot for this call's argv and mounts,
+// taking it if no call did yet, or nil if the module has none or it needs
+// more memory than this call may use (then _initialize runs in the
+// call's instance and meets the limit itself).
+func (c *call) snapshot(g *guestRun, in Input) (*snapshot, *snapEntry, *Output, error) {
+	s := c.m.c.info.snap
+	if s == nil {
+		return nil, nil, nil, nil
+	}
+	var initErr error
+	snap, entry, err := s.get(g.callCtx, snapshotKey(in), func() (*snapshot, bool) {
+		s, final, failure := c.r.takeSnapshot(g.callCtx, c.m, in, c.lim)
+		initErr = failure
+		return s, final
+	})
+	if initErr != nil { // _initialize hit a limit, so would the call
+		return nil, nil, &Output{Duration: time.Since(g.start)}, initErr
+	}
+	if err != nil { // the call's time ran out, or it was cancelled, while another call took the snapshot
+		out := &Output{Duration: time.Since(g.start)}
+		return nil, nil, out, g.classify(errors.Is(g.timeoutCtx.Err(), context.DeadlineExceeded), err, out)
+	}
+	if snap != nil && snap.mem.size > g.limit {
+		snap = nil
+	}
+	return snap, entry, nil, nil
+}
+
+// fresh instantiates the module anew and runs the guest: _start, or a
+// reactor's _initialize then agrun_call.
+func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
+	r, info := c.r, c.m.c.info
+	cfg := r.modCfg.
+		WithStdin(bytes.NewReader(in.Stdin)).
+		WithStdout(g.stdout).
+		WithStderr(g.stderr).
+		WithArgs(in.Args...).
+		WithNanosleep(sleeper(g.callCtx))
+	if fsCfg := fsConfig(guestPaths(in.Mounts), c.fss); fsCfg != nil {
+		cfg = cfg.WithFSConfig(fsCfg)
+	}
+	if info.reactor {
+		cfg = cfg.WithStartFunctions()
+	}
+	alloc := &memAllocator{pool: r.pool, limit: g.limit, image: info.image, onExceed: g.st.memoryExceeded}
+	mod, err := r.wz.InstantiateModule(experimental.WithMemoryAllocator(g.runCtx, alloc), c.m.c.cm, cfg)
+	if err == nil && info.reactor {
+		err = runReactor(g.runCtx, mod)
+	}
+	return mod, err
+}
+
+// finish closes the call's instance and turns how the guest ended into
+// Run's result. An instance from a snapshot is closed in the background
+// when a CPU is idle (resetting its memory for reuse is the rest of what
+// closing costs), holding the call's slot and mounts until it is done.
+func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error) (*Output, error) {
 	// Whether the time limit had passed when the guest ended: a guest can
 	// still return normally after it (the deadline passed inside a host
 	// function, and the guest exited before wazero stopped it).
-	expired := errors.Is(timeoutCtx.Err(), context.DeadlineExceeded)
+	expired := errors.Is(g.timeoutCtx.Err(), context.DeadlineExceeded)
 	var fuel int64
 	if mod != nil {
-		fuel = st.fuelUsed(mod)
-		if snap != nil && r.closeAhead(m) {
-			// Resetting the memory for reuse is the rest of what closing
-			// costs: do it off the call's path, with the slot and the
-			// mounts held until done (prepare.go).
-			mounts := closers
-			closers, slot = nil, false
+		fuel = g.st.fuelUsed(mod)
+		if snap != nil && c.r.closeAhead() {
+			c.behind = true
+			c.hold()
 			go func() {
-				defer r.inflight.Done()
-				defer r.release(m.sum, m.c)
 				mod.Close(context.Background())
-				closeAll(mounts)
-				r.closingBehind.Add(-1)
-				<-r.sem
+				c.release()
 			}()
 		} else {
 			mod.Close(context.Background())
 		}
 	}
-	out := &Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Duration: time.Since(start), Fuel: fuel}
-	return out, st.classify(ctx, timeoutCtx, callCtx, expired, err, out)
+	out := &Output{Stdout: g.stdout.buf.Bytes(), Stderr: g.stderr.buf.Bytes(), Duration: time.Since(g.start), Fuel: fuel}
+	return out, g.classify(expired, err, out)
 }
 
 // callContexts returns the contexts guest code runs under: timeoutCtx

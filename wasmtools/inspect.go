@@ -85,15 +85,6 @@ func (l Limits) String() string {
 	return s
 }
 
-// limitsOf converts limits as wasmbin reads them.
-func limitsOf(l wasmbin.Limits) Limits {
-	out := Limits{Min: l.Min, Shared: l.Shared}
-	if l.HasMax {
-		out.Max = &l.Max
-	}
-	return out
-}
-
 // Table is a table of a module.
 type Table struct {
 	Limits
@@ -120,15 +111,10 @@ type Table struct {
 // error wrapping ErrMalformed; a malformed manifest is not an error of
 // Inspect but is reported in Info.ManifestError.
 func Inspect(wasm []byte) (Info, error) {
-	info, err := inspect(wasm)
+	m, err := wasmbin.ParseLenient(wasm)
 	if err != nil {
 		return Info{}, malformed(err)
 	}
-	return info, nil
-}
-
-// inspect is Inspect with errors as wasmbin returns them.
-func inspect(wasm []byte) (Info, error) {
 	sum := sha256.Sum256(wasm)
 	info := Info{
 		SHA256:         hex.EncodeToString(sum[:]),
@@ -139,176 +125,103 @@ func inspect(wasm []byte) (Info, error) {
 		Tables:         []Table{},
 		CustomSections: []string{},
 	}
-	secs, err := wasmbin.ReadSections(wasm)
-	if err != nil {
-		return Info{}, err
+	info.describeImports(m)
+	info.describeDefinitions(m)
+	info.describeExports(m)
+	for _, c := range m.Customs {
+		info.CustomSections = append(info.CustomSections, c.Name)
 	}
-	var (
-		types     []string // signatures by type index
-		funcTypes []int    // type index of every function, imports first
-		code      wasmbin.Code
-	)
-	sigOf := func(r *wasmbin.Reader, typeIdx uint32) (string, error) {
-		if int64(typeIdx) >= int64(len(types)) {
-			return "", r.Failf("type index %d out of range (%d types)", typeIdx, len(types))
-		}
-		return types[typeIdx], nil
-	}
-	for _, s := range secs {
-		r := s.Reader()
-		switch s.ID {
-		case wasmbin.SecCustom:
-			info.CustomSections = append(info.CustomSections, s.Name)
-			continue
-		case wasmbin.SecType:
-			n, err := r.Count("types", wasmbin.NoLimit, 3)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				t, err := r.FuncType(wasmbin.NoLimit)
-				if err != nil {
-					return Info{}, err
-				}
-				types = append(types, signature(t))
-			}
-			err = r.End("type")
-			if err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecImport:
-			n, err := r.Count("imports", wasmbin.NoLimit, 4)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				imp, typeIdx, err := readImport(r, sigOf)
-				if err != nil {
-					return Info{}, err
-				}
-				switch imp.Kind {
-				case "func":
-					funcTypes = append(funcTypes, typeIdx)
-				case "memory":
-					info.Memories = append(info.Memories, imp.memory)
-				case "table":
-					info.Tables = append(info.Tables, imp.table)
-				}
-				info.Imports = append(info.Imports, imp.Import)
-			}
-			if err := r.End("import"); err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecFunction:
-			n, err := r.Count("functions", wasmbin.NoLimit, 1)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				idx, err := r.U32()
-				if err != nil {
-					return Info{}, err
-				}
-				if _, err := sigOf(r, idx); err != nil {
-					return Info{}, err
-				}
-				funcTypes = append(funcTypes, int(idx))
-			}
-			if err := r.End("function"); err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecTable:
-			n, err := r.Count("tables", wasmbin.NoLimit, 3)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				et, err := r.RefType()
-				if err != nil {
-					return Info{}, err
-				}
-				l, err := r.TableLimits()
-				if err != nil {
-					return Info{}, err
-				}
-				info.Tables = append(info.Tables, Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et)})
-			}
-			if err := r.End("table"); err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecMemory:
-			n, err := r.Count("memories", wasmbin.NoLimit, 2)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				l, err := r.MemoryLimits()
-				if err != nil {
-					return Info{}, err
-				}
-				info.Memories = append(info.Memories, Memory{Limits: limitsOf(l)})
-			}
-			if err := r.End("memory"); err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecExport:
-			n, err := r.Count("exports", wasmbin.NoLimit, 3)
-			if err != nil {
-				return Info{}, err
-			}
-			for i := 0; i < n; i++ {
-				name, err := r.Name()
-				if err != nil {
-					return Info{}, err
-				}
-				k, err := r.Byte()
-				if err != nil {
-					return Info{}, err
-				}
-				idx, err := r.U32()
-				if err != nil {
-					return Info{}, err
-				}
-				kind, ok := externKind(k)
-				if !ok {
-					return Info{}, r.Failf("unknown export kind 0x%02x", k)
-				}
-				e := Export{Name: name, Kind: kind}
-				if k == wasmbin.KindFunc {
-					if int64(idx) >= int64(len(funcTypes)) {
-						return Info{}, r.Failf("export %q: function index %d out of range", name, idx)
-					}
-					e.Signature = types[funcTypes[idx]]
-				}
-				info.Exports = append(info.Exports, e)
-			}
-			if err := r.End("export"); err != nil {
-				return Info{}, err
-			}
-		case wasmbin.SecCode:
-			// Lenient on purpose: code the runtime's reader cannot follow
-			// only leaves Grows unset (see Table.Grows).
-			if c, err := wasmbin.ScanCode(s); err == nil {
-				code = c
-			}
-		}
-	}
-	for i := range info.Tables {
-		info.Tables[i].Grows = code.GrownTables[uint32(i)]
-	}
-	body, err := findManifest(secs)
-	switch {
-	case err != nil:
-		info.ManifestError = err
-	case body != nil:
-		m, err := ParseManifest(body)
-		if err != nil {
-			info.ManifestError = err
-		} else {
-			info.Manifest = &m
-		}
-	}
+	info.Manifest, info.ManifestError = manifestOf(m.Sections)
 	return info, nil
+}
+
+// describeImports lists the imports, and the tables and memories they
+// bring.
+func (i *Info) describeImports(m *wasmbin.Module) {
+	for _, im := range m.Imports {
+		e := Import{Module: im.Module, Name: im.Name, Kind: externKind(im.Kind)}
+		switch im.Kind {
+		case wasmbin.KindFunc, wasmbin.KindTag:
+			e.Signature = signature(im.Type)
+		case wasmbin.KindTable:
+			t := tableOf(m, len(i.Tables), im.ElemType, im.Limits)
+			t.Imported = true
+			i.Tables = append(i.Tables, t)
+			e.Signature = t.ElemType + " " + t.Limits.String()
+		case wasmbin.KindMemory:
+			mem := Memory{Limits: limitsOf(im.Limits), Imported: true}
+			i.Memories = append(i.Memories, mem)
+			e.Signature = mem.Limits.String()
+		case wasmbin.KindGlobal:
+			e.Signature = wasmbin.ValTypeName(im.Global.Type)
+			if im.Global.Mutable {
+				e.Signature = "mut " + e.Signature
+			}
+		}
+		i.Imports = append(i.Imports, e)
+	}
+}
+
+// describeDefinitions lists the tables and memories the module defines,
+// after the imported ones.
+func (i *Info) describeDefinitions(m *wasmbin.Module) {
+	for _, t := range m.Tables {
+		i.Tables = append(i.Tables, tableOf(m, len(i.Tables), t.ElemType, t.Limits))
+	}
+	for _, l := range m.Memories {
+		i.Memories = append(i.Memories, Memory{Limits: limitsOf(l)})
+	}
+}
+
+// describeExports lists the exports, with the signature of each exported
+// function.
+func (i *Info) describeExports(m *wasmbin.Module) {
+	var funcs []wasmbin.FuncType // the function index space
+	for _, im := range m.Imports {
+		if im.Kind == wasmbin.KindFunc {
+			funcs = append(funcs, im.Type)
+		}
+	}
+	for _, ti := range m.FuncTypes {
+		funcs = append(funcs, m.Types[ti])
+	}
+	for _, ex := range m.Exports {
+		e := Export{Name: ex.Name, Kind: externKind(ex.Kind)}
+		if ex.Kind == wasmbin.KindFunc {
+			// The parser checked the index against the functions
+			// declared before the export section.
+			e.Signature = signature(funcs[ex.Index])
+		}
+		i.Exports = append(i.Exports, e)
+	}
+}
+
+// tableOf describes table idx of the index space.
+func tableOf(m *wasmbin.Module, idx int, elem byte, l wasmbin.Limits) Table {
+	return Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(elem), Grows: m.GrownTables[uint32(idx)]}
+}
+
+// limitsOf converts limits as wasmbin reads them.
+func limitsOf(l wasmbin.Limits) Limits {
+	out := Limits{Min: l.Min, Shared: l.Shared}
+	if l.HasMax {
+		out.Max = &l.Max
+	}
+	return out
+}
+
+// manifestOf decodes the module's manifest section: nil and nil if there
+// is none, else the manifest or why it was refused.
+func manifestOf(secs []wasmbin.Section) (*Manifest, error) {
+	body, err := findManifest(secs)
+	if err != nil || body == nil {
+		return nil, err
+	}
+	m, err := ParseManifest(body)
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // signature renders a function type as "(i32, i32) -> i32"; a function
@@ -325,119 +238,20 @@ func signature(t wasmbin.FuncType) string {
 	return sig
 }
 
-// externKind names an import or export kind.
-func externKind(k byte) (string, bool) {
+// externKind names an import or export kind as Import.Kind and
+// Export.Kind do.
+func externKind(k byte) string {
 	switch k {
 	case wasmbin.KindFunc:
-		return "func", true
+		return "func"
 	case wasmbin.KindTable:
-		return "table", true
+		return "table"
 	case wasmbin.KindMemory:
-		return "memory", true
+		return "memory"
 	case wasmbin.KindGlobal:
-		return "global", true
-	case wasmbin.KindTag:
-		return "tag", true
+		return "global"
 	}
-	return "", false
-}
-
-// importEntry is an import with the table or memory it brings.
-type importEntry struct {
-	Import
-	memory Memory
-	table  Table
-}
-
-// readImport reads one import; for a function it also returns its type
-// index.
-func readImport(r *wasmbin.Reader, sigOf func(*wasmbin.Reader, uint32) (string, error)) (importEntry, int, error) {
-	var e importEntry
-	var err error
-	if e.Module, err = r.Name(); err != nil {
-		return e, 0, err
-	}
-	if e.Name, err = r.Name(); err != nil {
-		return e, 0, err
-	}
-	k, err := r.Byte()
-	if err != nil {
-		return e, 0, err
-	}
-	kind, ok := externKind(k)
-	if !ok {
-		return e, 0, r.Failf("import %s.%s: unknown kind 0x%02x", e.Module, e.Name, k)
-	}
-	e.Kind = kind
-	typeIdx := 0
-	switch k {
-	case wasmbin.KindFunc:
-		idx, err := r.U32()
-		if err != nil {
-			return e, 0, err
-		}
-		if e.Signature, err = sigOf(r, idx); err != nil {
-			return e, 0, err
-		}
-		typeIdx = int(idx)
-	case wasmbin.KindTable:
-		et, err := r.RefType()
-		if err != nil {
-			return e, 0, err
-		}
-		l, err := r.TableLimits()
-		if err != nil {
-			return e, 0, err
-		}
-		e.table = Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et), Imported: true}
-		e.Signature = e.table.ElemType + " " + e.table.Limits.String()
-	case wasmbin.KindMemory:
-		l, err := r.MemoryLimits()
-		if err != nil {
-			return e, 0, err
-		}
-		e.memory = Memory{Limits: limitsOf(l), Imported: true}
-		e.Signature = e.memory.Limits.String()
-	case wasmbin.KindGlobal:
-		if e.Signature, err = globalType(r); err != nil {
-			return e, 0, err
-		}
-	case wasmbin.KindTag:
-		attr, err := r.Byte()
-		if err != nil {
-			return e, 0, err
-		}
-		if attr != 0 {
-			return e, 0, r.Failf("import %s.%s: bad tag attribute %d", e.Module, e.Name, attr)
-		}
-		idx, err := r.U32()
-		if err != nil {
-			return e, 0, err
-		}
-		if e.Signature, err = sigOf(r, idx); err != nil {
-			return e, 0, err
-		}
-	}
-	return e, typeIdx, nil
-}
-
-// globalType reads a global's type and renders it as "i32" or "mut i32".
-func globalType(r *wasmbin.Reader) (string, error) {
-	t, err := r.ValType()
-	if err != nil {
-		return "", err
-	}
-	mut, err := r.Byte()
-	if err != nil {
-		return "", err
-	}
-	switch mut {
-	case 0:
-		return wasmbin.ValTypeName(t), nil
-	case 1:
-		return "mut " + wasmbin.ValTypeName(t), nil
-	}
-	return "", r.Failf("bad global mutability 0x%02x", mut)
+	return "tag" // the parser accepts no other kind
 }
 
 // String renders a one-line summary of the info, for logs.

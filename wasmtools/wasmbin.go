@@ -7,10 +7,9 @@ import (
 	"github.com/agcore/agrun/internal/wasmbin"
 )
 
-// The binary format is read by internal/wasmbin, which the runtime shares.
-// This package uses its outer-structure reader (ReadSections, which accepts
-// any well-formed module, not only what the runtime would run) and decodes
-// the few sections Inspect describes with a wasmbin.Reader.
+// The binary format is read by internal/wasmbin, the parser the runtime
+// uses: Inspect with its lenient mode (any well-formed module, not only
+// what the runtime would run), Pack with its outer-structure reader.
 
 // ErrMalformed is wrapped by Pack and Inspect for bytes that are not a
 // well-formed WebAssembly module.

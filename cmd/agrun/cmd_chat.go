@@ -30,24 +30,75 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
-	cfg := e.cfg
-	st, err := c.sessionStoreFor(cfg)
+	st, err := c.sessionStoreFor(e.cfg)
 	if err != nil {
 		return err
 	}
-	conv, err := c.openConversation(cfg, st, *sessID)
+	conv, err := c.openConversation(e.cfg, st, *sessID)
 	if err != nil {
 		return err
 	}
-	defer func() { conv.close() }()
-
-	interactive := isTerminal(c.stdin)
+	s := &chatSession{cli: c, env: e, store: st, conv: conv}
+	defer func() { s.conv.close() }() // the session open at the end, after any /new
 	fmt.Fprintf(c.stderr, "agrun: session %s (%d messages). /tools, /history, /new, /exit\n", conv.id, len(conv.cycle.Messages()))
+	return s.loop(ctx)
+}
 
+// chatSession is one `agrun chat`: its tools, its session store and the
+// conversation under way (/new replaces it).
+type chatSession struct {
+	*cli
+	env   *env
+	store *session.Store
+	conv  *conversation
+}
+
+// loop reads lines until /exit, EOF, a Ctrl-C at the prompt or the end of
+// ctx: each is a command or a prompt for one turn.
+func (s *chatSession) loop(ctx context.Context) error {
+	interactive := isTerminal(s.stdin)
+	lines, readErr := s.readLines(ctx)
+	for {
+		if interactive {
+			fmt.Fprint(s.stderr, "> ")
+		}
+		var line string
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.interrupts:
+			fmt.Fprintln(s.stderr)
+			return nil // Ctrl-C at the prompt ends the session
+		case err := <-readErr:
+			return err // EOF (nil) or a read error
+		case line = <-lines:
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "/") {
+			if done, err := s.command(line); done || err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.chatTurn(ctx, s.conv, s.env, line); err != nil {
+			if errors.Is(err, errQuit) {
+				return nil
+			}
+			fmt.Fprintf(s.stderr, "agrun: %s\n", safe(err.Error()))
+		}
+	}
+}
+
+// readLines reads stdin on its own goroutine, so that a Ctrl-C at the
+// prompt is seen while a read waits. The error channel gets nil at EOF.
+func (s *chatSession) readLines(ctx context.Context) (<-chan string, <-chan error) {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(c.stdin)
+		sc := bufio.NewScanner(s.stdin)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			select {
@@ -58,64 +109,41 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		}
 		readErr <- sc.Err()
 	}()
-	for {
-		if interactive {
-			fmt.Fprint(c.stderr, "> ")
-		}
-		var line string
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.interrupts:
-			fmt.Fprintln(c.stderr)
-			return nil // Ctrl-C at the prompt ends the session
-		case err := <-readErr:
-			return err // EOF (nil) or a read error
-		case line = <-lines:
-		}
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "":
-			continue
-		case line == "/exit" || line == "/quit":
-			return nil
-		case line == "/tools":
-			for _, ti := range e.infos() {
-				status := "ok"
-				if ti.Error != "" {
-					status = "broken"
-				} else if !ti.Allowed {
-					status = "denied"
-				}
-				fmt.Fprintf(c.stdout, "%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), status)
+	return lines, readErr
+}
+
+// command runs one slash command; done says the session ends.
+func (s *chatSession) command(line string) (done bool, err error) {
+	switch line {
+	case "/exit", "/quit":
+		return true, nil
+	case "/tools":
+		for _, ti := range s.env.infos() {
+			status := "ok"
+			if ti.Error != "" {
+				status = "broken"
+			} else if !ti.Allowed {
+				status = "denied"
 			}
-			continue
-		case line == "/history":
-			for _, m := range conv.cycle.Messages() {
-				b, _ := json.Marshal(m)
-				printMessage(c.stdout, b)
-			}
-			continue
-		case line == "/new":
-			conv.close()
-			nc, err := c.openConversation(cfg, st, session.NewID())
-			if err != nil {
-				return err
-			}
-			conv = nc
-			fmt.Fprintf(c.stderr, "agrun: new session %s\n", conv.id)
-			continue
-		case strings.HasPrefix(line, "/"):
-			fmt.Fprintf(c.stderr, "agrun: unknown command %s (/tools, /history, /new, /exit)\n", safe(line))
-			continue
+			fmt.Fprintf(s.stdout, "%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), status)
 		}
-		if err := c.chatTurn(ctx, conv, e, line); err != nil {
-			if errors.Is(err, errQuit) {
-				return nil
-			}
-			fmt.Fprintf(c.stderr, "agrun: %s\n", safe(err.Error()))
+	case "/history":
+		for _, m := range s.conv.cycle.Messages() {
+			b, _ := json.Marshal(m)
+			printMessage(s.stdout, b)
 		}
+	case "/new":
+		s.conv.close()
+		nc, err := s.openConversation(s.env.cfg, s.store, session.NewID())
+		if err != nil {
+			return true, err
+		}
+		s.conv = nc
+		fmt.Fprintf(s.stderr, "agrun: new session %s\n", s.conv.id)
+	default:
+		fmt.Fprintf(s.stderr, "agrun: unknown command %s (/tools, /history, /new, /exit)\n", safe(line))
 	}
+	return false, nil
 }
 
 var errQuit = errors.New("quit")

@@ -62,14 +62,23 @@ func ValTypeList(ts []byte) string {
 // Import is one entry of the import section.
 type Import struct {
 	Module, Name string
-	Kind         byte     // KindFunc, KindTable, KindMemory or KindGlobal
-	Type         FuncType // for functions
+	Kind         byte     // KindFunc, KindTable, KindMemory, KindGlobal, or KindTag (ParseLenient only)
+	Type         FuncType // for functions and tags
+	ElemType     byte     // for tables: ValFuncref or ValExternref
+	Limits       Limits   // for tables and memories
+	Global       Global   // for globals
+}
+
+// Table is one table defined by the module.
+type Table struct {
+	ElemType byte // ValFuncref or ValExternref
+	Limits
 }
 
 // Export is one entry of the export section.
 type Export struct {
 	Name  string
-	Kind  byte // KindFunc, KindTable, KindMemory or KindGlobal
+	Kind  byte // KindFunc, KindTable, KindMemory, KindGlobal, or KindTag (ParseLenient only)
 	Index uint32
 }
 
@@ -124,8 +133,8 @@ type Code struct {
 type Module struct {
 	Types    []FuncType
 	Imports  []Import
-	Tables   []Limits // defined tables, after imported ones in the index space
-	Memories []Limits // defined memories
+	Tables   []Table  // defined tables, after imported ones in the index space
+	Memories []Limits // defined memories, after imported ones
 	Globals  []Global // defined globals
 	Exports  []Export
 	Customs  []Custom
@@ -152,6 +161,17 @@ func (m *Module) CustomSection(name string) []byte {
 	return nil
 }
 
+// numFuncs is the number of functions of the index space read so far.
+func (m *Module) numFuncs() int {
+	n := len(m.FuncTypes)
+	for _, im := range m.Imports {
+		if im.Kind == KindFunc {
+			n++
+		}
+	}
+	return n
+}
+
 // Parse reads and checks the structure of a module: everything
 // ReadSections checks, section order, and the contents of every section
 // except globals, decoding every instruction. It refuses anything outside
@@ -161,114 +181,193 @@ func (m *Module) CustomSection(name string) []byte {
 // instructions (wazero validates them); it guarantees bounded work and
 // that everything the sandbox's checks rely on was seen. Errors are
 // *Error values.
-func Parse(b []byte) (*Module, error) {
+func Parse(b []byte) (*Module, error) { return parse(b, strict) }
+
+// ParseLenient reads a module as a description of it needs: every section
+// in the order it appears, the type, import, function, table, memory and
+// export sections decoded and checked as Parse checks them, but without
+// Parse's count limits and accepting what only the sandbox refuses
+// (sections out of order, several or shared memories, memories over 4 GiB,
+// tags). It skips the other sections, and decodes the code section as
+// Parse does to fill Code, leaving Code zero if it cannot, rather than
+// failing. Work and memory are bounded by the module's size. Errors are
+// *Error values.
+func ParseLenient(b []byte) (*Module, error) { return parse(b, lenient) }
+
+// mode is how strictly parse reads.
+type mode bool
+
+const (
+	strict  mode = false
+	lenient mode = true
+)
+
+// max returns the limit of a count: limit when strict, NoLimit when
+// lenient.
+func (o mode) max(limit int) int {
+	if o == lenient {
+		return NoLimit
+	}
+	return limit
+}
+
+// sectionNames names the sections for error messages.
+var sectionNames = map[byte]string{
+	SecType: "type", SecImport: "import", SecFunction: "function", SecTable: "table",
+	SecMemory: "memory", SecGlobal: "global", SecExport: "export", SecStart: "start",
+	SecElement: "element", SecDataCount: "data count", SecCode: "code", SecData: "data",
+}
+
+func parse(b []byte, o mode) (*Module, error) {
 	secs, err := ReadSections(b)
 	if err != nil {
 		return nil, err
 	}
 	m := &Module{Size: len(b), Sections: secs}
 	last := 0
-	var numFuncs, numFuncImports int
 	for _, s := range secs {
 		sr := s.Reader()
 		id := s.ID
 		if id == SecCustom {
-			if len(m.Customs) >= maxCustomSections {
+			if len(m.Customs) >= o.max(maxCustomSections) {
 				return nil, sr.Failf("more than %d custom sections", maxCustomSections)
 			}
 			m.Customs = append(m.Customs, Custom{Name: s.Name, Data: s.Body})
 			continue
 		}
-		pos, ok := sectionOrder[id]
-		if !ok {
-			return nil, sr.Failf("unknown section id %d", id)
+		if o == strict {
+			pos, ok := sectionOrder[id]
+			if !ok {
+				return nil, sr.Failf("unknown section id %d", id)
+			}
+			if pos <= last {
+				return nil, sr.Failf("section %d is out of order or duplicated", id)
+			}
+			last = pos
 		}
-		if pos <= last {
-			return nil, sr.Failf("section %d is out of order or duplicated", id)
-		}
-		last = pos
 		switch id {
 		case SecType:
-			err = m.parseTypes(sr)
+			err = m.parseTypes(sr, o)
 		case SecImport:
-			numFuncImports, err = m.parseImports(sr)
+			err = m.parseImports(sr, o)
 		case SecFunction:
-			numFuncs, err = sr.Count("functions", maxFunctions, 1)
-			if err == nil {
-				m.FuncTypes = make([]uint32, numFuncs)
-				for i := 0; i < numFuncs && err == nil; i++ {
-					var ti uint32
-					if ti, err = sr.U32(); err == nil && int(ti) >= len(m.Types) {
-						err = sr.Failf("function type index %d out of range", ti)
-					}
-					m.FuncTypes[i] = ti
-				}
-			}
+			err = m.parseFunctions(sr, o)
 		case SecTable:
-			err = m.parseTables(sr)
+			err = m.parseTables(sr, o)
 		case SecMemory:
-			var n int
-			if n, err = sr.Count("memories", 1, 2); err == nil && n == 1 {
-				var l Limits
-				if l, err = memoryLimits(sr); err == nil {
-					if l.Min > 65536 || (l.HasMax && l.Max > 65536) {
-						err = sr.Failf("memory limits exceed 65536 pages")
-					}
-					m.Memories = append(m.Memories, l)
-				}
-			}
-		case SecGlobal:
-			err = m.parseGlobals(sr)
+			err = m.parseMemories(sr, o)
 		case SecExport:
-			err = m.parseExports(sr)
-		case SecStart:
-			m.HasStart = true
-			_, err = sr.U32()
-		case SecElement:
-			err = parseElements(sr)
-		case SecDataCount:
-			m.HasDataCount = true
-			var n uint32
-			if n, err = sr.U32(); err == nil && n > maxDataSegments {
-				err = sr.Failf("data count %d exceeds the limit of %d", n, maxDataSegments)
-			}
+			err = m.parseExports(sr, o)
 		case SecCode:
-			err = m.Code.scanSection(sr, numFuncs, func(i int) int {
+			if o == lenient {
+				// What the code says only refines a description
+				// (Code.GrownTables), so code this reader cannot follow
+				// leaves Code zero instead of failing.
+				if c, err := ScanCode(s); err == nil {
+					m.Code = c
+				}
+				continue
+			}
+			err = m.Code.scanSection(sr, len(m.FuncTypes), func(i int) int {
 				return len(m.Types[m.FuncTypes[i]].Params)
 			})
-		case SecData:
-			err = m.parseData(sr)
+		default:
+			if o == lenient {
+				continue
+			}
+			err = m.parseOther(sr, id)
+		}
+		if err == nil {
+			err = sr.End(sectionNames[id])
 		}
 		if err != nil {
 			return nil, err
 		}
-		if !sr.EOF() {
-			return nil, sr.Failf("section %d has %d unread bytes", id, sr.Remaining())
-		}
 	}
-	if numFuncImports+numFuncs > maxFunctions {
+	if o == strict && m.numFuncs() > maxFunctions {
 		return nil, &Error{Offset: len(b), Reason: "too many functions"}
 	}
 	return m, nil
 }
 
-// memoryLimits reads a memory's limits and refuses a shared memory.
-func memoryLimits(r *Reader) (Limits, error) {
+// parseOther reads the sections only Parse decodes.
+func (m *Module) parseOther(r *Reader, id byte) error {
+	switch id {
+	case SecGlobal:
+		return m.parseGlobals(r)
+	case SecStart:
+		m.HasStart = true
+		_, err := r.U32()
+		return err
+	case SecElement:
+		return parseElements(r)
+	case SecDataCount:
+		m.HasDataCount = true
+		n, err := r.U32()
+		if err == nil && n > maxDataSegments {
+			err = r.Failf("data count %d exceeds the limit of %d", n, maxDataSegments)
+		}
+		return err
+	case SecData:
+		return m.parseData(r)
+	}
+	return nil
+}
+
+func (m *Module) parseFunctions(r *Reader, o mode) error {
+	n, err := r.Count("functions", o.max(maxFunctions), 1)
+	if err != nil {
+		return err
+	}
+	m.FuncTypes = make([]uint32, n)
+	for i := range m.FuncTypes {
+		ti, err := r.U32()
+		if err != nil {
+			return err
+		}
+		if int64(ti) >= int64(len(m.Types)) {
+			return r.Failf("function type index %d out of range (%d types)", ti, len(m.Types))
+		}
+		m.FuncTypes[i] = ti
+	}
+	return nil
+}
+
+func (m *Module) parseMemories(r *Reader, o mode) error {
+	n, err := r.Count("memories", o.max(1), 2)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		l, err := memoryLimits(r, o)
+		if err != nil {
+			return err
+		}
+		if o == strict && (l.Min > 65536 || (l.HasMax && l.Max > 65536)) {
+			return r.Failf("memory limits exceed 65536 pages")
+		}
+		m.Memories = append(m.Memories, l)
+	}
+	return nil
+}
+
+// memoryLimits reads a memory's limits; Parse refuses a shared memory.
+func memoryLimits(r *Reader, o mode) (Limits, error) {
 	l, err := r.MemoryLimits()
-	if err == nil && l.Shared {
+	if err == nil && l.Shared && o == strict {
 		err = r.Failf("shared memory is not supported")
 	}
 	return l, err
 }
 
-func (m *Module) parseTypes(r *Reader) error {
-	n, err := r.Count("types", maxTypes, 3)
+func (m *Module) parseTypes(r *Reader, o mode) error {
+	n, err := r.Count("types", o.max(maxTypes), 3)
 	if err != nil {
 		return err
 	}
 	m.Types = make([]FuncType, 0, n)
 	for i := 0; i < n; i++ {
-		t, err := r.FuncType(maxValues)
+		t, err := r.FuncType(o.max(maxValues))
 		if err != nil {
 			return err
 		}
@@ -277,69 +376,101 @@ func (m *Module) parseTypes(r *Reader) error {
 	return nil
 }
 
-func (m *Module) parseImports(r *Reader) (funcs int, err error) {
-	n, err := r.Count("imports", maxImports, 4)
-	if err != nil {
-		return 0, err
-	}
-	for i := 0; i < n; i++ {
-		var im Import
-		if im.Module, err = r.Name(); err != nil {
-			return 0, err
-		}
-		if im.Name, err = r.Name(); err != nil {
-			return 0, err
-		}
-		if im.Kind, err = r.Byte(); err != nil {
-			return 0, err
-		}
-		switch im.Kind {
-		case KindFunc:
-			ti, err := r.U32()
-			if err != nil {
-				return 0, err
-			}
-			if int(ti) >= len(m.Types) {
-				return 0, r.Failf("import %s.%s: type index %d out of range", im.Module, im.Name, ti)
-			}
-			im.Type = m.Types[ti]
-			funcs++
-		case KindTable:
-			if _, err = r.RefType(); err == nil {
-				_, err = r.TableLimits()
-			}
-		case KindMemory:
-			_, err = memoryLimits(r)
-		case KindGlobal:
-			if _, err = r.ValType(); err == nil {
-				_, err = r.Byte()
-			}
-			m.GlobalImports++
-		default:
-			return 0, r.Failf("import %s.%s: unknown import kind 0x%02x", im.Module, im.Name, im.Kind)
-		}
-		if err != nil {
-			return 0, err
-		}
-		m.Imports = append(m.Imports, im)
-	}
-	return funcs, nil
-}
-
-func (m *Module) parseTables(r *Reader) error {
-	n, err := r.Count("tables", maxTables, 3)
+func (m *Module) parseImports(r *Reader, o mode) error {
+	n, err := r.Count("imports", o.max(maxImports), 4)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		if _, err := r.RefType(); err != nil {
-			return err
-		}
-		l, err := r.TableLimits()
+		im, err := m.parseImport(r, o)
 		if err != nil {
 			return err
 		}
-		m.Tables = append(m.Tables, l)
+		m.Imports = append(m.Imports, im)
+	}
+	return nil
+}
+
+func (m *Module) parseImport(r *Reader, o mode) (Import, error) {
+	var im Import
+	var err error
+	if im.Module, err = r.Name(); err != nil {
+		return im, err
+	}
+	if im.Name, err = r.Name(); err != nil {
+		return im, err
+	}
+	if im.Kind, err = r.Byte(); err != nil {
+		return im, err
+	}
+	typeOf := func() (FuncType, error) {
+		ti, err := r.U32()
+		if err != nil {
+			return FuncType{}, err
+		}
+		if int64(ti) >= int64(len(m.Types)) {
+			return FuncType{}, r.Failf("import %s.%s: type index %d out of range (%d types)", im.Module, im.Name, ti, len(m.Types))
+		}
+		return m.Types[ti], nil
+	}
+	switch {
+	case im.Kind == KindFunc:
+		im.Type, err = typeOf()
+	case im.Kind == KindTable:
+		if im.ElemType, err = r.RefType(); err == nil {
+			im.Limits, err = r.TableLimits()
+		}
+	case im.Kind == KindMemory:
+		im.Limits, err = memoryLimits(r, o)
+	case im.Kind == KindGlobal:
+		im.Global, err = globalType(r)
+		m.GlobalImports++
+	case im.Kind == KindTag && o == lenient:
+		var attr byte
+		if attr, err = r.Byte(); err == nil && attr != 0 {
+			err = r.Failf("import %s.%s: bad tag attribute %d", im.Module, im.Name, attr)
+		}
+		if err == nil {
+			im.Type, err = typeOf()
+		}
+	default:
+		return im, r.Failf("import %s.%s: unknown kind 0x%02x", im.Module, im.Name, im.Kind)
+	}
+	return im, err
+}
+
+// globalType reads a global's value type and mutability.
+func globalType(r *Reader) (Global, error) {
+	var g Global
+	var err error
+	if g.Type, err = r.ValType(); err != nil {
+		return g, err
+	}
+	mut, err := r.Byte()
+	if err != nil {
+		return g, err
+	}
+	if mut > 1 {
+		return g, r.Failf("bad global mutability 0x%02x", mut)
+	}
+	g.Mutable = mut == 1
+	return g, nil
+}
+
+func (m *Module) parseTables(r *Reader, o mode) error {
+	n, err := r.Count("tables", o.max(maxTables), 3)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		var t Table
+		if t.ElemType, err = r.RefType(); err != nil {
+			return err
+		}
+		if t.Limits, err = r.TableLimits(); err != nil {
+			return err
+		}
+		m.Tables = append(m.Tables, t)
 	}
 	return nil
 }
@@ -351,18 +482,10 @@ func (m *Module) parseGlobals(r *Reader) error {
 	}
 	m.Globals = make([]Global, 0, n)
 	for i := 0; i < n; i++ {
-		var g Global
-		if g.Type, err = r.ValType(); err != nil {
-			return err
-		}
-		mut, err := r.Byte()
+		g, err := globalType(r)
 		if err != nil {
-			return err
+			return annotate(err, fmt.Sprintf("global %d", i))
 		}
-		if mut > 1 {
-			return r.Failf("global %d: invalid mutability 0x%02x", i, mut)
-		}
-		g.Mutable = mut == 1
 		if _, _, err := constExpr(r); err != nil {
 			return err
 		}
@@ -371,11 +494,12 @@ func (m *Module) parseGlobals(r *Reader) error {
 	return nil
 }
 
-func (m *Module) parseExports(r *Reader) error {
-	n, err := r.Count("exports", maxExports, 3)
+func (m *Module) parseExports(r *Reader, o mode) error {
+	n, err := r.Count("exports", o.max(maxExports), 3)
 	if err != nil {
 		return err
 	}
+	funcs := m.numFuncs()
 	for i := 0; i < n; i++ {
 		var e Export
 		if e.Name, err = r.Name(); err != nil {
@@ -384,11 +508,14 @@ func (m *Module) parseExports(r *Reader) error {
 		if e.Kind, err = r.Byte(); err != nil {
 			return err
 		}
-		if e.Kind > KindGlobal {
-			return r.Failf("export %q: unknown kind 0x%02x", e.Name, e.Kind)
+		if e.Kind > KindGlobal && !(e.Kind == KindTag && o == lenient) {
+			return r.Failf("export %q: unknown export kind 0x%02x", e.Name, e.Kind)
 		}
 		if e.Index, err = r.U32(); err != nil {
 			return err
+		}
+		if e.Kind == KindFunc && int64(e.Index) >= int64(funcs) {
+			return r.Failf("export %q: function index %d out of range", e.Name, e.Index)
 		}
 		m.Exports = append(m.Exports, e)
 	}

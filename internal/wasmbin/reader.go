@@ -2,24 +2,29 @@
 // and in bounded time and memory, for the sandbox (runtime) and the tool
 // packager (wasmtools). It imports only the standard library.
 //
-// Two levels of reading serve two kinds of caller:
+// One parser, in two modes, serves two kinds of caller:
 //
-//   - [ReadSections] splits a module into its sections and checks only the
-//     outer structure (header, section bounds, custom section names, no
-//     section twice). Tools that describe or repackage any module
-//     (wasmtools.Inspect and Pack) use it, with a [Reader] on the sections
-//     they decode.
-//   - [Parse] is the runtime's full reader: it also checks section order,
-//     decodes every section the sandbox relies on, refuses absurd counts
-//     cheaply, and decodes every function body's instructions (exactly
-//     WebAssembly 2.0) to learn which tables table.grow and table.fill name,
-//     whether data segments are used by index, and what compiling the code
-//     will cost. [ScanCode] runs that instruction scan on one code section.
+//   - [Parse] is the runtime's reader: it checks section order, decodes
+//     every section the sandbox relies on, refuses absurd counts cheaply,
+//     and decodes every function body's instructions (exactly WebAssembly
+//     2.0) to learn which tables table.grow and table.fill name, whether
+//     data segments are used by index, and what compiling the code will
+//     cost.
+//   - [ParseLenient] reads any well-formed module for a description of it
+//     (wasmtools.Inspect): imports, exports, tables and memories, also of
+//     modules the sandbox refuses.
+//
+// Both start from [ReadSections], which splits a module into its sections
+// and checks only the outer structure (header, section bounds, custom
+// section names, no section twice); tools that repackage any module
+// (wasmtools.Pack) use it alone. [ScanCode] runs the instruction scan on
+// one code section.
 //
 // Writing: [AppendU32], [AppendS32], [AppendCustomSection],
 // [StripSections] and [MergeData] (merging active data segments).
 //
 //	secs, err := wasmbin.ReadSections(wasm)      // any well-formed module
+//	d, err := wasmbin.ParseLenient(wasm)         // its imports, exports, limits
 //	m, err := wasmbin.Parse(wasm)                // what the runtime accepts
 //	if m.GrownTables[0] { ... }                  // table 0 may grow
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,7 +26,9 @@ func wat(tb testing.TB, name string) []byte {
 }
 
 // FuzzParse: Parse never panics and never accepts what it cannot follow;
-// every error wraps ErrMalformed; a module with its data segments merged,
+// every error wraps ErrMalformed; ParseLenient accepts what Parse accepts
+// and reads the same imports, exports, tables and memories; a module with
+// its data segments merged,
 // or its data section stripped, parses again; ScanCode agrees with Parse
 // on the code section of an accepted module.
 func FuzzParse(f *testing.F) {
@@ -34,7 +37,15 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(Header))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		d, lerr := ParseLenient(b)
+		if lerr != nil && !errors.Is(lerr, ErrMalformed) {
+			t.Fatalf("ParseLenient: error %v (%T) does not wrap ErrMalformed", lerr, lerr)
+		}
 		m, err := Parse(b)
+		if err == nil && (lerr != nil || !reflect.DeepEqual(d.Imports, m.Imports) || !reflect.DeepEqual(d.Exports, m.Exports) ||
+			!reflect.DeepEqual(d.Tables, m.Tables) || !reflect.DeepEqual(d.Memories, m.Memories) || !reflect.DeepEqual(d.GrownTables, m.GrownTables)) {
+			t.Fatalf("Parse accepts what ParseLenient reads differently (%v):\n%+v\n%+v", lerr, d, m)
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || !errors.Is(err, ErrMalformed) {
@@ -183,8 +194,8 @@ func TestReadSections(t *testing.T) {
 	}
 }
 
-// Modules ReadSections accepts and Parse refuses: Parse is stricter, never
-// the other way round.
+// Modules ReadSections and ParseLenient accept and Parse refuses: Parse is
+// stricter, never the other way round.
 func TestParseStricter(t *testing.T) {
 	for _, tt := range []struct {
 		name, want string
@@ -194,13 +205,17 @@ func TestParseStricter(t *testing.T) {
 		{"two memories", "exceed the limit of 1", module(sec(SecMemory, []byte{2, 0, 1, 0, 1}))},
 		{"shared memory", "shared memory is not supported", module(sec(SecMemory, []byte{1, 3, 1, 2}))},
 		{"memory over 4 GiB", "exceed 65536 pages", module(sec(SecMemory, cat([]byte{1, 0}, AppendU32(nil, 65537))))},
-		{"unread bytes", "unread bytes", module(sec(SecStart, []byte{0, 0}))},
+		{"unread bytes", "1 unexpected bytes at the end of the start section", module(sec(SecStart, []byte{0, 0}))},
 		{"code without functions", "1 function bodies for 0 functions", module(sec(SecCode, []byte{1, 2, 0, 0x0b}))},
-		{"tag export", "unknown kind 0x04", module(sec(SecExport, []byte{1, 1, 'e', 4, 0}))},
+		{"tag export", "unknown export kind 0x04", module(sec(SecExport, []byte{1, 1, 'e', 4, 0}))},
+		{"tag import", "unknown kind 0x04", module(sec(SecType, []byte{1, 0x60, 0, 0}), sec(SecImport, []byte{1, 1, 'a', 1, 'b', 4, 0, 0}))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := ReadSections(tt.wasm); err != nil {
 				t.Fatalf("ReadSections: %v", err)
+			}
+			if _, err := ParseLenient(tt.wasm); err != nil {
+				t.Fatalf("ParseLenient: %v", err)
 			}
 			_, err := Parse(tt.wasm)
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {

@@ -1,0 +1,256 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/agcore/agrun/internal/wasmbin"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Compile validates wasm and compiles it, once per content per process
+// (and, with the disk cache, once per content across processes).
+//
+// It refuses, with an error wrapping ErrCompile that names the reason:
+// modules over MaxModuleBytes; malformed modules; imports other than
+// wasi_snapshot_preview1 functions and the agrun functions of the guest
+// ABI, with exactly their signatures; imported memories, tables and
+// globals; a memory whose minimum exceeds the default memory limit; a
+// table whose minimum exceeds MaxTableElements, or whose maximum does
+// (or is absent) while the code applies table.grow or table.fill to it;
+// code whose estimated compile cost is out of proportion to its size
+// (deeply nested blocks, many locals times many blocks); modules that do not export "memory"; and modules that
+// export neither "_start" (a WASI command) nor both "_initialize" and
+// "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
+// point that is imported or whose type is not func() ().
+//
+// Imports of the WASI socket functions (sock_accept, sock_recv,
+// sock_send, sock_shutdown) are allowed, as the guest ABI allows every
+// wasi_snapshot_preview1 import (Go's syscall package imports them when a
+// program uses net.FileListener), but no socket is ever preopened, so they
+// can only fail (EBADF, ENOTSOCK): the network is agrun.http_request only.
+func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
+		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
+	}
+	sum := sha256.Sum256(wasm)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c, ok := r.modules[sum]
+	if !ok {
+		c = &compiled{done: make(chan struct{})}
+		r.modules[sum] = c
+	}
+	c.refs++
+	r.mu.Unlock()
+
+	if !ok {
+		c.info, c.cm, c.err = r.compile(ctx, wasm)
+		close(c.done)
+	} else {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			r.release(sum, c)
+			return nil, ctx.Err()
+		}
+	}
+	if c.err != nil {
+		err := c.err
+		r.release(sum, c)
+		return nil, err
+	}
+	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
+}
+
+func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero.CompiledModule, error) {
+	m, err := wasmbin.Parse(wasm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	if err := r.validate(m); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	// Make instances cheap: a memory image (see image.go), else merged
+	// data segments (see wasmbin.MergeData); for a reactor whose state can
+	// be snapshotted after _initialize, also export its mutable globals
+	// (see snapshot.go).
+	info := &moduleInfo{reactor: isReactor(m)}
+	image, hasImage := buildImage(m)
+	if hasImage {
+		info.image = dataImage(image)
+	}
+	bin := wasm
+	switch {
+	case info.reactor && (hasImage || len(m.Data) == 0):
+		if snap, exported, ok := newSnapshotter(wasm, m); ok {
+			info.snap, bin = snap, exported
+		}
+		if hasImage {
+			secs, err := wasmbin.ReadSections(bin)
+			if err != nil { // cannot happen: AddExports keeps the sections
+				info.snap, bin, secs = nil, wasm, m.Sections
+			}
+			bin = wasmbin.StripSections(bin, secs, wasmbin.SecData)
+		}
+	case hasImage:
+		bin = wasmbin.StripSections(wasm, m.Sections, wasmbin.SecData)
+	default:
+		if merged, err := wasmbin.MergeData(wasm, m); err == nil {
+			bin = merged
+		}
+	}
+	// Last, so that nothing above sees the meter's globals and imports.
+	bin, err = r.instrument(bin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	cm, err := r.wz.CompileModule(ctx, bin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	// Keep only what Module reports, copied: the caller owns wasm.
+	info.Module = &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}
+	for _, c := range m.Customs {
+		info.Customs = append(info.Customs, wasmbin.Custom{Name: c.Name, Data: append([]byte(nil), c.Data...)})
+	}
+	return info, cm, nil
+}
+
+// compileBudget is the compile-cost estimate (wasmbin.Code.CompileCost) a
+// module of size bytes may reach: 64 units per byte (Go modules score
+// about 2.4, a small C module 7) plus a fixed allowance for small modules.
+// At about 15 ns per unit, that keeps the superlinear part of compiling a
+// hostile module to about 1 µs per byte, the order of what compiling an
+// ordinary module costs per byte anyway.
+func compileBudget(size int) int64 { return 64*int64(size) + 4_000_000 }
+
+// agrunSigs are the host functions of the guest ABI and their signatures.
+var agrunSigs = map[string]wasmbin.FuncType{
+	"log":           {Params: []byte{wasmbin.ValI32, wasmbin.ValI32, wasmbin.ValI32}},
+	"http_request":  {Params: []byte{wasmbin.ValI32, wasmbin.ValI32}, Results: []byte{wasmbin.ValI32}},
+	"http_response": {Params: []byte{wasmbin.ValI32, wasmbin.ValI32}, Results: []byte{wasmbin.ValI32}},
+}
+
+// ValidationError describes why Compile refused a module. It is always
+// wrapped together with ErrCompile.
+type ValidationError struct {
+	Reason string
+}
+
+// Error implements error: the reason alone.
+func (e *ValidationError) Error() string { return e.Reason }
+
+func refuse(format string, args ...any) error {
+	return &ValidationError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (r *Runtime) validate(m *wasmbin.Module) error {
+	for _, im := range m.Imports {
+		if im.Kind != wasmbin.KindFunc {
+			return refuse("import %s.%s: importing a %s is not allowed", im.Module, im.Name, wasmbin.KindName(im.Kind))
+		}
+		var sigs map[string]wasmbin.FuncType
+		switch im.Module {
+		case wasi_snapshot_preview1.ModuleName:
+			sigs = r.wasiSigs
+		case "agrun":
+			sigs = agrunSigs
+		default:
+			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1 and agrun)", im.Module, im.Name, im.Module)
+		}
+		want, ok := sigs[im.Name]
+		if !ok {
+			return refuse("import %s.%s: no such function", im.Module, im.Name)
+		}
+		if !want.Equal(im.Type) {
+			return refuse("import %s.%s: signature %v, want %v", im.Module, im.Name, im.Type, want)
+		}
+	}
+	if len(m.Memories) == 0 {
+		return refuse("module defines no memory")
+	}
+	if min := int64(m.Memories[0].Min) * 65536; min > r.cfg.Limits.MemoryBytes {
+		return refuse("initial memory of %d bytes exceeds the memory limit of %d", min, r.cfg.Limits.MemoryBytes)
+	}
+	if budget := compileBudget(m.Size); m.CompileCost > budget {
+		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.CompileCost, budget, m.Size)
+	}
+	limit := r.cfg.MaxTableElements
+	for i, t := range m.Tables {
+		if t.Min > limit {
+			return refuse("table %d: initial size %d exceeds the limit of %d elements", i, t.Min, limit)
+		}
+		if (!t.HasMax || t.Max > limit) && m.GrownTables[uint32(i)] {
+			max := "no maximum"
+			if t.HasMax {
+				max = fmt.Sprintf("maximum %d", t.Max)
+			}
+			return refuse("table %d: %s (limit %d elements) and the code contains table.grow or table.fill: the table could grow without bound", i, max, limit)
+		}
+	}
+	if _, ok := exported(m, "memory", wasmbin.KindMemory); !ok {
+		return refuse("module exports no memory named \"memory\"")
+	}
+	_, hasStart := exported(m, "_start", wasmbin.KindFunc)
+	_, hasInit := exported(m, "_initialize", wasmbin.KindFunc)
+	_, hasCall := exported(m, "agrun_call", wasmbin.KindFunc)
+	switch {
+	case hasInit && hasCall:
+		for _, name := range []string{"_initialize", "agrun_call"} {
+			if err := checkEntry(m, name); err != nil {
+				return err
+			}
+		}
+	case hasStart:
+	case hasInit:
+		return refuse("module exports _initialize but no agrun_call function: a reactor tool must export both (or be a WASI command with _start)")
+	default:
+		return refuse("module exports no _start function: a tool is a WASI command (_start) or a reactor exporting _initialize and agrun_call")
+	}
+	return nil
+}
+
+// exported returns the index of the export called name of kind kind.
+func exported(m *wasmbin.Module, name string, kind byte) (uint32, bool) {
+	for _, e := range m.Exports {
+		if e.Name == name && e.Kind == kind {
+			return e.Index, true
+		}
+	}
+	return 0, false
+}
+
+// isReactor says whether a (validated) module is run as a reactor.
+func isReactor(m *wasmbin.Module) bool {
+	_, init := exported(m, "_initialize", wasmbin.KindFunc)
+	_, call := exported(m, "agrun_call", wasmbin.KindFunc)
+	return init && call
+}
+
+// checkEntry checks that the exported function name is defined by the
+// module (not a re-exported import) and takes and returns nothing.
+func checkEntry(m *wasmbin.Module, name string) error {
+	idx, _ := exported(m, name, wasmbin.KindFunc)
+	imported := 0
+	for _, im := range m.Imports {
+		if im.Kind == wasmbin.KindFunc {
+			imported++
+		}
+	}
+	if int(idx) < imported {
+		return refuse("export %s: an imported function cannot be a tool's entry point", name)
+	}
+	if d := int(idx) - imported; d >= len(m.FuncTypes) {
+		return refuse("export %s: function index %d out of range", name, idx)
+	} else if t := m.Types[m.FuncTypes[d]]; len(t.Params) != 0 || len(t.Results) != 0 {
+		return refuse("export %s: signature %v, want func() ()", name, t)
+	}
+	return nil
+}

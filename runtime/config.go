@@ -1,0 +1,187 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Package defaults. A zero field in [Config] or [Limits] means the default.
+const (
+	DefaultTimeout          = 10 * time.Second
+	DefaultMemoryBytes      = 64 << 20
+	DefaultMaxStdout        = 1 << 20
+	DefaultMaxStderr        = 64 << 10
+	DefaultMaxStdin         = 1 << 20
+	DefaultMaxWriteBytes    = 64 << 20
+	DefaultMaxModuleBytes   = 64 << 20
+	DefaultMaxTableElements = 100_000
+)
+
+// maxMemoryBytes is the most a wasm32 memory can hold (65536 pages).
+const maxMemoryBytes = 1 << 32
+
+// Config configures a [Runtime]. The zero value is ready to use and safe.
+type Config struct {
+	// CacheDir is the directory of the on-disk compilation cache, shared by
+	// every process that uses it. If empty, it is os.UserCacheDir()+"/agrun";
+	// if that cannot be determined, no disk cache is used.
+	CacheDir string
+	// DisableCache turns the on-disk compilation cache off: every process
+	// compiles modules again. Modules are still compiled once per process.
+	DisableCache bool
+	// DisablePrepare turns off the background work around calls of a
+	// snapshotted reactor tool (see Run): preparing the next instance
+	// while a call runs, and closing a call's instance after Run returned.
+	// Each call then makes and closes its own instance on its caller's
+	// goroutine. The background work shortens a call when a CPU is idle
+	// (docs/PERFORMANCE.md has the figures), and is skipped when every CPU
+	// already runs a call; it keeps one more instance (its memory) per
+	// tool in use.
+	DisablePrepare bool
+	// Limits are the defaults for every call; a zero field means the package
+	// default (see [Limits]).
+	Limits Limits
+	// MaxInstances bounds the guest instances running at once. Run calls
+	// beyond it wait for a slot, or for their context to end. Instances
+	// prepared ahead of their call (see DisablePrepare), which have not run
+	// yet, are bounded separately by the same number. If zero,
+	// 2*GOMAXPROCS.
+	MaxInstances int
+	// MaxModuleBytes refuses larger modules at Compile. If zero, 64 MiB.
+	MaxModuleBytes int64
+	// MaxTableElements is the largest table a module may declare as its
+	// maximum (or, for a table without a maximum or with a larger one, as its
+	// minimum, and then the code must contain no table.grow or table.fill).
+	// If zero, 100,000.
+	MaxTableElements uint32
+	// MaxStackBytes bounds a call's guest call stack, estimated from the
+	// frames of the functions it is in (parameters, locals and the deepest
+	// operand stack of each, plus a fixed part; an upper bound of what
+	// wazero keeps). A call going deeper ends with ErrTrap. The stack is
+	// host memory outside Limits.MemoryBytes. If zero, 16 MiB; at most
+	// 1 GiB. It is compiled into the module's code.
+	MaxStackBytes int64
+	// Logger receives what guests write with the agrun.log host function.
+	// If nil, slog.Default().
+	Logger *slog.Logger
+}
+
+// Limits bound one call. A zero field means the Runtime's default, whose
+// zero fields mean the package defaults: 10 s, 64 MiB, 1 MiB, 64 KiB,
+// 1 MiB and 64 MiB.
+type Limits struct {
+	// Timeout ends the call with ErrTimeout wherever the guest is, host
+	// functions included.
+	Timeout time.Duration
+	// MemoryBytes caps the guest's linear memory (rounded down to whole
+	// 64 KiB pages, at most 4 GiB). Growing past it ends the call with
+	// ErrMemoryLimit.
+	MemoryBytes int64
+	// MaxStdout and MaxStderr cap what the guest writes; crossing a cap
+	// ends the call with ErrOutputLimit at once.
+	MaxStdout, MaxStderr int64
+	// MaxStdin refuses larger inputs with ErrInputLimit before anything runs.
+	MaxStdin int64
+	// Fuel, if positive, is the call's deterministic CPU budget: the
+	// guest is charged one unit per WebAssembly instruction it runs (in
+	// stretches of straight-line code, paid before they run; bulk memory
+	// and table instructions one more unit per 16 bytes or per element).
+	// A call that needs more ends with ErrFuelExhausted (which wraps
+	// ErrTimeout). The same call on the same input spends the same fuel,
+	// whatever the machine's load. Zero means no fuel limit (Timeout
+	// still applies).
+	Fuel int64
+	// MaxWriteBytes caps the bytes one call writes through its mounts, in
+	// total across all of its writable mounts (data written, plus growth by
+	// truncate; not freed by deleting or shrinking). Writes beyond it fail
+	// in the guest with EIO (WASI preview 1 has no ENOSPC through wazero);
+	// the call itself goes on.
+	MaxWriteBytes int64
+}
+
+// withDefaults returns l with each zero field taken from d.
+func (l Limits) withDefaults(d Limits) Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.MemoryBytes > maxMemoryBytes {
+		l.MemoryBytes = maxMemoryBytes
+	}
+	if l.MaxStdout <= 0 {
+		l.MaxStdout = d.MaxStdout
+	}
+	if l.MaxStderr <= 0 {
+		l.MaxStderr = d.MaxStderr
+	}
+	if l.MaxStdin <= 0 {
+		l.MaxStdin = d.MaxStdin
+	}
+	if l.MaxWriteBytes <= 0 {
+		l.MaxWriteBytes = d.MaxWriteBytes
+	}
+	if l.Fuel <= 0 {
+		l.Fuel = d.Fuel
+	}
+	return l
+}
+
+var packageLimits = Limits{
+	Timeout:       DefaultTimeout,
+	MemoryBytes:   DefaultMemoryBytes,
+	MaxStdout:     DefaultMaxStdout,
+	MaxStderr:     DefaultMaxStderr,
+	MaxStdin:      DefaultMaxStdin,
+	MaxWriteBytes: DefaultMaxWriteBytes,
+}
+
+// Input is what one call gives the guest.
+type Input struct {
+	// Stdin is the guest's whole standard input (at most MaxStdin bytes).
+	Stdin []byte
+	// Args is the guest's argv, exactly (argv[0] included). Nil means none.
+	Args []string
+	// Mounts are the host directories the guest sees. None by default.
+	// Run fails (before the guest starts) if a host directory is missing
+	// or a guest path is not absolute and clean, or is mounted twice.
+	Mounts []Mount
+	// Network grants agrun.http_request. Nil links a stub that answers
+	// not_granted and makes the call fail with ErrNotGranted.
+	Network *NetworkGrant
+	// Limits for this call; a zero field means the Runtime's default.
+	Limits Limits
+}
+
+// Mount makes a host directory visible to the guest.
+type Mount struct {
+	// HostPath is the host directory; it must exist.
+	HostPath string
+	// GuestPath is where the guest sees it: an absolute, clean path.
+	GuestPath string
+	// Writable lets the guest create, write, truncate, rename and link
+	// inside the mount. Without it the mount is read-only.
+	Writable bool
+	// AllowDelete lets the guest unlink files, remove directories and
+	// rename over existing entries. It needs Writable: Run refuses a mount
+	// with AllowDelete alone.
+	AllowDelete bool
+}
+
+// NetworkGrant lets the guest make HTTP requests through
+// agrun.http_request.
+type NetworkGrant struct {
+	// AllowedHosts are the host names (compared case-insensitively) the
+	// guest may reach. "host" allows every port of that host; "host:port"
+	// only that port. IP literals are written the same way ("[::1]:8080").
+	AllowedHosts []string
+	// AllowPrivate lets allowed hosts resolve to loopback, private,
+	// link-local, unique-local and other non-public addresses. Off by
+	// default: such addresses are refused at dial time.
+	AllowPrivate bool
+	// MaxResponseBytes caps each response body. If zero, 4 MiB.
+	MaxResponseBytes int64
+	// MaxRequests caps the requests of one call. If zero, 16.
+	MaxRequests int
+}
