@@ -76,16 +76,21 @@ type Invocation struct {
 	Duration time.Duration   // time spent in Invoke
 }
 
-// namePattern is the rule every tool name follows (it is also what OpenAI
-// accepts as a function name).
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// NamePattern is the rule every tool name follows, as a regular
+// expression (it is also what OpenAI accepts as a function name). Use
+// [ValidName] to check a name; the pattern is for messages.
+const NamePattern = `^[a-zA-Z0-9_-]{1,64}$`
 
-// ValidName reports whether name may be a tool's name.
+var namePattern = regexp.MustCompile(NamePattern)
+
+// ValidName reports whether name may be a tool's name: it matches
+// [NamePattern]. It is the one check of that rule; wasmtools (manifests)
+// and the CLI's configuration (tool and server names) use it too.
 func ValidName(name string) bool { return namePattern.MatchString(name) }
 
 // ErrInvalidName, ErrDuplicate: registration errors (wrapped).
 var (
-	ErrInvalidName = errors.New("invalid tool name (want ^[a-zA-Z0-9_-]{1,64}$)")
+	ErrInvalidName = errors.New("invalid tool name (want " + NamePattern + ")")
 	ErrDuplicate   = errors.New("tool already registered")
 )
 

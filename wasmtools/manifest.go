@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -44,9 +43,6 @@ const (
 
 // defaultParameters is the schema of a tool that declares none.
 var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
-
-// namePattern is the tool name rule, shared with the registry.
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Manifest describes a WASM tool: what the model sees (name, description,
 // parameters), what the tool needs (permissions) and how its output is read.
@@ -236,10 +232,10 @@ func (m Manifest) normalized() Manifest {
 // *ManifestError.
 func (m Manifest) Validate() error {
 	if m.Name == "" {
-		return manifestErr("name", "missing (it must match %s)", namePattern)
+		return manifestErr("name", "missing (it must match %s)", registry.NamePattern)
 	}
-	if !namePattern.MatchString(m.Name) {
-		return manifestErr("name", "%q does not match %s", truncate(m.Name, 80), namePattern)
+	if !registry.ValidName(m.Name) {
+		return manifestErr("name", "%q does not match %s", truncate(m.Name, 80), registry.NamePattern)
 	}
 	if len(m.Version) > maxVersion {
 		return manifestErr("version", "%d bytes, at most %d", len(m.Version), maxVersion)
