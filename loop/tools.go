@@ -85,7 +85,7 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 				kind := registry.KindOf(inv.Err)
 				msg := errorMessage(inv.Err)
 				if kind == registry.InvalidArguments && !json.Valid([]byte(c.Arguments)) {
-					msg += "; the arguments were: " + shorten(c.Arguments, 200)
+					msg += "; the arguments were: " + textsafe.Truncate(c.Arguments, 200)
 				}
 				fail(i, kind, msg)
 				results[i].Duration = inv.Duration

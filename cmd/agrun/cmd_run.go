@@ -14,6 +14,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 )
@@ -217,7 +218,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			prog.done(ev.ID)
 			if !asJSON {
 				// One line per call: name, arguments, outcome, duration.
-				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(shorten(compact(inputs[ev.ID]), 60)),
+				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(inputs[ev.ID]), 60)),
 					outcome(ev), ev.Duration.Round(time.Millisecond))
 			}
 		}
@@ -233,7 +234,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 
 func outcome(ev *loop.ToolExecutionCompleted) string {
 	if !ev.IsError {
-		return "ok " + safe(shorten(compact(ev.Output), 60))
+		return "ok " + safe(textsafe.Truncate(compact(ev.Output), 60))
 	}
 	return "error (" + string(ev.ErrorKind) + ")"
 }

@@ -276,7 +276,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info := s.info(name, true)
 	if info == nil {
-		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
+		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
 		return
 	}
 	s.writeJSON(w, http.StatusOK, info)
@@ -302,7 +302,7 @@ func (s *Server) remove(name string) error {
 		if _, ok := s.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
-		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80))
+		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
 	}
 	next := s.idx.clone()
 	delete(next.Tools, name)
@@ -462,7 +462,3 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 	}
 	return out, notes
 }
-
-// clip makes s, from a request, safe and short for a message: at most n
-// bytes, cut on a rune boundary, without unsafe runes (textsafe.Clean).
-func clip(s string, n int) string { return textsafe.Clean(s, n) }
