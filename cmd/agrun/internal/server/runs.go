@@ -54,24 +54,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
 		return
 	}
-	if err := requireMedia(r, "application/json"); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	b, err := s.readBody(w, r, s.limits.MaxBody)
+	data, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	defer b.release()
-	release, err := s.slot(w, r, s.calls, "calls and runs")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer release()
+	defer done()
 	var req RunRequest
-	dec := json.NewDecoder(bytes.NewReader(b.data))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))

@@ -329,23 +329,12 @@ func (s *Server) remove(name string) error {
 // Result. The body is read before a slot is taken.
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := requireMedia(r, "application/json"); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	b, err := s.readBody(w, r, s.limits.MaxBody)
+	args, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	defer b.release()
-	release, err := s.slot(w, r, s.calls, "calls and runs")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer release()
-	args := b.data
+	defer done()
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
 	defer cancel()
 	inv := s.reg.Invoke(ctx, name, args)

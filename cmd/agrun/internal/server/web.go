@@ -248,6 +248,25 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, q *quota, what str
 
 // body is a request body read whole; release gives its bytes back to the
 // server's budget.
+// admitCall admits a tool call or a run: a JSON body, read whole (at most
+// MaxBody) before anything else is taken, then a slot of the calls quota.
+// done releases both.
+func (s *Server) admitCall(w http.ResponseWriter, r *http.Request) (data []byte, done func(), err error) {
+	if err := requireMedia(r, "application/json"); err != nil {
+		return nil, nil, err
+	}
+	b, err := s.readBody(w, r, s.limits.MaxBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := s.slot(w, r, s.calls, "calls and runs")
+	if err != nil {
+		b.release()
+		return nil, nil, err
+	}
+	return b.data, func() { release(); b.release() }, nil
+}
+
 type body struct {
 	data    []byte
 	release func()
