@@ -171,7 +171,7 @@ func parseErrorBody(body []byte) (typ, code, msg string) {
 			return "", "", jsonText(raw)
 		}
 	}
-	return "", "", shorten(strings.TrimSpace(string(body)), 512)
+	return "", "", textsafe.Truncate(strings.TrimSpace(string(body)), 512)
 }
 
 func firstText(raws ...json.RawMessage) string {
@@ -192,8 +192,5 @@ func jsonText(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	return shorten(string(raw), 512)
+	return textsafe.Truncate(string(raw), 512)
 }
-
-// shorten cuts s to at most n bytes at a rune boundary, marking the cut.
-func shorten(s string, n int) string { return textsafe.Truncate(s, n) }

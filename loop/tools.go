@@ -155,7 +155,7 @@ func (b *toolBatch) done(i int, inv registry.Invocation) {
 		kind := registry.KindOf(inv.Err)
 		msg := errorMessage(inv.Err)
 		if kind == registry.InvalidArguments && !json.Valid([]byte(c.Arguments)) {
-			msg += "; the arguments were: " + shorten(c.Arguments, 200)
+			msg += "; the arguments were: " + textsafe.Truncate(c.Arguments, 200)
 		}
 		b.fail(i, kind, msg)
 		b.results[i].Duration = inv.Duration

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // httpPeer speaks raw streamable HTTP to a handler from one source
@@ -82,7 +84,7 @@ func (p *httpPeer) toolsList(session string) bool {
 func checkRefused(t *testing.T, a httpAnswer, status int) {
 	t.Helper()
 	if a.status != status {
-		t.Fatalf("status %d (%s), want %d", a.status, truncateText(a.body, 200), status)
+		t.Fatalf("status %d (%s), want %d", a.status, textsafe.Truncate(a.body, 200), status)
 	}
 	if a.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
@@ -96,7 +98,7 @@ func checkRefused(t *testing.T, a httpAnswer, status int) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(a.body), &r); err != nil || r.JSONRPC != "2.0" || string(r.ID) != "null" || r.Error.Code != -32000 || !strings.Contains(r.Error.Message, "too many sessions") {
-		t.Errorf("body %q is not the JSON-RPC refusal", truncateText(a.body, 300))
+		t.Errorf("body %q is not the JSON-RPC refusal", textsafe.Truncate(a.body, 300))
 	}
 }
 
@@ -122,7 +124,7 @@ func TestHTTPSessionCapDefaults(t *testing.T) {
 			}
 			a := p.open()
 			if a.status != http.StatusOK {
-				t.Fatalf("session %d (from 127.0.0.%d): status %d: %s", opened+1, host, a.status, truncateText(a.body, 200))
+				t.Fatalf("session %d (from 127.0.0.%d): status %d: %s", opened+1, host, a.status, textsafe.Truncate(a.body, 200))
 			}
 			if first == "" {
 				first = a.session
@@ -149,7 +151,7 @@ func TestHTTPSessionCapDefaults(t *testing.T) {
 	}
 	resp.Body.Close()
 	if a := late.open(); a.status != http.StatusOK {
-		t.Errorf("after a DELETE, a new session: status %d: %s", a.status, truncateText(a.body, 200))
+		t.Errorf("after a DELETE, a new session: status %d: %s", a.status, textsafe.Truncate(a.body, 200))
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // stdioPeer is a client of ServeStdio over real pipes, speaking raw lines.
@@ -173,32 +175,25 @@ func TestServeStdioMalformed(t *testing.T) {
 			p.send(c.line)
 			r := p.reply()
 			if r.Error == nil || r.Error.Code != c.code {
-				t.Errorf("reply %s, want error %d", truncateText(r.raw, 300), c.code)
+				t.Errorf("reply %s, want error %d", textsafe.Truncate(r.raw, 300), c.code)
 			}
 			if !r.HasID || string(r.ID) != c.id {
 				t.Errorf("reply id %s (present: %v), want %s", r.ID, r.HasID, c.id)
 			}
 			if r.Error != nil && (len(r.Error.Message) > 200 || strings.ContainsAny(r.Error.Message, "\x1b{[")) {
-				t.Errorf("error message quotes the input: %q", truncateText(r.Error.Message, 300))
+				t.Errorf("error message quotes the input: %q", textsafe.Truncate(r.Error.Message, 300))
 			}
 			id := 100 + i
 			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id))
 			r = p.reply()
 			if string(r.ID) != fmt.Sprint(id) || r.Error != nil || !strings.Contains(string(r.Result), `"count"`) {
-				t.Errorf("tools/list after it: %s", truncateText(r.raw, 300))
+				t.Errorf("tools/list after it: %s", textsafe.Truncate(r.raw, 300))
 			}
 		})
 		if !ok && p.gone() {
 			t.Fatalf("the session ended after %s", c.name)
 		}
 	}
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // TestServeStdioValidShapes: what is valid passes through unchanged (a
@@ -216,7 +211,7 @@ func TestServeStdioValidShapes(t *testing.T) {
 	p.send("   \t")
 	p.send(`{"jsonrpc":"2.0","id":9007199254740992,"method":"tools/list"}`)
 	if r := p.reply(); string(r.ID) != "9007199254740992" || r.Error != nil {
-		t.Errorf("id 2^53: %s", truncateText(r.raw, 200))
+		t.Errorf("id 2^53: %s", textsafe.Truncate(r.raw, 200))
 	}
 	p.send(`{"jsonrpc":"2.0","id":-3,"method":"tools/call","params":5}`)
 	if r := p.reply(); string(r.ID) != "-3" || r.Error == nil {
@@ -253,11 +248,11 @@ func TestServeStdioLineCap(t *testing.T) {
 	}
 	p.send(req(1, max))
 	if r := p.reply(); string(r.ID) != "1" || r.Error != nil {
-		t.Errorf("a line of exactly %d bytes: %s", max, truncateText(r.raw, 200))
+		t.Errorf("a line of exactly %d bytes: %s", max, textsafe.Truncate(r.raw, 200))
 	}
 	p.send(req(2, max+1))
 	if r := p.reply(); string(r.ID) != "null" || r.Error == nil || r.Error.Code != -32600 || !strings.Contains(r.Error.Message, "4096") {
-		t.Errorf("a line of %d bytes: %s", max+1, truncateText(r.raw, 200))
+		t.Errorf("a line of %d bytes: %s", max+1, textsafe.Truncate(r.raw, 200))
 	}
 	p.in.Close()
 	select {

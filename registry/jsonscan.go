@@ -159,7 +159,7 @@ func (p *parser) object(depth int) (any, error) {
 			return nil, err
 		}
 		if _, dup := obj[key]; dup {
-			return nil, fmt.Errorf("%s: duplicate key %q", p.pointer(), truncate(key, 64))
+			return nil, fmt.Errorf("%s: duplicate key %q", p.pointer(), textsafe.Truncate(key, 64))
 		}
 		p.skipSpace()
 		if p.i >= len(p.data) || p.data[p.i] != ':' {
@@ -428,7 +428,7 @@ func checkNumber(s string) error {
 		mant = s[:i]
 		e, err := strconv.Atoi(s[i+1:])
 		if err != nil || e > maxExponent*2 || e < -maxExponent*2 {
-			return fmt.Errorf("number %s out of range", truncate(s, 32))
+			return fmt.Errorf("number %s out of range", textsafe.Truncate(s, 32))
 		}
 		exp = e
 	}
@@ -436,7 +436,7 @@ func checkNumber(s string) error {
 	intPart, _, _ := strings.Cut(strings.TrimLeft(mant, "-"), ".")
 	intPart = strings.TrimLeft(intPart, "0")
 	if n := exp + len(intPart); n > maxExponent || n < -maxExponent {
-		return fmt.Errorf("number %s out of range (magnitude beyond 1e%d)", truncate(s, 32), maxExponent)
+		return fmt.Errorf("number %s out of range (magnitude beyond 1e%d)", textsafe.Truncate(s, 32), maxExponent)
 	}
 	return nil
 }
@@ -452,10 +452,5 @@ func pointer(path []string) string {
 		p = strings.ReplaceAll(p, "~", "~0")
 		b.WriteString(strings.ReplaceAll(p, "/", "~1"))
 	}
-	return truncate(b.String(), 200)
+	return textsafe.Truncate(b.String(), 200)
 }
-
-// truncate cuts s to at most n bytes at a rune boundary, marking the cut
-// (a key or number quoted in an error may be long and cut inside a UTF-8
-// sequence otherwise).
-func truncate(s string, n int) string { return textsafe.Truncate(s, n) }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // referenceDecode is the decoder decodeStrict replaced, built on
@@ -52,7 +54,7 @@ func referenceValue(d *json.Decoder, path []string, depth int) (any, error) {
 					return nil, errors.New("not JSON: object key is not a string")
 				}
 				if _, dup := obj[key]; dup {
-					return nil, fmt.Errorf("%s: duplicate key %q", pointer(path), truncate(key, 64))
+					return nil, fmt.Errorf("%s: duplicate key %q", pointer(path), textsafe.Truncate(key, 64))
 				}
 				v, err := referenceValue(d, append(path, key), depth+1)
 				if err != nil {

@@ -30,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 )
 
@@ -76,16 +77,21 @@ type Invocation struct {
 	Duration time.Duration   // time spent in Invoke
 }
 
-// namePattern is the rule every tool name follows (it is also what OpenAI
-// accepts as a function name).
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// NamePattern is the rule every tool name follows, as a regular
+// expression (it is also what OpenAI accepts as a function name). Use
+// [ValidName] to check a name; the pattern is for messages.
+const NamePattern = `^[a-zA-Z0-9_-]{1,64}$`
 
-// ValidName reports whether name may be a tool's name.
+var namePattern = regexp.MustCompile(NamePattern)
+
+// ValidName reports whether name may be a tool's name: it matches
+// [NamePattern]. It is the one check of that rule; wasmtools (manifests)
+// and the CLI's configuration (tool and server names) use it too.
 func ValidName(name string) bool { return namePattern.MatchString(name) }
 
 // ErrInvalidName, ErrDuplicate: registration errors (wrapped).
 var (
-	ErrInvalidName = errors.New("invalid tool name (want ^[a-zA-Z0-9_-]{1,64}$)")
+	ErrInvalidName = errors.New("invalid tool name (want " + NamePattern + ")")
 	ErrDuplicate   = errors.New("tool already registered")
 )
 
@@ -190,7 +196,7 @@ func newEntry(t Tool) (*entry, error) {
 	}
 	name := t.Name()
 	if !ValidName(name) {
-		return nil, fmt.Errorf("registry: %q: %w", truncate(name, 80), ErrInvalidName)
+		return nil, fmt.Errorf("registry: %q: %w", textsafe.Truncate(name, 80), ErrInvalidName)
 	}
 	s, err := CompileSchema(t.Parameters())
 	if err != nil {
@@ -271,7 +277,7 @@ func (r *Registry) Allowed(name string) error {
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
 	if !ok {
-		return Errorf(NotFound, name, "no tool named %q", truncate(name, 80))
+		return Errorf(NotFound, name, "no tool named %q", textsafe.Truncate(name, 80))
 	}
 	if err := r.checker.Check(name, e.perms); err != nil {
 		return NewError(PermissionDenied, name, err)
@@ -309,7 +315,7 @@ func (r *Registry) call(ctx context.Context, c Call) (json.RawMessage, error) {
 	e, ok := r.tools[c.Name]
 	r.mu.RUnlock()
 	if !ok {
-		return nil, Errorf(NotFound, c.Name, "no tool named %q", truncate(c.Name, 80))
+		return nil, Errorf(NotFound, c.Name, "no tool named %q", textsafe.Truncate(c.Name, 80))
 	}
 	if err := r.checker.Check(c.Name, e.perms); err != nil {
 		return nil, NewError(PermissionDenied, c.Name, err)
@@ -339,7 +345,7 @@ func (r *Registry) ValidateArgs(name string, args json.RawMessage) (json.RawMess
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
 	if !ok {
-		return nil, Errorf(NotFound, name, "no tool named %q", truncate(name, 80))
+		return nil, Errorf(NotFound, name, "no tool named %q", textsafe.Truncate(name, 80))
 	}
 	a, err := r.validate(context.Background(), e, args)
 	if err != nil {
@@ -391,7 +397,7 @@ func execute(ctx context.Context, t Tool, args json.RawMessage) (out json.RawMes
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
-			err = Errorf(ExecutionFailed, t.Name(), "tool panicked: %v\n%s", p, truncate(string(stack), 2048))
+			err = Errorf(ExecutionFailed, t.Name(), "tool panicked: %v\n%s", p, textsafe.Truncate(string(stack), 2048))
 			out = nil
 		}
 	}()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // Limits on parameters schemas and on the work of validating one call.
@@ -105,7 +107,7 @@ const maxIdle = 8
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external reference %q refused: a schema may refer only to itself", truncate(url, 100))
+	return nil, fmt.Errorf("external reference %q refused: a schema may refer only to itself", textsafe.Truncate(url, 100))
 }
 
 // schemaURL is the base URL of every compiled schema; relative references
@@ -619,7 +621,7 @@ func location(s *jsonschema.Schema) string {
 	if loc == "" || loc == "#" {
 		loc = "#/"
 	}
-	return truncate(loc, 100)
+	return textsafe.Truncate(loc, 100)
 }
 
 // sameValue calls f on every subschema s applies to the value s checks.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,30 +16,14 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
-// logBuffer is a slog handler's output, safe for the guest's goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // capturingRuntime is a Runtime whose log goes to the returned buffer.
-func capturingRuntime(t *testing.T) (*Runtime, *logBuffer) {
+func capturingRuntime(t *testing.T) (*Runtime, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	return newRuntime(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}), logs
 }
 

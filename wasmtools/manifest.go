@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -44,9 +43,6 @@ const (
 
 // defaultParameters is the schema of a tool that declares none.
 var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
-
-// namePattern is the tool name rule, shared with the registry.
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Manifest describes a WASM tool: what the model sees (name, description,
 // parameters), what the tool needs (permissions) and how its output is read.
@@ -142,7 +138,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 	}
 	for k := range fields {
 		if !slices.Contains(manifestFields, k) {
-			return Manifest{}, manifestErr("", "unknown field %q (known: %s)", truncate(k, 64), strings.Join(manifestFields, ", "))
+			return Manifest{}, manifestErr("", "unknown field %q (known: %s)", textsafe.Truncate(k, 64), strings.Join(manifestFields, ", "))
 		}
 	}
 	var m Manifest
@@ -236,10 +232,10 @@ func (m Manifest) normalized() Manifest {
 // *ManifestError.
 func (m Manifest) Validate() error {
 	if m.Name == "" {
-		return manifestErr("name", "missing (it must match %s)", namePattern)
+		return manifestErr("name", "missing (it must match %s)", registry.NamePattern)
 	}
-	if !namePattern.MatchString(m.Name) {
-		return manifestErr("name", "%q does not match %s", truncate(m.Name, 80), namePattern)
+	if !registry.ValidName(m.Name) {
+		return manifestErr("name", "%q does not match %s", textsafe.Truncate(m.Name, 80), registry.NamePattern)
 	}
 	if len(m.Version) > maxVersion {
 		return manifestErr("version", "%d bytes, at most %d", len(m.Version), maxVersion)
@@ -271,7 +267,7 @@ func (m Manifest) Validate() error {
 	switch m.Output {
 	case "", OutputJSON, OutputText:
 	default:
-		return manifestErr("output", "%q, want %q or %q", truncate(m.Output, 32), OutputJSON, OutputText)
+		return manifestErr("output", "%q, want %q or %q", textsafe.Truncate(m.Output, 32), OutputJSON, OutputText)
 	}
 	if _, err := registry.CompileSchema(m.Parameters); err != nil {
 		return &ManifestError{Field: "parameters", Err: err}
@@ -319,7 +315,7 @@ func checkJSON(data []byte) error {
 		if b.Len() == 0 {
 			return "/"
 		}
-		return truncate(b.String(), 200)
+		return textsafe.Truncate(b.String(), 200)
 	}
 	for {
 		tok, err := d.Token()
@@ -344,7 +340,7 @@ func checkJSON(data []byte) error {
 			case top.wantKey:
 				if k, ok := tok.(string); ok {
 					if top.keys[k] {
-						return fmt.Errorf("%s: duplicate key %q", pointer(), truncate(k, 64))
+						return fmt.Errorf("%s: duplicate key %q", pointer(), textsafe.Truncate(k, 64))
 					}
 					top.keys[k] = true
 					top.key, top.wantKey = k, false
@@ -411,7 +407,7 @@ func ParseManifestTOML(data []byte) (Manifest, error) {
 	}
 	for k := range doc {
 		if !slices.Contains(manifestFields, k) {
-			return Manifest{}, manifestErr("", "unknown key %q (known: %s)", truncate(k, 64), strings.Join(manifestFields, ", "))
+			return Manifest{}, manifestErr("", "unknown key %q (known: %s)", textsafe.Truncate(k, 64), strings.Join(manifestFields, ", "))
 		}
 	}
 	if s, ok := doc["parameters"].(string); ok {
@@ -685,5 +681,3 @@ func ReadManifestFile(path string) (Manifest, error) {
 	}
 	return m, nil
 }
-
-func truncate(s string, n int) string { return textsafe.Truncate(s, n) }

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -596,24 +597,7 @@ func TestPin(t *testing.T) {
 
 // withCustomSection appends a custom section to a module.
 func withCustomSection(wasm []byte, name string, body []byte) []byte {
-	uleb := func(b []byte, v int) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v != 0 {
-				c |= 0x80
-			}
-			b = append(b, c)
-			if v == 0 {
-				return b
-			}
-		}
-	}
-	payload := append(uleb(nil, len(name)), name...)
-	payload = append(payload, body...)
-	out := append(bytes.Clone(wasm), 0)
-	out = uleb(out, len(payload))
-	return append(out, payload...)
+	return wasmbin.AppendCustomSection(bytes.Clone(wasm), name, body)
 }
 
 func TestLoadManifestErrors(t *testing.T) {

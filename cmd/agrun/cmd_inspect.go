@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agcore/agrun/internal/atomicfile"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
@@ -127,37 +127,10 @@ func (c *cli) pack(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(*out, packed, 0o644); err != nil {
+	if err := atomicfile.WriteFile(*out, packed, 0o644); err != nil {
 		return err
 	}
 	info, _ := wasmtools.Inspect(packed)
 	fmt.Fprintf(c.stderr, "agrun: packed %s as %s (%d bytes, sha256 %s)\n", safe(m.Name), safe(*out), len(packed), info.SHA256)
 	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// folder, synced and renamed, so a crash never leaves half a file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 )
@@ -22,15 +23,12 @@ import (
 // running.
 var progressEvery = 5 * time.Second
 
-// conversation is one open session: the cycle, the locked session file,
-// and the registry the tools come from.
+// conversation is one open session: the cycle and the locked session
+// file it records every message in.
 type conversation struct {
 	id    string
 	sess  *session.Session
 	cycle *loop.Cycle
-	// appendErr is the first error writing the session file, if any.
-	mu        sync.Mutex
-	appendErr error
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -49,18 +47,15 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
 	}
-	history := make([]loop.Message, 0, len(raw))
-	for i, r := range raw {
-		var m loop.Message
-		if err := json.Unmarshal(r, &m); err != nil {
-			sess.Close()
-			return nil, fmt.Errorf("session %s: message %d: %w", id, i+1, err)
-		}
-		history = append(history, m)
+	history, err := session.Decode[loop.Message](raw)
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	conv := &conversation{id: id, sess: sess}
 	lc := loopConfig(cfg)
-	lc.History, lc.OnMessage = history, conv.record
+	lc.History = history
+	lc.OnMessage = func(m loop.Message) { sess.Record(m) }
 	cyc, err := loop.New(lc)
 	if err != nil {
 		sess.Close()
@@ -91,21 +86,6 @@ func loopConfig(cfg *config.Config) loop.Config {
 		}
 	}
 	return lc
-}
-
-// record writes one message to the session file as it completes.
-func (cv *conversation) record(m loop.Message) {
-	b, err := json.Marshal(m)
-	if err == nil {
-		err = cv.sess.Append(b)
-	}
-	if err != nil {
-		cv.mu.Lock()
-		if cv.appendErr == nil {
-			cv.appendErr = err
-		}
-		cv.mu.Unlock()
-	}
 }
 
 func (cv *conversation) close() { cv.sess.Close() }
@@ -238,7 +218,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			prog.done(ev.ID)
 			if !asJSON {
 				// One line per call: name, arguments, outcome, duration.
-				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(shorten(compact(inputs[ev.ID]), 60)),
+				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(inputs[ev.ID]), 60)),
 					outcome(ev), ev.Duration.Round(time.Millisecond))
 			}
 		}
@@ -246,18 +226,15 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	if wroteText && !asJSON {
 		io.WriteString(c.stdout, "\n")
 	}
-	conv.mu.Lock()
-	appendErr := conv.appendErr
-	conv.mu.Unlock()
-	if runErr == nil && appendErr != nil {
-		runErr = fmt.Errorf("the session could not be saved: %w", appendErr)
+	if runErr == nil {
+		runErr = conv.sess.Err()
 	}
 	return final.String(), runErr
 }
 
 func outcome(ev *loop.ToolExecutionCompleted) string {
 	if !ev.IsError {
-		return "ok " + safe(shorten(compact(ev.Output), 60))
+		return "ok " + safe(textsafe.Truncate(compact(ev.Output), 60))
 	}
 	return "error (" + string(ev.ErrorKind) + ")"
 }

@@ -89,16 +89,13 @@ func printMessage(w io.Writer, raw json.RawMessage) {
 	}
 	switch m.Role {
 	case loop.RoleTool:
-		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), m.ToolCallID, safe(shorten(m.Content, 400)))
+		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), m.ToolCallID, safe(textsafe.Truncate(m.Content, 400)))
 	default:
 		if m.Content != "" {
 			fmt.Fprintf(w, "%s: %s\n", m.Role, safe(m.Content))
 		}
 		for _, tc := range m.ToolCalls {
-			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", m.Role, safe(tc.Name), safe(shorten(tc.Arguments, 200)), tc.ID)
+			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", m.Role, safe(tc.Name), safe(textsafe.Truncate(tc.Arguments, 200)), tc.ID)
 		}
 	}
 }
-
-// shorten cuts s to at most n bytes on a rune boundary, marking the cut.
-func shorten(s string, n int) string { return textsafe.Truncate(s, n) }

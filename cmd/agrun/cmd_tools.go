@@ -11,6 +11,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -144,7 +145,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		if perms == "" {
 			perms = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status), shorten(ti.Description, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status), textsafe.Truncate(ti.Description, 60))
 	}
 	return tw.Flush()
 }

@@ -12,8 +12,9 @@ import (
 // the CLI); these are the packages under the top-level internal/, which
 // the compiler lets every package of the module import.
 var owners = map[string][]string{
-	"internal/wasmbin":  {"runtime", "wasmtools"},
-	"internal/textsafe": {"registry", "wasmtools", "mcp", "loop", "cmd/agrun"},
+	"internal/wasmbin":    {"runtime", "wasmtools"},
+	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun"},
+	"internal/atomicfile": {"cmd/agrun"},
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages

@@ -505,12 +505,8 @@ func bugObserved(t testing.TB, desc string) {
 	t.Log("BUG (reported, tolerated): " + desc)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate is textsafe.Truncate, short for the many messages here.
+func truncate(s string, n int) string { return textsafe.Truncate(s, n) }
 
 // Child processes. ---------------------------------------------------------
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
 // TestMCPServeStdioMalformed drives `agrun mcp serve` (the built binary)
@@ -22,7 +24,7 @@ func TestMCPServeStdioMalformed(t *testing.T) {
 	e := newCLIEnv(t, "", "")
 	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve")
 	cmd.Env = os.Environ()
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
@@ -139,7 +141,7 @@ func TestMCPServeHTTPListener(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", "0.0.0.0:0")
 			cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+c.tokens)
-			var stderr lockedBuffer
+			var stderr syncbuf.Buffer
 			cmd.Stderr = &stderr
 			must(t, cmd.Start())
 			done := make(chan struct{})
@@ -184,7 +186,7 @@ func startMCPHTTP(t *testing.T, e *cliEnv, addr, tokens string) string {
 	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", addr)
 	cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+tokens)
 	pr, pw := io.Pipe()
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = io.MultiWriter(&stderr, pw)
 	must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })

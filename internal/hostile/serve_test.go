@@ -11,29 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for one writer and readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestServe drives `agrun serve` (the built binary) as an untrusted client
 // would: hostile uploads and hostile calls of an uploaded attacker. Each
@@ -54,7 +37,7 @@ call_timeout = "10s"
 timeout = "1s"
 memory = "16MiB"
 `, filepath.Join(t.TempDir(), "serve")))
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	base, cmd := startServe(t, e, &stderr)
 	client := &http.Client{Timeout: 30 * time.Second}
 	type answer struct {
@@ -202,7 +185,7 @@ memory = "16MiB"
 // goes to stderr, if not nil.
 func startServe(t *testing.T, e *cliEnv, stderr io.Writer, env ...string) (string, *exec.Cmd) {
 	t.Helper()
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	if stderr == nil {
 		stderr = &log
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
 // webServe is a running `agrun serve` (the built binary) whose operator
@@ -22,7 +24,7 @@ type webServe struct {
 	t      *testing.T
 	base   string // http://127.0.0.1:PORT
 	port   string
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	tool   *peer // what the toucher reaches
 	model  *peer // the [llm] base_url
 }
@@ -32,7 +34,7 @@ type webServe struct {
 // answers the toucher.
 func startWebServe(t *testing.T, serveExtra, tokens string, toolPeer http.HandlerFunc) *webServe {
 	t.Helper()
-	w := &webServe{t: t, stderr: &lockedBuffer{}, tool: newPeer(t, toolPeer), model: newPeer(t, nil)}
+	w := &webServe{t: t, stderr: &syncbuf.Buffer{}, tool: newPeer(t, toolPeer), model: newPeer(t, nil)}
 	toucher := writeTemp(t, "toucher.wasm", pack(t, hostileWasm(t), "toucher", "network"))
 	e := newCLIEnv(t, w.model.URL+"/v1", fmt.Sprintf(`
 [tools.toucher]

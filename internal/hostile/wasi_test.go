@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -57,7 +58,7 @@ func shortHash(wasm []byte) string {
 // and carries no stack; the refusal is logged with the module's hash; the
 // after-conditions hold.
 func TestWASIPanics(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	f := newFixture(t, runtime.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, c := range wasiPanics {
 		t.Run(c.name, func(t *testing.T) {

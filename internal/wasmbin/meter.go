@@ -187,36 +187,37 @@ func (ins *instrumenter) fn(i uint32) uint32 {
 
 // section returns the rewritten payload of s (s.Payload is empty for a
 // section the module lacks).
+// grow returns the payload of the vector section s with its count raised
+// by extra, ready for extra entries to be appended (an empty payload is a
+// vector of none).
+func grow(s Section, extra uint32) ([]byte, error) {
+	if len(s.Payload) == 0 {
+		return AppendU32(nil, extra), nil
+	}
+	r := s.Reader()
+	n, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	return append(AppendU32(nil, n+extra), s.Payload[r.off:]...), nil
+}
+
 func (ins *instrumenter) section(s Section) ([]byte, error) {
 	r := s.Reader()
 	switch s.ID {
 	case SecType:
-		n := 0
-		var rest []byte
-		if len(s.Payload) > 0 {
-			c, err := r.U32()
-			if err != nil {
-				return nil, err
-			}
-			n, rest = int(c), s.Payload[r.off:]
+		p, err := grow(s, 2)
+		if err != nil {
+			return nil, err
 		}
-		p := AppendU32(nil, uint32(n+2))
-		p = append(p, rest...)
 		p = append(p, 0x60, 1, ValI64, 1, ValI64) // refill: (i64) -> i64
 		p = append(p, 0x60, 0, 0)                 // stack: () -> ()
 		return p, nil
 	case SecImport:
-		n := 0
-		var rest []byte
-		if len(s.Payload) > 0 {
-			c, err := r.U32()
-			if err != nil {
-				return nil, err
-			}
-			n, rest = int(c), s.Payload[r.off:]
+		p, err := grow(s, 2)
+		if err != nil {
+			return nil, err
 		}
-		p := AppendU32(nil, uint32(n+2))
-		p = append(p, rest...)
 		for _, f := range []struct {
 			name string
 			typ  uint32

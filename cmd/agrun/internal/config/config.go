@@ -24,6 +24,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
 )
 
 // Config is a decoded agrun.toml. Paths in it are absolute.
@@ -318,6 +319,8 @@ func cleanTOML(s string) string {
 	return s
 }
 
+var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 var hostRE = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
 
 func (c *Config) check(path string, lines *lineIndex) error {
@@ -326,13 +329,13 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	for _, name := range sortedKeys(c.Tools) {
 		t := c.Tools[name]
-		if !validName(name) {
-			return errAt("tool name must match ^[a-zA-Z0-9_-]{1,64}$", "tools", name)
+		if !registry.ValidName(name) {
+			return errAt("tool name must match "+registry.NamePattern, "tools", name)
 		}
 		if t.Wasm == "" {
 			return errAt(`missing "wasm" (the path of the .wasm file)`, "tools", name)
 		}
-		if t.SHA256 != "" && !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(t.SHA256) {
+		if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
 			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "tools", name, "sha256")
 		}
 		for _, h := range t.AllowedHosts {
@@ -360,8 +363,8 @@ func (c *Config) check(path string, lines *lineIndex) error {
 			return errAt(`has both "command" and "url"; choose one`, "mcp", name)
 		case strings.Contains(name, "__"):
 			return errAt(`server name may not contain "__" (it separates server and tool in tool names)`, "mcp", name)
-		case !validName(name):
-			return errAt("server name must match ^[a-zA-Z0-9_-]{1,64}$", "mcp", name)
+		case !registry.ValidName(name):
+			return errAt("server name must match "+registry.NamePattern, "mcp", name)
 		}
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			return errAt("url must start with http:// or https://", "mcp", name, "url")
@@ -386,8 +389,6 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	return nil
 }
-
-func validName(s string) bool { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`).MatchString(s) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))

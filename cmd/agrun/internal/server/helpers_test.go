@@ -20,6 +20,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -29,7 +30,7 @@ import (
 // The committed example tools.
 func exampleTool(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", name+".wasm"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", name+".wasm"))
 	if err != nil {
 		t.Fatalf("example tool: %v", err)
 	}
@@ -54,27 +55,7 @@ func pack(t *testing.T, wasm []byte, m wasmtools.Manifest) []byte {
 // withCustomSection appends a custom section to a module, whatever its
 // payload (Pack refuses invalid manifests; an attacker does not use Pack).
 func withCustomSection(wasm []byte, name string, payload []byte) []byte {
-	var sec []byte
-	sec = appendULEB(sec, uint64(len(name)))
-	sec = append(sec, name...)
-	sec = append(sec, payload...)
-	out := append(bytes.Clone(wasm), 0)
-	out = appendULEB(out, uint64(len(sec)))
-	return append(out, sec...)
-}
-
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if v == 0 {
-			return b
-		}
-	}
+	return wasmbin.AppendCustomSection(bytes.Clone(wasm), name, payload)
 }
 
 // testServer is a Server on a real loopback listener, served by

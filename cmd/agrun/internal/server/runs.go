@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -55,24 +54,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
 		return
 	}
-	if err := requireMedia(r, "application/json"); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	b, err := s.readBody(w, r, s.limits.MaxBody)
+	data, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	defer b.release()
-	release, err := s.slot(w, r, s.calls, "calls and runs")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer release()
+	defer done()
 	var req RunRequest
-	dec := json.NewDecoder(bytes.NewReader(b.data))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))
@@ -125,11 +114,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	stop()
 	if runErr == nil {
-		runErr = conv.err()
+		runErr = conv.sess.Err()
 	}
 	if runErr != nil {
 		kind := loop.ErrorKind(runErr)
-		if kind == loop.KindOther && conv.err() != nil {
+		if kind == loop.KindOther && conv.sess.Err() != nil {
 			kind = "io"
 		}
 		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error()})
@@ -138,13 +127,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String()})
 }
 
-// conversation is one open session and the cycle that appends to it.
+// conversation is one open session and the cycle that records in it.
 type conversation struct {
 	sess  *session.Session
 	cycle *loop.Cycle
-
-	mu        sync.Mutex
-	appendErr error
 }
 
 // openConversation opens (or creates) session id, locked, and builds a
@@ -160,19 +146,17 @@ func (s *Server) openConversation(id string) (*conversation, []string, error) {
 	case err != nil:
 		return nil, nil, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
 	}
-	history := make([]loop.Message, 0, len(raw))
-	for i, m := range raw {
-		var msg loop.Message
-		if err := json.Unmarshal(m, &msg); err != nil {
-			sess.Close()
-			return nil, nil, errorf(http.StatusConflict, KindInvalidSession, "session %q: message %d is unreadable: %v", id, i+1, err)
-		}
-		history = append(history, msg)
+	history, err := session.Decode[loop.Message](raw)
+	if err != nil {
+		sess.Close()
+		var me *session.MessageError
+		errors.As(err, &me)
+		return nil, nil, errorf(http.StatusConflict, KindInvalidSession, "session %q: message %d is unreadable: %v", id, me.Index, me.Err)
 	}
 	conv := &conversation{sess: sess}
 	cfg := *s.loopCfg
 	cfg.History = history
-	cfg.OnMessage = conv.record
+	cfg.OnMessage = func(m loop.Message) { sess.Record(m) }
 	cyc, err := loop.New(cfg)
 	if err != nil {
 		sess.Close()
@@ -183,27 +167,6 @@ func (s *Server) openConversation(id string) (*conversation, []string, error) {
 	}
 	conv.cycle = cyc
 	return conv, warnings, nil
-}
-
-// record appends one message to the session file.
-func (c *conversation) record(m loop.Message) {
-	b, err := json.Marshal(m)
-	if err == nil {
-		err = c.sess.Append(b)
-	}
-	if err != nil {
-		c.mu.Lock()
-		if c.appendErr == nil {
-			c.appendErr = fmt.Errorf("the session could not be saved: %w", err)
-		}
-		c.mu.Unlock()
-	}
-}
-
-func (c *conversation) err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.appendErr
 }
 
 // getSession is GET /v1/sessions/{id}: the stored messages of a session.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agcore/agrun/internal/atomicfile"
 )
 
 // The data directory:
@@ -32,7 +34,6 @@ const (
 	indexFile  = "index.json"
 	lockFile   = "lock"
 	modulesDir = "modules"
-	tmpPrefix  = ".tmp-"
 )
 
 // index is index.json.
@@ -120,7 +121,7 @@ func openStore(dir string) (_ *store, _ index, err error) {
 				sha, ok := strings.CutSuffix(name, ".wasm")
 				orphan = ok && shaRE.MatchString(sha) && !ix.refs(sha)
 			}
-			if strings.HasPrefix(name, tmpPrefix) || orphan {
+			if strings.HasPrefix(name, atomicfile.TempPrefix) || orphan {
 				_ = os.Remove(filepath.Join(d, name))
 			}
 		}
@@ -164,7 +165,7 @@ func (s *store) writeIndex(ix index) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(s.dir, indexFile), append(data, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, indexFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("server: writing the index: %w", err)
 	}
 	return nil
@@ -179,7 +180,7 @@ func (s *store) putModule(sha string, wasm []byte) error {
 			return nil
 		}
 	}
-	if err := writeAtomic(p, wasm); err != nil {
+	if err := atomicfile.WriteFile(p, wasm, 0o600); err != nil {
 		return fmt.Errorf("server: storing module %s: %w", sha, err)
 	}
 	return nil
@@ -206,38 +207,4 @@ func (s *store) removeModule(sha string) {
 func hashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// writeAtomic writes data to path through a temporary file in the same
-// directory: write, fsync, rename, fsync the directory. Mode 0600.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

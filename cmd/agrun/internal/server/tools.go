@@ -276,7 +276,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info := s.info(name, true)
 	if info == nil {
-		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
+		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
 		return
 	}
 	s.writeJSON(w, http.StatusOK, info)
@@ -302,7 +302,7 @@ func (s *Server) remove(name string) error {
 		if _, ok := s.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
-		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80))
+		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
 	}
 	next := s.idx.clone()
 	delete(next.Tools, name)
@@ -329,23 +329,12 @@ func (s *Server) remove(name string) error {
 // Result. The body is read before a slot is taken.
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := requireMedia(r, "application/json"); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	b, err := s.readBody(w, r, s.limits.MaxBody)
+	args, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	defer b.release()
-	release, err := s.slot(w, r, s.calls, "calls and runs")
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
-	defer release()
-	args := b.data
+	defer done()
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
 	defer cancel()
 	inv := s.reg.Invoke(ctx, name, args)
@@ -462,7 +451,3 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 	}
 	return out, notes
 }
-
-// clip makes s, from a request, safe and short for a message: at most n
-// bytes, cut on a rune boundary, without unsafe runes (textsafe.Clean).
-func clip(s string, n int) string { return textsafe.Clean(s, n) }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // This file holds what keeps a browser page, or a client that only holds
@@ -125,18 +127,18 @@ func (s *Server) checkSite(r *http.Request) *apiError {
 	if tcp {
 		host, port, ok := splitHost(r.Host, "80")
 		if !ok || !s.hosts.allows(host, port, local) {
-			return errorf(http.StatusMisdirectedRequest, KindBadHost, "this server does not answer for host %q (add it to [serve] allowed_hosts)", clip(r.Host, 80))
+			return errorf(http.StatusMisdirectedRequest, KindBadHost, "this server does not answer for host %q (add it to [serve] allowed_hosts)", textsafe.Clean(r.Host, 80))
 		}
 	}
 	if o, present := r.Header["Origin"]; present {
 		if len(o) != 1 || !s.ownOrigin(o[0], local) {
-			return errorf(http.StatusForbidden, KindCrossOrigin, "requests from web pages of another origin are refused (Origin %q)", clip(strings.Join(o, ","), 80))
+			return errorf(http.StatusForbidden, KindCrossOrigin, "requests from web pages of another origin are refused (Origin %q)", textsafe.Clean(strings.Join(o, ","), 80))
 		}
 	}
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
 	case "", "same-origin", "none":
 	default:
-		return errorf(http.StatusForbidden, KindCrossOrigin, "requests from web pages of another origin are refused (Sec-Fetch-Site %q)", clip(site, 40))
+		return errorf(http.StatusForbidden, KindCrossOrigin, "requests from web pages of another origin are refused (Sec-Fetch-Site %q)", textsafe.Clean(site, 40))
 	}
 	return nil
 }
@@ -165,7 +167,7 @@ func requireMedia(r *http.Request, types ...string) *apiError {
 			return nil
 		}
 	}
-	return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia, "the body must be sent as Content-Type: %s (got %q)", strings.Join(types, " or "), clip(mt, 80))
+	return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia, "the body must be sent as Content-Type: %s (got %q)", strings.Join(types, " or "), textsafe.Clean(mt, 80))
 }
 
 // clientKey identifies the client of an authenticated request for rate
@@ -246,6 +248,25 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, q *quota, what str
 
 // body is a request body read whole; release gives its bytes back to the
 // server's budget.
+// admitCall admits a tool call or a run: a JSON body, read whole (at most
+// MaxBody) before anything else is taken, then a slot of the calls quota.
+// done releases both.
+func (s *Server) admitCall(w http.ResponseWriter, r *http.Request) (data []byte, done func(), err error) {
+	if err := requireMedia(r, "application/json"); err != nil {
+		return nil, nil, err
+	}
+	b, err := s.readBody(w, r, s.limits.MaxBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	release, err := s.slot(w, r, s.calls, "calls and runs")
+	if err != nil {
+		b.release()
+		return nil, nil, err
+	}
+	return b.data, func() { release(); b.release() }, nil
+}
+
 type body struct {
 	data    []byte
 	release func()

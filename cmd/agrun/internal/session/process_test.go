@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/internal/textsafe"
 )
 
 // These tests run the session writer in child processes (the test binary
@@ -39,13 +40,6 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // The session writer child appends messages of growing size to session
@@ -132,7 +126,7 @@ func TestSessionSIGKILLDuringWrites(t *testing.T) {
 		for i, m := range history {
 			var v struct{ N int }
 			if err := json.Unmarshal(m, &v); err != nil || v.N != i+1 {
-				t.Errorf("round %d: message %d is %q (%v)", round, i, truncate(string(m), 80), err)
+				t.Errorf("round %d: message %d is %q (%v)", round, i, textsafe.Truncate(string(m), 80), err)
 				break
 			}
 		}

@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -97,11 +98,15 @@ func (st *Store) Dir() string { return st.dir }
 
 func (st *Store) path(id string) string { return filepath.Join(st.dir, id+".jsonl") }
 
-// Session is one open, locked session. Append and Close are not safe for
-// concurrent use; one goroutine should own a Session.
+// Session is one open, locked session. Append, Record and Close are not
+// safe for concurrent use; one goroutine should own a Session. Err may be
+// called from any goroutine.
 type Session struct {
 	ID string
 	f  *os.File
+
+	mu        sync.Mutex
+	recordErr error // the first failure of Record
 }
 
 // Open opens session id for appending, creating it if it does not exist,
@@ -172,6 +177,58 @@ func (s *Session) Append(msg json.RawMessage) error {
 		return fmt.Errorf("session %q: sync: %w", s.ID, err)
 	}
 	return nil
+}
+
+// Record appends msg, encoded as JSON, like Append. It is made to be a
+// model loop's OnMessage, which cannot fail: a failure does not stop the
+// later messages from being tried, and the first one is kept for Err.
+func (s *Session) Record(msg any) {
+	b, err := json.Marshal(msg)
+	if err == nil {
+		err = s.Append(b)
+	}
+	if err != nil {
+		s.mu.Lock()
+		if s.recordErr == nil {
+			s.recordErr = fmt.Errorf("the session could not be saved: %w", err)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Err returns the first failure of Record (wrapping the cause), or nil if
+// every recorded message is on disk.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recordErr
+}
+
+// A MessageError is returned by Decode for a stored message that does not
+// decode into the caller's type.
+type MessageError struct {
+	Index int // 1-based position in the history
+	Err   error
+}
+
+func (e *MessageError) Error() string { return fmt.Sprintf("message %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the decoding error.
+func (e *MessageError) Unwrap() error { return e.Err }
+
+// Decode decodes the messages Open or Load returned into T (for the CLI,
+// loop.Message). The first one that does not decode fails it with a
+// *MessageError.
+func Decode[T any](history []json.RawMessage) ([]T, error) {
+	out := make([]T, 0, len(history))
+	for i, raw := range history {
+		var m T
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, &MessageError{Index: i + 1, Err: err}
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // Close releases the session's lock.
