@@ -211,6 +211,7 @@ type MessageError struct {
 	Err   error
 }
 
+// Error says which message did not decode, and why.
 func (e *MessageError) Error() string { return fmt.Sprintf("message %d: %v", e.Index, e.Err) }
 
 // Unwrap returns the decoding error.
