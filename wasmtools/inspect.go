@@ -57,9 +57,10 @@ type Export struct {
 	Signature string `json:"signature,omitempty"`
 }
 
-// Limits are the bounds of a memory (in 64 KiB pages) or a table (in
-// elements). Max is nil when the module declares no maximum.
-type Limits struct {
+// Bounds are the size limits a module declares for a memory (in 64 KiB
+// pages) or a table (in elements). Max is nil when the module declares no
+// maximum. (The sandbox's limits of a call are runtime.Limits.)
+type Bounds struct {
 	Min    uint32  `json:"min"`
 	Max    *uint32 `json:"max"`
 	Shared bool    `json:"shared,omitempty"`
@@ -67,12 +68,12 @@ type Limits struct {
 
 // Memory is a linear memory of a module.
 type Memory struct {
-	Limits
+	Bounds
 	Imported bool `json:"imported,omitempty"`
 }
 
-// String renders limits as "min 1, max 10" or "min 1, no max".
-func (l Limits) String() string {
+// String renders bounds as "min 1, max 10" or "min 1, no max".
+func (l Bounds) String() string {
 	s := fmt.Sprintf("min %d, ", l.Min)
 	if l.Max == nil {
 		s += "no max"
@@ -85,9 +86,9 @@ func (l Limits) String() string {
 	return s
 }
 
-// limitsOf converts limits as wasmbin reads them.
-func limitsOf(l wasmbin.Limits) Limits {
-	out := Limits{Min: l.Min, Shared: l.Shared}
+// boundsOf converts limits as wasmbin reads them.
+func boundsOf(l wasmbin.Limits) Bounds {
+	out := Bounds{Min: l.Min, Shared: l.Shared}
 	if l.HasMax {
 		out.Max = &l.Max
 	}
@@ -96,7 +97,7 @@ func limitsOf(l wasmbin.Limits) Limits {
 
 // Table is a table of a module.
 type Table struct {
-	Limits
+	Bounds
 	// ElemType is "funcref" or "externref".
 	ElemType string `json:"elem_type"`
 	Imported bool   `json:"imported,omitempty"`
@@ -231,7 +232,7 @@ func inspect(wasm []byte) (Info, error) {
 				if err != nil {
 					return Info{}, err
 				}
-				info.Tables = append(info.Tables, Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et)})
+				info.Tables = append(info.Tables, Table{Bounds: boundsOf(l), ElemType: wasmbin.ValTypeName(et)})
 			}
 			if err := r.End("table"); err != nil {
 				return Info{}, err
@@ -246,7 +247,7 @@ func inspect(wasm []byte) (Info, error) {
 				if err != nil {
 					return Info{}, err
 				}
-				info.Memories = append(info.Memories, Memory{Limits: limitsOf(l)})
+				info.Memories = append(info.Memories, Memory{Bounds: boundsOf(l)})
 			}
 			if err := r.End("memory"); err != nil {
 				return Info{}, err
@@ -389,15 +390,15 @@ func readImport(r *wasmbin.Reader, sigOf func(*wasmbin.Reader, uint32) (string, 
 		if err != nil {
 			return e, 0, err
 		}
-		e.table = Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(et), Imported: true}
-		e.Signature = e.table.ElemType + " " + e.table.Limits.String()
+		e.table = Table{Bounds: boundsOf(l), ElemType: wasmbin.ValTypeName(et), Imported: true}
+		e.Signature = e.table.ElemType + " " + e.table.Bounds.String()
 	case wasmbin.KindMemory:
 		l, err := r.MemoryLimits()
 		if err != nil {
 			return e, 0, err
 		}
-		e.memory = Memory{Limits: limitsOf(l), Imported: true}
-		e.Signature = e.memory.Limits.String()
+		e.memory = Memory{Bounds: boundsOf(l), Imported: true}
+		e.Signature = e.memory.Bounds.String()
 	case wasmbin.KindGlobal:
 		if e.Signature, err = globalType(r); err != nil {
 			return e, 0, err
