@@ -213,7 +213,7 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		slices.Sort(envv)
 		tr = mcp.Stdio{Command: s.Command, Args: s.Args, Env: envv, Dir: s.Dir}
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.Options{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return
