@@ -13,6 +13,7 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 )
 
 // RunRequest is the body of POST /v1/runs.
@@ -128,9 +129,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		runErr = conv.err()
 	}
 	if runErr != nil {
-		kind := loop.ErrorKind(runErr)
-		if kind == loop.KindOther && conv.err() != nil {
-			kind = "io"
+		kind := string(loop.KindOf(runErr))
+		if kind == string(loop.KindOther) && conv.err() != nil {
+			kind = string(registry.IO) // the session could not be written
 		}
 		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error()})
 		return
