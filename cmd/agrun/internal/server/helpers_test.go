@@ -173,14 +173,14 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // errorKind returns the kind of an {"ok":false,"error":{...}} answer.
-func (r response) errorKind(t *testing.T) string {
+func (r response) errorKind(t *testing.T) server.Kind {
 	t.Helper()
 	var res server.Result
 	r.json(t, &res)
 	if res.OK || res.Error == nil {
 		t.Fatalf("answer is not an error: %d %s", r.status, r.body)
 	}
-	return res.Error.Kind
+	return server.Kind(res.Error.Kind)
 }
 
 // request sends a request with the server's token (if any).

@@ -216,7 +216,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
 		return
 	case errors.Is(err, session.ErrNotFound):
-		s.writeError(w, errorf(http.StatusNotFound, "not_found", "no session %q", id))
+		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no session %q", id))
 		return
 	case err != nil:
 		s.writeError(w, errorf(http.StatusInternalServerError, KindInternal, "%v", err))
@@ -253,7 +253,7 @@ func newEventWriter(w http.ResponseWriter, timeout time.Duration) *eventWriter {
 func (e *eventWriter) send(typ string, v any) bool {
 	data, err := json.Marshal(v)
 	if err != nil {
-		data, _ = json.Marshal(errorEvent{Type: "error", Kind: "other", Message: err.Error()})
+		data, _ = json.Marshal(errorEvent{Type: "error", Kind: string(loop.KindOther), Message: err.Error()})
 		typ = "error"
 	}
 	data = termsafe.JSON(data)

@@ -236,7 +236,7 @@ func TestRunFailures(t *testing.T) {
 
 	// A provider error ends the stream with an error event.
 	status, evs, body := ts.postRun(t, `{"prompt":"hi"}`)
-	if status != http.StatusOK || len(evs) != 2 || evs[1].name != "error" || evs[1].data["kind"] != loop.KindProvider || !strings.Contains(evs[1].raw, "Incorrect API key") {
+	if status != http.StatusOK || len(evs) != 2 || evs[1].name != "error" || evs[1].data["kind"] != string(loop.KindProvider) || !strings.Contains(evs[1].raw, "Incorrect API key") {
 		t.Fatalf("provider error: %d %v %s", status, evs, body)
 	}
 	id, _ := evs[0].data["session"].(string)
@@ -247,7 +247,7 @@ func TestRunFailures(t *testing.T) {
 	bad := []struct {
 		body   string
 		status int
-		kind   string
+		kind   server.Kind
 	}{
 		{`{}`, 400, server.KindBadRequest},
 		{`{"prompt":"  "}`, 400, server.KindBadRequest},

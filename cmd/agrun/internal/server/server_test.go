@@ -218,7 +218,7 @@ func TestHostileUploads(t *testing.T) {
 		contentType string
 		body        []byte
 		status      int
-		kind        string
+		kind        server.Kind
 	}{
 		{"garbage", "application/wasm", []byte("MZ\x90\x00 this is not a module at all"), 400, server.KindMalformedModule},
 		{"empty", "application/wasm", nil, 400, server.KindMalformedModule},

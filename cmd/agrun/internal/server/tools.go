@@ -276,7 +276,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info := s.info(name, true)
 	if info == nil {
-		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80)))
+		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", clip(name, 80)))
 		return
 	}
 	s.writeJSON(w, http.StatusOK, info)
@@ -302,7 +302,7 @@ func (s *Server) remove(name string) error {
 		if _, ok := s.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
-		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", clip(name, 80))
+		return errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", clip(name, 80))
 	}
 	next := s.idx.clone()
 	delete(next.Tools, name)

@@ -193,7 +193,7 @@ func TestCrossSiteRequestsRunNothing(t *testing.T) {
 		contentType string
 		header      []string
 		status      int
-		kind        string
+		kind        server.Kind
 	}{
 		{"foreign origin", "application/json", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
 		{"foreign origin, text/plain", "text/plain", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
@@ -472,7 +472,7 @@ func TestRefusalsQuoteCleanly(t *testing.T) {
 	r := ts.do(ts.newRequest("POST", "/v1/tools/x/call", "application/json", `{}`, "Origin", evil))
 	var res server.Result
 	r.json(t, &res)
-	if r.status != http.StatusForbidden || res.Error == nil || res.Error.Kind != server.KindCrossOrigin {
+	if r.status != http.StatusForbidden || res.Error == nil || res.Error.Kind != string(server.KindCrossOrigin) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	if m := res.Error.Message; len(m) > 200 || strings.ContainsAny(m, "\u202e\u200b") {
