@@ -204,7 +204,7 @@ func (c *Client) errorf(k registry.Kind, tool, format string, args ...any) *regi
 			args[i] = cleanError(err)
 		}
 	}
-	return registry.Errorf(k, name, "mcp server %q: "+format, append([]any{c.name}, args...)...)
+	return registry.Errorf(k, name, "mcp: server %q: "+format, append([]any{c.name}, args...)...)
 }
 
 // maxErrorText caps the text of an error that may quote a server (see
@@ -466,18 +466,18 @@ func (c *Client) classify(ctx context.Context, tool, what string, err error, l *
 		name = ToolName(c.name, tool)
 	}
 	if errors.Is(context.Cause(ctx), errRequestTimeout) {
-		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
+		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp: server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
 	}
 	if l != nil && l.cause != nil {
 		if cause := l.cause(); cause != nil {
-			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(cause)))
+			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(cause)))
 		}
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
-		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
+		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
 	}
-	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(err)))
+	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(err)))
 }
 
 // request runs f on a live session with the per-request timeout, mapping
@@ -806,7 +806,7 @@ func (c *Client) endSession(ctx context.Context, s *session) error {
 	case <-ctx.Done():
 	}
 	if err != nil {
-		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp server %q: close: %w", c.name, cleanError(err)))
+		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp: server %q: close: %w", c.name, cleanError(err)))
 	}
 	return nil
 }
