@@ -94,7 +94,8 @@ var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
 var ErrInvalidGrant = errors.New("wasmtools: invalid grant")
 
 // ErrNoManifest is wrapped by Load when the module has no manifest section.
-var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section (add one with `agrun pack`, or give a manifest in the config)")
+// Pack adds one; LoadWithManifest takes the manifest from elsewhere.
+var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section")
 
 // Capabilities is what a tool actually gets: declared ∩ granted.
 type Capabilities struct {

@@ -113,7 +113,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	case in.ManifestError != nil:
 		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", in.ManifestError)
 	case in.Manifest == nil:
-		return nil, errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", wasmtools.ErrNoManifest)
+		return nil, errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v"+noManifestAdvice, wasmtools.ErrNoManifest)
 	}
 	name := in.Manifest.Name
 	if strings.Contains(name, "__") {
@@ -155,7 +155,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 func loadError(err error) error {
 	switch {
 	case errors.Is(err, wasmtools.ErrNoManifest):
-		return errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", err)
+		return errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v"+noManifestAdvice, err)
 	case errors.Is(err, wasmtools.ErrInvalidManifest), errors.Is(err, registry.ErrInvalidSchema):
 		return errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
 	case errors.Is(err, runtime.ErrCompile):
@@ -466,3 +466,7 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 // clip makes s, from a request, safe and short for a message: at most n
 // bytes, cut on a rune boundary, without unsafe runes (textsafe.Clean).
 func clip(s string, n int) string { return textsafe.Clean(s, n) }
+
+// noManifestAdvice follows wasmtools.ErrNoManifest in the answer to an
+// upload (the library's error carries no CLI advice).
+const noManifestAdvice = " (add one with `agrun pack`, or give a manifest in the config)"
