@@ -128,7 +128,7 @@ func startServer(t *testing.T, s setup) *testServer {
 	if s.dataDir == "" {
 		s.dataDir = t.TempDir()
 	}
-	o.Serve.DataDir = s.dataDir
+	o.DataDir = s.dataDir
 	srv, err := server.New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)

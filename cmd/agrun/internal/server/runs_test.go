@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
@@ -172,7 +171,7 @@ func TestRunStreamsEvents(t *testing.T) {
 		answer(0, "Still 3."),
 	)
 	lc := &loop.Config{BaseURL: chat.srv.URL + "/v1", Model: "m", MaxRetries: -1}
-	ts := startServer(t, setup{opts: server.Options{Loop: lc, Serve: config.Serve{WriteTimeout: config.Duration(time.Second)}}})
+	ts := startServer(t, setup{opts: server.Options{Loop: lc, WriteTimeout: time.Second}})
 	ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 
 	status, evs, body := ts.postRun(t, `{"prompt":"How many words in 'one two three'?","session":"s-1"}`)
