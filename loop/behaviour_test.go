@@ -85,8 +85,8 @@ func TestCancelMidStream(t *testing.T) {
 			err = e
 		}
 	}
-	if !errors.Is(err, context.Canceled) || ErrorKind(err) != KindCancelled {
-		t.Fatalf("err = %v (kind %q)", err, ErrorKind(err))
+	if !errors.Is(err, context.Canceled) || KindOf(err) != KindCancelled {
+		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
 	}
 	if texts != 1 {
 		t.Errorf("%d text deltas", texts)
@@ -233,7 +233,7 @@ func TestRepeatedCall(t *testing.T) {
 			err = e
 		}
 		var rep *RepeatedCallError
-		if !errors.Is(err, ErrRepeatedCall) || !errors.As(err, &rep) || rep.Tool != "search" || rep.Turns != 4 || ErrorKind(err) != KindRepeatedCall {
+		if !errors.Is(err, ErrRepeatedCall) || !errors.As(err, &rep) || rep.Tool != "search" || rep.Turns != 4 || KindOf(err) != KindRepeatedCall {
 			t.Fatalf("err = %v", err)
 		}
 		if got := rec.got(); len(got) != 3 {
@@ -338,8 +338,8 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 				if api.StatusCode != tt.code || api.Message != tt.wantMsg || api.Code != tt.wantCode {
 					t.Errorf("api error %+v", api)
 				}
-				if !strings.Contains(err.Error(), tt.wantMsg) || ErrorKind(err) != KindProvider {
-					t.Errorf("error text %q kind %q", err, ErrorKind(err))
+				if !strings.Contains(err.Error(), tt.wantMsg) || KindOf(err) != KindProvider {
+					t.Errorf("error text %q kind %q", err, KindOf(err))
 				}
 				if n := len(srv.requests()); n != 1 {
 					t.Errorf("%d requests", n)
@@ -354,8 +354,8 @@ func TestUnreachableProvider(t *testing.T) {
 	c := srv.cycle(t, Config{MaxRetries: -1})
 	srv.srv.Close()
 	_, err := c.Submit(context.Background(), "x")
-	if err == nil || ErrorKind(err) != KindTransport {
-		t.Fatalf("err = %v (kind %q)", err, ErrorKind(err))
+	if err == nil || KindOf(err) != KindTransport {
+		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
 	}
 }
 
@@ -498,8 +498,8 @@ func TestRequestTimeout(t *testing.T) {
 	})
 	c := srv.cycle(t, Config{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	_, err := c.Submit(context.Background(), "x")
-	if !errors.Is(err, context.DeadlineExceeded) || ErrorKind(err) != KindTimeout {
-		t.Fatalf("err = %v (kind %q)", err, ErrorKind(err))
+	if !errors.Is(err, context.DeadlineExceeded) || KindOf(err) != KindTimeout {
+		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
 	}
 	if m := c.Messages(); len(m) != 1 {
 		t.Errorf("history %+v", m)

@@ -16,7 +16,7 @@ import (
 // Run errors. Every error a Submit method returns matches one of these with
 // errors.Is, or is an *APIError (errors.As), a context error
 // (errors.Is(err, context.Canceled) or context.DeadlineExceeded, also for
-// Config.RequestTimeout), or a failure to reach the provider; ErrorKind
+// Config.RequestTimeout), or a failure to reach the provider; KindOf
 // tells them apart.
 var (
 	// ErrMaxTurns: the run made Config.MaxTurns model requests and the last
@@ -89,21 +89,27 @@ func (e *APIError) Error() string {
 // Unwrap returns the underlying openai-go error.
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Error kinds of a failed run, as ErrorKind returns them; stable strings for
-// the `{"type":"error","kind":...}` line of `agrun run --json`.
+// Kind is the kind of a failed run, as KindOf returns it: a stable string
+// for the `{"type":"error","kind":...}` line of `agrun run --json`. Kinds
+// are added, never renamed or removed. They are the kinds of a run; a
+// failed tool call does not end a run and has a [registry.Kind] instead
+// ([ToolExecutionCompleted.ErrorKind]).
+type Kind string
+
+// The kinds of a failed run.
 const (
-	KindMaxTurns     = "max_turns"
-	KindRepeatedCall = "repeated_call"
-	KindProvider     = "provider"  // *APIError, ErrBadResponse
-	KindTransport    = "transport" // the provider could not be reached or the connection broke
-	KindCancelled    = "cancelled"
-	KindTimeout      = "timeout"
-	KindOther        = "other" // ErrBusy, ErrConsumed, ErrInvalidHistory, ...
+	KindMaxTurns     Kind = "max_turns"
+	KindRepeatedCall Kind = "repeated_call"
+	KindProvider     Kind = "provider"  // *APIError, ErrBadResponse
+	KindTransport    Kind = "transport" // the provider could not be reached or the connection broke
+	KindCancelled    Kind = "cancelled"
+	KindTimeout      Kind = "timeout"
+	KindOther        Kind = "other" // ErrBusy, ErrConsumed, ErrInvalidHistory, ...
 )
 
-// ErrorKind classifies an error returned by this package: one of the Kind*
+// KindOf classifies an error returned by this package: one of the Kind*
 // constants, or "" for nil.
-func ErrorKind(err error) string {
+func KindOf(err error) Kind {
 	var api *APIError
 	var netErr interface{ Timeout() bool }
 	switch {

@@ -60,7 +60,7 @@ func ExampleCycle_SubmitStreamWithTools() {
 	}
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "How many words in 'to be or not to be'?", reg) {
 		if err != nil {
-			fmt.Println("run failed:", loop.ErrorKind(err), err)
+			fmt.Println("run failed:", loop.KindOf(err), err)
 			return
 		}
 		line, _ := json.Marshal(ev) // the `agrun run --json` line

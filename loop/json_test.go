@@ -61,20 +61,20 @@ func TestEventJSONLines(t *testing.T) {
 	}
 }
 
-func TestErrorKind(t *testing.T) {
+func TestKindOf(t *testing.T) {
 	tests := map[error]string{
 		nil:                                "",
-		ErrMaxTurns:                        KindMaxTurns,
-		&RepeatedCallError{Tool: "t"}:      KindRepeatedCall,
-		&APIError{StatusCode: 400}:         KindProvider,
-		ErrBadResponse:                     KindProvider,
-		&transportError{err: errTransport}: KindTransport,
-		ErrBusy:                            KindOther,
-		ErrInvalidHistory:                  KindOther,
+		ErrMaxTurns:                        "max_turns",
+		&RepeatedCallError{Tool: "t"}:      "repeated_call",
+		&APIError{StatusCode: 400}:         "provider",
+		ErrBadResponse:                     "provider",
+		&transportError{err: errTransport}: "transport",
+		ErrBusy:                            "other",
+		ErrInvalidHistory:                  "other",
 	}
 	for err, want := range tests {
-		if got := ErrorKind(err); got != want {
-			t.Errorf("ErrorKind(%v) = %q, want %q", err, got, want)
+		if got := KindOf(err); string(got) != want { // the strings are the contract
+			t.Errorf("KindOf(%v) = %q, want %q", err, got, want)
 		}
 	}
 }

@@ -183,7 +183,7 @@ func TestMaxTurnsKeepsHistory(t *testing.T) {
 	var rec recorder
 	c := srv.cycle(t, Config{MaxTurns: 3})
 	_, err := c.SubmitWithTools(context.Background(), "loop forever", newRegistry(t, rec.tool("step")))
-	if !errors.Is(err, ErrMaxTurns) || ErrorKind(err) != KindMaxTurns {
+	if !errors.Is(err, ErrMaxTurns) || KindOf(err) != KindMaxTurns {
 		t.Fatalf("err = %v", err)
 	}
 	if n := len(srv.requests()); n != 3 {

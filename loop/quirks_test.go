@@ -220,8 +220,8 @@ func TestQuirkGroqErrorEvent(t *testing.T) {
 	if api.StatusCode != 0 || api.Code != "tool_use_failed" || !strings.HasPrefix(api.Message, "Failed to call a function.") {
 		t.Errorf("api error %+v", api)
 	}
-	if ErrorKind(err) != KindProvider || !strings.Contains(err.Error(), "tool_use_failed") {
-		t.Errorf("kind %q, message %q", ErrorKind(err), err)
+	if KindOf(err) != KindProvider || !strings.Contains(err.Error(), "tool_use_failed") {
+		t.Errorf("kind %q, message %q", KindOf(err), err)
 	}
 	// The failed reply left nothing half-done in the history.
 	if m := c.Messages(); len(m) != 1 || m[0].Role != RoleUser {

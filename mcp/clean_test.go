@@ -176,7 +176,7 @@ func TestConnectErrorIsSanitized(t *testing.T) {
 		w.Write([]byte("\x1b[2J\u009b31m\u202e{not json at all"))
 	}))
 	defer srv.Close()
-	c, err := NewClient("web", HTTP{URL: srv.URL}, &Options{Timeout: 5 * time.Second, MaxRestarts: -1})
+	c, err := NewClient("web", HTTP{URL: srv.URL}, &ClientOptions{Timeout: 5 * time.Second, MaxRestarts: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Defaults of Options.
+// Defaults of ClientOptions.
 const (
 	DefaultTimeout         = 30 * time.Second
 	DefaultMaxMessageBytes = 16 << 20
@@ -39,9 +39,9 @@ const (
 	closeSession = 5 * time.Second // how long Close waits for the SDK session to wind down
 )
 
-// Options configures a Client. A nil *Options means all defaults; each
-// zero field means its default.
-type Options struct {
+// ClientOptions configures a Client. A nil *ClientOptions means all
+// defaults; each zero field means its default.
+type ClientOptions struct {
 	// Timeout bounds each request to the server (initialize, each page of
 	// tools/list, each tools/call). Zero means DefaultTimeout (30 s).
 	Timeout time.Duration
@@ -74,7 +74,7 @@ type Options struct {
 
 // Client is a connection to one MCP server whose tools it offers to a
 // registry. It reconnects on demand after losing the server (see
-// Options.MaxRestarts), and turns every failure into a *registry.Error of
+// ClientOptions.MaxRestarts), and turns every failure into a *registry.Error of
 // kind mcp_error, mcp_timeout or mcp_not_initialized (plus execution_failed
 // for tools that report an error, and timeout/cancelled when the caller's
 // own context ends).
@@ -84,7 +84,7 @@ type Options struct {
 type Client struct {
 	name string
 	tr   Transport
-	opts Options
+	opts ClientOptions
 	log  *slog.Logger
 	sdk  *sdk.Client
 
@@ -134,14 +134,14 @@ func (s *session) alive() bool {
 // (the prefix of its tools' registry names). It fails if serverName is
 // empty or opts has negative values where they make no sense. Call Connect
 // next.
-func NewClient(serverName string, t Transport, opts *Options) (*Client, error) {
+func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, error) {
 	if serverName == "" {
 		return nil, errors.New("mcp: empty server name")
 	}
 	if t == nil {
 		return nil, fmt.Errorf("mcp: server %q: nil transport", serverName)
 	}
-	var o Options
+	var o ClientOptions
 	if opts != nil {
 		o = *opts
 		o.Permissions = slices.Clone(opts.Permissions)
@@ -204,7 +204,7 @@ func (c *Client) errorf(k registry.Kind, tool, format string, args ...any) *regi
 			args[i] = cleanError(err)
 		}
 	}
-	return registry.Errorf(k, name, "mcp server %q: "+format, append([]any{c.name}, args...)...)
+	return registry.Errorf(k, name, "mcp: server %q: "+format, append([]any{c.name}, args...)...)
 }
 
 // maxErrorText caps the text of an error that may quote a server (see
@@ -226,7 +226,7 @@ func cleanError(err error) error {
 
 // Connect starts the server (or opens the HTTP session), performs the MCP
 // handshake and lists the server's tools, each step bounded by
-// Options.Timeout. Calling it again once connected does nothing. Errors are
+// ClientOptions.Timeout. Calling it again once connected does nothing. Errors are
 // *registry.Error of kind mcp_error or mcp_timeout; after a failed Connect
 // the Client may be connected again.
 func (c *Client) Connect(ctx context.Context) error {
@@ -466,18 +466,18 @@ func (c *Client) classify(ctx context.Context, tool, what string, err error, l *
 		name = ToolName(c.name, tool)
 	}
 	if errors.Is(context.Cause(ctx), errRequestTimeout) {
-		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
+		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp: server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
 	}
 	if l != nil && l.cause != nil {
 		if cause := l.cause(); cause != nil {
-			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(cause)))
+			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(cause)))
 		}
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
-		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
+		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
 	}
-	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp server %q: %s: %w", c.name, what, cleanError(err)))
+	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(err)))
 }
 
 // request runs f on a live session with the per-request timeout, mapping
@@ -558,7 +558,7 @@ func retool(err error, name string) error {
 // result is mapped as described in the package doc. Errors are
 // *registry.Error: execution_failed when the tool reported an error (with
 // its text), mcp_timeout when the server did not answer within
-// Options.Timeout, mcp_error when the connection broke or the server
+// ClientOptions.Timeout, mcp_error when the connection broke or the server
 // answered with a protocol error, mcp_not_initialized before Connect or
 // after Close, timeout or cancelled when ctx ended.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -688,7 +688,7 @@ func (c *Client) setTools(gen uint64, tools []registry.Tool) {
 // ListTools call, or a refresh after notifications/tools/list_changed), as
 // registry adapters named ToolName(server, tool), sorted by name. Each
 // adapter's Execute calls CallTool; its Permissions are
-// Options.Permissions.
+// ClientOptions.Permissions.
 func (c *Client) Tools() []registry.Tool {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
@@ -806,7 +806,7 @@ func (c *Client) endSession(ctx context.Context, s *session) error {
 	case <-ctx.Done():
 	}
 	if err != nil {
-		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp server %q: close: %w", c.name, cleanError(err)))
+		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp: server %q: close: %w", c.name, cleanError(err)))
 	}
 	return nil
 }

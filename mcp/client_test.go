@@ -115,7 +115,7 @@ func TestRegistryIntegration(t *testing.T) {
 		{permission.Shell, registry.PermissionDenied},
 	} {
 		t.Run(tc.perm.String(), func(t *testing.T) {
-			c := stdioClient(t, "basic", nil, &Options{Permissions: []permission.Permission{tc.perm}})
+			c := stdioClient(t, "basic", nil, &ClientOptions{Permissions: []permission.Permission{tc.perm}})
 			reg := registry.New(registry.WithPermissionChecker(deny))
 			if err := c.Sync(reg); err != nil {
 				t.Fatal(err)

@@ -9,7 +9,7 @@
 //
 //	c, err := mcp.NewClient("everything", mcp.Stdio{
 //		Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
-//	}, &mcp.Options{Permissions: []permission.Permission{permission.Read}})
+//	}, &mcp.ClientOptions{Permissions: []permission.Permission{permission.Read}})
 //	if err != nil { ... }
 //	defer c.Close(ctx)
 //	if err := c.Connect(ctx); err != nil { ... } // handshake + tools/list
@@ -26,7 +26,7 @@
 // from an untrusted server: [SanitizeText] drops control and invisible
 // characters and cuts them to [MaxDescriptionBytes]. MCP servers cannot
 // declare permissions: every tool of a server declares
-// [Options.Permissions], which the registry's permission checker judges
+// [ClientOptions.Permissions], which the registry's permission checker judges
 // like any tool's. The registry validates arguments against the server's
 // schema before a call leaves the process.
 //
@@ -47,20 +47,20 @@
 // Every failure is a *registry.Error, never a hang or a panic:
 //
 //   - mcp_not_initialized: before Connect, after Close;
-//   - mcp_timeout: no answer within [Options.Timeout] (default 30 s),
+//   - mcp_timeout: no answer within [ClientOptions.Timeout] (default 30 s),
 //     including a response that only ever comes back with an unknown id;
 //   - mcp_error: the server exited (pending calls fail at once, with its
-//     exit status), sent a message over [Options.MaxMessageBytes] (default
-//     16 MiB), refused the request, or could not be restarted;
+//     exit status), sent a message over [ClientOptions.MaxMessageBytes]
+//     (default 16 MiB), refused the request, or could not be restarted;
 //   - execution_failed: the tool itself reported an error;
 //   - timeout / cancelled: the caller's own context ended.
 //
 // After losing a server, the next call reconnects (restarts a stdio
-// server), at most [Options.MaxRestarts] times in a row with exponential
-// backoff from [Options.RestartBackoff]; a successful tool call resets the
-// count. Lines a stdio server writes to stdout that are not JSON are
+// server), at most [ClientOptions.MaxRestarts] times in a row with
+// exponential backoff from [ClientOptions.RestartBackoff]; a successful
+// tool call resets the count. Lines a stdio server writes to stdout that are not JSON are
 // logged and skipped; its stderr is logged, capped at
-// [Options.MaxStderrBytes]; floods of notifications are absorbed (tool
+// [ClientOptions.MaxStderrBytes]; floods of notifications are absorbed (tool
 // list changes coalesce into one refresh at a time). When the server
 // announces notifications/tools/list_changed (or after a restart) the tool
 // list is fetched again and every registry given to [Client.Sync] follows.

@@ -51,7 +51,7 @@ func Example() {
 	defer session.Close()
 
 	c, err := mcp.NewClient("remote", mcp.SDKTransport{New: func() sdk.Transport { return clientSide }},
-		&mcp.Options{Permissions: []permission.Permission{permission.Read}})
+		&mcp.ClientOptions{Permissions: []permission.Permission{permission.Read}})
 	if err != nil {
 		panic(err)
 	}

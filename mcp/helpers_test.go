@@ -32,7 +32,7 @@ func newLogger() (*slog.Logger, *syncbuf.Buffer) {
 
 // stdioClient connects a Client to the test server name, with env added to
 // its environment; the client is closed when the test ends.
-func stdioClient(t *testing.T, name string, env []string, opts *Options) *Client {
+func stdioClient(t *testing.T, name string, env []string, opts *ClientOptions) *Client {
 	t.Helper()
 	c := newStdioClient(t, name, env, opts)
 	if err := c.Connect(context.Background()); err != nil {
@@ -41,10 +41,10 @@ func stdioClient(t *testing.T, name string, env []string, opts *Options) *Client
 	return c
 }
 
-func newStdioClient(t *testing.T, name string, env []string, opts *Options) *Client {
+func newStdioClient(t *testing.T, name string, env []string, opts *ClientOptions) *Client {
 	t.Helper()
 	if opts == nil {
-		opts = &Options{}
+		opts = &ClientOptions{}
 	}
 	if opts.Logger == nil {
 		opts.Logger, _ = newLogger()

@@ -21,7 +21,7 @@ import (
 // next call restarts the server, and restarts in a row are bounded.
 func TestServerExitsMidCall(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
-	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &Options{
+	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &ClientOptions{
 		Timeout: 20 * time.Second, MaxRestarts: 2, RestartBackoff: 10 * time.Millisecond,
 	})
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestServerExitsMidCall(t *testing.T) {
 
 func TestServerExitsAtStart(t *testing.T) {
 	log, buf := newLogger()
-	c := newStdioClient(t, "crash", []string{"CRASH_AT_START=1"}, &Options{Logger: log})
+	c := newStdioClient(t, "crash", []string{"CRASH_AT_START=1"}, &ClientOptions{Logger: log})
 	err := c.Connect(context.Background())
 	e := wantKind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "exit status 4") {
@@ -89,7 +89,7 @@ func TestServerExitsAtStart(t *testing.T) {
 }
 
 func TestServerNeverAnswers(t *testing.T) {
-	c := stdioClient(t, "hang", nil, &Options{Timeout: 300 * time.Millisecond})
+	c := stdioClient(t, "hang", nil, &ClientOptions{Timeout: 300 * time.Millisecond})
 	ctx := context.Background()
 	_, err := c.CallTool(ctx, "hang", nil)
 	wantKind(t, err, registry.MCPTimeout)
@@ -106,7 +106,7 @@ func TestServerNeverAnswers(t *testing.T) {
 }
 
 func TestServerNeverAnswersHandshake(t *testing.T) {
-	c := newStdioClient(t, "hang", []string{"HANG_INIT=1"}, &Options{Timeout: 300 * time.Millisecond})
+	c := newStdioClient(t, "hang", []string{"HANG_INIT=1"}, &ClientOptions{Timeout: 300 * time.Millisecond})
 	err := c.Connect(context.Background())
 	wantKind(t, err, registry.MCPTimeout)
 	_, err = c.CallTool(context.Background(), "echo", nil)
@@ -115,7 +115,7 @@ func TestServerNeverAnswersHandshake(t *testing.T) {
 
 func TestServerPrintsNonJSON(t *testing.T) {
 	log, buf := newLogger()
-	c := stdioClient(t, "garbage", nil, &Options{Logger: log})
+	c := stdioClient(t, "garbage", nil, &ClientOptions{Logger: log})
 	out, err := c.CallTool(context.Background(), "noisy", nil)
 	if err != nil || string(out) != `"quiet now"` {
 		t.Fatalf("noisy = %s, %v", out, err)
@@ -132,7 +132,7 @@ func TestServerPrintsNonJSON(t *testing.T) {
 }
 
 func TestServerSendsHugeMessage(t *testing.T) {
-	c := stdioClient(t, "huge", nil, &Options{RestartBackoff: 10 * time.Millisecond})
+	c := stdioClient(t, "huge", nil, &ClientOptions{RestartBackoff: 10 * time.Millisecond})
 	ctx := context.Background()
 	_, err := c.CallTool(ctx, "huge", nil)
 	e := wantKind(t, err, registry.MCPError)
@@ -147,13 +147,13 @@ func TestServerSendsHugeMessage(t *testing.T) {
 }
 
 func TestMessageCapIsConfigurable(t *testing.T) {
-	c := stdioClient(t, "huge", nil, &Options{MaxMessageBytes: 512 << 10})
+	c := stdioClient(t, "huge", nil, &ClientOptions{MaxMessageBytes: 512 << 10})
 	_, err := c.CallTool(context.Background(), "big", nil)
 	wantKind(t, err, registry.MCPError)
 }
 
 func TestResponsesWithUnknownIDs(t *testing.T) {
-	c := stdioClient(t, "unknownid", nil, &Options{Timeout: 500 * time.Millisecond})
+	c := stdioClient(t, "unknownid", nil, &ClientOptions{Timeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	out, err := c.CallTool(ctx, "late", nil)
 	if err != nil || string(out) != `"finally"` {
@@ -171,7 +171,7 @@ func TestNotificationFlood(t *testing.T) {
 	log, buf := newLogger()
 	// A generous timeout: under -race on a loaded machine the SDK takes its
 	// time over 15000 messages; the point is that nothing breaks.
-	c := stdioClient(t, "flood", []string{"FLOOD_N=5000"}, &Options{Logger: log, Timeout: 2 * time.Minute})
+	c := stdioClient(t, "flood", []string{"FLOOD_N=5000"}, &ClientOptions{Logger: log, Timeout: 2 * time.Minute})
 	ctx := context.Background()
 	out, err := c.CallTool(ctx, "flood", nil)
 	if err != nil || string(out) != `"done flooding"` {
@@ -249,7 +249,7 @@ func TestCloseKillsStubbornServer(t *testing.T) {
 // ended too.
 func TestServerDiesWhileChildHoldsStdout(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	c := newStdioClient(t, "grandchild", []string{"PIDFILE=" + pidfile}, &Options{Timeout: 20 * time.Second})
+	c := newStdioClient(t, "grandchild", []string{"PIDFILE=" + pidfile}, &ClientOptions{Timeout: 20 * time.Second})
 	if err := c.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestServerDiesWhileChildHoldsStdout(t *testing.T) {
 
 func TestStderrIsDrainedAndCapped(t *testing.T) {
 	log, buf := newLogger()
-	c := stdioClient(t, "stderrflood", []string{"STDERR_MB=32"}, &Options{Logger: log, MaxStderrBytes: 16 << 10})
+	c := stdioClient(t, "stderrflood", []string{"STDERR_MB=32"}, &ClientOptions{Logger: log, MaxStderrBytes: 16 << 10})
 	out, err := c.CallTool(context.Background(), "echo", json.RawMessage(`{"text":"alive"}`))
 	if err != nil || string(out) != `"alive"` {
 		t.Fatalf("echo = %s, %v", out, err)
@@ -309,7 +309,7 @@ func TestCommandTransportShortfall(t *testing.T) {
 // restart the server.
 func TestRestartBackoff(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
-	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &Options{RestartBackoff: time.Hour})
+	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &ClientOptions{RestartBackoff: time.Hour})
 	_, err := c.CallTool(context.Background(), "crash", nil)
 	wantKind(t, err, registry.MCPError)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

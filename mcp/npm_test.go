@@ -63,7 +63,7 @@ func npmScript(t *testing.T, pkg, rel string) string {
 func npmClient(t *testing.T, name string, args ...string) *Client {
 	t.Helper()
 	log, buf := newLogger()
-	c, err := NewClient(name, Stdio{Command: nodeBinary(t, 0), Args: args}, &Options{Logger: log, Timeout: 60 * time.Second})
+	c, err := NewClient(name, Stdio{Command: nodeBinary(t, 0), Args: args}, &ClientOptions{Logger: log, Timeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,7 @@ func TestServeHTTP(t *testing.T) {
 func TestHTTPMessageCap(t *testing.T) {
 	srv := httptest.NewServer(NewHTTPHandler(serverRegistry(), nil))
 	defer srv.Close()
-	c, err := NewClient("agrun", HTTP{URL: srv.URL}, &Options{MaxMessageBytes: 1 << 20})
+	c, err := NewClient("agrun", HTTP{URL: srv.URL}, &ClientOptions{MaxMessageBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestHTTPMessageCap(t *testing.T) {
 // before the 20 s timeout that would make it mcp_timeout).
 func TestHTTPServerGoesAway(t *testing.T) {
 	srv := httptest.NewServer(NewHTTPHandler(serverRegistry(), nil))
-	c, err := NewClient("agrun", HTTP{URL: srv.URL}, &Options{Timeout: 20 * time.Second, MaxRestarts: -1})
+	c, err := NewClient("agrun", HTTP{URL: srv.URL}, &ClientOptions{Timeout: 20 * time.Second, MaxRestarts: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,10 @@ type entry struct {
 	perms  []permission.Permission
 }
 
-// New returns an empty Registry.
+// New returns an empty Registry. A Registry made without
+// WithPermissionChecker checks no permission: every registered tool runs,
+// whatever it declares. Give it a checker (permission.NewChecker) to apply
+// a policy.
 func New(opts ...Option) *Registry {
 	r := &Registry{
 		maxParallel: 4 * runtime.GOMAXPROCS(0),

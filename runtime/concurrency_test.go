@@ -115,7 +115,7 @@ func TestNoLeaks(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(dir+"/f", []byte("x"), 0o644)
 	call := func() {
-		r.Run(context.Background(), m, Input{Args: []string{"probe", "read", "/d/f"}, Mounts: []Mount{{HostPath: dir, GuestPath: "/d"}}})
+		r.Run(context.Background(), m, Input{Args: []string{"probe", "read", "/d/f"}, Mounts: []Mount{{Host: dir, Guest: "/d"}}})
 		r.Run(context.Background(), m, Input{Args: []string{"probe", "http", get("http://127.0.0.1:1/")},
 			Network: &NetworkGrant{AllowedHosts: []string{"127.0.0.1"}, AllowPrivate: true}})
 		r.Run(context.Background(), m, Input{Args: []string{"probe", "spin"}, Limits: Limits{Timeout: 50 * time.Millisecond}})

@@ -156,10 +156,10 @@ type Input struct {
 
 // Mount makes a host directory visible to the guest.
 type Mount struct {
-	// HostPath is the host directory; it must exist.
-	HostPath string
-	// GuestPath is where the guest sees it: an absolute, clean path.
-	GuestPath string
+	// Host is the host directory; it must exist.
+	Host string
+	// Guest is where the guest sees it: an absolute, clean path.
+	Guest string
 	// Writable lets the guest create, write, truncate, rename and link
 	// inside the mount. Without it the mount is read-only.
 	Writable bool

@@ -152,7 +152,7 @@ func newWASIFuzzer(f *testing.F) *wasiFuzzer {
 			f.Fatal(err)
 		}
 	}
-	return &wasiFuzzer{r: r, names: wasiNames(r), mounts: []Mount{{HostPath: dir, GuestPath: "/data", Writable: true, AllowDelete: true}}}
+	return &wasiFuzzer{r: r, names: wasiNames(r), mounts: []Mount{{Host: dir, Guest: "/data", Writable: true, AllowDelete: true}}}
 }
 
 // index is the fuzz input that selects the function name.

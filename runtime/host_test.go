@@ -243,7 +243,7 @@ func TestMountWriteLimit(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	r := newRuntime(t, Config{Limits: Limits{MaxWriteBytes: 10}})
 	m := compile(t, r, probe(t))
-	mounts := []Mount{{HostPath: a, GuestPath: "/a", Writable: true}, {HostPath: b, GuestPath: "/b", Writable: true}}
+	mounts := []Mount{{Host: a, Guest: "/a", Writable: true}, {Host: b, Guest: "/b", Writable: true}}
 	call := func(args ...string) *Output {
 		t.Helper()
 		out, err := r.Run(context.Background(), m, Input{Args: append([]string{"probe", "write"}, args...), Mounts: mounts})
@@ -346,9 +346,9 @@ func TestMounts(t *testing.T) {
 	call := func(mount Mount, args ...string) (*Output, error) {
 		return r.Run(context.Background(), m, Input{Args: append([]string{"probe"}, args...), Mounts: []Mount{mount}})
 	}
-	ro := Mount{HostPath: dir, GuestPath: "/data"}
-	rw := Mount{HostPath: dir, GuestPath: "/data", Writable: true}
-	rwd := Mount{HostPath: dir, GuestPath: "/data", Writable: true, AllowDelete: true}
+	ro := Mount{Host: dir, Guest: "/data"}
+	rw := Mount{Host: dir, Guest: "/data", Writable: true}
+	rwd := Mount{Host: dir, Guest: "/data", Writable: true, AllowDelete: true}
 
 	out, err := call(ro, "read", "/data/in.txt")
 	if err != nil || string(out.Stdout) != "from the host" {
@@ -385,10 +385,10 @@ func TestMounts(t *testing.T) {
 		t.Fatalf("read outside the mount: %v %q", err, out.Stdout)
 	}
 	for _, bad := range []Mount{
-		{HostPath: dir, GuestPath: "data"},
-		{HostPath: dir, GuestPath: "/data/../etc"},
-		{HostPath: filepath.Join(dir, "missing"), GuestPath: "/data"},
-		{HostPath: dir, GuestPath: "/data", AllowDelete: true},
+		{Host: dir, Guest: "data"},
+		{Host: dir, Guest: "/data/../etc"},
+		{Host: filepath.Join(dir, "missing"), Guest: "/data"},
+		{Host: dir, Guest: "/data", AllowDelete: true},
 	} {
 		if _, err := call(bad, "read", "/data/in.txt"); err == nil {
 			t.Errorf("mount %+v accepted", bad)

@@ -30,22 +30,22 @@ func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer,
 	written := new(atomic.Int64) // shared by the call's mounts
 	var fss []experimentalsys.FS
 	for _, m := range mounts {
-		if m.GuestPath == "" || m.GuestPath[0] != '/' || path.Clean(m.GuestPath) != m.GuestPath {
-			return fail(fmt.Errorf("runtime: mount %q: the guest path must be absolute and clean", m.GuestPath))
+		if m.Guest == "" || m.Guest[0] != '/' || path.Clean(m.Guest) != m.Guest {
+			return fail(fmt.Errorf("runtime: mount %q: the guest path must be absolute and clean", m.Guest))
 		}
-		if seen[m.GuestPath] {
-			return fail(fmt.Errorf("runtime: mount %q: guest path mounted twice", m.GuestPath))
+		if seen[m.Guest] {
+			return fail(fmt.Errorf("runtime: mount %q: guest path mounted twice", m.Guest))
 		}
-		seen[m.GuestPath] = true
+		seen[m.Guest] = true
 		if m.AllowDelete && !m.Writable {
-			return fail(fmt.Errorf("runtime: mount %q: AllowDelete needs Writable", m.GuestPath))
+			return fail(fmt.Errorf("runtime: mount %q: AllowDelete needs Writable", m.Guest))
 		}
-		fs, err := sandboxfs.New(m.HostPath, sandboxfs.Options{
+		fs, err := sandboxfs.New(m.Host, sandboxfs.Options{
 			Writable: m.Writable, AllowDelete: m.AllowDelete,
 			MaxWriteBytes: maxWrite, WriteCounter: written,
 		})
 		if err != nil {
-			return fail(fmt.Errorf("runtime: mount %q: %w", m.GuestPath, err))
+			return fail(fmt.Errorf("runtime: mount %q: %w", m.Guest, err))
 		}
 		if c, ok := fs.(io.Closer); ok {
 			closers = append(closers, c)
@@ -72,7 +72,7 @@ func fsConfig[F experimentalsys.FS](paths []string, fss []F) wazero.FSConfig {
 func guestPaths(mounts []Mount) []string {
 	out := make([]string, len(mounts))
 	for i, m := range mounts {
-		out[i] = m.GuestPath
+		out[i] = m.Guest
 	}
 	return out
 }

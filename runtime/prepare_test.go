@@ -39,7 +39,7 @@ func TestPrepareAhead(t *testing.T) {
 		}
 	}
 	in := func(i int) Input {
-		return Input{Args: []string{"probe", "read", "/data/f"}, Mounts: []Mount{{HostPath: dirs[i], GuestPath: "/data"}}}
+		return Input{Args: []string{"probe", "read", "/data/f"}, Mounts: []Mount{{Host: dirs[i], Guest: "/data"}}}
 	}
 	for i := range dirs {
 		out, err := r.Run(context.Background(), m, in(i))

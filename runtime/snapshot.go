@@ -135,7 +135,7 @@ func snapshotKey(in Input) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%q", in.Args)
 	for _, m := range in.Mounts {
-		fmt.Fprintf(&b, " %q:%t:%t", m.GuestPath, m.Writable, m.AllowDelete)
+		fmt.Fprintf(&b, " %q:%t:%t", m.Guest, m.Writable, m.AllowDelete)
 	}
 	return b.String()
 }

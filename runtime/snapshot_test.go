@@ -59,8 +59,8 @@ func TestReactorLikeCommand(t *testing.T) {
 		{"alloc", Input{Args: []string{"probe", "alloc"}, Limits: Limits{MemoryBytes: 32 << 20}}, ErrMemoryLimit},
 		{"floodout", Input{Args: []string{"probe", "floodout"}, Limits: Limits{MaxStdout: 4096}}, ErrOutputLimit},
 		{"nogrant", Input{Args: []string{"probe", "nogrant"}}, ErrNotGranted},
-		{"read a mount", Input{Args: []string{"probe", "read", "/data/f"}, Mounts: []Mount{{HostPath: dir, GuestPath: "/data"}}}, nil},
-		{"write a read-only mount", Input{Args: []string{"probe", "write", "/data/g", "x"}, Mounts: []Mount{{HostPath: dir, GuestPath: "/data"}}}, nil},
+		{"read a mount", Input{Args: []string{"probe", "read", "/data/f"}, Mounts: []Mount{{Host: dir, Guest: "/data"}}}, nil},
+		{"write a read-only mount", Input{Args: []string{"probe", "write", "/data/g", "x"}, Mounts: []Mount{{Host: dir, Guest: "/data"}}}, nil},
 		{"read outside the mounts", Input{Args: []string{"probe", "read", "/etc/passwd"}}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,7 +207,7 @@ func TestReactorInitEffects(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mount := []Mount{{HostPath: dir, GuestPath: "/m"}}
+	mount := []Mount{{Host: dir, Guest: "/m"}}
 	for _, tt := range []struct {
 		mode   string
 		mounts []Mount

@@ -100,7 +100,7 @@ func TestWASIHonestCallsPass(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, err := run(t, r, compile(t, r, wat(t, "wasi_settimes_file")),
-			Input{Mounts: []Mount{{HostPath: dir, GuestPath: "/data", Writable: true}}})
+			Input{Mounts: []Mount{{Host: dir, Guest: "/data", Writable: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestWASIRenumberFar(t *testing.T) {
 	}
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
-	out, err := run(t, r, m, Input{Mounts: []Mount{{HostPath: dir, GuestPath: "/data"}}})
+	out, err := run(t, r, m, Input{Mounts: []Mount{{Host: dir, Guest: "/data"}}})
 	goruntime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)

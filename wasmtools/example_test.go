@@ -112,7 +112,7 @@ func ExampleTool_Capabilities() {
 	c := tool.Capabilities()
 	fmt.Println("network:", c.Network != nil)
 	for _, mnt := range c.Mounts {
-		fmt.Println("mount:", mnt.GuestPath, "writable:", mnt.Writable, "delete:", mnt.AllowDelete)
+		fmt.Println("mount:", mnt.Guest, "writable:", mnt.Writable, "delete:", mnt.AllowDelete)
 	}
 	// Output:
 	// network: false

@@ -57,9 +57,10 @@ type Export struct {
 	Signature string `json:"signature,omitempty"`
 }
 
-// Limits are the bounds of a memory (in 64 KiB pages) or a table (in
-// elements). Max is nil when the module declares no maximum.
-type Limits struct {
+// Bounds are the size limits a module declares for a memory (in 64 KiB
+// pages) or a table (in elements). Max is nil when the module declares no
+// maximum. (The sandbox's limits of a call are runtime.Limits.)
+type Bounds struct {
 	Min    uint32  `json:"min"`
 	Max    *uint32 `json:"max"`
 	Shared bool    `json:"shared,omitempty"`
@@ -67,12 +68,12 @@ type Limits struct {
 
 // Memory is a linear memory of a module.
 type Memory struct {
-	Limits
+	Bounds
 	Imported bool `json:"imported,omitempty"`
 }
 
-// String renders limits as "min 1, max 10" or "min 1, no max".
-func (l Limits) String() string {
+// String renders bounds as "min 1, max 10" or "min 1, no max".
+func (l Bounds) String() string {
 	s := fmt.Sprintf("min %d, ", l.Min)
 	if l.Max == nil {
 		s += "no max"
@@ -87,7 +88,7 @@ func (l Limits) String() string {
 
 // Table is a table of a module.
 type Table struct {
-	Limits
+	Bounds
 	// ElemType is "funcref" or "externref".
 	ElemType string `json:"elem_type"`
 	Imported bool   `json:"imported,omitempty"`
@@ -147,11 +148,11 @@ func (i *Info) describeImports(m *wasmbin.Module) {
 			t := tableOf(m, len(i.Tables), im.ElemType, im.Limits)
 			t.Imported = true
 			i.Tables = append(i.Tables, t)
-			e.Signature = t.ElemType + " " + t.Limits.String()
+			e.Signature = t.ElemType + " " + t.Bounds.String()
 		case wasmbin.KindMemory:
-			mem := Memory{Limits: limitsOf(im.Limits), Imported: true}
+			mem := Memory{Bounds: boundsOf(im.Limits), Imported: true}
 			i.Memories = append(i.Memories, mem)
-			e.Signature = mem.Limits.String()
+			e.Signature = mem.Bounds.String()
 		case wasmbin.KindGlobal:
 			e.Signature = wasmbin.ValTypeName(im.Global.Type)
 			if im.Global.Mutable {
@@ -169,7 +170,7 @@ func (i *Info) describeDefinitions(m *wasmbin.Module) {
 		i.Tables = append(i.Tables, tableOf(m, len(i.Tables), t.ElemType, t.Limits))
 	}
 	for _, l := range m.Memories {
-		i.Memories = append(i.Memories, Memory{Limits: limitsOf(l)})
+		i.Memories = append(i.Memories, Memory{Bounds: boundsOf(l)})
 	}
 }
 
@@ -198,12 +199,12 @@ func (i *Info) describeExports(m *wasmbin.Module) {
 
 // tableOf describes table idx of the index space.
 func tableOf(m *wasmbin.Module, idx int, elem byte, l wasmbin.Limits) Table {
-	return Table{Limits: limitsOf(l), ElemType: wasmbin.ValTypeName(elem), Grows: m.GrownTables[uint32(idx)]}
+	return Table{Bounds: boundsOf(l), ElemType: wasmbin.ValTypeName(elem), Grows: m.GrownTables[uint32(idx)]}
 }
 
-// limitsOf converts limits as wasmbin reads them.
-func limitsOf(l wasmbin.Limits) Limits {
-	out := Limits{Min: l.Min, Shared: l.Shared}
+// boundsOf converts limits as wasmbin reads them.
+func boundsOf(l wasmbin.Limits) Bounds {
+	out := Bounds{Min: l.Min, Shared: l.Shared}
 	if l.HasMax {
 		out.Max = &l.Max
 	}

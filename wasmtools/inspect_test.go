@@ -37,11 +37,11 @@ func TestInspectSample(t *testing.T) {
 	if !reflect.DeepEqual(info.Exports, wantExports) {
 		t.Errorf("exports\n got %+v\nwant %+v", info.Exports, wantExports)
 	}
-	wantMem := []Memory{{Limits: Limits{Min: 1}, Imported: true}, {Limits: Limits{Min: 17, Max: u32p(1024)}}}
+	wantMem := []Memory{{Bounds: Bounds{Min: 1}, Imported: true}, {Bounds: Bounds{Min: 17, Max: u32p(1024)}}}
 	if !reflect.DeepEqual(info.Memories, wantMem) {
 		t.Errorf("memories %+v", info.Memories)
 	}
-	wantTables := []Table{{Limits: Limits{Min: 1, Max: u32p(10)}, ElemType: "funcref", Imported: true}, {Limits: Limits{Min: 3}, ElemType: "externref"}}
+	wantTables := []Table{{Bounds: Bounds{Min: 1, Max: u32p(10)}, ElemType: "funcref", Imported: true}, {Bounds: Bounds{Min: 3}, ElemType: "externref"}}
 	if !reflect.DeepEqual(info.Tables, wantTables) {
 		t.Errorf("tables %+v", info.Tables)
 	}

@@ -36,19 +36,22 @@ import (
 	"github.com/agcore/agrun/runtime"
 )
 
-// Mount offers a host directory to a tool, at Guest inside the sandbox.
-// It is read-only unless Writable; AllowDelete (with Writable) permits
-// unlink and rmdir. The tool gets it only if its manifest declares
-// "filesystem"; writable only if it also declares "write"; deletion only if
-// it also declares "delete".
-type Mount struct {
-	Host, Guest string
-	Writable    bool
-	AllowDelete bool
-}
+// Mount offers a host directory to a tool, at Guest inside the sandbox: it
+// is the sandbox's [runtime.Mount]. It is read-only unless Writable;
+// AllowDelete (with Writable) permits unlink and rmdir. The tool gets it
+// only if its manifest declares "filesystem"; writable only if it also
+// declares "write"; deletion only if it also declares "delete". Unlike
+// [runtime.Runtime.Run], Load accepts a guest path that is absolute but not
+// clean and cleans it ("/docs/" is "/docs").
+type Mount = runtime.Mount
 
 // Grant is what the operator offers a tool. The zero Grant offers nothing:
 // pure compute with the runtime's default limits.
+//
+// The network fields are those of [runtime.NetworkGrant], under the same
+// names and with the same zero values; the tool gets them (as
+// [Capabilities.Network]) only if its manifest declares "network" and
+// AllowedHosts is not empty.
 type Grant struct {
 	// AllowedHosts enables agrun.http_request to these hosts (exact host
 	// names, or host:port) if the manifest declares "network".
@@ -56,6 +59,12 @@ type Grant struct {
 	// AllowPrivate lets the allowed hosts resolve to loopback and private
 	// addresses.
 	AllowPrivate bool
+	// MaxResponseBytes caps each response body. If zero, the runtime's
+	// default (4 MiB).
+	MaxResponseBytes int64
+	// MaxRequests caps the requests of one call. If zero, the runtime's
+	// default (16).
+	MaxRequests int
 	// Mounts are offered if the manifest declares "filesystem".
 	Mounts []Mount
 	// Limits override the runtime's defaults; zero fields keep them.
@@ -63,6 +72,16 @@ type Grant struct {
 	// SHA256, if set, pins the module: lowercase hex of the whole file. A
 	// module with another hash is refused ("integrity mismatch").
 	SHA256 string
+}
+
+// network returns the network part of g as the sandbox takes it.
+func (g Grant) network() *runtime.NetworkGrant {
+	return &runtime.NetworkGrant{
+		AllowedHosts:     slices.Clone(g.AllowedHosts),
+		AllowPrivate:     g.AllowPrivate,
+		MaxResponseBytes: g.MaxResponseBytes,
+		MaxRequests:      g.MaxRequests,
+	}
 }
 
 // ErrIntegrity is wrapped by Load when the module does not match Grant.SHA256.
@@ -75,12 +94,13 @@ var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
 var ErrInvalidGrant = errors.New("wasmtools: invalid grant")
 
 // ErrNoManifest is wrapped by Load when the module has no manifest section.
-var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section (add one with `agrun pack`, or give a manifest in the config)")
+// Pack adds one; LoadWithManifest takes the manifest from elsewhere.
+var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section")
 
 // Capabilities is what a tool actually gets: declared ∩ granted.
 type Capabilities struct {
 	Network *runtime.NetworkGrant `json:"network,omitempty"`
-	Mounts  []runtime.Mount       `json:"mounts,omitempty"`
+	Mounts  []Mount               `json:"mounts,omitempty"`
 }
 
 // Tool is a WASM module as a registry.Tool. It is safe for concurrent use.
@@ -204,14 +224,14 @@ func capabilities(declared []permission.Permission, g Grant) Capabilities {
 	has := func(p permission.Permission) bool { return slices.Contains(declared, p) }
 	var c Capabilities
 	if has(permission.Network) && len(g.AllowedHosts) > 0 {
-		c.Network = &runtime.NetworkGrant{AllowedHosts: slices.Clone(g.AllowedHosts), AllowPrivate: g.AllowPrivate}
+		c.Network = g.network()
 	}
 	if has(permission.Filesystem) {
 		for _, m := range g.Mounts {
 			w := m.Writable && has(permission.Write)
-			c.Mounts = append(c.Mounts, runtime.Mount{
-				HostPath:    m.Host,
-				GuestPath:   m.Guest,
+			c.Mounts = append(c.Mounts, Mount{
+				Host:        m.Host,
+				Guest:       m.Guest,
 				Writable:    w,
 				AllowDelete: w && m.AllowDelete && has(permission.Delete),
 			})

@@ -520,7 +520,7 @@ func TestCapabilities(t *testing.T) {
 			}
 			for i, w := range tt.mounts {
 				m := caps.Mounts[i]
-				if m.HostPath != dir || m.GuestPath != "/data" || m.Writable != w.writable || m.AllowDelete != w.del {
+				if m.Host != dir || m.Guest != "/data" || m.Writable != w.writable || m.AllowDelete != w.del {
 					t.Fatalf("mount %+v, want %+v", m, w)
 				}
 			}
@@ -925,7 +925,7 @@ func TestGrantErrors(t *testing.T) {
 
 	// A guest path with a trailing slash is cleaned, not refused at every call.
 	tool := load(t, wasm, wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: dir, Guest: "/docs/"}}})
-	if m := tool.Capabilities().Mounts; len(m) != 1 || m[0].GuestPath != "/docs" {
+	if m := tool.Capabilities().Mounts; len(m) != 1 || m[0].Guest != "/docs" {
 		t.Fatalf("mounts %+v", m)
 	}
 	jsonEqual(t, mustCall(t, tool, `{"path":"/docs/file.txt"}`), `{"path":"/docs/file.txt","size":1,"content":"x","encoding":"utf-8"}`)

@@ -71,14 +71,14 @@ func (c *cli) inspect(args []string) error {
 		fmt.Fprintf(w, "manifest: none (add one with agrun pack, or give one in agrun.toml)\n")
 	}
 	for _, m := range info.Memories {
-		fmt.Fprintf(w, "memory:   %s\n", limits(m.Limits, "pages"))
+		fmt.Fprintf(w, "memory:   %s\n", limits(m.Bounds, "pages"))
 	}
 	for _, t := range info.Tables {
 		grows := ""
 		if t.Grows {
 			grows = ", grown by the code (table.grow/table.fill)"
 		}
-		fmt.Fprintf(w, "table:    %s %s%s\n", t.ElemType, limits(t.Limits, "elements"), grows)
+		fmt.Fprintf(w, "table:    %s %s%s\n", t.ElemType, limits(t.Bounds, "elements"), grows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "imports:  %d\n", len(info.Imports))
@@ -95,7 +95,7 @@ func (c *cli) inspect(args []string) error {
 	return tw.Flush()
 }
 
-func limits(l wasmtools.Limits, unit string) string {
+func limits(l wasmtools.Bounds, unit string) string {
 	if l.Max == nil {
 		return fmt.Sprintf("min %d %s, no max", l.Min, unit)
 	}

@@ -144,7 +144,7 @@ func runErrorKind(err error, fallback string) string {
 	if errors.As(err, &re) {
 		return fallback
 	}
-	return loop.ErrorKind(err)
+	return string(loop.KindOf(err))
 }
 
 func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
 )
 
 // serve is `agrun serve [--addr ADDR]`: the HTTP API of cmd/agrun/internal/server
@@ -52,14 +55,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	defer e.close()
 	e.warnBroken(c.stderr)
 	lc := loopConfig(cfg)
-	srv, err := server.New(ctx, server.Options{
-		Runtime:  e.rt,
-		Registry: e.reg,
-		Serve:    cfg.Serve,
-		Tokens:   tokens,
-		Loop:     &lc,
-		Logger:   e.log,
-	})
+	opts := serveOptions(cfg.Serve)
+	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger = e.rt, e.reg, tokens, &lc, e.log
+	srv, err := server.New(ctx, opts)
 	if err != nil {
 		ln.Close()
 		return &configError{err}
@@ -74,4 +72,31 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
 	}
 	return srv.Serve(ctx, ln)
+}
+
+// serveOptions maps [serve] into the server's options (as newEnv maps
+// [sandbox] into runtime.Config): limits, the names it answers for, the
+// data directory and the grant of uploaded tools. tokens_env is read by
+// the caller.
+func serveOptions(sv config.Serve) server.Options {
+	u := sv.Uploads
+	return server.Options{
+		Addr:         sv.Addr,
+		AllowedHosts: sv.AllowedHosts,
+		DataDir:      sv.DataDir,
+		Uploads: wasmtools.Grant{
+			AllowedHosts: u.AllowedHosts,
+			AllowPrivate: u.AllowPrivate,
+			Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
+		},
+		MaxUpload:          int64(sv.MaxUpload),
+		MaxBody:            int64(sv.MaxBody),
+		MaxConcurrentCalls: sv.MaxConcurrentCalls,
+		MaxCallsPerClient:  sv.MaxCallsPerClient,
+		CallTimeout:        sv.CallTimeout.Std(),
+		ReadTimeout:        sv.ReadTimeout.Std(),
+		WriteTimeout:       sv.WriteTimeout.Std(),
+		BodyTimeout:        sv.BodyTimeout.Std(),
+		UploadsPerMinute:   sv.UploadsPerMinute,
+	}
 }

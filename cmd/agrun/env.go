@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -183,6 +184,9 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 		tool, err = wasmtools.LoadWithManifest(ctx, e.rt, wasm, m, grant)
 	} else {
 		tool, err = wasmtools.Load(ctx, e.rt, wasm, grant)
+		if errors.Is(err, wasmtools.ErrNoManifest) {
+			err = fmt.Errorf("%w (add one with `agrun pack`, or give a manifest in the config)", err)
+		}
 	}
 	if err != nil {
 		e.fail(name, err)
@@ -213,7 +217,7 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		slices.Sort(envv)
 		tr = mcp.Stdio{Command: s.Command, Args: s.Args, Env: envv, Dir: s.Dir}
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.Options{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return

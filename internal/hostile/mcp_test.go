@@ -45,19 +45,19 @@ func TestMCPServers(t *testing.T) {
 	for _, c := range []struct {
 		name, server, tool string
 		env                []string
-		opts               mcp.Options
+		opts               mcp.ClientOptions
 		want               registry.Kind
 	}{
-		{"crash mid-call", "crash", "crash", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
-		{"hang", "hang", "hang", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout},
-		{"garbage on stdout", "garbage", "noisy", nil, mcp.Options{}, ""},
-		{"giant message", "huge", "huge", nil, mcp.Options{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
-		{"unknown response ids", "unknownid", "never", nil, mcp.Options{Timeout: 3 * time.Second}, registry.MCPTimeout},
-		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.Options{}, ""},
-		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.Options{MaxStderrBytes: 16 << 10}, ""},
-		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.Options{Timeout: 20 * time.Second}, registry.MCPError},
-		{"isError with an injection", "evil", "fails", nil, mcp.Options{}, registry.ExecutionFailed},
-		{"result full of escapes", "evil", "inject", nil, mcp.Options{}, ""},
+		{"crash mid-call", "crash", "crash", nil, mcp.ClientOptions{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
+		{"hang", "hang", "hang", nil, mcp.ClientOptions{Timeout: 3 * time.Second}, registry.MCPTimeout},
+		{"garbage on stdout", "garbage", "noisy", nil, mcp.ClientOptions{}, ""},
+		{"giant message", "huge", "huge", nil, mcp.ClientOptions{RestartBackoff: 10 * time.Millisecond}, registry.MCPError},
+		{"unknown response ids", "unknownid", "never", nil, mcp.ClientOptions{Timeout: 3 * time.Second}, registry.MCPTimeout},
+		{"notification flood", "flood", "flood", []string{"FLOOD_N=5000"}, mcp.ClientOptions{}, ""},
+		{"stderr flood", "stderrflood", "echo", []string{"STDERR_MB=16"}, mcp.ClientOptions{MaxStderrBytes: 16 << 10}, ""},
+		{"server dies, grandchild holds stdout", "grandchild", "die", nil, mcp.ClientOptions{Timeout: 20 * time.Second}, registry.MCPError},
+		{"isError with an injection", "evil", "fails", nil, mcp.ClientOptions{}, registry.ExecutionFailed},
+		{"result full of escapes", "evil", "inject", nil, mcp.ClientOptions{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := mcpServer(t, c.server)
@@ -161,7 +161,7 @@ func TestMCPDescriptions(t *testing.T) {
 	f := newFixture(t, runtime.Config{})
 	bin := mcpServer(t, "evil")
 	before := f.snapshot(t)
-	cl, err := mcp.NewClient("evil", mcp.Stdio{Command: bin}, &mcp.Options{Logger: quietLogger})
+	cl, err := mcp.NewClient("evil", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: quietLogger})
 	must(t, err)
 	ctx := context.Background()
 	must(t, cl.Connect(ctx))
@@ -243,7 +243,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	for _, path := range []string{"/hang", "/garbage", "/endless", "/sse-flood", "/error", "/redirect"} {
 		t.Run(path, func(t *testing.T) {
 			before := f.snapshot(t)
-			cl, err := mcp.NewClient("web", mcp.HTTP{URL: srv.URL + path}, &mcp.Options{Timeout: 2 * time.Second, Logger: quietLogger, MaxMessageBytes: 1 << 20})
+			cl, err := mcp.NewClient("web", mcp.HTTP{URL: srv.URL + path}, &mcp.ClientOptions{Timeout: 2 * time.Second, Logger: quietLogger, MaxMessageBytes: 1 << 20})
 			must(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -320,7 +320,7 @@ func TestMCPServeHTTP(t *testing.T) {
 
 	t.Run("hostile calls through a client", func(t *testing.T) {
 		before := f.snapshot(t)
-		cl, err := mcp.NewClient("agrun", mcp.HTTP{URL: srv.URL}, &mcp.Options{Timeout: 10 * time.Second, Logger: quietLogger})
+		cl, err := mcp.NewClient("agrun", mcp.HTTP{URL: srv.URL}, &mcp.ClientOptions{Timeout: 10 * time.Second, Logger: quietLogger})
 		must(t, err)
 		ctx := context.Background()
 		must(t, cl.Connect(ctx))

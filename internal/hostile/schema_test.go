@@ -150,7 +150,7 @@ func TestSchemaBombsMCP(t *testing.T) {
 	f := newFixture(t, runtime.Config{})
 	bin := mcpServer(t, "schemabomb")
 	before := f.snapshot(t)
-	cl, err := mcp.NewClient("bombs", mcp.Stdio{Command: bin}, &mcp.Options{Logger: quietLogger})
+	cl, err := mcp.NewClient("bombs", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: quietLogger})
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/registry"
@@ -42,7 +41,7 @@ func childServer(dir, cache string) {
 		os.Exit(1)
 	}
 	srv, err := server.New(ctx, server.Options{Runtime: rt, Registry: registry.New(), MaxConcurrentUploads: 16,
-		Serve: config.Serve{DataDir: dir, UploadsPerMinute: 100000}})
+		DataDir: dir, UploadsPerMinute: 100000})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

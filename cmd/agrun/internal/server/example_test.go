@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -25,7 +24,7 @@ func Example() {
 	dataDir, _ := os.MkdirTemp("", "agrun-serve-example")
 	defer os.RemoveAll(dataDir)
 
-	srv, err := server.New(ctx, server.Options{Runtime: rt, Registry: reg, Serve: config.Serve{DataDir: dataDir}})
+	srv, err := server.New(ctx, server.Options{Runtime: rt, Registry: reg, DataDir: dataDir})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -109,7 +109,7 @@ func startServer(t *testing.T, s setup) *testServer {
 	if s.dataDir == "" {
 		s.dataDir = t.TempDir()
 	}
-	o.Serve.DataDir = s.dataDir
+	o.DataDir = s.dataDir
 	srv, err := server.New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
@@ -154,14 +154,14 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // errorKind returns the kind of an {"ok":false,"error":{...}} answer.
-func (r response) errorKind(t *testing.T) string {
+func (r response) errorKind(t *testing.T) server.Kind {
 	t.Helper()
 	var res server.Result
 	r.json(t, &res)
 	if res.OK || res.Error == nil {
 		t.Fatalf("answer is not an error: %d %s", r.status, r.body)
 	}
-	return res.Error.Kind
+	return server.Kind(res.Error.Kind)
 }
 
 // request sends a request with the server's token (if any).

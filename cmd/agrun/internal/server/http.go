@@ -13,31 +13,36 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Error kinds of the API's own failures, beside the registry's kinds
-// (not_found, invalid_arguments, permission_denied, timeout, ...) that a
-// call can end with. They are stable strings.
+// Kind is the kind of one of the API's own failures, beside the
+// registry's kinds (not_found, invalid_arguments, permission_denied,
+// timeout, ...) that a call can end with and the loop's kinds that a run
+// can end with. Kinds are stable strings: added, never renamed or removed.
+type Kind string
+
+// The API's own kinds.
 const (
-	KindBadRequest       = "bad_request"            // the request is malformed
-	KindUnauthorized     = "unauthorized"           // missing or wrong bearer token
-	KindForbidden        = "forbidden"              // an operator tool cannot be changed through the API
-	KindBodyTooLarge     = "body_too_large"         // over max_upload or max_body
-	KindUnsupportedMedia = "unsupported_media_type" // a body not sent as application/json (calls, runs) or application/wasm (uploads)
-	KindBadHost          = "bad_host"               // the Host is not one the server answers for (DNS rebinding)
-	KindCrossOrigin      = "cross_origin"           // a request from a web page of another origin
-	KindBodyTimeout      = "body_timeout"           // the body did not arrive within body_timeout
-	KindBusy             = "busy"                   // max_concurrent_calls (or uploads, or this client's share) reached
-	KindRateLimited      = "rate_limited"           // uploads_per_minute reached for this token
-	KindMalformedModule  = "malformed_module"       // the bytes are not a WebAssembly module
-	KindModuleRefused    = "module_refused"         // the sandbox refuses the module
-	KindNoManifest       = "no_manifest"            // the module has no agrun.manifest section
-	KindInvalidManifest  = "invalid_manifest"       // the manifest is invalid
-	KindInvalidName      = "invalid_name"           // a name reserved for MCP tools ("__")
-	KindExists           = "exists"                 // the name is taken; add ?replace=true
-	KindTooManyTools     = "too_many_tools"         // the store holds the maximum of tools
-	KindSessionLocked    = "session_locked"         // the session is in use by another run
-	KindInvalidSession   = "invalid_session"        // the stored session cannot be continued
-	KindUnavailable      = "unavailable"            // runs are not configured, or the server is closing
-	KindInternal         = "internal"               // the server failed (disk, ...)
+	KindBadRequest       Kind = "bad_request"            // the request is malformed
+	KindUnauthorized     Kind = "unauthorized"           // missing or wrong bearer token
+	KindForbidden        Kind = "forbidden"              // an operator tool cannot be changed through the API
+	KindBodyTooLarge     Kind = "body_too_large"         // over max_upload or max_body
+	KindUnsupportedMedia Kind = "unsupported_media_type" // a body not sent as application/json (calls, runs) or application/wasm (uploads)
+	KindBadHost          Kind = "bad_host"               // the Host is not one the server answers for (DNS rebinding)
+	KindCrossOrigin      Kind = "cross_origin"           // a request from a web page of another origin
+	KindBodyTimeout      Kind = "body_timeout"           // the body did not arrive within body_timeout
+	KindBusy             Kind = "busy"                   // max_concurrent_calls (or uploads, or this client's share) reached
+	KindRateLimited      Kind = "rate_limited"           // uploads_per_minute reached for this token
+	KindMalformedModule  Kind = "malformed_module"       // the bytes are not a WebAssembly module
+	KindModuleRefused    Kind = "module_refused"         // the sandbox refuses the module
+	KindNoManifest       Kind = "no_manifest"            // the module has no agrun.manifest section
+	KindInvalidManifest  Kind = "invalid_manifest"       // the manifest is invalid
+	KindInvalidName      Kind = "invalid_name"           // a name reserved for MCP tools ("__")
+	KindExists           Kind = "exists"                 // the name is taken; add ?replace=true
+	KindTooManyTools     Kind = "too_many_tools"         // the store holds the maximum of tools
+	KindSessionLocked    Kind = "session_locked"         // the session is in use by another run
+	KindInvalidSession   Kind = "invalid_session"        // the stored session cannot be continued
+	KindUnavailable      Kind = "unavailable"            // runs are not configured, or the server is closing
+	KindInternal         Kind = "internal"               // the server failed (disk, ...)
+	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
 )
 
 // ErrorInfo is the error part of every failed answer.
@@ -74,7 +79,7 @@ func ErrorOf(err error) *ErrorInfo {
 	var re *registry.Error
 	switch {
 	case errors.As(err, &ae):
-		return &ErrorInfo{Kind: ae.kind, Message: ae.msg}
+		return &ErrorInfo{Kind: string(ae.kind), Message: ae.msg}
 	case errors.As(err, &re):
 		return &ErrorInfo{Kind: string(re.Kind), Message: re.Message()}
 	}
@@ -84,13 +89,13 @@ func ErrorOf(err error) *ErrorInfo {
 // apiError is a failed request: an HTTP status, a kind and a message.
 type apiError struct {
 	status int
-	kind   string
+	kind   Kind
 	msg    string
 }
 
-func (e *apiError) Error() string { return e.kind + ": " + e.msg }
+func (e *apiError) Error() string { return string(e.kind) + ": " + e.msg }
 
-func errorf(status int, kind, format string, args ...any) *apiError {
+func errorf(status int, kind Kind, format string, args ...any) *apiError {
 	return &apiError{status: status, kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -119,7 +124,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(Result{Error: &ErrorInfo{Kind: KindInternal, Message: err.Error()}})
+		b, _ = json.Marshal(Result{Error: &ErrorInfo{Kind: string(KindInternal), Message: err.Error()}})
 	}
 	b = termsafe.JSON(b) // answers are read with curl on terminals
 	h := w.Header()
@@ -141,7 +146,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
 	}
-	s.writeJSON(w, ae.status, Result{Error: &ErrorInfo{Kind: ae.kind, Message: ae.msg}})
+	s.writeJSON(w, ae.status, Result{Error: &ErrorInfo{Kind: string(ae.kind), Message: ae.msg}})
 }
 
 // retryAfter sets Retry-After to d rounded up to whole seconds (at least 1).
@@ -212,11 +217,11 @@ func (j *jsonStatusWriter) WriteHeader(code int) {
 	}
 	j.done = true
 	j.Header().Del("Content-Length")
-	kind, msg := "not_found", "no such endpoint"
+	kind, msg := Kind(registry.NotFound), "no such endpoint"
 	if code == http.StatusMethodNotAllowed {
-		kind, msg = "method_not_allowed", "method not allowed (allowed: "+j.Header().Get("Allow")+")"
+		kind, msg = KindMethodNotAllowed, "method not allowed (allowed: "+j.Header().Get("Allow")+")"
 	}
-	j.s.writeJSON(j.ResponseWriter, code, Result{Error: &ErrorInfo{Kind: kind, Message: msg}})
+	j.s.writeJSON(j.ResponseWriter, code, Result{Error: &ErrorInfo{Kind: string(kind), Message: msg}})
 }
 
 func (j *jsonStatusWriter) Write(b []byte) (int, error) {

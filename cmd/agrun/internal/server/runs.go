@@ -12,6 +12,7 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 )
 
 // RunRequest is the body of POST /v1/runs.
@@ -117,9 +118,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		runErr = conv.sess.Err()
 	}
 	if runErr != nil {
-		kind := loop.ErrorKind(runErr)
-		if kind == loop.KindOther && conv.sess.Err() != nil {
-			kind = "io"
+		kind := string(loop.KindOf(runErr))
+		if kind == string(loop.KindOther) && conv.sess.Err() != nil {
+			kind = string(registry.IO) // the session could not be written
 		}
 		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error()})
 		return
@@ -178,7 +179,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
 		return
 	case errors.Is(err, session.ErrNotFound):
-		s.writeError(w, errorf(http.StatusNotFound, "not_found", "no session %q", id))
+		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no session %q", id))
 		return
 	case err != nil:
 		s.writeError(w, errorf(http.StatusInternalServerError, KindInternal, "%v", err))
@@ -215,7 +216,7 @@ func newEventWriter(w http.ResponseWriter, timeout time.Duration) *eventWriter {
 func (e *eventWriter) send(typ string, v any) bool {
 	data, err := json.Marshal(v)
 	if err != nil {
-		data, _ = json.Marshal(errorEvent{Type: "error", Kind: "other", Message: err.Error()})
+		data, _ = json.Marshal(errorEvent{Type: "error", Kind: string(loop.KindOther), Message: err.Error()})
 		typ = "error"
 	}
 	data = termsafe.JSON(data)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
@@ -172,7 +171,7 @@ func TestRunStreamsEvents(t *testing.T) {
 		answer(0, "Still 3."),
 	)
 	lc := &loop.Config{BaseURL: chat.srv.URL + "/v1", Model: "m", MaxRetries: -1}
-	ts := startServer(t, setup{opts: server.Options{Loop: lc, Serve: config.Serve{WriteTimeout: config.Duration(time.Second)}}})
+	ts := startServer(t, setup{opts: server.Options{Loop: lc, WriteTimeout: time.Second}})
 	ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 
 	status, evs, body := ts.postRun(t, `{"prompt":"How many words in 'one two three'?","session":"s-1"}`)
@@ -236,7 +235,7 @@ func TestRunFailures(t *testing.T) {
 
 	// A provider error ends the stream with an error event.
 	status, evs, body := ts.postRun(t, `{"prompt":"hi"}`)
-	if status != http.StatusOK || len(evs) != 2 || evs[1].name != "error" || evs[1].data["kind"] != loop.KindProvider || !strings.Contains(evs[1].raw, "Incorrect API key") {
+	if status != http.StatusOK || len(evs) != 2 || evs[1].name != "error" || evs[1].data["kind"] != string(loop.KindProvider) || !strings.Contains(evs[1].raw, "Incorrect API key") {
 		t.Fatalf("provider error: %d %v %s", status, evs, body)
 	}
 	id, _ := evs[0].data["session"].(string)
@@ -247,7 +246,7 @@ func TestRunFailures(t *testing.T) {
 	bad := []struct {
 		body   string
 		status int
-		kind   string
+		kind   server.Kind
 	}{
 		{`{}`, 400, server.KindBadRequest},
 		{`{"prompt":"  "}`, 400, server.KindBadRequest},

@@ -6,13 +6,15 @@
 //	srv, err := server.New(ctx, server.Options{
 //		Runtime:  rt,                 // compiles and runs the uploads
 //		Registry: reg,                // the operator's tools; uploads join them
-//		Serve:    cfg.Serve,          // limits, grants, data dir
-//		Tokens:   server.TokensFromEnv(cfg.Serve.TokensEnv),
+//		Addr:     addr,               // the names it answers for, with AllowedHosts
+//		DataDir:  dir,                // the uploaded tools; "" is DefaultDataDir()
+//		Uploads:  wasmtools.Grant{},  // what uploads get: nothing but compute
+//		Tokens:   tokens,             // bearer tokens; none: loopback only
 //		Loop:     &loopConfig,        // for POST /v1/runs
 //	})
 //	if err != nil { ... }
 //	defer srv.Close(ctx)
-//	ln, _ := net.Listen("tcp", cfg.Serve.Addr)
+//	ln, _ := net.Listen("tcp", addr)
 //	err = srv.Serve(ctx, ln)          // until ctx is cancelled, then a graceful shutdown
 //
 // # Safety
@@ -55,7 +57,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
@@ -63,7 +64,7 @@ import (
 	"github.com/agcore/agrun/wasmtools"
 )
 
-// Defaults for the zero values of config.Serve.
+// Defaults for the zero values of Options.
 const (
 	DefaultMaxUpload          = 16 << 20
 	DefaultMaxBody            = 1 << 20
@@ -104,11 +105,46 @@ type Options struct {
 	// tools are added to it, so runs see both. Its permission checker
 	// applies to every call.
 	Registry *registry.Registry
-	// Serve is the [serve] section: limits, data dir, the names the server
-	// answers for (Addr's host and AllowedHosts, beside loopback) and the
-	// grant of uploaded tools. Zero fields mean the Default* constants;
-	// TokensEnv is not used here (see Tokens).
-	Serve config.Serve
+	// Addr is the address the server listens on; its host is a name the
+	// server answers for (the Host header), beside loopback. The Server
+	// does not listen itself (see Serve).
+	Addr string
+	// AllowedHosts are more Host names (host or host:port) the server
+	// answers for: the public name of a server behind a proxy.
+	AllowedHosts []string
+	// DataDir holds the uploaded tools (and, without Sessions, the runs'
+	// sessions). Empty: DefaultDataDir().
+	DataDir string
+	// Uploads is what every uploaded tool is granted, whatever its
+	// manifest declares (intersected with it, as wasmtools.Load does).
+	// The zero Grant grants nothing: pure compute with the runtime's
+	// default limits. Its SHA256 is not used (each upload is its own
+	// module).
+	Uploads wasmtools.Grant
+	// MaxUpload bounds an uploaded module's size. Zero: DefaultMaxUpload.
+	MaxUpload int64
+	// MaxBody bounds the body of a call or a run. Zero: DefaultMaxBody.
+	MaxBody int64
+	// MaxConcurrentCalls bounds the calls and runs in progress at once.
+	// Zero: DefaultMaxConcurrentCalls.
+	MaxConcurrentCalls int
+	// MaxCallsPerClient bounds the calls and runs one token (without
+	// tokens: one client address) has in progress at once. Zero: half of
+	// MaxConcurrentCalls (at least 1); never more than it.
+	MaxCallsPerClient int
+	// CallTimeout bounds one call through the API. Zero:
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
+	// ReadTimeout and WriteTimeout are the http.Server's, the write
+	// deadline counted from each answer's start. Zero: DefaultReadTimeout,
+	// DefaultWriteTimeout.
+	ReadTimeout, WriteTimeout time.Duration
+	// BodyTimeout bounds the time a client takes to send a request body.
+	// Zero: DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// UploadsPerMinute bounds the uploads of one token (or client). Zero:
+	// DefaultUploadsPerMinute.
+	UploadsPerMinute int
 	// Tokens are the accepted bearer tokens (each at least MinTokenLength
 	// bytes). None: no authentication, and Serve accepts only loopback
 	// listeners.
@@ -217,20 +253,20 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sv := opts.Serve
+	sv := opts
 	lim := Limits{
-		MaxUpload:            orDefault(int64(sv.MaxUpload), DefaultMaxUpload),
-		MaxBody:              orDefault(int64(sv.MaxBody), DefaultMaxBody),
+		MaxUpload:            orDefault(sv.MaxUpload, DefaultMaxUpload),
+		MaxBody:              orDefault(sv.MaxBody, DefaultMaxBody),
 		MaxConcurrentCalls:   orDefault(sv.MaxConcurrentCalls, DefaultMaxConcurrentCalls),
 		MaxConcurrentUploads: orDefault(opts.MaxConcurrentUploads, DefaultMaxConcurrentUploads),
-		CallTimeout:          orDefault(sv.CallTimeout.Std(), DefaultCallTimeout),
-		ReadTimeout:          orDefault(sv.ReadTimeout.Std(), DefaultReadTimeout),
-		WriteTimeout:         orDefault(sv.WriteTimeout.Std(), DefaultWriteTimeout),
+		CallTimeout:          orDefault(sv.CallTimeout, DefaultCallTimeout),
+		ReadTimeout:          orDefault(sv.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:         orDefault(sv.WriteTimeout, DefaultWriteTimeout),
 		UploadsPerMinute:     orDefault(sv.UploadsPerMinute, DefaultUploadsPerMinute),
 		MaxTools:             orDefault(opts.MaxTools, DefaultMaxTools),
 		MaxStoreBytes:        orDefault(opts.MaxStoreBytes, DefaultMaxStoreBytes),
 		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
-		BodyTimeout:          orDefault(sv.BodyTimeout.Std(), DefaultBodyTimeout),
+		BodyTimeout:          orDefault(sv.BodyTimeout, DefaultBodyTimeout),
 	}
 	lim.MaxCallsPerClient = min(lim.MaxConcurrentCalls, orDefault(sv.MaxCallsPerClient, max(1, lim.MaxConcurrentCalls/2)))
 	lim.MaxBodyMemory = max(lim.MaxUpload, orDefault(opts.MaxBodyMemory, int64(lim.MaxConcurrentUploads)*lim.MaxUpload+int64(lim.MaxConcurrentCalls)*lim.MaxBody))
@@ -257,15 +293,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	u := sv.Uploads
+	grant := opts.Uploads
+	grant.AllowedHosts = slices.Clone(grant.AllowedHosts)
+	grant.Mounts = slices.Clone(grant.Mounts)
+	grant.SHA256 = ""
 	s := &Server{
-		rt:  opts.Runtime,
-		reg: opts.Registry,
-		grant: wasmtools.Grant{
-			AllowedHosts: slices.Clone(u.AllowedHosts),
-			AllowPrivate: u.AllowPrivate,
-			Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
-		},
+		rt:        opts.Runtime,
+		reg:       opts.Registry,
+		grant:     grant,
 		limits:    lim,
 		auth:      auth,
 		hosts:     hosts,

@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -169,7 +169,7 @@ func TestTokensAndListeners(t *testing.T) {
 	}
 
 	rt := newRuntime(t)
-	_, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), Tokens: []string{"short"}, Serve: config.Serve{DataDir: t.TempDir()}})
+	_, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), Tokens: []string{"short"}, DataDir: t.TempDir()})
 	if err == nil {
 		t.Error("a token shorter than MinTokenLength was accepted")
 	}
@@ -186,7 +186,7 @@ func TestTokensAndListeners(t *testing.T) {
 	if err := server.CheckListener(ln, []string{"tok-aaaaaaaaaaaaaaaa"}); err != nil {
 		t.Errorf("CheckListener(0.0.0.0, tokens) = %v", err)
 	}
-	srv, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), Serve: config.Serve{DataDir: t.TempDir()}})
+	srv, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestHostileUploads(t *testing.T) {
 	if err := op.Register(operatorTool{}); err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, setup{opts: server.Options{Registry: op, Serve: config.Serve{MaxUpload: 1 << 20, UploadsPerMinute: 100}}})
+	ts := startServer(t, setup{opts: server.Options{Registry: op, MaxUpload: 1 << 20, UploadsPerMinute: 100}})
 	ok := testguest.WAT(t, "testdata/ok.wat")
 	bomb := testguest.WAT(t, "testdata/tablebomb.wat")
 
@@ -218,7 +218,7 @@ func TestHostileUploads(t *testing.T) {
 		contentType string
 		body        []byte
 		status      int
-		kind        string
+		kind        server.Kind
 	}{
 		{"garbage", "application/wasm", []byte("MZ\x90\x00 this is not a module at all"), 400, server.KindMalformedModule},
 		{"empty", "application/wasm", nil, 400, server.KindMalformedModule},
@@ -338,7 +338,7 @@ func TestUploadGrantFromConfig(t *testing.T) {
 	weather := newBlockingWeather(t)
 	weather.release()
 	host := strings.TrimPrefix(weather.url, "http://")
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{Uploads: config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true}}}})
+	ts := startServer(t, setup{opts: server.Options{Uploads: wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}}})
 	info := ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
 	if !slices.Equal(info.Granted, []string{"network"}) || !slices.Equal(info.AllowedHosts, []string{host}) || len(info.Notes) != 0 {
 		t.Errorf("granted: %+v", info)
@@ -358,11 +358,9 @@ func TestUploadGrantFromConfig(t *testing.T) {
 func TestReplaceDuringCall(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
-		MaxConcurrentCalls: 1,
+	ts := startServer(t, setup{opts: server.Options{MaxConcurrentCalls: 1,
 		// The call in flight waits while v2 (10 MB) is compiled.
-		Uploads: config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true, Timeout: config.Duration(5 * time.Minute)},
-	}}})
+		Uploads: wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true, Limits: runtime.Limits{Timeout: 5 * time.Minute}}}})
 	v1 := exampleTool(t, "get_weather")
 	old := ts.mustUpload(v1, "", http.StatusCreated)
 
@@ -490,7 +488,7 @@ func TestRestartKeepsTools(t *testing.T) {
 func TestDataDirIsLocked(t *testing.T) {
 	dir := t.TempDir()
 	rt := newRuntime(t)
-	opts := server.Options{Runtime: rt, Registry: registry.New(), Serve: config.Serve{DataDir: dir}}
+	opts := server.Options{Runtime: rt, Registry: registry.New(), DataDir: dir}
 	a, err := server.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -508,7 +506,7 @@ func TestDataDirIsLocked(t *testing.T) {
 
 func TestUploadRateLimitPerToken(t *testing.T) {
 	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
-	ts := startServer(t, setup{opts: server.Options{Tokens: []string{a, b}, Serve: config.Serve{UploadsPerMinute: 2}}})
+	ts := startServer(t, setup{opts: server.Options{Tokens: []string{a, b}, UploadsPerMinute: 2}})
 	garbage := []byte("not a module")
 	for i := 0; i < 2; i++ {
 		if r := ts.requestAs(a, "POST", "/v1/tools", "application/wasm", garbage); r.status != http.StatusBadRequest {
@@ -553,7 +551,7 @@ func TestStoreLimits(t *testing.T) {
 }
 
 func TestBodyLimitOnCalls(t *testing.T) {
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{MaxBody: 1024}, Loop: &loop.Config{Model: "m", BaseURL: "http://127.0.0.1:1/v1"}}})
+	ts := startServer(t, setup{opts: server.Options{MaxBody: 1024, Loop: &loop.Config{Model: "m", BaseURL: "http://127.0.0.1:1/v1"}}})
 	ts.mustUpload(okTool(t, "ok_tool"), "", http.StatusCreated)
 	big := `{"x":"` + strings.Repeat("a", 2000) + `"}`
 	if r := ts.call("ok_tool", big); r.status != http.StatusRequestEntityTooLarge || r.errorKind(t) != server.KindBodyTooLarge {
@@ -569,11 +567,9 @@ func TestBodyLimitOnCalls(t *testing.T) {
 func TestCallLongerThanTimeouts(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
-		WriteTimeout: config.Duration(time.Second),
-		ReadTimeout:  config.Duration(time.Second),
-		Uploads:      config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true},
-	}}})
+	ts := startServer(t, setup{opts: server.Options{WriteTimeout: time.Second,
+		ReadTimeout: time.Second,
+		Uploads:     wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}}})
 	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
 	done := make(chan response, 1)
 	go func() { done <- ts.call("get_weather", weatherArgs(weather.url)) }()
@@ -590,7 +586,7 @@ func TestCallLongerThanTimeouts(t *testing.T) {
 // never finish is cut off by the read timeout; an upload cut off midway
 // stores nothing.
 func TestSlowAndVanishingClients(t *testing.T) {
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{ReadTimeout: config.Duration(time.Second)}}})
+	ts := startServer(t, setup{opts: server.Options{ReadTimeout: time.Second}})
 	addr := strings.TrimPrefix(ts.url, "http://")
 	wasm := okTool(t, "partial")
 	for _, c := range []struct{ name, send string }{
@@ -637,7 +633,7 @@ func TestSlowAndVanishingClients(t *testing.T) {
 func TestGracefulShutdownLetsCallsFinish(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{Uploads: config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true}}}})
+	ts := startServer(t, setup{opts: server.Options{Uploads: wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}}})
 	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
 	done := make(chan response, 1)
 	go func() { done <- ts.call("get_weather", weatherArgs(weather.url)) }()
@@ -676,7 +672,7 @@ func TestShutdownDeadlineCancelsCalls(t *testing.T) {
 	host := strings.TrimPrefix(weather.url, "http://")
 	ts := startServer(t, setup{opts: server.Options{
 		ShutdownTimeout: 200 * time.Millisecond,
-		Serve:           config.Serve{Uploads: config.Uploads{AllowedHosts: []string{host}, AllowPrivate: true}},
+		Uploads:         wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true},
 	}})
 	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
 	done := make(chan error, 1)
@@ -701,7 +697,7 @@ func TestShutdownDeadlineCancelsCalls(t *testing.T) {
 func TestConcurrentUploadsAndCalls(t *testing.T) {
 	ts := startServer(t, setup{opts: server.Options{
 		MaxConcurrentUploads: 64,
-		Serve:                config.Serve{MaxConcurrentCalls: 64, UploadsPerMinute: 1000},
+		MaxConcurrentCalls:   64, UploadsPerMinute: 1000,
 	}})
 	ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 	base := testguest.WAT(t, "testdata/ok.wat")

@@ -113,7 +113,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	case in.ManifestError != nil:
 		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", in.ManifestError)
 	case in.Manifest == nil:
-		return nil, errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", wasmtools.ErrNoManifest)
+		return nil, errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v"+noManifestAdvice, wasmtools.ErrNoManifest)
 	}
 	name := in.Manifest.Name
 	if strings.Contains(name, "__") {
@@ -155,7 +155,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 func loadError(err error) error {
 	switch {
 	case errors.Is(err, wasmtools.ErrNoManifest):
-		return errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v", err)
+		return errorf(http.StatusUnprocessableEntity, KindNoManifest, "%v"+noManifestAdvice, err)
 	case errors.Is(err, wasmtools.ErrInvalidManifest), errors.Is(err, registry.ErrInvalidSchema):
 		return errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
 	case errors.Is(err, runtime.ErrCompile):
@@ -276,7 +276,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info := s.info(name, true)
 	if info == nil {
-		s.writeError(w, errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
+		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
 		return
 	}
 	s.writeJSON(w, http.StatusOK, info)
@@ -302,7 +302,7 @@ func (s *Server) remove(name string) error {
 		if _, ok := s.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
-		return errorf(http.StatusNotFound, string(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
+		return errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
 	}
 	next := s.idx.clone()
 	delete(next.Tools, name)
@@ -451,3 +451,7 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 	}
 	return out, notes
 }
+
+// noManifestAdvice follows wasmtools.ErrNoManifest in the answer to an
+// upload (the library's error carries no CLI advice).
+const noManifestAdvice = " (add one with `agrun pack`, or give a manifest in the config)"

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
@@ -131,9 +130,9 @@ func TestForeignHostRefused(t *testing.T) {
 		t.Run(fmt.Sprintf("tokens=%d", len(tokens)), func(t *testing.T) {
 			var runs atomic.Int64
 			ts := startServer(t, setup{opts: server.Options{
-				Tokens:   tokens,
-				Registry: operatorRegistry(t, countingTool{&runs}),
-				Serve:    config.Serve{AllowedHosts: []string{"api.example.com", "pinned.example.com:8443"}},
+				Tokens:       tokens,
+				Registry:     operatorRegistry(t, countingTool{&runs}),
+				AllowedHosts: []string{"api.example.com", "pinned.example.com:8443"},
 			}})
 			port := ts.port()
 			for _, host := range []string{
@@ -193,7 +192,7 @@ func TestCrossSiteRequestsRunNothing(t *testing.T) {
 		contentType string
 		header      []string
 		status      int
-		kind        string
+		kind        server.Kind
 	}{
 		{"foreign origin", "application/json", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
 		{"foreign origin, text/plain", "text/plain", []string{"Origin", "http://evil.example"}, 403, server.KindCrossOrigin},
@@ -276,11 +275,9 @@ func TestSlowBodiesHoldNoSlot(t *testing.T) {
 	ts := startServer(t, setup{opts: server.Options{
 		Registry:             operatorRegistry(t, countingTool{&runs}),
 		MaxConcurrentUploads: 1,
-		Serve: config.Serve{
-			MaxConcurrentCalls: 2,
-			ReadTimeout:        config.Duration(5 * time.Minute),
-			BodyTimeout:        config.Duration(time.Minute),
-		},
+		MaxConcurrentCalls:   2,
+		ReadTimeout:          5 * time.Minute,
+		BodyTimeout:          time.Minute,
 	}})
 	var conns []net.Conn
 	for i := 0; i < 6; i++ {
@@ -305,10 +302,8 @@ func TestSlowBodiesHoldNoSlot(t *testing.T) {
 // A body that does not arrive within body_timeout is answered 408
 // body_timeout, long before read_timeout.
 func TestSlowBodyTimesOut(t *testing.T) {
-	ts := startServer(t, setup{opts: server.Options{Serve: config.Serve{
-		ReadTimeout: config.Duration(10 * time.Minute),
-		BodyTimeout: config.Duration(time.Second),
-	}}})
+	ts := startServer(t, setup{opts: server.Options{ReadTimeout: 10 * time.Minute,
+		BodyTimeout: time.Second}})
 	for _, p := range []struct{ path, ctype string }{{"/v1/tools/x/call", "application/json"}, {"/v1/tools", "application/wasm"}} {
 		conn := slowBody(t, ts, p.path, p.ctype, 100, "")
 		conn.SetReadDeadline(time.Now().Add(2 * time.Minute)) // generous: "it ended"
@@ -331,9 +326,9 @@ func TestOneTokenCannotTakeEverySlot(t *testing.T) {
 	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
 	g := newGateTool()
 	ts := startServer(t, setup{opts: server.Options{
-		Tokens:   []string{a, b},
-		Registry: operatorRegistry(t, g),
-		Serve:    config.Serve{MaxConcurrentCalls: 4},
+		Tokens:             []string{a, b},
+		Registry:           operatorRegistry(t, g),
+		MaxConcurrentCalls: 4,
 	}})
 	share := ts.srv.Limits().MaxCallsPerClient
 	if share != 2 {
@@ -382,8 +377,8 @@ func TestOneTokenCannotTakeEverySlot(t *testing.T) {
 func TestOneAddressCannotTakeEverySlot(t *testing.T) {
 	g := newGateTool()
 	ts := startServer(t, setup{opts: server.Options{
-		Registry: operatorRegistry(t, g),
-		Serve:    config.Serve{MaxConcurrentCalls: 2, MaxCallsPerClient: 1},
+		Registry:           operatorRegistry(t, g),
+		MaxConcurrentCalls: 2, MaxCallsPerClient: 1,
 	}})
 	from := func(ip string) *http.Client {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
@@ -423,14 +418,12 @@ func TestOneAddressCannotTakeEverySlot(t *testing.T) {
 func TestBodyMemoryBudget(t *testing.T) {
 	const a, b = "token-a-0123456789abcdef", "token-b-0123456789abcdef"
 	ts := startServer(t, setup{opts: server.Options{
-		Tokens:        []string{a, b},
-		MaxBodyMemory: 100 << 10,
-		Serve: config.Serve{
-			MaxUpload:        64 << 10,
-			UploadsPerMinute: 1000,
-			ReadTimeout:      config.Duration(10 * time.Minute),
-			BodyTimeout:      config.Duration(3 * time.Second),
-		},
+		Tokens:           []string{a, b},
+		MaxBodyMemory:    100 << 10,
+		MaxUpload:        64 << 10,
+		UploadsPerMinute: 1000,
+		ReadTimeout:      10 * time.Minute,
+		BodyTimeout:      3 * time.Second,
 	}})
 	if got := ts.srv.Limits().MaxBodyMemory; got != 100<<10 {
 		t.Fatalf("MaxBodyMemory = %d", got)
@@ -472,7 +465,7 @@ func TestRefusalsQuoteCleanly(t *testing.T) {
 	r := ts.do(ts.newRequest("POST", "/v1/tools/x/call", "application/json", `{}`, "Origin", evil))
 	var res server.Result
 	r.json(t, &res)
-	if r.status != http.StatusForbidden || res.Error == nil || res.Error.Kind != server.KindCrossOrigin {
+	if r.status != http.StatusForbidden || res.Error == nil || res.Error.Kind != string(server.KindCrossOrigin) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	if m := res.Error.Message; len(m) > 200 || strings.ContainsAny(m, "\u202e\u200b") {
