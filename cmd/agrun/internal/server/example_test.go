@@ -34,7 +34,7 @@ func Example() {
 	hs := httptest.NewServer(srv.Handler()) // or srv.Serve(ctx, listener)
 	defer hs.Close()
 
-	wasm, _ := os.ReadFile("../../testdata/word_count.wasm")
+	wasm, _ := os.ReadFile("../../../../testdata/word_count.wasm")
 	resp, _ := http.Post(hs.URL+"/v1/tools", "application/wasm", bytes.NewReader(wasm))
 	resp.Body.Close()
 	fmt.Println(resp.Status)

@@ -29,7 +29,7 @@ import (
 // The committed example tools.
 func exampleTool(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", name+".wasm"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", name+".wasm"))
 	if err != nil {
 		t.Fatalf("example tool: %v", err)
 	}
