@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -105,7 +106,7 @@ func TestServerEverything(t *testing.T) {
 	}
 	// The server's schema is enforced before the call leaves the process.
 	inv = reg.Invoke(ctx, "everything__get-sum", json.RawMessage(`{"a":"x","b":1}`))
-	wantKind(t, inv.Err, registry.InvalidArguments)
+	require.Kind(t, inv.Err, registry.InvalidArguments)
 }
 
 func TestServerFilesystemConfined(t *testing.T) {
@@ -131,7 +132,7 @@ func TestServerFilesystemConfined(t *testing.T) {
 	}
 	args, _ = json.Marshal(map[string]string{"path": outside})
 	inv = reg.Invoke(ctx, "fs__read_text_file", args)
-	e := wantKind(t, inv.Err, registry.ExecutionFailed)
+	e := require.Kind(t, inv.Err, registry.ExecutionFailed)
 	if strings.Contains(e.Message(), "secret") {
 		t.Fatalf("the file outside leaked: %q", e.Message())
 	}
