@@ -89,6 +89,7 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 		// The SDK's defaults (logging) plus tools, announced even while the
 		// registry has none: tools come and go, and the list can change.
 		Capabilities: &sdk.ServerCapabilities{
+			//lint:ignore SA1019 the SDK's own default, kept so the initialize answer does not change (logging stays functional for the deprecation window)
 			Logging: &sdk.LoggingCapabilities{},
 			Tools:   &sdk.ToolCapabilities{ListChanged: true},
 		},
