@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 )
@@ -157,7 +158,7 @@ func TestCleanJSONKeyCollision(t *testing.T) {
 func TestErrorResultIsSanitized(t *testing.T) {
 	c := evilClient(t)
 	_, err := c.CallTool(context.Background(), "fails", nil)
-	e := wantKind(t, err, registry.ExecutionFailed)
+	e := require.Kind(t, err, registry.ExecutionFailed)
 	checkClean(t, "isError message", e.Message())
 	if !strings.HasPrefix(e.Message(), "error: a[2J") {
 		t.Errorf("message = %.80q", e.Message())
@@ -182,7 +183,7 @@ func TestConnectErrorIsSanitized(t *testing.T) {
 	}
 	defer c.Close(context.Background())
 	err = c.Connect(context.Background())
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	checkClean(t, "Connect error", err.Error())
 	checkClean(t, "Connect message", e.Message())
 	if !strings.Contains(e.Message(), "not json at all") {

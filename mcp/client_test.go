@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -55,13 +56,13 @@ func TestBasicToolsAndResults(t *testing.T) {
 		t.Errorf("media result is %d bytes: media data leaked into the result", len(out))
 	}
 	_, err = c.CallTool(ctx, "fail", nil)
-	if e := wantKind(t, err, registry.ExecutionFailed); e.Message() != "disk on fire" || e.Tool != "basic__fail" {
+	if e := require.Kind(t, err, registry.ExecutionFailed); e.Message() != "disk on fire" || e.Tool != "basic__fail" {
 		t.Errorf("fail: message %q tool %q", e.Message(), e.Tool)
 	}
 	_, err = c.CallTool(ctx, "no_such_tool", nil)
-	wantKind(t, err, registry.MCPError)
+	require.Kind(t, err, registry.MCPError)
 	_, err = c.CallTool(ctx, "echo", json.RawMessage(`[1]`))
-	wantKind(t, err, registry.InvalidArguments)
+	require.Kind(t, err, registry.InvalidArguments)
 }
 
 // A stdio server sees the variables it was given and a few basic ones,
@@ -127,10 +128,10 @@ func TestRegistryIntegration(t *testing.T) {
 				}
 				// The server's schema is enforced by the registry.
 				inv = reg.Invoke(context.Background(), "basic__echo", json.RawMessage(`{"text":5}`))
-				wantKind(t, inv.Err, registry.InvalidArguments)
+				require.Kind(t, inv.Err, registry.InvalidArguments)
 				return
 			}
-			wantKind(t, inv.Err, tc.want)
+			require.Kind(t, inv.Err, tc.want)
 		})
 	}
 }
@@ -145,13 +146,13 @@ func TestPagination(t *testing.T) {
 func TestNameCollisionIsAnError(t *testing.T) {
 	c := newStdioClient(t, "basic", []string{"COLLIDE=1"}, nil)
 	err := c.Connect(context.Background())
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), `"x.y"`) || !strings.Contains(e.Message(), `"x_y"`) {
 		t.Errorf("error %q does not name both tools", e.Message())
 	}
 	// The failed Connect left no half-connected client behind.
 	_, err = c.CallTool(context.Background(), "echo", nil)
-	wantKind(t, err, registry.MCPNotInitialized)
+	require.Kind(t, err, registry.MCPNotInitialized)
 }
 
 // Many goroutines share one Client (run with -race).
@@ -232,7 +233,7 @@ func TestSyncRefusesTakenName(t *testing.T) {
 func TestNotConnectedAndClosed(t *testing.T) {
 	c := newStdioClient(t, "basic", nil, nil)
 	_, err := c.CallTool(context.Background(), "echo", nil)
-	wantKind(t, err, registry.MCPNotInitialized)
+	require.Kind(t, err, registry.MCPNotInitialized)
 	if err := c.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestNotConnectedAndClosed(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	_, err = c.CallTool(context.Background(), "echo", nil)
-	wantKind(t, err, registry.MCPNotInitialized)
+	require.Kind(t, err, registry.MCPNotInitialized)
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}

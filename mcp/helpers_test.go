@@ -3,19 +3,16 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/internal/testing/testguest"
-	"github.com/agcore/agrun/registry"
 )
 
 // testServer builds (once per run) the test server testdata/servers/name
@@ -61,36 +58,6 @@ func newStdioClient(t *testing.T, name string, env []string, opts *ClientOptions
 		}
 	})
 	return c
-}
-
-// wantKind fails the test unless err is a *registry.Error of kind k.
-func wantKind(t *testing.T, err error, k registry.Kind) *registry.Error {
-	t.Helper()
-	var e *registry.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error = %v (%T), want a *registry.Error of kind %s", err, err, k)
-	}
-	if e.Kind != k {
-		t.Fatalf("kind = %s, want %s (error: %v)", e.Kind, k, err)
-	}
-	return e
-}
-
-// processGone reports whether pid no longer runs (absent or a zombie).
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	// pid (comm) state ...
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] == 'Z' || s[i+2] == 'X'
-	}
-	return false
 }
 
 // eventually polls cond until it holds or 10 s pass (a deadline for a

@@ -13,6 +13,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/testing/leak"
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -43,7 +45,7 @@ func TestServerExitsMidCall(t *testing.T) {
 	wg.Wait()
 	sawStatus := false
 	for _, err := range errs {
-		e := wantKind(t, err, registry.MCPError)
+		e := require.Kind(t, err, registry.MCPError)
 		sawStatus = sawStatus || strings.Contains(e.Message(), "exit status 3")
 	}
 	if !sawStatus {
@@ -62,13 +64,13 @@ func TestServerExitsMidCall(t *testing.T) {
 	// Crash on every call: two restarts in a row are allowed, then no more.
 	for range 3 {
 		_, err := c.CallTool(ctx, "crash", nil)
-		wantKind(t, err, registry.MCPError)
+		require.Kind(t, err, registry.MCPError)
 	}
 	if n := starts(); n != 4 {
 		t.Fatalf("server started %d times, want 4", n)
 	}
 	_, err = c.CallTool(ctx, "echo", json.RawMessage(`{"text":"x"}`))
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "not restarted") {
 		t.Errorf("error after the restart budget: %q", e.Message())
 	}
@@ -81,7 +83,7 @@ func TestServerExitsAtStart(t *testing.T) {
 	log, buf := newLogger()
 	c := newStdioClient(t, "crash", []string{"CRASH_AT_START=1"}, &ClientOptions{Logger: log})
 	err := c.Connect(context.Background())
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "exit status 4") {
 		t.Errorf("error %q does not give the exit status", e.Message())
 	}
@@ -92,7 +94,7 @@ func TestServerNeverAnswers(t *testing.T) {
 	c := stdioClient(t, "hang", nil, &ClientOptions{Timeout: 300 * time.Millisecond})
 	ctx := context.Background()
 	_, err := c.CallTool(ctx, "hang", nil)
-	wantKind(t, err, registry.MCPTimeout)
+	require.Kind(t, err, registry.MCPTimeout)
 	// The server is alive; other calls still work.
 	out, err := c.CallTool(ctx, "echo", json.RawMessage(`{"text":"still here"}`))
 	if err != nil || string(out) != `"still here"` {
@@ -102,15 +104,15 @@ func TestServerNeverAnswers(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err = c.CallTool(short, "hang", nil)
-	wantKind(t, err, registry.Timeout)
+	require.Kind(t, err, registry.Timeout)
 }
 
 func TestServerNeverAnswersHandshake(t *testing.T) {
 	c := newStdioClient(t, "hang", []string{"HANG_INIT=1"}, &ClientOptions{Timeout: 300 * time.Millisecond})
 	err := c.Connect(context.Background())
-	wantKind(t, err, registry.MCPTimeout)
+	require.Kind(t, err, registry.MCPTimeout)
 	_, err = c.CallTool(context.Background(), "echo", nil)
-	wantKind(t, err, registry.MCPNotInitialized)
+	require.Kind(t, err, registry.MCPNotInitialized)
 }
 
 func TestServerPrintsNonJSON(t *testing.T) {
@@ -135,7 +137,7 @@ func TestServerSendsHugeMessage(t *testing.T) {
 	c := stdioClient(t, "huge", nil, &ClientOptions{RestartBackoff: 10 * time.Millisecond})
 	ctx := context.Background()
 	_, err := c.CallTool(ctx, "huge", nil)
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "larger than the 16777216-byte cap") {
 		t.Errorf("error %q does not name the cap", e.Message())
 	}
@@ -149,7 +151,7 @@ func TestServerSendsHugeMessage(t *testing.T) {
 func TestMessageCapIsConfigurable(t *testing.T) {
 	c := stdioClient(t, "huge", nil, &ClientOptions{MaxMessageBytes: 512 << 10})
 	_, err := c.CallTool(context.Background(), "big", nil)
-	wantKind(t, err, registry.MCPError)
+	require.Kind(t, err, registry.MCPError)
 }
 
 func TestResponsesWithUnknownIDs(t *testing.T) {
@@ -160,7 +162,7 @@ func TestResponsesWithUnknownIDs(t *testing.T) {
 		t.Fatalf("late = %s, %v", out, err)
 	}
 	_, err = c.CallTool(ctx, "never", nil)
-	wantKind(t, err, registry.MCPTimeout)
+	require.Kind(t, err, registry.MCPTimeout)
 	out, err = c.CallTool(ctx, "late", nil)
 	if err != nil || string(out) != `"finally"` {
 		t.Fatalf("late after stray ids = %s, %v", out, err)
@@ -217,14 +219,14 @@ func TestCloseLeavesNoOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := readPID(t, pidfile)
-	if processGone(pid) {
+	if leak.ProcessGone(pid) {
 		t.Fatal("grandchild not running")
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatalf("Close after a normal shutdown: %v", err)
 	}
 	// Close has signalled the group; the kernel finishes the job.
-	eventually(t, "the grandchild to be gone after Close", func() bool { return processGone(pid) })
+	eventually(t, "the grandchild to be gone after Close", func() bool { return leak.ProcessGone(pid) })
 }
 
 // A server that ignores the end of its input and SIGTERM is killed; Close
@@ -241,7 +243,7 @@ func TestCloseKillsStubbornServer(t *testing.T) {
 	if err := c.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	eventually(t, "the grandchild to be gone after Close", func() bool { return processGone(pid) })
+	eventually(t, "the grandchild to be gone after Close", func() bool { return leak.ProcessGone(pid) })
 }
 
 // The server dies while its child still holds its stdout open: stdout
@@ -255,11 +257,11 @@ func TestServerDiesWhileChildHoldsStdout(t *testing.T) {
 	}
 	pid := readPID(t, pidfile)
 	_, err := c.CallTool(context.Background(), "die", nil)
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "exit status 5") {
 		t.Errorf("error %q lacks the exit status", e.Message())
 	}
-	eventually(t, "the orphaned child to be ended", func() bool { return processGone(pid) })
+	eventually(t, "the orphaned child to be ended", func() bool { return leak.ProcessGone(pid) })
 }
 
 func TestStderrIsDrainedAndCapped(t *testing.T) {
@@ -299,7 +301,7 @@ func TestCommandTransportShortfall(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exit status 1") {
 		t.Errorf("CommandTransport Close = %v; expected the shortfall (exit status 1 reported as an error)", err)
 	}
-	if processGone(pid) {
+	if leak.ProcessGone(pid) {
 		t.Errorf("grandchild gone after CommandTransport Close; expected the shortfall (an orphan)")
 	}
 }
@@ -311,11 +313,11 @@ func TestRestartBackoff(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &ClientOptions{RestartBackoff: time.Hour})
 	_, err := c.CallTool(context.Background(), "crash", nil)
-	wantKind(t, err, registry.MCPError)
+	require.Kind(t, err, registry.MCPError)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err = c.CallTool(ctx, "echo", json.RawMessage(`{"text":"too soon"}`))
-	wantKind(t, err, registry.Timeout)
+	require.Kind(t, err, registry.Timeout)
 	b, _ := os.ReadFile(pidfile)
 	if n := len(strings.Fields(string(b))); n != 1 {
 		t.Errorf("server started %d times during the backoff, want 1", n)
@@ -335,7 +337,7 @@ func TestCommandNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	e := wantKind(t, c.Connect(context.Background()), registry.MCPError)
+	e := require.Kind(t, c.Connect(context.Background()), registry.MCPError)
 	if !strings.Contains(e.Message(), "no-such-server") {
 		t.Errorf("error %q does not name the command", e.Message())
 	}

@@ -85,8 +85,14 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	o.Logger = o.logger()
 	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
-		Logger:   o.Logger,
-		HasTools: true,
+		Logger: o.Logger,
+		// The SDK's defaults (logging) plus tools, announced even while the
+		// registry has none: tools come and go, and the list can change.
+		Capabilities: &sdk.ServerCapabilities{
+			//lint:ignore SA1019 the SDK's own default, kept so the initialize answer does not change (logging stays functional for the deprecation window)
+			Logging: &sdk.LoggingCapabilities{},
+			Tools:   &sdk.ToolCapabilities{ListChanged: true},
+		},
 	})
 	b.sync()
 	b.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {

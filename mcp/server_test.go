@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -102,7 +103,7 @@ func checkServedRegistry(t *testing.T, c *Client) {
 			}
 			continue
 		}
-		e := wantKind(t, err, tc.kind)
+		e := require.Kind(t, err, tc.kind)
 		if !strings.Contains(e.Message(), tc.msg) {
 			t.Errorf("%s(%s): message %q lacks %q", tc.tool, tc.args, e.Message(), tc.msg)
 		}
@@ -204,7 +205,7 @@ func TestServeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bad.Close(context.Background())
-	e := wantKind(t, bad.Connect(context.Background()), registry.MCPError)
+	e := require.Kind(t, bad.Connect(context.Background()), registry.MCPError)
 	if !strings.Contains(e.Message(), "Unauthorized") {
 		t.Errorf("error %q does not pass on the server's refusal", e.Message())
 	}
@@ -222,7 +223,7 @@ func TestHTTPMessageCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.CallTool(context.Background(), "big", nil)
-	e := wantKind(t, err, registry.MCPError)
+	e := require.Kind(t, err, registry.MCPError)
 	if !strings.Contains(e.Message(), "exceeded 1048576 bytes") {
 		t.Errorf("error %q does not name the cap", e.Message())
 	}
@@ -243,5 +244,5 @@ func TestHTTPServerGoesAway(t *testing.T) {
 	srv.CloseClientConnections()
 	srv.Close()
 	_, err = c.CallTool(context.Background(), "shout", json.RawMessage(`{"text":"anyone?"}`))
-	wantKind(t, err, registry.MCPError)
+	require.Kind(t, err, registry.MCPError)
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/leak"
 )
 
 // Many goroutines calling Run at once: every call gets its own fresh
@@ -121,7 +123,7 @@ func TestNoLeaks(t *testing.T) {
 		r.Run(context.Background(), m, Input{Args: []string{"probe", "spin"}, Limits: Limits{Timeout: 50 * time.Millisecond}})
 	}
 	call() // warm up lazily started goroutines
-	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
+	g0, fd0 := runtime.NumGoroutine(), leak.OpenFDs(t)
 	for i := 0; i < 5; i++ {
 		call()
 	}
@@ -132,15 +134,7 @@ func TestNoLeaks(t *testing.T) {
 	if g := runtime.NumGoroutine(); g > g0 {
 		t.Errorf("goroutines: %d before, %d after", g0, g)
 	}
-	if fd := openFDs(t); fd0 >= 0 && fd > fd0 {
+	if fd := leak.OpenFDs(t); fd0 >= 0 && fd > fd0 {
 		t.Errorf("open file descriptors: %d before, %d after", fd0, fd)
 	}
-}
-
-func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return -1
-	}
-	return len(ents)
 }

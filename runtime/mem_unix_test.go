@@ -9,8 +9,10 @@ import "testing"
 func TestMemPoolBounds(t *testing.T) {
 	p := &memPool{max: 2}
 	buf := func() []byte { return make([]byte, 1<<20) } // stands in for a mapping
-	if !p.reserve(1<<20) || !p.reserve(1<<20) {
-		t.Fatal("reserve refused with room")
+	for i := 0; i < 2; i++ {
+		if !p.reserve(1 << 20) {
+			t.Fatalf("reserve %d refused with room", i+1)
+		}
 	}
 	if p.reserve(1) {
 		t.Fatal("reserve beyond max mappings")

@@ -24,8 +24,12 @@ import (
 // is, in a plain wazero runtime (with wazero's own interruption), and once
 // instrumented, with a meter that only refills; stdout, stderr, the exit
 // code and how the call ended (a trap's message, without the stack trace,
-// or the time limit) must be the same.
+// or the time limit) must be the same. It is long and single-threaded, so
+// it skips under -short (the race step of .ci/run).
 func TestInstrumentedBehavesAsOriginal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs some 250 modules twice (about a minute; several under -race); single-threaded, so .ci/run's race step skips it")
+	}
 	ctx := context.Background()
 	plain, metered := diffRuntimes(t)
 	var mods []struct {

@@ -114,7 +114,10 @@ func TestRunTimeout(t *testing.T) {
 			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("err = %v, want ErrTimeout and DeadlineExceeded", err)
 			}
-			if out.Duration > 2*limit+2*floor {
+			// The bound is checked by the plain run; under -short (the race
+			// step of .ci/run, where the detector slows the host side of a
+			// stop several times over) only the error is.
+			if !testing.Short() && out.Duration > 2*limit+2*floor {
 				t.Errorf("stopped after %v, limit %v (an empty call takes %v here)", out.Duration, limit, floor)
 			}
 		})
@@ -239,7 +242,8 @@ func TestHostFunctionPanicIsRecovered(t *testing.T) {
 	func() {
 		defer guard(ctx, st, "http_request", stack)
 		var m map[string]int
-		m["boom"]++ // panics: assignment to entry in nil map
+		//lint:ignore SA5000 the nil map write is the point: a real runtime panic
+		m["boom"]++
 	}()
 	if int32(stack[0]) != codeFault {
 		t.Errorf("result = %d, want %d", int32(stack[0]), codeFault)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
@@ -52,7 +53,7 @@ func TestTrapTextIsCleanedAndCapped(t *testing.T) {
 	wasm := withFuncName(testguest.WAT(t, "testdata/guests/trapdeep.wat"), evil)
 	tool := loadWith(t, wasm, wasmtools.Manifest{Name: "trapdeep", Description: "traps deep"}, wasmtools.Grant{})
 	_, err := tool.Execute(context.Background(), json.RawMessage(`{}`))
-	e := wantKind(t, err, registry.ExecutionFailed)
+	e := require.Kind(t, err, registry.ExecutionFailed)
 	msg := e.Message()
 	if i := textsafe.IndexUnsafe(msg); i >= 0 {
 		t.Errorf("message keeps an unsafe rune at %d: %q", i, textsafe.Truncate(msg, 300))

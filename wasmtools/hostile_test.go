@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -75,7 +76,7 @@ func TestHostileNetworkDeclaredNotGranted(t *testing.T) {
 	}
 	r := hostileRegistry(t, tool)
 	inv := r.Invoke(context.Background(), "netless", rawJSON(t, map[string]string{"op": "http", "url": srv.URL}))
-	e := wantKind(t, inv.Err, registry.PermissionDenied)
+	e := require.Kind(t, inv.Err, registry.PermissionDenied)
 	if !errors.Is(inv.Err, runtime.ErrNotGranted) || !strings.Contains(e.Message(), "agrun.http_request") {
 		t.Fatalf("error %v", inv.Err)
 	}
@@ -97,7 +98,7 @@ func TestHostileUndeclaredNetwork(t *testing.T) {
 	}
 	r := hostileRegistry(t, tool)
 	inv := r.Invoke(context.Background(), "liar", rawJSON(t, map[string]string{"op": "http", "url": srv.URL}))
-	wantKind(t, inv.Err, registry.PermissionDenied)
+	require.Kind(t, inv.Err, registry.PermissionDenied)
 	if !errors.Is(inv.Err, runtime.ErrNotGranted) || hits.Load() != 0 {
 		t.Fatalf("error %v, server hits %d", inv.Err, hits.Load())
 	}
@@ -331,7 +332,7 @@ func TestHostileLyingManifest(t *testing.T) {
 
 	// And the network it does not declare is refused, not just empty.
 	inv = r.Invoke(ctx, "liar", rawJSON(t, map[string]string{"op": "http", "url": srv.URL}))
-	wantKind(t, inv.Err, registry.PermissionDenied)
+	require.Kind(t, inv.Err, registry.PermissionDenied)
 	if hits.Load() != 0 {
 		t.Fatalf("the server was reached %d times", hits.Load())
 	}
@@ -343,7 +344,7 @@ func TestHostileLyingManifest(t *testing.T) {
 	})
 	r = hostileRegistry(t, honest)
 	inv = r.Invoke(ctx, "honest", json.RawMessage(`{"op":"remove","path":"/data/inside.txt"}`))
-	if e := wantKind(t, inv.Err, registry.PermissionDenied); !errors.Is(e, permission.ErrDenied) {
+	if e := require.Kind(t, inv.Err, registry.PermissionDenied); !errors.Is(e, permission.ErrDenied) {
 		t.Fatalf("error %v", e)
 	}
 	if _, err := os.Stat(filepath.Join(f.mnt, "inside.txt")); err != nil {

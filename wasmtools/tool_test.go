@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/agcore/agrun/permission"
@@ -182,19 +183,6 @@ func mustCall(t testing.TB, tool registry.Tool, args any) json.RawMessage {
 	return out
 }
 
-// wantKind checks that err is a *registry.Error of kind k and returns it.
-func wantKind(t testing.TB, err error, k registry.Kind) *registry.Error {
-	t.Helper()
-	var re *registry.Error
-	if !errors.As(err, &re) {
-		t.Fatalf("error %v (%T) is not a *registry.Error; want kind %s", err, err, k)
-	}
-	if re.Kind != k {
-		t.Fatalf("kind %s, want %s (error: %v)", re.Kind, k, err)
-	}
-	return re
-}
-
 // reply is what the hostile guest answers for file and network operations.
 type reply struct {
 	OK    bool              `json:"ok"`
@@ -286,12 +274,12 @@ func TestExampleToolErrors(t *testing.T) {
 
 	// Arguments the schema refuses never reach the guest.
 	inv := r.Invoke(context.Background(), "word_count", json.RawMessage(`{"text":1}`))
-	wantKind(t, inv.Err, registry.InvalidArguments)
+	require.Kind(t, inv.Err, registry.InvalidArguments)
 
 	// The C tool's own error: {"error":...} on stdout and exit 1. Called
 	// directly, so the schema does not catch the bad element first.
 	_, err := call(t, sum, `{"numbers":[1,"x"]}`)
-	e := wantKind(t, err, registry.ExecutionFailed)
+	e := require.Kind(t, err, registry.ExecutionFailed)
 	if want := `invalid arguments: "numbers" must hold only numbers`; e.Message() != want {
 		t.Fatalf("message %q, want %q", e.Message(), want)
 	}
@@ -309,7 +297,7 @@ func TestReadFileExample(t *testing.T) {
 	// filesystem is not in the default allow-list: denied before running.
 	r := newRegistry(t, permission.DefaultConfig(), tool)
 	inv := r.Invoke(ctx, "read_file", json.RawMessage(`{"path":"/docs/readme.md"}`))
-	e := wantKind(t, inv.Err, registry.PermissionDenied)
+	e := require.Kind(t, inv.Err, registry.PermissionDenied)
 	if !errors.Is(inv.Err, permission.ErrDenied) || !strings.Contains(e.Message(), `"filesystem"`) {
 		t.Fatalf("denial %v does not name filesystem", inv.Err)
 	}
@@ -342,7 +330,7 @@ func TestReadFileExample(t *testing.T) {
 		if inv.Err == nil {
 			t.Fatalf("read_file %s succeeded: %s", p, inv.Output)
 		}
-		e := wantKind(t, inv.Err, registry.ExecutionFailed)
+		e := require.Kind(t, inv.Err, registry.ExecutionFailed)
 		if strings.Contains(e.Message(), "root:") {
 			t.Fatalf("read_file %s leaked: %v", p, e)
 		}
@@ -371,7 +359,7 @@ func TestWriteNoteExample(t *testing.T) {
 
 	// write is not allowed by the default policy.
 	r = newRegistry(t, allowing("filesystem"), tool)
-	wantKind(t, r.Invoke(ctx, "write_note", json.RawMessage(`{"name":"x","text":"y"}`)).Err, registry.PermissionDenied)
+	require.Kind(t, r.Invoke(ctx, "write_note", json.RawMessage(`{"name":"x","text":"y"}`)).Err, registry.PermissionDenied)
 
 	// The same tool on a read-only mount cannot write.
 	ro := t.TempDir()
@@ -379,7 +367,7 @@ func TestWriteNoteExample(t *testing.T) {
 		Mounts: []wasmtools.Mount{{Host: ro, Guest: "/notes"}},
 	})
 	_, err = call(t, tool, `{"name":"x","text":"y"}`)
-	e := wantKind(t, err, registry.ExecutionFailed)
+	e := require.Kind(t, err, registry.ExecutionFailed)
 	if !strings.Contains(e.Message(), "not writable") {
 		t.Fatalf("message %q", e.Message())
 	}
@@ -440,7 +428,7 @@ func TestGetWeatherExample(t *testing.T) {
 
 	// The guest's own failure comes back with its message.
 	inv = r.Invoke(ctx, "get_weather", rawJSON(t, map[string]string{"city": "Atlantis", "api_base": srv.URL}))
-	if e := wantKind(t, inv.Err, registry.ExecutionFailed); e.Message() != `city "Atlantis" not found` {
+	if e := require.Kind(t, inv.Err, registry.ExecutionFailed); e.Message() != `city "Atlantis" not found` {
 		t.Fatalf("message %q", e.Message())
 	}
 
@@ -448,13 +436,13 @@ func TestGetWeatherExample(t *testing.T) {
 	// request fails inside the guest, which reports it.
 	noPrivate := load(t, example(t, "get_weather"), wasmtools.Grant{AllowedHosts: []string{host}})
 	_, err := call(t, noPrivate, map[string]string{"city": "Paris", "api_base": srv.URL})
-	if e := wantKind(t, err, registry.ExecutionFailed); !strings.Contains(e.Message(), "forbidden") {
+	if e := require.Kind(t, err, registry.ExecutionFailed); !strings.Contains(e.Message(), "forbidden") {
 		t.Fatalf("message %q", e.Message())
 	}
 	// A host that is not allowed is refused the same way.
 	other := load(t, example(t, "get_weather"), wasmtools.Grant{AllowedHosts: []string{"api.open-meteo.com"}, AllowPrivate: true})
 	_, err = call(t, other, map[string]string{"city": "Paris", "api_base": srv.URL})
-	if e := wantKind(t, err, registry.ExecutionFailed); !strings.Contains(e.Message(), "not in the allowed hosts") {
+	if e := require.Kind(t, err, registry.ExecutionFailed); !strings.Contains(e.Message(), "not in the allowed hosts") {
 		t.Fatalf("message %q", e.Message())
 	}
 	if len(*seen) != 3 {
@@ -465,7 +453,7 @@ func TestGetWeatherExample(t *testing.T) {
 	// its request ends the call as permission_denied.
 	ungranted := load(t, example(t, "get_weather"), wasmtools.Grant{})
 	_, err = call(t, ungranted, map[string]string{"city": "Paris", "api_base": srv.URL})
-	wantKind(t, err, registry.PermissionDenied)
+	require.Kind(t, err, registry.PermissionDenied)
 }
 
 func TestCapabilities(t *testing.T) {
@@ -532,7 +520,7 @@ func TestCapabilities(t *testing.T) {
 					t.Fatalf("granted request: %v", err)
 				}
 			} else {
-				wantKind(t, err, registry.PermissionDenied)
+				require.Kind(t, err, registry.PermissionDenied)
 			}
 
 			read := hostileDo(t, tool, map[string]string{"op": "read", "path": "/data/old.txt"})
@@ -802,7 +790,7 @@ func TestExecuteResultMapping(t *testing.T) {
 				if out != nil {
 					t.Fatalf("result %s with an error", out)
 				}
-				e := wantKind(t, err, tt.kind)
+				e := require.Kind(t, err, tt.kind)
 				if e.Tool != tt.tool.Name() {
 					t.Fatalf("error names tool %q", e.Tool)
 				}
@@ -838,7 +826,7 @@ func TestExecuteLimits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRegistry(t, permission.DefaultConfig(), tt.tool, wc)
 			inv := r.Invoke(context.Background(), tt.tool.Name(), json.RawMessage(tt.args))
-			wantKind(t, inv.Err, tt.kind)
+			require.Kind(t, inv.Err, tt.kind)
 			if inv.Output != nil {
 				t.Fatalf("output %s", inv.Output)
 			}
@@ -860,26 +848,26 @@ func TestExecuteCancelled(t *testing.T) {
 		cancel()
 	}()
 	_, err := tool.Execute(ctx, rawJSON(t, map[string]string{"op": "spin", "log": token}))
-	wantKind(t, err, registry.Cancelled)
+	require.Kind(t, err, registry.Cancelled)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v does not wrap context.Canceled", err)
 	}
 
 	// A context cancelled before the call: nothing runs.
 	_, err = tool.Execute(ctx, json.RawMessage(`{"op":"emit","stdout":"{}"}`))
-	wantKind(t, err, registry.Cancelled)
+	require.Kind(t, err, registry.Cancelled)
 
 	// The caller's deadline is a timeout.
 	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer dcancel()
 	_, err = tool.Execute(dctx, json.RawMessage(`{"op":"spin"}`))
-	wantKind(t, err, registry.Timeout)
+	require.Kind(t, err, registry.Timeout)
 }
 
 func TestExecuteTrapAndClose(t *testing.T) {
 	trap := loadWith(t, testguest.WAT(t, "testdata/guests/trap.wat"), wasmtools.Manifest{Name: "trap", Description: "d"}, wasmtools.Grant{})
 	_, err := call(t, trap, `{}`)
-	wantKind(t, err, registry.ExecutionFailed)
+	require.Kind(t, err, registry.ExecutionFailed)
 	if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("trap: %v", err)
 	}
@@ -891,7 +879,7 @@ func TestExecuteTrapAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = call(t, a, `{"numbers":[1]}`)
-	wantKind(t, err, registry.Other)
+	require.Kind(t, err, registry.Other)
 	if !errors.Is(err, runtime.ErrClosed) {
 		t.Fatalf("closed: %v", err)
 	}

@@ -551,11 +551,11 @@ func TestMain(m *testing.M) {
 func TestMCPServerTools(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("SKIPPED: node is not installed; the MCP reference server cannot run (scripts/setup.sh installs it)")
+		t.Skip("SKIPPED: node is not installed: the MCP reference server cannot run and this test did NOT run; run scripts/setup-npm.sh (scripts/test.sh does)")
 	}
 	srvJS := filepath.Join(repoRoot(t), ".cache/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 	if _, err := os.Stat(srvJS); err != nil {
-		t.Fatalf("%s missing: run scripts/setup-npm.sh", srvJS)
+		t.Skipf("SKIPPED: npm package @modelcontextprotocol/server-everything is not installed (%s): this test did NOT run; run scripts/setup-npm.sh (scripts/test.sh does)", srvJS)
 	}
 	e := newTestEnv(t, "", fmt.Sprintf(`
 [mcp.everything]

@@ -46,12 +46,6 @@ var transitive = map[string][]string{
 	"guest-sdk":  {},
 }
 
-type pkg struct {
-	path     string
-	imports  []string
-	standard map[string]bool
-}
-
 // touchSources opens every folder and stats every Go file of the module, so
 // that go test's result cache, which tracks only what the test process
 // itself reads, is invalidated whenever a source file changes.

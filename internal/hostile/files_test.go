@@ -2,7 +2,6 @@ package hostile
 
 import (
 	"context"
-	"github.com/agcore/agrun/registry"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/leak"
+	"github.com/agcore/agrun/registry"
 
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -192,7 +194,7 @@ func TestFilesReadOnly(t *testing.T) {
 	f.hostile(t, "ro_declared", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read")
 	f.hostile(t, "no_fs_declared", wasmtools.Grant{Mounts: f.mountRW()})
 	f.hostile(t, "no_fs_granted", wasmtools.Grant{}, "filesystem", "read", "write")
-	mountHash := hashTree(t, f.mount, "")
+	mountHash := leak.Tree(t, f.mount, "")
 	for _, tool := range []string{"ro_mount", "ro_declared", "no_fs_declared", "no_fs_granted"} {
 		for _, a := range []map[string]any{
 			{"op": "write", "path": "/data/new.txt", "data": "x"},
@@ -212,7 +214,7 @@ func TestFilesReadOnly(t *testing.T) {
 				if got.err == nil && decodeReply(t, got.out).OK {
 					t.Errorf("the change worked: %s", got.out)
 				}
-				if h := hashTree(t, f.mount, ""); h != mountHash {
+				if h := leak.Tree(t, f.mount, ""); h != mountHash {
 					t.Errorf("the read-only mount changed:\n%s", treeListing(t, f.mount))
 				}
 			})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agcore/agrun/wasmtools"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/wasmtools"
+
+	"github.com/agcore/agrun/internal/testing/leak"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/registry"
@@ -99,33 +101,16 @@ func TestMCPServers(t *testing.T) {
 			if b, err := os.ReadFile(pidfile); err == nil && c.server == "grandchild" {
 				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 				deadline := time.Now().Add(settle)
-				for pid > 0 && !processGone(pid) && time.Now().Before(deadline) {
+				for pid > 0 && !leak.ProcessGone(pid) && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}
-				if pid > 0 && !processGone(pid) {
+				if pid > 0 && !leak.ProcessGone(pid) {
 					t.Errorf("the server's child %d outlived the client", pid)
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
 		})
 	}
-}
-
-// processGone reports whether pid has exited (a zombie counts: in a
-// container nobody may reap it).
-func processGone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] == 'Z' || s[i+2] == 'X'
-	}
-	return false
 }
 
 // checkMCPOutput is checkToolOutput for MCP results, which must also be

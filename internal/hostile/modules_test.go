@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
@@ -139,7 +140,7 @@ func TestModulesMalformed(t *testing.T) {
 	}
 	t.Run("over the module size limit", func(t *testing.T) {
 		before := f.snapshot(t)
-		rt := newRuntime(t, runtime.Config{MaxModuleBytes: 1 << 20})
+		rt := testrt.New(t, runtime.Config{MaxModuleBytes: 1 << 20})
 		_, err := wasmtools.LoadWithManifest(context.Background(), rt, append(append([]byte{}, header...), make([]byte, 2<<20)...), wasmtools.Manifest{Name: "big", Description: "x"}, wasmtools.Grant{})
 		checkRefused(t, err, "")
 		f.after(t, before, outcome{}, "")

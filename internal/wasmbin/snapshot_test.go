@@ -1,40 +1,22 @@
 package wasmbin
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
-// watText assembles WebAssembly text given inline, with wat2wasm
-// (testguest.WAT caches by file and wants files inside the module).
-func watText(t *testing.T, text string) []byte {
+// fixture returns testdata/wat/<name>.wasm, assembled from its .wat beside
+// it (scripts/build-wat.sh).
+func fixture(t *testing.T, name string) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.Command("wat2wasm", "--enable-all", "-o", out, in).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm (Debian package wabt; scripts/setup.sh installs it): %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testguest.WAT(t, filepath.Join("testdata", "wat", name+".wat"))
 }
 
 func TestGlobalsAndStart(t *testing.T) {
-	m, err := Parse(watText(t, `(module
-		(import "env" "g" (global i32))
-		(global i32 (i32.const 1))
-		(global (mut i64) (i64.const 2))
-		(global (mut f64) (f64.const 3))
-		(func $f)
-		(start $f))`))
+	m, err := Parse(fixture(t, "globals"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +32,7 @@ func TestGlobalsAndStart(t *testing.T) {
 	if m.GlobalImports != 1 || !m.HasStart {
 		t.Fatalf("GlobalImports = %d, HasStart = %v; want 1, true", m.GlobalImports, m.HasStart)
 	}
-	m, err = Parse(watText(t, `(module (func))`))
+	m, err = Parse(fixture(t, "onefunc"))
 	if err != nil || m.HasStart || len(m.Globals) != 0 {
 		t.Fatalf("module without start or globals: %+v, %v", m, err)
 	}
@@ -62,28 +44,26 @@ func TestGlobalsAndStart(t *testing.T) {
 }
 
 func TestMutatesTables(t *testing.T) {
-	const head = `(module (table $t 2 funcref) (elem $e func $f) (func $f) (type $v (func))
-		(func (param i32) `
-	for body, want := range map[string]bool{
-		`(table.set $t (i32.const 0) (ref.null func))`:                 true,
-		`(drop (table.grow $t (ref.null func) (i32.const 1)))`:         true,
-		`(table.fill $t (i32.const 0) (ref.null func) (i32.const 1))`:  true,
-		`(table.copy $t $t (i32.const 0) (i32.const 1) (i32.const 1))`: true,
-		`(table.init $t $e (i32.const 0) (i32.const 0) (i32.const 1))`: true,
-		`(elem.drop $e)`: true,
-		`(drop (table.get $t (i32.const 0))) (drop (table.size $t)) (call_indirect (type $v) (i32.const 0))`: false,
+	for name, want := range map[string]bool{
+		"tableset":  true,
+		"tablegrow": true,
+		"tablefill": true,
+		"tablecopy": true,
+		"tableinit": true,
+		"elemdrop":  true,
+		"tableread": false, // table.get, table.size, call_indirect
 	} {
-		m, err := Parse(watText(t, head+body+"))"))
+		m, err := Parse(fixture(t, name))
 		if err != nil {
-			t.Fatalf("%s: %v", body, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		if m.MutatesTables != want {
-			t.Errorf("%s: MutatesTables = %v, want %v", body, m.MutatesTables, want)
+			t.Errorf("%s: MutatesTables = %v, want %v", name, m.MutatesTables, want)
 		}
 		for _, s := range m.Sections {
 			if s.ID == SecCode {
 				if c, err := ScanCode(s); err != nil || c.MutatesTables != want {
-					t.Errorf("%s: ScanCode = %v, %v", body, c.MutatesTables, err)
+					t.Errorf("%s: ScanCode = %v, %v", name, c.MutatesTables, err)
 				}
 			}
 		}
@@ -92,15 +72,13 @@ func TestMutatesTables(t *testing.T) {
 
 func TestAddExports(t *testing.T) {
 	extra := []Export{{Name: "agrun.g0", Kind: KindGlobal, Index: 0}, {Name: "agrun.g1", Kind: KindGlobal, Index: 1}}
-	for name, text := range map[string]string{
-		"with exports": `(module (global (mut i32) (i32.const 0)) (global (mut i64) (i64.const 0))
-			(memory (export "memory") 1) (func (export "f")) (data (i32.const 0) "x"))`,
-		"without exports": `(module (global (mut i32) (i32.const 0)) (global (mut i64) (i64.const 0))
-			(memory 1) (func) (start 0) (data (i32.const 0) "x"))`,
-		"nothing after": `(module (global (mut i32) (i32.const 0)) (global (mut i64) (i64.const 0)))`,
+	for name, file := range map[string]string{
+		"with exports":    "exports_with",
+		"without exports": "exports_without",
+		"nothing after":   "exports_nothingafter",
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := watText(t, text)
+			b := fixture(t, file)
 			m, err := Parse(b)
 			if err != nil {
 				t.Fatal(err)

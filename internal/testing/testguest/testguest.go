@@ -3,7 +3,7 @@
 // runs), and hands out the shared wazero compilation cache directory.
 //
 //	wasm := testguest.Build(t, "testdata/guests/spin") // a Go main package, GOOS=wasip1
-//	wat := testguest.WAT(t, "testdata/guests/tablebomb.wat") // needs wat2wasm (wabt)
+//	wasm = testguest.WAT(t, "testdata/tablebomb.wat") // reads the committed tablebomb.wasm
 //
 // The cache lives in $AGRUN_TEST_CACHE, else the user cache dir +
 // "/agrun-test". Entries are keyed by a hash of the sources and the Go
@@ -77,12 +77,18 @@ func BuildNative(tb testing.TB, dir string) string {
 	return string(b)
 }
 
-// WAT assembles a .wat file with wat2wasm (Debian package wabt) and returns
-// the module's bytes. The test fails if wat2wasm is not installed: the
-// project's setup script installs it.
+// WAT returns the module assembled from a .wat fixture: the .wasm committed
+// beside it (X.wat → X.wasm), so tests need no wabt. scripts/build-wat.sh
+// rebuilds every fixture after a .wat changes, and its --check (run by CI)
+// fails when a committed .wasm is missing or differs from its source.
 func WAT(tb testing.TB, file string) []byte {
 	tb.Helper()
-	return build(tb, file, "wat", nil)
+	bin := strings.TrimSuffix(file, ".wat") + ".wasm"
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		tb.Fatalf("testguest: %v (the .wasm beside a .wat fixture is committed: run scripts/build-wat.sh)", err)
+	}
+	return b
 }
 
 func build(tb testing.TB, src, mode string, flags []string) []byte {
@@ -121,11 +127,6 @@ func build(tb testing.TB, src, mode string, flags []string) []byte {
 		tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
 		var cmd *exec.Cmd
 		switch mode {
-		case "wat":
-			if _, err := exec.LookPath("wat2wasm"); err != nil {
-				tb.Fatalf("testguest: wat2wasm not found (install Debian package wabt; scripts/setup.sh does)")
-			}
-			cmd = exec.Command("wat2wasm", "--enable-all", "-o", tmp, abs)
 		case "native":
 			cmd = exec.Command("go", append([]string{"build", "-trimpath", "-o", tmp}, flags...)...)
 			cmd.Dir = abs

@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
+
+	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 )
 
 // Mount a host directory read-only at /data for a guest. Changes fail with

@@ -3,24 +3,21 @@ package sandboxfs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/tetratelabs/wazero"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/agcore/agrun/internal/testing/leak"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // The fsops guest is compiled once per test binary; every test instantiates
@@ -218,55 +215,13 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// hashTree fingerprints everything under root except the skip subtree:
-// names, types, modes, sizes, times, file contents and link targets.
-func hashTree(t *testing.T, root, skip string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if skip != "" && p == skip {
-			return filepath.SkipDir
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		line := fmt.Sprintf("%s %v %d %d", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			line += " -> " + target
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			line += " " + hex.EncodeToString(sum[:])
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
 // outsideUnchanged records the tree around the mount and checks at cleanup
 // that nothing outside the mount changed.
 func (tr tree) outsideUnchanged(t *testing.T) {
 	t.Helper()
-	before := hashTree(t, tr.top, tr.mount)
+	before := leak.Tree(t, tr.top, tr.mount)
 	t.Cleanup(func() {
-		if after := hashTree(t, tr.top, tr.mount); after != before {
+		if after := leak.Tree(t, tr.top, tr.mount); after != before {
 			t.Errorf("files outside the mount changed:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 	})

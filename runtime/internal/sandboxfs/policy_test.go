@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+
+	"github.com/agcore/agrun/internal/testing/leak"
 )
 
 // TestReadOnlyRefusesEveryWrite runs every kind of change a guest can ask
@@ -18,7 +20,7 @@ import (
 func TestReadOnlyRefusesEveryWrite(t *testing.T) {
 	tr := newTree(t)
 	tr.outsideUnchanged(t)
-	mountBefore := hashTree(t, tr.mount, "")
+	mountBefore := leak.Tree(t, tr.mount, "")
 	g := startGuest(t, newFS(t, tr.mount, Options{}))
 
 	writes := []cmd{
@@ -65,7 +67,7 @@ func TestReadOnlyRefusesEveryWrite(t *testing.T) {
 	g.mustOK(cmd{Op: "readlink", Path: "/data/in_link"})
 	g.stop()
 
-	if after := hashTree(t, tr.mount, ""); after != mountBefore {
+	if after := leak.Tree(t, tr.mount, ""); after != mountBefore {
 		t.Errorf("read-only mount changed:\nbefore:\n%s\nafter:\n%s", mountBefore, after)
 	}
 }

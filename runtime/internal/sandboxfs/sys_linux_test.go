@@ -2,20 +2,12 @@ package sandboxfs
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
-)
 
-func openFDs(t *testing.T) int {
-	t.Helper()
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(es)
-}
+	"github.com/agcore/agrun/internal/testing/leak"
+)
 
 // TestOpenFileCap: a guest that opens thousands of files and never closes
 // them gets EAGAIN at the cap, and every descriptor is released when its
@@ -28,7 +20,7 @@ func TestOpenFileCap(t *testing.T) {
 	warm.mustOK(cmd{Op: "read", Path: "/data/hello.txt"})
 	warm.stop()
 
-	before := openFDs(t)
+	before := leak.OpenFDs(t)
 	fsys, err := New(tr.mount, Options{})
 	must(t, err)
 	g := startGuest(t, fsys)
@@ -38,7 +30,7 @@ func TestOpenFileCap(t *testing.T) {
 	if r.N != DefaultMaxOpenFiles-1 {
 		t.Errorf("opened %d files before the cap, want %d", r.N, DefaultMaxOpenFiles-1)
 	}
-	if n := openFDs(t); n < before+DefaultMaxOpenFiles {
+	if n := leak.OpenFDs(t); n < before+DefaultMaxOpenFiles {
 		t.Errorf("only %d descriptors open while the guest holds %d files", n-before, r.N)
 	}
 	g.stop() // the guest exits without closing anything
@@ -47,7 +39,7 @@ func TestOpenFileCap(t *testing.T) {
 		t.Errorf("%d files still counted open after the module closed", n)
 	}
 	must(t, fsys.(io.Closer).Close())
-	if after := openFDs(t); after != before {
+	if after := leak.OpenFDs(t); after != before {
 		t.Errorf("descriptors: %d before, %d after the module and FS closed", before, after)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // testdata/fuzz/FuzzParse. (Part of the hostile-input suite; see
 // internal/hostile and docs/SECURITY.md.)
 func FuzzParse(f *testing.F) {
-	if b, err := os.ReadFile(filepath.Join("..", "..", "agrun.toml")); err == nil {
+	if b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "agrun.toml")); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte("[tools.t]\nwasm = \"a.wasm\"\nmounts = [\"./a:/a:rwd\"]\nallowed_hosts = [\"h:1\"]\nsha256 = \"00\"\n"))

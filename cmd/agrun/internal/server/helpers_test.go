@@ -20,6 +20,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -79,24 +80,11 @@ type setup struct {
 	rt      *runtime.Runtime // shared by a restart
 }
 
-func newRuntime(t *testing.T) *runtime.Runtime {
-	t.Helper()
-	rt, err := runtime.New(context.Background(), runtime.Config{
-		CacheDir: testguest.CompilationCacheDir(t),
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)), // what guests log
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	return rt
-}
-
 func startServer(t *testing.T, s setup) *testServer {
 	t.Helper()
 	rt := s.rt
 	if rt == nil {
-		rt = newRuntime(t)
+		rt = testrt.New(t, runtime.Config{})
 	}
 	o := s.opts
 	o.Runtime = rt

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -168,7 +169,7 @@ func TestTokensAndListeners(t *testing.T) {
 		t.Errorf("TokensFromEnv of an unset variable: %q", got)
 	}
 
-	rt := newRuntime(t)
+	rt := testrt.New(t, runtime.Config{})
 	_, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), Tokens: []string{"short"}, DataDir: t.TempDir()})
 	if err == nil {
 		t.Error("a token shorter than MinTokenLength was accepted")
@@ -408,7 +409,7 @@ func TestReplaceDuringCall(t *testing.T) {
 
 func TestRestartKeepsTools(t *testing.T) {
 	dir := t.TempDir()
-	rt := newRuntime(t)
+	rt := testrt.New(t, runtime.Config{})
 	ts := startServer(t, setup{dataDir: dir, rt: rt})
 	wc := ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 	ts.mustUpload(okTool(t, "ok_a"), "", http.StatusCreated)
@@ -487,7 +488,7 @@ func TestRestartKeepsTools(t *testing.T) {
 
 func TestDataDirIsLocked(t *testing.T) {
 	dir := t.TempDir()
-	rt := newRuntime(t)
+	rt := testrt.New(t, runtime.Config{})
 	opts := server.Options{Runtime: rt, Registry: registry.New(), DataDir: dir}
 	a, err := server.New(context.Background(), opts)
 	if err != nil {
