@@ -111,6 +111,14 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
+	// The budget again, on what wazero will compile: each charge adds a
+	// block, and a body with many calls and many locals but no blocks of
+	// its own would cost nothing above and minutes here.
+	if mi, err := wasmbin.Parse(bin); err != nil {
+		return nil, nil, fmt.Errorf("%w: the metered module: %w", ErrCompile, err)
+	} else if budget := compileBudget(m.Size); mi.CompileCost > budget {
+		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, refuse("the code is too costly to compile once metered (calls times locals): cost %d, budget %d for a module of %d bytes", mi.CompileCost, budget, m.Size))
+	}
 	cm, err := r.wz.CompileModule(ctx, bin)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)

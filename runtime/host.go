@@ -73,6 +73,9 @@ func stateOf(ctx context.Context) *callState {
 
 // hostLog implements agrun.log(level, msg_ptr, msg_len).
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	if ctx.Err() != nil { // the call ended: stop before more host work
+		stopGuest(ctx)
+	}
 	st := stateOf(ctx)
 	defer guard(ctx, st, "log", nil)
 	if st == nil || ctx.Err() != nil || st.whileSnapshotting(nil) {
@@ -109,6 +112,9 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 
 // hostHTTPRequest implements agrun.http_request(req_ptr, req_len) -> i32.
 func hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
+	if ctx.Err() != nil { // the call ended: stop before more host work
+		stopGuest(ctx)
+	}
 	st := stateOf(ctx)
 	defer guard(ctx, st, "http_request", stack)
 	if st.whileSnapshotting(stack) {
@@ -157,6 +163,9 @@ func (st *callState) maxRequests() int {
 
 // hostHTTPResponse implements agrun.http_response(buf_ptr, buf_len) -> i32.
 func hostHTTPResponse(ctx context.Context, mod api.Module, stack []uint64) {
+	if ctx.Err() != nil { // the call ended: stop before more host work
+		stopGuest(ctx)
+	}
 	st := stateOf(ctx)
 	defer guard(ctx, st, "http_response", stack)
 	if st.whileSnapshotting(stack) {

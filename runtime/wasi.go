@@ -117,6 +117,12 @@ func (r *Runtime) instantiateWASI(ctx context.Context) error {
 func (r *Runtime) guardWASI(name string, check wasiCheck, fn api.GoModuleFunction) api.GoModuleFunction {
 	qualified := wasi_snapshot_preview1.ModuleName + "." + name
 	return api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+		// The guest's own code is stopped by its meter; a loop of costly
+		// host calls (random_get of 32 MiB, reads of a large file) is
+		// stopped here, at the next call after the call's context ended.
+		if ctx.Err() != nil {
+			stopGuest(ctx)
+		}
 		if check != nil {
 			errno, refusal := check(mod, stack)
 			if refusal != "" {

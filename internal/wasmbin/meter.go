@@ -87,6 +87,11 @@ const (
 	pageShift = 12 // pages << 12 (65536 >> 4)
 )
 
+// hostCallCost is what a call of an imported (host) function is charged:
+// host functions do more than one instruction's work, and they check the
+// call's context themselves.
+const hostCallCost = 64
+
 // Frame size estimate (bytes): a fixed part, 8 bytes per parameter,
 // local and value on the operand stack at the deepest point, 8 more per
 // v128 local.
@@ -176,6 +181,9 @@ type instrumenter struct {
 	refill, stack         uint32 // function indices of the imports
 	fuel, depth           uint32 // global indices
 }
+
+// nFuncs is the size of the module's own function index space.
+func (ins *instrumenter) nFuncs() int { return ins.nImpFuncs + len(ins.m.FuncTypes) }
 
 // fn renumbers a function index.
 func (ins *instrumenter) fn(i uint32) uint32 {
@@ -276,7 +284,12 @@ func (ins *instrumenter) section(s Section) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if kind == KindFunc {
+			switch {
+			case kind == KindFunc && int(idx) >= ins.nFuncs():
+				return nil, r.Failf("export %q: function %d out of range", name, idx)
+			case kind == KindGlobal && idx >= ins.fuel:
+				return nil, r.Failf("export %q: global %d out of range", name, idx)
+			case kind == KindFunc:
 				idx = ins.fn(idx)
 			}
 			p = append(appendName(p, name), kind)
@@ -289,6 +302,9 @@ func (ins *instrumenter) section(s Section) ([]byte, error) {
 		idx, err := r.U32()
 		if err != nil {
 			return nil, err
+		}
+		if int(idx) >= ins.nFuncs() {
+			return nil, r.Failf("start function %d out of range", idx)
 		}
 		return AppendU32(nil, ins.fn(idx)), r.End("start")
 	case SecElement:
@@ -317,6 +333,9 @@ func (ins *instrumenter) constExpr(p []byte, r *Reader) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if int(idx) >= ins.nFuncs() {
+			return nil, r.Failf("ref.func %d out of range", idx)
+		}
 		p = append(p, 0xd2)
 		p = AppendU32(p, ins.fn(idx))
 		end, err := r.Byte()
@@ -324,6 +343,15 @@ func (ins *instrumenter) constExpr(p []byte, r *Reader) ([]byte, error) {
 			return nil, fmt.Errorf("%w: constant expression", ErrMetering)
 		}
 		return append(p, 0x0b), nil
+	}
+	if op == 0x23 { // global.get: never one of the meter's globals
+		idx, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		if idx >= ins.fuel {
+			return nil, r.Failf("global %d out of range", idx)
+		}
 	}
 	r.off = start
 	if _, _, err := constExpr(r); err != nil {
@@ -376,6 +404,9 @@ func (ins *instrumenter) elements(r *Reader) ([]byte, error) {
 			} else {
 				var idx uint32
 				if idx, err = r.U32(); err == nil {
+					if int(idx) >= ins.nFuncs() {
+						return nil, r.Failf("element: function %d out of range", idx)
+					}
 					p = AppendU32(p, ins.fn(idx))
 				}
 			}
@@ -442,7 +473,9 @@ type fnWriter struct {
 	cur     int // current stretch
 	open    []construct
 	h, maxH int
-	sp, tmp uint32 // the locals added
+	defs    int    // values the body defines (an upper bound of its spill slots)
+	locals  uint32 // parameters and locals of the original function
+	sp, tmp uint32 // the locals added; tmp2 is tmp+1
 }
 
 func (w *fnWriter) flush() {
@@ -538,6 +571,39 @@ func (w *fnWriter) dynamic(shift int) {
 	w.buf = w.refillCheck(b)
 }
 
+// saveLength appends local.tee tmp: the length (or page count) on top of
+// the stack, kept for chargeIfGrown.
+func (w *fnWriter) saveLength() {
+	w.buf = append(w.buf, 0x22)
+	w.buf = AppendU32(w.buf, w.tmp)
+}
+
+// chargeIfGrown follows memory.grow or table.grow: if it succeeded (the
+// result on top of the stack is not -1), it charges the length saved by
+// saveLength, shifted left by shift; a failed grow costs nothing more.
+func (w *fnWriter) chargeIfGrown(shift int) {
+	tmp2 := w.tmp + 1
+	b := w.buf
+	b = append(b, 0x22) // local.tee tmp2
+	b = AppendU32(b, tmp2)
+	b = append(b, 0x41, 0x7f, 0x47, 0x04, 0x40) // i32.const -1, i32.ne, if
+	b = append(b, 0x23)
+	b = AppendU32(b, w.ins.fuel)
+	b = append(b, 0x20)
+	b = AppendU32(b, w.tmp)
+	b = append(b, 0xad) // i64.extend_i32_u
+	if shift > 0 {
+		b = append(b, 0x42)
+		b = appendS64(b, int64(shift))
+		b = append(b, 0x86) // i64.shl
+	}
+	b = append(b, 0x7d, 0x24) // i64.sub, global.set
+	b = AppendU32(b, w.ins.fuel)
+	b = w.refillCheck(b)
+	b = append(b, 0x0b, 0x20) // end, local.get tmp2
+	w.buf = AppendU32(b, tmp2)
+}
+
 // restoreDepth appends: depth = sp (after a call returned).
 func (w *fnWriter) restoreDepth() {
 	if w.ins.opt.MaxStack == 0 {
@@ -626,7 +692,8 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 	}
 	localsEnd := r.off
 	w := &fnWriter{ins: ins}
-	w.sp = uint32(len(typ.Params) + nLocals)
+	w.locals = uint32(len(typ.Params) + nLocals)
+	w.sp = w.locals
 	w.tmp = w.sp + 1
 	w.open = []construct{{results: len(typ.Results)}}
 	w.point() // the entry stretch
@@ -637,9 +704,11 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 
 	out = AppendU32(out, groups+1)
 	out = append(out, r.b[localsStart:localsEnd]...)
-	out = append(out, 2, ValI32) // sp, tmp
+	out = append(out, 3, ValI32) // sp, tmp, tmp2
 	if ins.opt.MaxStack > 0 {
-		frame := int64(frameFixed) + frameValue*int64(len(typ.Params)+nLocals+w.maxH+v128)
+		// wazero's compiler may give every value the body defines its
+		// own spill slot: count them all, not only the deepest stack.
+		frame := int64(frameFixed) + frameValue*(int64(len(typ.Params)+nLocals+v128)+int64(w.defs)+int64(w.maxH))
 		if frame > int64(ins.opt.MaxStack) {
 			frame = int64(ins.opt.MaxStack) + 1 // such a frame alone is over the limit
 		}
@@ -679,6 +748,7 @@ func (w *fnWriter) body(r *Reader) error {
 			return err
 		}
 		w.costs[w.cur]++
+		w.defs++
 		copyOp := true
 		after := func() {} // runs after the instruction is copied
 		switch {
@@ -748,12 +818,15 @@ func (w *fnWriter) body(r *Reader) error {
 			}
 			w.pop(len(t.Params))
 			w.push(len(t.Results))
+			w.defs += len(t.Results)
 			copyOp = false
 			w.buf = append(w.buf, 0x10)
 			w.buf = AppendU32(w.buf, ins.fn(f))
 			if int(f) >= ins.nImpFuncs {
 				w.restoreDepth()
 				w.point()
+			} else {
+				w.costs[w.cur] += hostCallCost - 1
 			}
 		case op == 0x11: // call_indirect typeidx tableidx
 			var ti uint32
@@ -769,6 +842,7 @@ func (w *fnWriter) body(r *Reader) error {
 			t := ins.m.Types[ti]
 			w.pop(1 + len(t.Params))
 			w.push(len(t.Results))
+			w.defs += len(t.Results)
 			after = func() { w.restoreDepth(); w.point() }
 		case op == 0x1a: // drop
 			w.pop(1)
@@ -787,14 +861,26 @@ func (w *fnWriter) body(r *Reader) error {
 			}
 			w.pop(3)
 			w.push(1)
-		case op == 0x20 || op == 0x23: // local.get, global.get
-			_, err = r.U32()
-			w.push(1)
-		case op == 0x21 || op == 0x24: // local.set, global.set
-			_, err = r.U32()
-			w.pop(1)
-		case op == 0x22: // local.tee
-			_, err = r.U32()
+		case op >= 0x20 && op <= 0x24: // local.get/set/tee, global.get/set
+			// The meter's locals and globals come after the module's own:
+			// an index past those would reach them (wazero validates only
+			// the rewritten module), so it is refused here.
+			var idx uint32
+			if idx, err = r.U32(); err != nil {
+				return err
+			}
+			if op <= 0x22 && idx >= w.locals {
+				return r.Failf("local %d out of range", idx)
+			}
+			if op >= 0x23 && idx >= ins.fuel {
+				return r.Failf("global %d out of range", idx)
+			}
+			switch op {
+			case 0x20, 0x23:
+				w.push(1)
+			case 0x21, 0x24:
+				w.pop(1)
+			}
 		case op == 0x25: // table.get
 			_, err = r.U32()
 		case op == 0x26: // table.set
@@ -810,7 +896,8 @@ func (w *fnWriter) body(r *Reader) error {
 			w.push(1)
 		case op == 0x40: // memory.grow
 			_, err = r.U32()
-			w.dynamic(pageShift)
+			w.saveLength()
+			after = func() { w.chargeIfGrown(pageShift) }
 		case op >= 0x41 && op <= 0x44: // consts
 			switch op {
 			case 0x41:
@@ -836,6 +923,9 @@ func (w *fnWriter) body(r *Reader) error {
 			var f uint32
 			if f, err = r.U32(); err != nil {
 				return err
+			}
+			if int(f) >= ins.nFuncs() {
+				return r.Failf("ref.func %d out of range", f)
 			}
 			copyOp = false
 			w.buf = append(w.buf, 0xd2)
@@ -872,7 +962,8 @@ func (w *fnWriter) body(r *Reader) error {
 				w.pop(3)
 			case 15: // table.grow
 				_, err = r.U32()
-				w.dynamic(0)
+				w.saveLength()
+				after = func() { w.chargeIfGrown(0) }
 				w.pop(1)
 			case 16: // table.size
 				_, err = r.U32()
