@@ -66,6 +66,16 @@ func guard(ctx context.Context, st *callState, name string, stack []uint64) {
 	}
 }
 
+// enter starts an agrun host function: it stops the guest if the call has
+// ended (so that a loop of host calls ends at the deadline: the guest's
+// meter counts only its own instructions), and returns the call's state.
+func enter(ctx context.Context) *callState {
+	if ctx.Err() != nil {
+		stopGuest(ctx)
+	}
+	return stateOf(ctx)
+}
+
 func stateOf(ctx context.Context) *callState {
 	st, _ := ctx.Value(callStateKey{}).(*callState)
 	return st
@@ -73,10 +83,7 @@ func stateOf(ctx context.Context) *callState {
 
 // hostLog implements agrun.log(level, msg_ptr, msg_len).
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
-	if ctx.Err() != nil { // the call ended: stop before more host work
-		stopGuest(ctx)
-	}
-	st := stateOf(ctx)
+	st := enter(ctx)
 	defer guard(ctx, st, "log", nil)
 	if st == nil || ctx.Err() != nil || st.whileSnapshotting(nil) {
 		return
@@ -112,10 +119,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 
 // hostHTTPRequest implements agrun.http_request(req_ptr, req_len) -> i32.
 func hostHTTPRequest(ctx context.Context, mod api.Module, stack []uint64) {
-	if ctx.Err() != nil { // the call ended: stop before more host work
-		stopGuest(ctx)
-	}
-	st := stateOf(ctx)
+	st := enter(ctx)
 	defer guard(ctx, st, "http_request", stack)
 	if st.whileSnapshotting(stack) {
 		return
@@ -163,10 +167,7 @@ func (st *callState) maxRequests() int {
 
 // hostHTTPResponse implements agrun.http_response(buf_ptr, buf_len) -> i32.
 func hostHTTPResponse(ctx context.Context, mod api.Module, stack []uint64) {
-	if ctx.Err() != nil { // the call ended: stop before more host work
-		stopGuest(ctx)
-	}
-	st := stateOf(ctx)
+	st := enter(ctx)
 	defer guard(ctx, st, "http_response", stack)
 	if st.whileSnapshotting(stack) {
 		return

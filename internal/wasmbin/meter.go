@@ -549,9 +549,13 @@ func (w *fnWriter) refillCheck(b []byte) []byte {
 // dynamic appends the charge of the length on top of the stack (an i32),
 // shifted left (shift > 0) or right (shift < 0), leaving it in place.
 func (w *fnWriter) dynamic(shift int) {
-	b := w.buf
-	b = append(b, 0x22) // local.tee tmp
-	b = AppendU32(b, w.tmp)
+	w.saveLength()
+	w.buf = w.chargeSaved(w.buf, shift)
+}
+
+// chargeSaved appends the charge of the length saved in tmp, shifted
+// left (shift > 0) or right (shift < 0).
+func (w *fnWriter) chargeSaved(b []byte, shift int) []byte {
 	b = append(b, 0x23)
 	b = AppendU32(b, w.ins.fuel)
 	b = append(b, 0x20)
@@ -568,7 +572,7 @@ func (w *fnWriter) dynamic(shift int) {
 	}
 	b = append(b, 0x7d, 0x24) // i64.sub, global.set
 	b = AppendU32(b, w.ins.fuel)
-	w.buf = w.refillCheck(b)
+	return w.refillCheck(b)
 }
 
 // saveLength appends local.tee tmp: the length (or page count) on top of
@@ -587,19 +591,7 @@ func (w *fnWriter) chargeIfGrown(shift int) {
 	b = append(b, 0x22) // local.tee tmp2
 	b = AppendU32(b, tmp2)
 	b = append(b, 0x41, 0x7f, 0x47, 0x04, 0x40) // i32.const -1, i32.ne, if
-	b = append(b, 0x23)
-	b = AppendU32(b, w.ins.fuel)
-	b = append(b, 0x20)
-	b = AppendU32(b, w.tmp)
-	b = append(b, 0xad) // i64.extend_i32_u
-	if shift > 0 {
-		b = append(b, 0x42)
-		b = appendS64(b, int64(shift))
-		b = append(b, 0x86) // i64.shl
-	}
-	b = append(b, 0x7d, 0x24) // i64.sub, global.set
-	b = AppendU32(b, w.ins.fuel)
-	b = w.refillCheck(b)
+	b = w.chargeSaved(b, shift)
 	b = append(b, 0x0b, 0x20) // end, local.get tmp2
 	w.buf = AppendU32(b, tmp2)
 }
