@@ -183,23 +183,10 @@ func mustCall(t testing.TB, tool registry.Tool, args any) json.RawMessage {
 	return out
 }
 
-// reply is what the hostile guest answers for file and network operations.
-type reply struct {
-	OK    bool              `json:"ok"`
-	Data  string            `json:"data"`
-	Err   string            `json:"err"`
-	Names []string          `json:"names"`
-	Each  map[string]*reply `json:"each"`
-}
+// reply is what the hostile guest answers (testguest.Reply).
+type reply = testguest.Reply
 
-func decodeReply(t testing.TB, out json.RawMessage) reply {
-	t.Helper()
-	var r reply
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("guest answer %s: %v", out, err)
-	}
-	return r
-}
+func decodeReply(t testing.TB, out json.RawMessage) reply { return testguest.DecodeReply(t, out) }
 
 // hostileDo runs an operation of the hostile guest that must not fail as a
 // call, and returns its answer.

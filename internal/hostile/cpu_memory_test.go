@@ -148,19 +148,7 @@ func checkRefused(t testing.TB, err error, reason string) {
 // (VmHWM) stays within MaxInstances instances' worth: calls over the limit
 // wait for a slot instead of all holding memory at once.
 func TestParallelInstancesBoundedRSS(t *testing.T) {
-	wasmPath := writeTemp(t, "touch.wasm", pack(t, wat(t, "touchmem"), "touch"))
-	line, st := child(t, "parallel-rss", 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
-	if !st.Success() {
-		t.Fatalf("child failed: %s", line)
-	}
-	var r struct {
-		Base, Peak int64
-		Calls      int
-		Kinds      map[string]int
-	}
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		t.Fatalf("child result %q: %v", line, err)
-	}
+	r := memoryChild(t, "parallel-rss", pack(t, wat(t, "touchmem"), "touch"))
 	t.Logf("baseline RSS %d MiB, peak %d MiB, %d calls: %v", r.Base>>20, r.Peak>>20, r.Calls, r.Kinds)
 	if r.Kinds[string(registry.Timeout)] != r.Calls {
 		t.Errorf("outcomes %v; want %d timeouts", r.Kinds, r.Calls)
@@ -230,19 +218,7 @@ var _ = registerChild("parallel-rss", func() (string, error) {
 // Config.MaxStackBytes (16 MiB by default), which wazero's doubling turns
 // into at most about three times that of host memory.
 func TestRecursionStackMemory(t *testing.T) {
-	wasmPath := writeTemp(t, "recurse.wasm", pack(t, wat(t, "recurse"), "recurse"))
-	line, st := child(t, "parallel-recurse", 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
-	if !st.Success() {
-		t.Fatalf("child failed: %s", line)
-	}
-	var r struct {
-		Base, Peak int64
-		Calls      int
-		Kinds      map[string]int
-	}
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		t.Fatalf("child result %q: %v", line, err)
-	}
+	r := memoryChild(t, "parallel-recurse", pack(t, wat(t, "recurse"), "recurse"))
 	perCall := (r.Peak - r.Base) / 4
 	t.Logf("baseline RSS %d MiB, peak %d MiB with 4 recursions at once (memory limit 1 MiB each): about %d MiB per call; %v", r.Base>>20, r.Peak>>20, perCall>>20, r.Kinds)
 	if r.Kinds[string(registry.ExecutionFailed)] != r.Calls {
@@ -316,4 +292,27 @@ func TestReactorAttacks(t *testing.T) {
 			t.Errorf("%s did not run and pass against the reactor build:\n%s", name, out)
 		}
 	}
+}
+
+// memoryResult is what a memory-measuring child reports: its RSS before
+// and at its peak, the calls it made and their kinds.
+type memoryResult struct {
+	Base, Peak int64
+	Calls      int
+	Kinds      map[string]int
+}
+
+// memoryChild runs child name on the module wasm and returns its report.
+func memoryChild(t *testing.T, name string, wasm []byte) memoryResult {
+	t.Helper()
+	wasmPath := writeTemp(t, name+".wasm", wasm)
+	line, st := child(t, name, 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
+	if !st.Success() {
+		t.Fatalf("child failed: %s", line)
+	}
+	var r memoryResult
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("child result %q: %v", line, err)
+	}
+	return r
 }

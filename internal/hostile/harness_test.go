@@ -400,24 +400,10 @@ func jsonEqual(t testing.TB, got json.RawMessage, want string) {
 	}
 }
 
-// guestReply is what the hostile guest answers for file and network ops.
-type guestReply struct {
-	OK    bool                   `json:"ok"`
-	Data  string                 `json:"data"`
-	Err   string                 `json:"err"`
-	N     int64                  `json:"n"`
-	Names []string               `json:"names"`
-	Each  map[string]*guestReply `json:"each"`
-}
+// guestReply is what the hostile guest answers (testguest.Reply).
+type guestReply = testguest.Reply
 
-func decodeReply(t testing.TB, out json.RawMessage) guestReply {
-	t.Helper()
-	var r guestReply
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("guest reply %q: %v", truncate(string(out), 300), err)
-	}
-	return r
-}
+func decodeReply(t testing.TB, out json.RawMessage) guestReply { return testguest.DecodeReply(t, out) }
 
 // argsJSON marshals v (a map or struct) as call arguments.
 func argsJSON(t testing.TB, v any) json.RawMessage {

@@ -13,6 +13,7 @@ package testguest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -217,4 +218,30 @@ func Hostile(tb testing.TB) []byte {
 		flags = append(flags, "-buildmode=c-shared")
 	}
 	return Build(tb, filepath.Join(filepath.Dir(file), "testdata", "hostile"), flags...)
+}
+
+// Reply is what the Hostile guest answers for its file and network
+// operations.
+type Reply struct {
+	OK    bool              `json:"ok"`
+	Data  string            `json:"data"`
+	Err   string            `json:"err"`
+	N     int64             `json:"n"`
+	Names []string          `json:"names"`
+	Each  map[string]*Reply `json:"each"`
+}
+
+// DecodeReply decodes the Hostile guest's answer; the test fails if it is
+// not one.
+func DecodeReply(tb testing.TB, out []byte) Reply {
+	tb.Helper()
+	var r Reply
+	if err := json.Unmarshal(out, &r); err != nil {
+		s := string(out)
+		if len(s) > 300 {
+			s = s[:300] + "…"
+		}
+		tb.Fatalf("guest reply %q: %v", s, err)
+	}
+	return r
 }
