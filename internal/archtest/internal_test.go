@@ -19,8 +19,8 @@ var owners = map[string][]string{
 
 // TestInternalEdges checks the edges of internal/: the shared packages
 // are imported only by their owners (and by tests), the test kits under
-// internal/testing/ and the hostile suite only by tests, and nothing
-// imports a command.
+// internal/testing/ only by tests and the dev commands (mayImportKit), the
+// hostile suite only by tests, and nothing imports a command.
 func TestInternalEdges(t *testing.T) {
 	lines := goList(t, "-f", `{{.ImportPath}}|{{join .Imports " "}}`, "./...")
 	for _, l := range lines {
@@ -33,7 +33,7 @@ func TestInternalEdges(t *testing.T) {
 			}
 			switch {
 			case strings.HasPrefix(irel, "internal/testing/") || irel == "internal/hostile":
-				if !strings.HasPrefix(rel, "internal/testing/") {
+				if !mayImportKit(rel, irel) {
 					t.Errorf("%s imports %s: test kits are for tests only", rel, irel)
 				}
 			case strings.HasPrefix(irel, "internal/cmd/") || irel == "cmd/agrun":
@@ -48,6 +48,48 @@ func TestInternalEdges(t *testing.T) {
 					t.Errorf("%s imports %s, which only %v may import", rel, pkg, allowed)
 				}
 			}
+		}
+	}
+}
+
+// mayImportKit reports whether the non-test code of the package rel may
+// import kit, a test kit under internal/testing/ or the hostile suite.
+// The kits may import each other. The dev commands under internal/cmd/
+// may import internal/testing/... too: they are run with go run from a
+// checkout and never shipped (nothing imports them, and no release builds
+// them), and the benchmark builds what it compares with testguest's
+// build cache rather than a copy of it. Nothing else may: a kit in a
+// library or in cmd/agrun would ship test code.
+func mayImportKit(rel, kit string) bool {
+	if strings.HasPrefix(rel, "internal/testing/") {
+		return true
+	}
+	return strings.HasPrefix(rel, "internal/cmd/") && strings.HasPrefix(kit, "internal/testing/")
+}
+
+// TestMayImportKit pins mayImportKit: only the kits themselves and the dev
+// commands, and the commands not the hostile suite.
+func TestMayImportKit(t *testing.T) {
+	for _, c := range []struct {
+		rel, kit string
+		want     bool
+	}{
+		{"internal/testing/testrt", "internal/testing/testguest", true},
+		{"internal/cmd/bench", "internal/testing/testguest", true},
+		{"internal/cmd/other/sub", "internal/testing/require", true},
+		{"internal/cmd/bench", "internal/hostile", false},
+		{"internal/cmdx", "internal/testing/testguest", false},
+		{"internal/cmd", "internal/testing/testguest", false},
+		{"internal/hostile", "internal/testing/testguest", false},
+		{"internal/wasmbin", "internal/testing/testguest", false},
+		{"runtime", "internal/testing/testguest", false},
+		{"wasmtools", "internal/testing/testguest", false},
+		{"cmd/agrun", "internal/testing/testguest", false},
+		{"cmd/agrun/internal/server", "internal/testing/leak", false},
+		{"mcp", "internal/hostile", false},
+	} {
+		if got := mayImportKit(c.rel, c.kit); got != c.want {
+			t.Errorf("mayImportKit(%q, %q) = %v, want %v", c.rel, c.kit, got, c.want)
 		}
 	}
 }

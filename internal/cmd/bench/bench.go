@@ -29,6 +29,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/permission"
@@ -117,9 +118,42 @@ type suite struct {
 	cfg   Config
 	rep   *Report
 	root  string
-	b     *builder
+	bin   string // where built programs are kept
 	cache string // wazero compilation cache directory
 	ctx   context.Context
+}
+
+// moduleRoot finds the directory holding go.mod at or above the working
+// directory.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return testguest.ModuleRoot(wd)
+}
+
+// target says what a build produces.
+type target int
+
+const (
+	native        target = iota // for the host
+	wasip1                      // GOOS=wasip1 GOARCH=wasm, a WASI command: what a plain go build gives
+	wasip1Reactor               // the same with -buildmode=c-shared, as scripts/build-examples.sh builds the examples
+)
+
+// build compiles the Go main package pkg (relative to the module root),
+// once per source version, into s.bin and returns the path of the result.
+// The cache key covers every .go file of the module outside testdata
+// directories other than pkg's own, since any package of the module may
+// be imported.
+func (s *suite) build(pkg string, t target) (string, error) {
+	flags := []string{"-buildvcs=false", "-ldflags=-buildid="}
+	if t == wasip1Reactor {
+		flags = append(flags, "-buildmode=c-shared")
+	}
+	return testguest.BuildFile(testguest.Spec{Dir: filepath.Join(s.root, pkg), Native: t == native,
+		Flags: flags, Env: []string{"CGO_ENABLED=0"}, Module: true, Out: s.bin})
 }
 
 func (s *suite) progress(format string, args ...any) {
@@ -152,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cfg.Dir = filepath.Join(uc, "agrun-bench")
 	}
-	s := &suite{cfg: cfg, rep: &Report{}, root: root, b: &builder{root: root, dir: filepath.Join(cfg.Dir, "bin")},
+	s := &suite{cfg: cfg, rep: &Report{}, root: root, bin: filepath.Join(cfg.Dir, "bin"),
 		cache: filepath.Join(cfg.Dir, "wazero"), ctx: ctx}
 	for _, sec := range []struct {
 		name string
@@ -349,15 +383,15 @@ const (
 // perCallGo compares one word_count call four ways.
 func (s *suite) perCallGo() error {
 	s.progress("building word_count (wasip1, unpacked), word_count (native), the MCP server")
-	rawPath, err := s.b.build("testdata/word_count", wasip1)
+	rawPath, err := s.build("testdata/word_count", wasip1)
 	if err != nil {
 		return err
 	}
-	nativePath, err := s.b.build("testdata/word_count", native)
+	nativePath, err := s.build("testdata/word_count", native)
 	if err != nil {
 		return err
 	}
-	mcpPath, err := s.b.build("internal/cmd/bench/testdata/mcpserver", native)
+	mcpPath, err := s.build("internal/cmd/bench/testdata/mcpserver", native)
 	if err != nil {
 		return err
 	}
@@ -515,7 +549,7 @@ func (s *suite) perCallTiny() error {
 // warm compilation cache.
 func (s *suite) startup() error {
 	s.progress("building cmd/agrun")
-	bin, err := s.b.build("cmd/agrun", native)
+	bin, err := s.build("cmd/agrun", native)
 	if err != nil {
 		return err
 	}
@@ -668,7 +702,7 @@ func (s *suite) burst(ctx context.Context, a *agrun, workers, n int) error {
 func (s *suite) memory() error {
 	var wasm [2][]byte // the holder as a command, and as a reactor
 	for i, t := range []target{wasip1, wasip1Reactor} {
-		path, err := s.b.build("internal/cmd/bench/testdata/holder", t)
+		path, err := s.build("internal/cmd/bench/testdata/holder", t)
 		if err != nil {
 			return err
 		}
