@@ -36,42 +36,42 @@ func TestParallelToolsRunConcurrently(t *testing.T) {
 		}}
 	}
 	srv := newServer(t,
-		jsonReply("", "tool_calls", callSpec{"p1", "ping", `{}`}, callSpec{"p2", "pong", `{}`}),
-		expect(func(t *testing.T, got received) {
+		jsonReply("", "tool_calls", call("p1", "ping", `{}`), call("p2", "pong", `{}`)),
+		expect(func(t testing.TB, got received) {
 			for _, i := range []int{2, 3} {
-				if c := str(got.Body.Messages[i].Content); c != `"met"` {
+				if c := str(got.Messages[i].Content); c != `"met"` {
 					t.Errorf("tool message %d = %q", i, c)
 				}
 			}
 		}, jsonReply("both met", "stop")),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	reg := newRegistry(t, meet("ping", pingUp, pongUp), meet("pong", pongUp, pingUp))
 	if _, err := c.SubmitWithTools(context.Background(), "x", reg); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// serverSawDisconnect returns a step that streams one text chunk and then
+// streamThenHang returns a step that streams one text chunk and then
 // waits for the client to go away, reporting it on gone.
 func streamThenHang(gone chan<- struct{}) step {
-	return func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: %s\n\n", textChunk("partial "))
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			close(gone)
-		case <-time.After(waitLong):
-			t.Errorf("client never closed the stream")
-		}
+	return step{Chunks: []string{textChunk("partial ")}, Stall: true, Gone: gone}
+}
+
+// waitGone waits for a streamThenHang step to see its client go away.
+func waitGone(t *testing.T, gone <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-gone:
+	case <-time.After(waitLong):
+		t.Errorf("client never closed the stream")
 	}
 }
 
 func TestCancelMidStream(t *testing.T) {
 	gone := make(chan struct{})
 	srv := newServer(t, streamThenHang(gone))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
@@ -91,11 +91,11 @@ func TestCancelMidStream(t *testing.T) {
 	if texts != 1 {
 		t.Errorf("%d text deltas", texts)
 	}
-	<-gone
+	waitGone(t, gone)
 	if m := c.Messages(); len(m) != 1 || m[0].Role != RoleUser {
 		t.Errorf("history %+v", m)
 	}
-	if n := len(srv.requests()); n != 1 {
+	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("cancelled request retried: %d requests", n)
 	}
 }
@@ -115,16 +115,16 @@ func TestCancelMidTool(t *testing.T) {
 		}
 	}}
 	srv := newServer(t,
-		jsonReply("", "tool_calls", callSpec{"f", "word_count", `{"text":"a"}`}),
-		jsonReply("", "tool_calls", callSpec{"s", "slow", `{}`}),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if roles(got.Body.Messages) != "user,assistant,tool,assistant,tool,user" {
-				t.Errorf("roles %s", roles(got.Body.Messages))
+		jsonReply("", "tool_calls", call("f", "word_count", `{"text":"a"}`)),
+		jsonReply("", "tool_calls", call("s", "slow", `{}`)),
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if roles(got.Messages) != "user,assistant,tool,assistant,tool,user" {
+				t.Errorf("roles %s", roles(got.Messages))
 			}
 		}, jsonReply("resumed", "stop")),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	reg := newRegistry(t, wordCount(), slow)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; cancel() }()
@@ -148,13 +148,13 @@ func TestConsumerStopsEarly(t *testing.T) {
 	t.Run("mid-stream", func(t *testing.T) {
 		gone := make(chan struct{})
 		srv := newServer(t, streamThenHang(gone))
-		c := srv.cycle(t, Config{})
+		c := newCycle(t, srv, Config{})
 		for ev := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
 			if _, ok := ev.(*TextDelta); ok {
 				break
 			}
 		}
-		<-gone
+		waitGone(t, gone)
 		if m := c.Messages(); len(m) != 1 {
 			t.Errorf("history %+v", m)
 		}
@@ -163,9 +163,9 @@ func TestConsumerStopsEarly(t *testing.T) {
 		var rec recorder
 		srv := newServer(t,
 			sseChunks(callChunk(0, "k1", "t", `{"a":1}`), callChunk(1, "k2", "t", `{"a":2}`), toolCallsFinishChunk),
-			expect(func(t *testing.T, got received) { checkWireHistory(t, got.Body.Messages) }, streamText("fine")),
+			expect(func(t testing.TB, got received) { checkWireHistory(t, got.Messages) }, streamText("fine")),
 		)
-		c := srv.cycle(t, Config{})
+		c := newCycle(t, srv, Config{})
 		reg := newRegistry(t, rec.tool("t"))
 		for ev := range c.SubmitStreamWithTools(context.Background(), "x", reg) {
 			if _, ok := ev.(*ToolExecutionStarted); ok {
@@ -188,7 +188,7 @@ func TestConsumerStopsEarly(t *testing.T) {
 	})
 	t.Run("ranged twice", func(t *testing.T) {
 		srv := newServer(t, streamText("once"))
-		c := srv.cycle(t, Config{})
+		c := newCycle(t, srv, Config{})
 		seq := c.SubmitStreamWithTools(context.Background(), "x", nil)
 		for range seq {
 		}
@@ -196,8 +196,8 @@ func TestConsumerStopsEarly(t *testing.T) {
 		for _, e := range seq {
 			err = e
 		}
-		if !errors.Is(err, ErrConsumed) || len(srv.requests()) != 1 {
-			t.Errorf("err %v, %d requests", err, len(srv.requests()))
+		if !errors.Is(err, ErrConsumed) || len(srv.Requests()) != 1 {
+			t.Errorf("err %v, %d requests", err, len(srv.Requests()))
 		}
 	})
 }
@@ -210,12 +210,12 @@ func TestRepeatedCall(t *testing.T) {
 		for i, args := range same {
 			reply := sseChunks(callChunk(0, fmt.Sprintf("r%d", i), "search", args), toolCallsFinishChunk)
 			if i == 3 {
-				reply = expect(func(t *testing.T, got received) {
-					third := str(got.Body.Messages[6].Content)
+				reply = expect(func(t testing.TB, got received) {
+					third := str(got.Messages[6].Content)
 					if !strings.HasPrefix(third, `{"ok":3}`) || !strings.Contains(third, "3 turns in a row") {
 						t.Errorf("third answer does not warn the model: %q", third)
 					}
-					if second := str(got.Body.Messages[4].Content); second != `{"ok":2}` {
+					if second := str(got.Messages[4].Content); second != `{"ok":2}` {
 						t.Errorf("second answer %q", second)
 					}
 				}, reply)
@@ -223,7 +223,7 @@ func TestRepeatedCall(t *testing.T) {
 			steps = append(steps, reply)
 		}
 		srv := newServer(t, steps...)
-		c := srv.cycle(t, Config{})
+		c := newCycle(t, srv, Config{})
 		var completed []*ToolExecutionCompleted
 		var err error
 		for ev, e := range c.SubmitStreamWithTools(context.Background(), "x", newRegistry(t, rec.tool("search"))) {
@@ -250,20 +250,20 @@ func TestRepeatedCall(t *testing.T) {
 	t.Run("interrupted repeats do not count", func(t *testing.T) {
 		var rec recorder
 		srv := newServer(t,
-			jsonReply("", "tool_calls", callSpec{"a", "search", `{"q":1}`}),
-			jsonReply("", "tool_calls", callSpec{"b", "search", `{"q":1}`}),
-			jsonReply("", "tool_calls", callSpec{"c", "search", `{"q":2}`}),
-			jsonReply("", "tool_calls", callSpec{"d", "search", `{"q":1}`}),
-			jsonReply("", "tool_calls", callSpec{"e", "search", `{"q":1}`}),
-			expect(func(t *testing.T, got received) {
-				for _, m := range got.Body.Messages {
+			jsonReply("", "tool_calls", call("a", "search", `{"q":1}`)),
+			jsonReply("", "tool_calls", call("b", "search", `{"q":1}`)),
+			jsonReply("", "tool_calls", call("c", "search", `{"q":2}`)),
+			jsonReply("", "tool_calls", call("d", "search", `{"q":1}`)),
+			jsonReply("", "tool_calls", call("e", "search", `{"q":1}`)),
+			expect(func(t testing.TB, got received) {
+				for _, m := range got.Messages {
 					if strings.Contains(str(m.Content), "in a row") {
 						t.Errorf("warned without 3 repeats in a row: %q", str(m.Content))
 					}
 				}
 			}, jsonReply("done", "stop")),
 		)
-		c := srv.cycle(t, Config{})
+		c := newCycle(t, srv, Config{})
 		if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, rec.tool("search"))); err != nil {
 			t.Fatal(err)
 		}
@@ -276,17 +276,17 @@ func TestRetriesOn429And5xx(t *testing.T) {
 		status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded"}}`, "retry-after-ms", "1"),
 		jsonReply("finally", "stop"),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	resp, err := c.SubmitWithTools(context.Background(), "x", nil)
 	if err != nil || resp.Text != "finally" {
 		t.Fatalf("resp %+v err %v", resp, err)
 	}
-	reqs := srv.requests()
+	reqs := srv.Requests()
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	for _, r := range reqs {
-		if roles(r.Body.Messages) != "user" {
+		if roles(r.Messages) != "user" {
 			t.Errorf("retried request differs: %s", r.Raw)
 		}
 	}
@@ -296,11 +296,11 @@ func TestRetriesOn429And5xx(t *testing.T) {
 
 	// With retries off, the 429 is the answer.
 	srv = newServer(t, status(http.StatusTooManyRequests, `{"error":{"message":"slow down","type":"rate_limit"}}`, "retry-after-ms", "1"))
-	c = srv.cycle(t, Config{MaxRetries: -1})
+	c = newCycle(t, srv, Config{MaxRetries: -1})
 	_, err = c.Submit(context.Background(), "x")
 	var api *APIError
-	if !errors.As(err, &api) || api.StatusCode != 429 || api.Message != "slow down" || len(srv.requests()) != 1 {
-		t.Errorf("err %v, %d requests", err, len(srv.requests()))
+	if !errors.As(err, &api) || api.StatusCode != 429 || api.Message != "slow down" || len(srv.Requests()) != 1 {
+		t.Errorf("err %v, %d requests", err, len(srv.Requests()))
 	}
 }
 
@@ -322,7 +322,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream=%v", tt.name, stream), func(t *testing.T) {
 				srv := newServer(t, status(tt.code, tt.body))
-				c := srv.cycle(t, Config{})
+				c := newCycle(t, srv, Config{})
 				var err error
 				if stream {
 					for _, e := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
@@ -341,7 +341,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantMsg) || KindOf(err) != KindProvider {
 					t.Errorf("error text %q kind %q", err, KindOf(err))
 				}
-				if n := len(srv.requests()); n != 1 {
+				if n := len(srv.Requests()); n != 1 {
 					t.Errorf("%d requests", n)
 				}
 			})
@@ -351,8 +351,8 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 
 func TestUnreachableProvider(t *testing.T) {
 	srv := newServer(t)
-	c := srv.cycle(t, Config{MaxRetries: -1})
-	srv.srv.Close()
+	c := newCycle(t, srv, Config{MaxRetries: -1})
+	srv.Close()
 	_, err := c.Submit(context.Background(), "x")
 	if err == nil || KindOf(err) != KindTransport {
 		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
@@ -371,10 +371,10 @@ func TestResumeFromSavedHistory(t *testing.T) {
 		saved.Write(append(b, '\n'))
 	}
 	srv := newServer(t,
-		jsonReply("", "tool_calls", callSpec{"", "word_count", `{"text":"x y"}`}, callSpec{"", "word_count", `{bad`}),
+		jsonReply("", "tool_calls", call("", "word_count", `{"text":"x y"}`), call("", "word_count", `{bad`)),
 		jsonReply("Two words.", "stop"),
 	)
-	c := srv.cycle(t, Config{System: "sys", OnMessage: save})
+	c := newCycle(t, srv, Config{System: "sys", OnMessage: save})
 	if _, err := c.SubmitWithTools(context.Background(), "count", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}
@@ -390,20 +390,20 @@ func TestResumeFromSavedHistory(t *testing.T) {
 	if !equalMessages(history, c.Messages()) {
 		t.Fatalf("saved\n%+v\nlive\n%+v", history, c.Messages())
 	}
-	first := srv.requests()[1].Body.Messages
+	first := srv.Requests()[1].Messages
 
-	srv2 := newServer(t, expect(func(t *testing.T, got received) {
-		checkWireHistory(t, got.Body.Messages)
+	srv2 := newServer(t, expect(func(t testing.TB, got received) {
+		checkWireHistory(t, got.Messages)
 		prev, _ := json.Marshal(first)
-		now, _ := json.Marshal(got.Body.Messages[:len(first)])
+		now, _ := json.Marshal(got.Messages[:len(first)])
 		if string(prev) != string(now) {
 			t.Errorf("resumed history differs\n%s\n%s", prev, now)
 		}
-		if roles(got.Body.Messages) != "system,user,assistant,tool,tool,assistant,user" {
-			t.Errorf("roles %s", roles(got.Body.Messages))
+		if roles(got.Messages) != "system,user,assistant,tool,tool,assistant,user" {
+			t.Errorf("roles %s", roles(got.Messages))
 		}
 	}, jsonReply("again", "stop")))
-	c2 := srv2.cycle(t, Config{System: "sys", History: history})
+	c2 := newCycle(t, srv2, Config{System: "sys", History: history})
 	if _, err := c2.SubmitWithTools(context.Background(), "more", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}
@@ -420,10 +420,10 @@ func TestResumeRepairsCutSession(t *testing.T) {
 		{Role: RoleTool, ToolCallID: "a", Name: "t", Content: `{"ok":1}`},
 	}
 	var appended []Message
-	srv := newServer(t, expect(func(t *testing.T, got received) {
-		checkWireHistory(t, got.Body.Messages)
+	srv := newServer(t, expect(func(t testing.TB, got received) {
+		checkWireHistory(t, got.Messages)
 	}, jsonReply("ok", "stop")))
-	c := srv.cycle(t, Config{History: cut, OnMessage: func(m Message) { appended = append(appended, m) }})
+	c := newCycle(t, srv, Config{History: cut, OnMessage: func(m Message) { appended = append(appended, m) }})
 	if len(appended) != 1 || appended[0].ToolCallID != "b" || !strings.HasPrefix(appended[0].Content, "error (cancelled): ") {
 		t.Fatalf("repair appended %+v", appended)
 	}
@@ -469,8 +469,8 @@ func TestBusy(t *testing.T) {
 		<-release
 		return json.RawMessage(`1`), nil
 	}}
-	srv := newServer(t, jsonReply("", "tool_calls", callSpec{"b", "block", `{}`}), jsonReply("done", "stop"))
-	c := srv.cycle(t, Config{})
+	srv := newServer(t, jsonReply("", "tool_calls", call("b", "block", `{}`)), jsonReply("done", "stop"))
+	c := newCycle(t, srv, Config{})
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, block))
@@ -490,13 +490,8 @@ func TestBusy(t *testing.T) {
 func TestRequestTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	srv := newServer(t, func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
-		select { // never answers within the request timeout
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	c := srv.cycle(t, Config{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	srv := newServer(t, step{Hold: release}) // never answers within the request timeout
+	c := newCycle(t, srv, Config{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	_, err := c.Submit(context.Background(), "x")
 	if !errors.Is(err, context.DeadlineExceeded) || KindOf(err) != KindTimeout {
 		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
@@ -508,10 +503,8 @@ func TestRequestTimeout(t *testing.T) {
 
 // Some proxies answer 200 with an error object instead of a completion.
 func TestErrorObjectWithStatus200(t *testing.T) {
-	srv := newServer(t, func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
-		writeJSON(w, map[string]any{"error": map[string]any{"message": "upstream model failed", "code": 502}})
-	})
-	c := srv.cycle(t, Config{})
+	srv := newServer(t, step{Status: http.StatusOK, Body: `{"error":{"message":"upstream model failed","code":502}}`})
+	c := newCycle(t, srv, Config{})
 	_, err := c.Submit(context.Background(), "x")
 	var api *APIError
 	if !errors.As(err, &api) || api.Message != "upstream model failed" || api.Code != "502" {
@@ -525,14 +518,14 @@ func TestNoGoroutineLeftAfterEarlyStop(t *testing.T) {
 	gone := make(chan struct{})
 	srv := newServer(t, streamThenHang(gone))
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	c := srv.cycle(t, Config{HTTPClient: client})
+	c := newCycle(t, srv, Config{HTTPClient: client})
 	before := runtime.NumGoroutine()
 	for ev := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
 		if _, ok := ev.(*TextDelta); ok {
 			break
 		}
 	}
-	<-gone
+	waitGone(t, gone)
 	deadline := time.Now().Add(waitLong)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
@@ -552,7 +545,7 @@ func TestRunawayStreamIsCut(t *testing.T) {
 		chunks = append(chunks, textChunk(strings.Repeat("x", 50)))
 	}
 	srv := newServer(t, sseChunks(chunks...))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var err error
 	for _, e := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
 		err = e
@@ -570,7 +563,7 @@ func TestStreamRetriesThenStreams(t *testing.T) {
 		status(http.StatusBadGateway, `<html>bad gateway</html>`, "retry-after-ms", "1"),
 		streamText("after ", "retry"),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var text strings.Builder
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
 		if err != nil {
@@ -580,14 +573,14 @@ func TestStreamRetriesThenStreams(t *testing.T) {
 			text.WriteString(d.Text)
 		}
 	}
-	if text.String() != "after retry" || len(srv.requests()) != 2 {
-		t.Errorf("text %q after %d requests", text.String(), len(srv.requests()))
+	if text.String() != "after retry" || len(srv.Requests()) != 2 {
+		t.Errorf("text %q after %d requests", text.String(), len(srv.Requests()))
 	}
 }
 
 func TestFinishReasonLength(t *testing.T) {
 	srv := newServer(t, jsonReply("truncated answ", "length"))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	resp, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount()))
 	if err != nil || resp.FinishReason != "length" || resp.Text != "truncated answ" {
 		t.Fatalf("resp %+v err %v", resp, err)

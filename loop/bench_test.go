@@ -63,7 +63,9 @@ var (
 )
 
 // benchServer answers a request whose last message is a tool message with
-// the final answer, any other with a tool call.
+// the final answer, any other with a tool call. It writes fixed bytes on
+// purpose and is not chattest (see server_test.go): chattest decodes every
+// request and encodes every reply, and that would count in the benchmark.
 func benchServer(b *testing.B) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

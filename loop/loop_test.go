@@ -13,22 +13,22 @@ import (
 
 func TestOneToolCallThenAnswer(t *testing.T) {
 	srv := newServer(t,
-		expect(func(t *testing.T, got received) {
-			if got.Body.Model != "test-model" || got.Body.Stream {
-				t.Errorf("model %q stream %v", got.Body.Model, got.Body.Stream)
+		expect(func(t testing.TB, got received) {
+			if got.Model != "test-model" || got.Stream {
+				t.Errorf("model %q stream %v", got.Model, got.Stream)
 			}
 			if h := got.Header.Get("Authorization"); h != "Bearer sk-test" {
 				t.Errorf("authorization %q", h)
 			}
-			if roles(got.Body.Messages) != "system,user" || str(got.Body.Messages[0].Content) != "Be brief." ||
-				str(got.Body.Messages[1].Content) != "count: a b c" {
+			if roles(got.Messages) != "system,user" || str(got.Messages[0].Content) != "Be brief." ||
+				str(got.Messages[1].Content) != "count: a b c" {
 				t.Errorf("messages %s", got.Raw)
 			}
-			if len(got.Body.Tools) != 1 {
+			if len(got.Tools) != 1 {
 				t.Errorf("tools %s", got.Raw)
 				return
 			}
-			tl := got.Body.Tools[0]
+			tl := got.Tools[0]
 			if tl.Type != "function" || tl.Function.Name != "word_count" || tl.Function.Description != "Count the words of a text" {
 				t.Errorf("tool %+v", tl)
 			}
@@ -37,29 +37,29 @@ func TestOneToolCallThenAnswer(t *testing.T) {
 			if schema["type"] != "object" || schema["required"] == nil {
 				t.Errorf("parameters %s", tl.Function.Parameters)
 			}
-			if got.Body.ParallelToolCalls != nil || got.Body.Temperature != nil {
+			if got.ParallelToolCalls != nil || got.Temperature != nil {
 				t.Errorf("unset options were sent: %s", got.Raw)
 			}
-		}, jsonReply("", "tool_calls", callSpec{"call_abc", "word_count", `{"text":"a b c"}`})),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if roles(got.Body.Messages) != "system,user,assistant,tool" {
-				t.Errorf("roles %s", roles(got.Body.Messages))
+		}, jsonReply("", "tool_calls", call("call_abc", "word_count", `{"text":"a b c"}`))),
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if roles(got.Messages) != "system,user,assistant,tool" {
+				t.Errorf("roles %s", roles(got.Messages))
 				return
 			}
-			a := got.Body.Messages[2]
+			a := got.Messages[2]
 			if len(a.ToolCalls) != 1 || a.ToolCalls[0].ID != "call_abc" || a.ToolCalls[0].Function.Name != "word_count" ||
 				a.ToolCalls[0].Function.Arguments != `{"text":"a b c"}` {
 				t.Errorf("assistant %+v", a)
 			}
-			tm := got.Body.Messages[3]
-			if str(tm.ToolCallID) != "call_abc" || str(tm.Content) != `{"words":3}` {
+			tm := got.Messages[3]
+			if tm.ToolCallID != "call_abc" || str(tm.Content) != `{"words":3}` {
 				t.Errorf("tool message %+v %s", tm, str(tm.Content))
 			}
 		}, jsonReply("There are 3 words.", "stop")),
 	)
 	var seen []Message
-	c := srv.cycle(t, Config{System: "Be brief.", OnMessage: func(m Message) { seen = append(seen, m) }})
+	c := newCycle(t, srv, Config{System: "Be brief.", OnMessage: func(m Message) { seen = append(seen, m) }})
 	resp, err := c.SubmitWithTools(context.Background(), "count: a b c", newRegistry(t, wordCount()))
 	if err != nil {
 		t.Fatal(err)
@@ -92,32 +92,32 @@ func equalMessages(a, b []Message) bool {
 func TestStreamTwoRoundsEventOrder(t *testing.T) {
 	var rec recorder
 	srv := newServer(t,
-		expect(func(t *testing.T, got received) {
-			if !got.Body.Stream || got.Body.StreamOptions == nil || !got.Body.StreamOptions.IncludeUsage {
+		expect(func(t testing.TB, got received) {
+			if !got.Stream || got.StreamOptions == nil || !got.StreamOptions.IncludeUsage {
 				t.Errorf("stream options %s", got.Raw)
 			}
 		}, sseFile("openai_parallel.sse")),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if roles(got.Body.Messages) != "user,assistant,tool,tool" {
-				t.Errorf("roles %s", roles(got.Body.Messages))
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if roles(got.Messages) != "user,assistant,tool,tool" {
+				t.Errorf("roles %s", roles(got.Messages))
 			}
-			ids := []string{str(got.Body.Messages[2].ToolCallID), str(got.Body.Messages[3].ToolCallID)}
+			ids := []string{got.Messages[2].ToolCallID, got.Messages[3].ToolCallID}
 			if ids[0] != "call_Q1" || ids[1] != "call_Q2" {
 				t.Errorf("tool_call_ids %v", ids)
 			}
 		}, sseChunks(textChunk("Checking "), callChunk(0, "call_R1", "lookup", `{"q":"third"}`), toolCallsFinishChunk)),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if roles(got.Body.Messages) != "user,assistant,tool,tool,assistant,tool" {
-				t.Errorf("roles %s", roles(got.Body.Messages))
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if roles(got.Messages) != "user,assistant,tool,tool,assistant,tool" {
+				t.Errorf("roles %s", roles(got.Messages))
 			}
-			if str(got.Body.Messages[4].Content) != "Checking " {
-				t.Errorf("assistant text %q", str(got.Body.Messages[4].Content))
+			if str(got.Messages[4].Content) != "Checking " {
+				t.Errorf("assistant text %q", str(got.Messages[4].Content))
 			}
 		}, streamText("All ", "done.")),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	reg := newRegistry(t, rec.tool("weather"), rec.tool("lookup"))
 	var trace []string
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "go", reg) {
@@ -177,16 +177,16 @@ func describe(ev Event) string {
 func TestMaxTurnsKeepsHistory(t *testing.T) {
 	var steps []step
 	for i := range 3 {
-		steps = append(steps, jsonReply("", "tool_calls", callSpec{fmt.Sprintf("call_%d", i), "step", fmt.Sprintf(`{"n":%d}`, i)}))
+		steps = append(steps, jsonReply("", "tool_calls", call(fmt.Sprintf("call_%d", i), "step", fmt.Sprintf(`{"n":%d}`, i))))
 	}
 	srv := newServer(t, steps...)
 	var rec recorder
-	c := srv.cycle(t, Config{MaxTurns: 3})
+	c := newCycle(t, srv, Config{MaxTurns: 3})
 	_, err := c.SubmitWithTools(context.Background(), "loop forever", newRegistry(t, rec.tool("step")))
 	if !errors.Is(err, ErrMaxTurns) || KindOf(err) != KindMaxTurns {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(srv.requests()); n != 3 {
+	if n := len(srv.Requests()); n != 3 {
 		t.Errorf("requests = %d", n)
 	}
 	msgs := c.Messages()
@@ -204,13 +204,13 @@ func TestToolErrorsGoBackToModel(t *testing.T) {
 	}}
 	srv := newServer(t,
 		jsonReply("", "tool_calls",
-			callSpec{"c1", "fails", `{}`},
-			callSpec{"c2", "nope", `{}`},
-			callSpec{"c3", "word_count", `{"txt":"x"}`},
-			callSpec{"c4", "word_count", `{"text":"one two"}`}),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			m := got.Body.Messages
+			call("c1", "fails", `{}`),
+			call("c2", "nope", `{}`),
+			call("c3", "word_count", `{"txt":"x"}`),
+			call("c4", "word_count", `{"text":"one two"}`)),
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			m := got.Messages
 			want := []string{
 				`error (execution_failed): disk on fire`,
 				`error (not_found): no tool named "nope"`,
@@ -224,7 +224,7 @@ func TestToolErrorsGoBackToModel(t *testing.T) {
 			}
 		}, jsonReply("Sorry.", "stop")),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	resp, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, failing, wordCount()))
 	if err != nil || resp.Text != "Sorry." {
 		t.Fatalf("resp %+v err %v", resp, err)
@@ -235,25 +235,25 @@ func TestSubmitWithoutTools(t *testing.T) {
 	temp := 0.25
 	par := true
 	srv := newServer(t,
-		expect(func(t *testing.T, got received) {
+		expect(func(t testing.TB, got received) {
 			if strings.Contains(string(got.Raw), `"tools"`) || strings.Contains(string(got.Raw), "parallel_tool_calls") {
 				t.Errorf("tools sent by Submit: %s", got.Raw)
 			}
-			if got.Body.Temperature == nil || *got.Body.Temperature != 0.25 {
+			if got.Temperature == nil || *got.Temperature != 0.25 {
 				t.Errorf("temperature %s", got.Raw)
 			}
 		}, jsonReply("Hi!", "stop")),
 		// A model that asks for a tool without tools gets not_found, and
 		// the history stays valid.
-		jsonReply("", "stop", callSpec{"x1", "ghost", `{}`}),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if c := str(got.Body.Messages[4].Content); !strings.HasPrefix(c, "error (not_found): ") {
+		jsonReply("", "stop", call("x1", "ghost", `{}`)),
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if c := str(got.Messages[4].Content); !strings.HasPrefix(c, "error (not_found): ") {
 				t.Errorf("tool message %q", c)
 			}
 		}, jsonReply("ok", "stop")),
 	)
-	c := srv.cycle(t, Config{Temperature: &temp, ParallelToolCalls: &par})
+	c := newCycle(t, srv, Config{Temperature: &temp, ParallelToolCalls: &par})
 	resp, err := c.Submit(context.Background(), "hello")
 	if err != nil || resp.Text != "Hi!" || resp.Turns != 1 {
 		t.Fatalf("resp %+v err %v", resp, err)
@@ -266,12 +266,12 @@ func TestSubmitWithoutTools(t *testing.T) {
 
 func TestParallelToolCallsSent(t *testing.T) {
 	par := false
-	srv := newServer(t, expect(func(t *testing.T, got received) {
-		if got.Body.ParallelToolCalls == nil || *got.Body.ParallelToolCalls {
+	srv := newServer(t, expect(func(t testing.TB, got received) {
+		if got.ParallelToolCalls == nil || *got.ParallelToolCalls {
 			t.Errorf("parallel_tool_calls %s", got.Raw)
 		}
 	}, jsonReply("ok", "stop")))
-	c := srv.cycle(t, Config{ParallelToolCalls: &par})
+	c := newCycle(t, srv, Config{ParallelToolCalls: &par})
 	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}
@@ -280,15 +280,15 @@ func TestParallelToolCallsSent(t *testing.T) {
 func TestMaxToolCallsPerTurn(t *testing.T) {
 	var rec recorder
 	srv := newServer(t,
-		jsonReply("", "tool_calls", callSpec{"a", "t", `{"i":1}`}, callSpec{"b", "t", `{"i":2}`}, callSpec{"c", "t", `{"i":3}`}),
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if c := str(got.Body.Messages[4].Content); !strings.HasPrefix(c, "error (other): not run: more than 2 tool calls") {
+		jsonReply("", "tool_calls", call("a", "t", `{"i":1}`), call("b", "t", `{"i":2}`), call("c", "t", `{"i":3}`)),
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if c := str(got.Messages[4].Content); !strings.HasPrefix(c, "error (other): not run: more than 2 tool calls") {
 				t.Errorf("third call answered %q", c)
 			}
 		}, jsonReply("ok", "stop")),
 	)
-	c := srv.cycle(t, Config{MaxToolCallsPerTurn: 2})
+	c := newCycle(t, srv, Config{MaxToolCallsPerTurn: 2})
 	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, rec.tool("t"))); err != nil {
 		t.Fatal(err)
 	}

@@ -68,9 +68,9 @@ func TestProviderQuirks(t *testing.T) {
 					return json.RawMessage(`{"now":"noon"}`), nil
 				}}
 			srv := newServer(t, sseFile(tt.fixture),
-				expect(func(t *testing.T, got received) {
-					checkWireHistory(t, got.Body.Messages)
-					m := got.Body.Messages
+				expect(func(t testing.TB, got received) {
+					checkWireHistory(t, got.Messages)
+					m := got.Messages
 					if len(m) != 2+len(tt.calls) {
 						t.Errorf("roles %s", roles(m))
 						return
@@ -92,15 +92,15 @@ func TestProviderQuirks(t *testing.T) {
 							t.Errorf("invalid arguments sent back as %q, want {}", sent.Function.Arguments)
 						}
 						tm := m[2+i]
-						if str(tm.ToolCallID) != sent.ID {
-							t.Errorf("tool message %d answers %q, call id %q", i, str(tm.ToolCallID), sent.ID)
+						if tm.ToolCallID != sent.ID {
+							t.Errorf("tool message %d answers %q, call id %q", i, tm.ToolCallID, sent.ID)
 						}
 						if !strings.HasPrefix(str(tm.Content), tt.answers[i]) {
 							t.Errorf("tool message %d = %q, want prefix %q", i, str(tm.Content), tt.answers[i])
 						}
 					}
 				}, streamText("done")))
-			c := srv.cycle(t, Config{})
+			c := newCycle(t, srv, Config{})
 			var turns []*TurnComplete
 			for ev, err := range c.SubmitStreamWithTools(context.Background(), "go", newRegistry(t, wc, clock)) {
 				if err != nil {
@@ -134,13 +134,13 @@ func TestProviderQuirks(t *testing.T) {
 }
 
 func TestQuirkInvalidArgumentsMessage(t *testing.T) {
-	srv := newServer(t, sseFile("invalid_arguments.sse"), expect(func(t *testing.T, got received) {
-		c := str(got.Body.Messages[2].Content)
+	srv := newServer(t, sseFile("invalid_arguments.sse"), expect(func(t testing.TB, got received) {
+		c := str(got.Messages[2].Content)
 		if !strings.Contains(c, `the arguments were: {"text": "unterminated`) {
 			t.Errorf("tool message does not show the bad arguments: %q", c)
 		}
 	}, streamText("ok")))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var kinds []registry.Kind
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "go", newRegistry(t, wordCount())) {
 		if err != nil {
@@ -164,7 +164,7 @@ func TestQuirkInvalidArgumentsMessage(t *testing.T) {
 
 func TestQuirkEmptyChoicesChunk(t *testing.T) {
 	srv := newServer(t, sseFile("azure_empty_choices.sse"))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var text strings.Builder
 	var last *TurnComplete
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "hi", nil) {
@@ -188,7 +188,7 @@ func TestQuirkEmptyChoicesChunk(t *testing.T) {
 
 func TestQuirkToolCallsFinishWithoutCalls(t *testing.T) {
 	srv := newServer(t, sseFile("tool_calls_empty_list.sse"))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var reasons []string
 	for ev, err := range c.SubmitStreamWithTools(context.Background(), "hi", newRegistry(t, wordCount())) {
 		if err != nil {
@@ -208,7 +208,7 @@ func TestQuirkToolCallsFinishWithoutCalls(t *testing.T) {
 
 func TestQuirkGroqErrorEvent(t *testing.T) {
 	srv := newServer(t, sseFile("groq_error_event.sse"))
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	var err error
 	for _, e := range c.SubmitStreamWithTools(context.Background(), "hi", newRegistry(t, wordCount())) {
 		err = e
@@ -227,7 +227,7 @@ func TestQuirkGroqErrorEvent(t *testing.T) {
 	if m := c.Messages(); len(m) != 1 || m[0].Role != RoleUser {
 		t.Errorf("history %+v", m)
 	}
-	if n := len(srv.requests()); n != 1 {
+	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("an error event was retried: %d requests", n)
 	}
 }
@@ -236,26 +236,18 @@ func TestQuirkGroqErrorEvent(t *testing.T) {
 // "stop" with calls.
 func TestQuirkJSONReplyWithoutIDsOrType(t *testing.T) {
 	srv := newServer(t,
-		func(t *testing.T, w http.ResponseWriter, r *http.Request, got received) {
-			writeJSON(w, map[string]any{
-				"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{
-					"role": "assistant", "content": "",
-					"tool_calls": []any{
-						map[string]any{"function": map[string]any{"name": "word_count", "arguments": `{"text":"a"}`}},
-						map[string]any{"id": "", "function": map[string]any{"name": "word_count", "arguments": `{"text":"b c"}`}},
-					},
-				}}},
-			})
-		},
-		expect(func(t *testing.T, got received) {
-			checkWireHistory(t, got.Body.Messages)
-			if c := str(got.Body.Messages[3].Content); c != `{"words":2}` {
+		step{Status: http.StatusOK, Body: `{"id":"x","object":"chat.completion","created":1,"model":"m",` +
+			`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"","tool_calls":[` +
+			`{"function":{"name":"word_count","arguments":"{\"text\":\"a\"}"}},` +
+			`{"id":"","function":{"name":"word_count","arguments":"{\"text\":\"b c\"}"}}]}}]}`},
+		expect(func(t testing.TB, got received) {
+			checkWireHistory(t, got.Messages)
+			if c := str(got.Messages[3].Content); c != `{"words":2}` {
 				t.Errorf("second answer %q", c)
 			}
 		}, jsonReply("ok", "stop")),
 	)
-	c := srv.cycle(t, Config{})
+	c := newCycle(t, srv, Config{})
 	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}

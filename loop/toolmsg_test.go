@@ -21,15 +21,15 @@ func toolMessages(t *testing.T, cfg Config, tools ...*funcTool) (contents []stri
 	}
 	srv := newServer(t,
 		sseChunks(append(chunks, toolCallsFinishChunk)...),
-		expect(func(t *testing.T, got received) {
-			for _, m := range got.Body.Messages {
+		expect(func(t testing.TB, got received) {
+			for _, m := range got.Messages {
 				if m.Role == "tool" {
 					contents = append(contents, str(m.Content))
 				}
 			}
 		}, streamText("done")),
 	)
-	c := srv.cycle(t, cfg)
+	c := newCycle(t, srv, cfg)
 	var regTools []*funcTool
 	regTools = append(regTools, tools...)
 	reg := newRegistry(t)

@@ -980,7 +980,10 @@ const (
 )
 
 // cannedChat answers a request whose last message is a tool result with
-// the final answer, any other with a word_count call.
+// the final answer, any other with a word_count call. It writes fixed
+// bytes on purpose and is not internal/testing/chattest: chattest decodes
+// every request and encodes every reply, and that cost would count in the
+// measured per-turn cost of the loop.
 func cannedChat(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	last := bytes.LastIndex(body, []byte(`"role":`))

@@ -8,6 +8,15 @@
 //		chattest.Reply{Text: "There are 2 words."},
 //	)
 //	// base URL: srv.URL (it serves /chat/completions and /v1/chat/completions)
+//
+// A Reply can also be exact wire bytes, for tests of the client's parsing:
+// Chunks (built with [Chunk], [TextChunk], [CallChunk], [FinishChunk]) are
+// streamed one flushed data line each, Events is a whole event stream
+// written as is, and Status answers with an HTTP error. Check runs on the
+// request before the reply is written.
+//
+// A request past the end of the script gets a 400 "script exhausted",
+// which a test may rely on; it does not fail the test.
 package chattest
 
 import (
@@ -16,19 +25,28 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Request is what the client sent.
 type Request struct {
-	Model    string    `json:"model"`
-	Messages []Message `json:"messages"`
-	Tools    []Tool    `json:"tools"`
-	Stream   bool      `json:"stream"`
-	Raw      []byte    `json:"-"`
-	Auth     string    `json:"-"` // the Authorization header
+	Model         string    `json:"model"`
+	Messages      []Message `json:"messages"`
+	Tools         []Tool    `json:"tools"`
+	Stream        bool      `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	ParallelToolCalls *bool    `json:"parallel_tool_calls"`
+	Temperature       *float64 `json:"temperature"`
+
+	Raw    []byte      `json:"-"` // the body as sent
+	Auth   string      `json:"-"` // the Authorization header
+	Header http.Header `json:"-"` // all headers
 }
 
 // Message is one message of a request.
@@ -59,27 +77,59 @@ type Tool struct {
 	} `json:"function"`
 }
 
-// Call is a tool call in a scripted reply.
+// Call is a tool call in a scripted reply. An empty ID is left out of the
+// reply, as some providers do.
 type Call struct{ ID, Name, Args string }
 
-// Reply is one scripted answer.
+// Reply is one scripted answer. By default it is Text and ToolCalls, as a
+// stream when the request asks for one, else as a JSON completion whose
+// content is null when Text is empty.
 type Reply struct {
 	Text      string
 	ToolCalls []Call
-	// Status, if not 0 or 200, answers with this HTTP status and Body.
+	// Finish, if set, is the finish_reason; by default "tool_calls" when
+	// there are ToolCalls, else "stop".
+	Finish string
+
+	// Chunks, if set, is the reply instead of Text and ToolCalls: each is
+	// the JSON of one chunk, written as a data line and flushed on its own,
+	// then "data: [DONE]", whether or not the request asked for a stream.
+	Chunks []string
+	// Stall, with Chunks, leaves out "data: [DONE]" and keeps the stream
+	// open after the last chunk until the client goes away.
+	Stall bool
+	// Events, if set, is the reply instead: a whole text/event-stream body
+	// written as is (a recorded provider stream, say).
+	Events string
+
+	// Status, if set, answers with this HTTP status and Body, as JSON
+	// (200 with an error object, say, as some proxies send).
 	Status int
 	Body   string
+	// Header is set on the response of any reply (Retry-After, say).
+	Header map[string]string
+
+	// Check, if set, is called with the request before the reply is
+	// written, to assert what the client sent.
+	Check func(t testing.TB, got Request)
+	// Started, if set, is closed when the request arrives.
+	Started chan<- struct{}
 	// Hold, if set, delays the answer until it is closed (or the client
 	// goes away).
 	Hold <-chan struct{}
-	// Started, if set, is closed when the request arrives.
-	Started chan<- struct{}
+	// Delay, if set, delays the answer by this long (or until the client
+	// goes away).
+	Delay time.Duration
+	// Gone, if set, is closed when the client goes away during a Hold, a
+	// Delay or a Stall.
+	Gone chan<- struct{}
 }
 
 // Server is the scripted server. It is safe for concurrent use.
 type Server struct {
 	URL string // base URL for the client (no /v1 suffix needed)
 	srv *httptest.Server
+	t   testing.TB
 
 	mu      sync.Mutex
 	script  []Reply
@@ -89,12 +139,16 @@ type Server struct {
 
 // New starts a server with a script; it stops when the test ends.
 func New(t testing.TB, script ...Reply) *Server {
-	s := &Server{script: script}
+	s := &Server{script: script, t: t}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL + "/v1"
 	t.Cleanup(s.srv.Close)
 	return s
 }
+
+// Close stops the server now, so that later requests fail to connect. The
+// test's end closes it too.
+func (s *Server) Close() { s.srv.Close() }
 
 // Add appends replies to the script.
 func (s *Server) Add(r ...Reply) {
@@ -121,7 +175,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
-	req.Raw, req.Auth = raw, r.Header.Get("Authorization")
+	req.Raw, req.Auth, req.Header = raw, r.Header.Get("Authorization"), r.Header.Clone()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	var rep Reply
@@ -140,30 +194,100 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if rep.Started != nil {
 		close(rep.Started)
 	}
+	if rep.Check != nil {
+		rep.Check(s.t, req)
+	}
+	gone := func() {
+		if rep.Gone != nil {
+			close(rep.Gone)
+		}
+	}
 	if rep.Hold != nil {
 		select {
 		case <-rep.Hold:
 		case <-r.Context().Done():
+			gone()
 			return
 		}
 	}
-	if rep.Status != 0 && rep.Status != http.StatusOK {
+	if rep.Delay > 0 {
+		select {
+		case <-time.After(rep.Delay):
+		case <-r.Context().Done():
+			gone()
+			return
+		}
+	}
+	for k, v := range rep.Header {
+		w.Header().Set(k, v)
+	}
+	switch {
+	case rep.Status != 0:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.Status)
 		io.WriteString(w, rep.Body)
-		return
-	}
-	if req.Stream {
+	case rep.Events != "":
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, rep.Events)
+	case rep.Chunks != nil:
+		writeChunks(w, rep.Chunks, !rep.Stall)
+		if rep.Stall {
+			<-r.Context().Done()
+			gone()
+		}
+	case req.Stream:
 		writeSSE(w, rep)
-		return
+	default:
+		writeJSON(w, rep)
 	}
-	writeJSON(w, rep)
+}
+
+// Chunk is the JSON of one streamed chunk with this delta (a JSON object)
+// and finish_reason (none if empty).
+func Chunk(delta, finish string) string {
+	f := "null"
+	if finish != "" {
+		f = strconv.Quote(finish)
+	}
+	return `{"id":"chatcmpl-test","object":"chat.completion.chunk","created":1,"model":"test","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + f + `}]}`
+}
+
+// TextChunk is a chunk with a text delta.
+func TextChunk(text string) string {
+	b, _ := json.Marshal(text)
+	return Chunk(`{"content":`+string(b)+`}`, "")
+}
+
+// CallChunk is a chunk with one whole tool call at index i.
+func CallChunk(i int, id, name, args string) string {
+	b, _ := json.Marshal([]map[string]any{{"index": i, "id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}})
+	return Chunk(`{"tool_calls":`+string(b)+`}`, "")
+}
+
+// FinishChunk is a chunk with an empty delta and this finish_reason.
+func FinishChunk(finish string) string { return Chunk(`{}`, finish) }
+
+func writeChunks(w http.ResponseWriter, chunks []string, done bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	for _, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	if done {
+		io.WriteString(w, "data: [DONE]\n\n")
+	}
 }
 
 func toolCallsJSON(calls []Call, withIndex bool) []map[string]any {
 	var out []map[string]any
 	for i, c := range calls {
-		m := map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Args}}
+		m := map[string]any{"type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Args}}
+		if c.ID != "" {
+			m["id"] = c.ID
+		}
 		if withIndex {
 			m["index"] = i
 		}
@@ -173,6 +297,9 @@ func toolCallsJSON(calls []Call, withIndex bool) []map[string]any {
 }
 
 func finish(rep Reply) string {
+	if rep.Finish != "" {
+		return rep.Finish
+	}
 	if len(rep.ToolCalls) > 0 {
 		return "tool_calls"
 	}
@@ -181,6 +308,9 @@ func finish(rep Reply) string {
 
 func writeJSON(w http.ResponseWriter, rep Reply) {
 	msg := map[string]any{"role": "assistant", "content": rep.Text}
+	if rep.Text == "" {
+		msg["content"] = nil
+	}
 	if len(rep.ToolCalls) > 0 {
 		msg["tool_calls"] = toolCallsJSON(rep.ToolCalls, false)
 	}

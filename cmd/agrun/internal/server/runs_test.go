@@ -6,92 +6,44 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
 )
 
-// chatServer is a scripted Chat Completions server: each request gets the
-// next answer of the script; it records the request bodies.
-type chatServer struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex
-	script []func(w http.ResponseWriter)
-	bodies []string
-}
-
-func newChatServer(t *testing.T, script ...func(w http.ResponseWriter)) *chatServer {
-	c := &chatServer{t: t, script: script}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		c.mu.Lock()
-		n := len(c.bodies)
-		c.bodies = append(c.bodies, string(b))
-		c.mu.Unlock()
-		if r.URL.Path != "/v1/chat/completions" || n >= len(c.script) {
-			t.Errorf("chat server: unexpected request %d to %s", n+1, r.URL.Path)
-			http.Error(w, `{"error":{"message":"unexpected"}}`, http.StatusTeapot)
-			return
-		}
-		c.script[n](w)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *chatServer) requests() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.bodies...)
-}
-
-// stream answers with chunks as SSE data lines, after a pause.
-func stream(pause time.Duration, chunks ...string) func(w http.ResponseWriter) {
-	return func(w http.ResponseWriter) {
-		time.Sleep(pause)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, c := range chunks {
-			fmt.Fprintf(w, "data: %s\n\n", c)
-			w.(http.Flusher).Flush()
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}
-}
-
-func chunk(delta string, finish string) string {
-	f := "null"
-	if finish != "" {
-		f = `"` + finish + `"`
-	}
-	return `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + f + `}]}`
-}
-
 // askWordCount is a reply asking for word_count, its arguments in two
-// fragments.
-func askWordCount(pause time.Duration) func(w http.ResponseWriter) {
-	return stream(pause,
-		chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"word_count","arguments":""}}]}`, ""),
-		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"text\":\"one "}}]}`, ""),
-		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"two three\"}"}}]}`, ""),
-		chunk(`{}`, "tool_calls"),
-	)
+// fragments, after a pause.
+func askWordCount(pause time.Duration) chattest.Reply {
+	return chattest.Reply{Delay: pause, Chunks: []string{
+		chattest.Chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"word_count","arguments":""}}]}`, ""),
+		chattest.Chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"text\":\"one "}}]}`, ""),
+		chattest.Chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"two three\"}"}}]}`, ""),
+		chattest.FinishChunk("tool_calls"),
+	}}
 }
 
-func answer(pause time.Duration, parts ...string) func(w http.ResponseWriter) {
+// answer is a streamed text reply, one delta per part, after a pause.
+func answer(pause time.Duration, parts ...string) chattest.Reply {
 	var cs []string
 	for _, p := range parts {
-		b, _ := json.Marshal(p)
-		cs = append(cs, chunk(`{"content":`+string(b)+`}`, ""))
+		cs = append(cs, chattest.TextChunk(p))
 	}
-	return stream(pause, append(cs, chunk(`{}`, "stop"))...)
+	return chattest.Reply{Delay: pause, Chunks: append(cs, chattest.FinishChunk("stop"))}
+}
+
+// bodies returns the bodies of the requests srv received.
+func bodies(srv *chattest.Server) []string {
+	var out []string
+	for _, r := range srv.Requests() {
+		out = append(out, string(r.Raw))
+	}
+	return out
 }
 
 // sseEvent is one event of a run's stream.
@@ -165,12 +117,12 @@ func eventNames(evs []sseEvent) []string {
 func TestRunStreamsEvents(t *testing.T) {
 	// Both model replies come later than the server's write timeout: the
 	// stream must survive by extending its deadline per event.
-	chat := newChatServer(t,
+	chat := chattest.New(t,
 		askWordCount(1500*time.Millisecond),
 		answer(1500*time.Millisecond, "There are ", "3 words."),
 		answer(0, "Still 3."),
 	)
-	lc := &loop.Config{BaseURL: chat.srv.URL + "/v1", Model: "m", MaxRetries: -1}
+	lc := &loop.Config{BaseURL: chat.URL, Model: "m", MaxRetries: -1}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc, WriteTimeout: time.Second}})
 	ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 
@@ -195,7 +147,7 @@ func TestRunStreamsEvents(t *testing.T) {
 		t.Errorf("done: %s", evs[7].raw)
 	}
 	// The model got the tool's result.
-	reqs := chat.requests()
+	reqs := bodies(chat)
 	if len(reqs) != 2 || !strings.Contains(reqs[1], `"role":"tool"`) || !strings.Contains(reqs[1], `\"words\":3`) {
 		t.Errorf("second model request: %v", reqs)
 	}
@@ -214,7 +166,7 @@ func TestRunStreamsEvents(t *testing.T) {
 	if status != http.StatusOK || evs[len(evs)-1].data["text"] != "Still 3." {
 		t.Fatalf("second run: %d %v %s", status, eventNames(evs), body)
 	}
-	if reqs := chat.requests(); !strings.Contains(reqs[2], "How many words") || !strings.Contains(reqs[2], "And now?") {
+	if reqs := bodies(chat); !strings.Contains(reqs[2], "How many words") || !strings.Contains(reqs[2], "And now?") {
 		t.Errorf("the second run did not send the history: %s", reqs[2])
 	}
 	ts.request("GET", "/v1/sessions/s-1", "", nil).json(t, &sess)
@@ -224,12 +176,11 @@ func TestRunStreamsEvents(t *testing.T) {
 }
 
 func TestRunFailures(t *testing.T) {
-	chat := newChatServer(t, func(w http.ResponseWriter) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	chat := chattest.New(t, chattest.Reply{
+		Status: http.StatusUnauthorized,
+		Body:   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`,
 	})
-	lc := &loop.Config{BaseURL: chat.srv.URL + "/v1", Model: "m", MaxRetries: -1}
+	lc := &loop.Config{BaseURL: chat.URL, Model: "m", MaxRetries: -1}
 	dir := t.TempDir()
 	ts := startServer(t, setup{dataDir: dir, opts: server.Options{Loop: lc}})
 
@@ -282,8 +233,8 @@ func TestRunFailures(t *testing.T) {
 	if r := ts.request("GET", "/v1/sessions/.hidden", "", nil); r.status != http.StatusBadRequest {
 		t.Errorf("bad session id: %d %s", r.status, r.body)
 	}
-	if len(chat.requests()) != 1 {
-		t.Errorf("the refused runs reached the model: %d requests", len(chat.requests()))
+	if len(bodies(chat)) != 1 {
+		t.Errorf("the refused runs reached the model: %d requests", len(bodies(chat)))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -181,10 +182,10 @@ func TestForeignHostRefused(t *testing.T) {
 // form type. None of them runs anything or starts a run.
 func TestCrossSiteRequestsRunNothing(t *testing.T) {
 	var runs atomic.Int64
-	chat := newChatServer(t) // any model request is an error
+	chat := chattest.New(t) // no replies: the check below fails on any model request
 	ts := startServer(t, setup{opts: server.Options{
 		Registry: operatorRegistry(t, countingTool{&runs}),
-		Loop:     &loop.Config{Model: "m", BaseURL: chat.srv.URL + "/v1"},
+		Loop:     &loop.Config{Model: "m", BaseURL: chat.URL},
 	}})
 	port := ts.port()
 	for _, c := range []struct {
@@ -226,7 +227,7 @@ func TestCrossSiteRequestsRunNothing(t *testing.T) {
 	if n := runs.Load(); n != 0 {
 		t.Fatalf("cross-site requests ran the tool %d times", n)
 	}
-	if reqs := chat.requests(); len(reqs) != 0 {
+	if reqs := bodies(chat); len(reqs) != 0 {
 		t.Fatalf("cross-site requests started %d model requests", len(reqs))
 	}
 	if n := storedTools(t, ts.srv.DataDir()); len(n) != 0 {
