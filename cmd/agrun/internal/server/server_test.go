@@ -568,10 +568,17 @@ func TestBodyLimitOnCalls(t *testing.T) {
 func TestCallLongerThanTimeouts(t *testing.T) {
 	weather := newBlockingWeather(t)
 	host := strings.TrimPrefix(weather.url, "http://")
-	ts := startServer(t, setup{opts: server.Options{WriteTimeout: time.Second,
-		ReadTimeout: time.Second,
-		Uploads:     wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}}})
-	ts.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
+	// The tool is uploaded to a first server with the default timeouts
+	// (its 5 MB body may take more than a second to arrive on a loaded
+	// machine, under the race detector), then served by one with 1 s
+	// timeouts from the same data directory.
+	grant := wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}
+	dir := t.TempDir()
+	first := startServer(t, setup{opts: server.Options{Uploads: grant}, dataDir: dir})
+	first.mustUpload(exampleTool(t, "get_weather"), "", http.StatusCreated)
+	first.stop()
+	ts := startServer(t, setup{opts: server.Options{WriteTimeout: time.Second, ReadTimeout: time.Second, Uploads: grant},
+		dataDir: dir, rt: first.rt})
 	done := make(chan response, 1)
 	go func() { done <- ts.call("get_weather", weatherArgs(weather.url)) }()
 	weather.waitArrived(t)
