@@ -247,3 +247,27 @@ func TestMCPServeHTTPLoopback(t *testing.T) {
 		t.Errorf("foreign Host: status %d (%s), want 403", code, truncate(body, 300))
 	}
 }
+
+// TestMCPServeHTTPSessionCap: one client opening sessions without end
+// through the built binary gets 429 past the per-client cap (16) instead
+// of growing the server by a session each, and its open sessions still
+// work.
+func TestMCPServeHTTPSessionCap(t *testing.T) {
+	e := newCLIEnv(t, "", "")
+	url := startMCPHTTP(t, e, "127.0.0.1:0", "")
+	client := &http.Client{Timeout: 30 * time.Second}
+	opened, refused := 0, 0
+	for i := 0; i < 40; i++ {
+		switch code, body := postInitialize(t, client, url, "", ""); code {
+		case http.StatusOK:
+			opened++
+		case http.StatusTooManyRequests:
+			refused++
+		default:
+			t.Fatalf("initialize %d: status %d: %s", i, code, truncate(body, 300))
+		}
+	}
+	if opened != 16 || refused != 24 {
+		t.Errorf("40 initialize requests from one address: %d sessions opened, %d refused; want 16 and 24", opened, refused)
+	}
+}
