@@ -24,10 +24,12 @@
 // # Network
 //
 // A tool that declares the "network" permission reaches the hosts the
-// operator allowed through [HTTPClient], a standard *http.Client whose
-// transport calls the host function agrun.http_request. Sockets are not
-// available. When the host has not granted network, requests fail with an
-// error matching [ErrNotGranted].
+// operator allowed through package guesthttp
+// (github.com/agcore/agrun/guest-sdk/guesthttp): guesthttp.Client() is a
+// standard *http.Client whose transport calls the host function
+// agrun.http_request. It is a package of its own so that a tool without
+// network does not link net/http (about 2 MB of module and a second of
+// compile time). Sockets are not available.
 //
 // # Files and logs
 //
@@ -38,6 +40,6 @@
 // # Host builds
 //
 // The package also compiles for the host's GOOS so that tool code can be
-// unit-tested natively: there, [HTTPClient] requests fail with [ErrNoHost]
-// and [Log] writes to stderr.
+// unit-tested natively: there [Log] writes to stderr (and guesthttp's
+// requests fail with guesthttp.ErrNoHost).
 package guest

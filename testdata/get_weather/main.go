@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	guest "github.com/agcore/agrun/guest-sdk"
+	"github.com/agcore/agrun/guest-sdk/guesthttp"
 )
 
 // The public Open-Meteo endpoints.
@@ -65,7 +66,7 @@ func weather(ctx context.Context, in Args) (Result, error) {
 		geo = strings.TrimSuffix(in.APIBase, "/")
 		fc = geo
 	}
-	client := guest.HTTPClient()
+	client := guesthttp.Client()
 
 	var res Result
 	switch {

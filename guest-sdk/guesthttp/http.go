@@ -1,4 +1,4 @@
-package guest
+package guesthttp
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ const (
 	maxResponseBytes = 16 << 20
 )
 
-// Sentinel errors of HTTP requests made through [HTTPClient]. Errors returned
-// by the client wrap an *[HTTPError] (or, for ErrNoHost and the ABI's
+// Sentinel errors of HTTP requests made through [Client]. Errors returned
+// by the client wrap an *[Error] (or, for ErrNoHost and the ABI's
 // negative codes, the sentinel itself) and match these with errors.Is.
 var (
 	// ErrNotGranted: the host did not grant network to this tool (the
@@ -66,18 +66,18 @@ var codeErrors = map[string]error{
 	"timeout":           ErrTimeout,
 }
 
-// HTTPError is a request the host refused or could not complete: its Code is
+// Error is a request the host refused or could not complete: its Code is
 // one of the ABI's error codes ("not_granted", "forbidden", "bad_request",
 // "too_many_requests", "too_large", "network", "timeout") and its Message
 // the host's explanation. It matches the sentinel of its code with
 // errors.Is (an unknown code matches none).
-type HTTPError struct {
+type Error struct {
 	Code    string
 	Message string
 }
 
 // Error returns the sentinel's text followed by the host's message.
-func (e *HTTPError) Error() string {
+func (e *Error) Error() string {
 	base := "agrun: http request failed (" + e.Code + ")"
 	if s, ok := codeErrors[e.Code]; ok {
 		base = s.Error()
@@ -89,27 +89,27 @@ func (e *HTTPError) Error() string {
 }
 
 // Is reports whether target is the sentinel of e's code.
-func (e *HTTPError) Is(target error) bool {
+func (e *Error) Is(target error) bool {
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
 }
 
 // Timeout reports whether the request timed out, so that net/http and
 // net.Error users see it as a timeout.
-func (e *HTTPError) Timeout() bool { return e.Code == "timeout" }
+func (e *Error) Timeout() bool { return e.Code == "timeout" }
 
-// HTTPClient returns an *http.Client whose requests go through the host
+// Client returns an *http.Client whose requests go through the host
 // function agrun.http_request: the host performs them, to the hosts the
 // operator allowed, and hands back the whole response. Redirects are
 // followed by the host. Requests are synchronous and bounded by the call's
 // deadline, not by the request's context (which is only checked before the
 // request is sent). The client is safe for concurrent use, but the host
 // performs one request at a time.
-func HTTPClient() *http.Client {
+func Client() *http.Client {
 	return &http.Client{Transport: Transport{}}
 }
 
-// Transport is the http.RoundTripper behind [HTTPClient]. The zero value is
+// Transport is the http.RoundTripper behind [Client]. The zero value is
 // ready to use.
 type Transport struct {
 	host host // nil: the real host functions
@@ -247,14 +247,14 @@ func codeName(n int32) string {
 }
 
 // decodeResponse turns the pending response document into an
-// *http.Response or an *HTTPError.
+// *http.Response or an *Error.
 func decodeResponse(req *http.Request, data []byte) (*http.Response, error) {
 	var w wireResponse
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("%w: malformed response document: %v", ErrHostABI, err)
 	}
 	if w.Error != nil {
-		return nil, &HTTPError{Code: w.Error.Code, Message: w.Error.Message}
+		return nil, &Error{Code: w.Error.Code, Message: w.Error.Message}
 	}
 	if w.Status < 100 || w.Status > 999 {
 		return nil, fmt.Errorf("%w: response status %d", ErrHostABI, w.Status)

@@ -1,4 +1,4 @@
-package guest
+package guesthttp
 
 import (
 	"context"
@@ -168,11 +168,11 @@ func TestHTTPErrorTimeout(t *testing.T) {
 	if !errors.As(err, &te) || !te.Timeout() {
 		t.Fatalf("timeout error %v does not report Timeout()", err)
 	}
-	var he *HTTPError
+	var he *Error
 	if !errors.As(err, &he) || he.Code != "timeout" || he.Error() != ErrTimeout.Error() {
 		t.Fatalf("got %#v", he)
 	}
-	unknown := &HTTPError{Code: "weird", Message: "m"}
+	unknown := &Error{Code: "weird", Message: "m"}
 	if unknown.Error() != "agrun: http request failed (weird): m" || errors.Is(unknown, ErrNetwork) {
 		t.Fatalf("unknown code: %v", unknown)
 	}
@@ -199,7 +199,7 @@ func TestCancelledContextNeverReachesHost(t *testing.T) {
 // TestHostBuildHasNoHost: outside wasip1 the real host is a stub whose
 // answer is a clear error, not a crash.
 func TestHostBuildHasNoHost(t *testing.T) {
-	_, err := HTTPClient().Get("https://api.example.com/")
+	_, err := Client().Get("https://api.example.com/")
 	if !errors.Is(err, ErrNoHost) {
 		t.Fatalf("err = %v, want ErrNoHost", err)
 	}
