@@ -8,6 +8,7 @@ require (
 	github.com/openai/openai-go/v3 v3.99.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/net v0.60.0
 )
 
 require (

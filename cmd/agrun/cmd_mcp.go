@@ -73,7 +73,13 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	e.warnBroken(c.stderr)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log}))
-	srv := &http.Server{Handler: requireBearer(tokens, mux), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           requireBearer(tokens, mux),
+		ReadHeaderTimeout: server.ReadHeaderTimeout,
+		IdleTimeout:       server.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+	ln = server.LimitListener(ln, cfg.Serve.MaxConnections, cfg.Serve.MaxConnectionsPerClient)
 	auth := fmt.Sprintf("%d bearer token(s) from $%s", len(tokens), cfg.Serve.TokensEnv)
 	if len(tokens) == 0 {
 		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"

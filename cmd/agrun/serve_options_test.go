@@ -22,6 +22,8 @@ max_upload = "2MiB"
 max_body = "3KiB"
 max_concurrent_calls = 5
 max_calls_per_client = 2
+max_connections = 100
+max_connections_per_client = 10
 call_timeout = "7s"
 read_timeout = "8s"
 write_timeout = "9s"
@@ -50,15 +52,17 @@ max_output = "1KiB"
 			AllowPrivate: true,
 			Limits:       runtime.Limits{Timeout: time.Second, MemoryBytes: 32 << 20, MaxStdout: 1 << 10},
 		},
-		MaxUpload:          2 << 20,
-		MaxBody:            3 << 10,
-		MaxConcurrentCalls: 5,
-		MaxCallsPerClient:  2,
-		CallTimeout:        7 * time.Second,
-		ReadTimeout:        8 * time.Second,
-		WriteTimeout:       9 * time.Second,
-		BodyTimeout:        4 * time.Second,
-		UploadsPerMinute:   6,
+		MaxUpload:               2 << 20,
+		MaxBody:                 3 << 10,
+		MaxConcurrentCalls:      5,
+		MaxCallsPerClient:       2,
+		CallTimeout:             7 * time.Second,
+		ReadTimeout:             8 * time.Second,
+		WriteTimeout:            9 * time.Second,
+		BodyTimeout:             4 * time.Second,
+		UploadsPerMinute:        6,
+		MaxConnections:          100,
+		MaxConnectionsPerClient: 10,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("serveOptions =\n%+v\nwant\n%+v", got, want)

@@ -130,6 +130,11 @@ type Serve struct {
 	// MaxCallsPerClient bounds the calls and runs one token (without
 	// tokens: one client address) has in progress at once.
 	MaxCallsPerClient int `toml:"max_calls_per_client"`
+	// MaxConnections and MaxConnectionsPerClient bound the connections
+	// open at once, in all and from one client address (serve and mcp
+	// serve --http).
+	MaxConnections          int `toml:"max_connections"`
+	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
 }
 
 // Uploads is [serve.uploads]: what uploaded tools are granted (default:

@@ -176,6 +176,13 @@ type Options struct {
 	// busy. Zero: MaxConcurrentUploads uploads of MaxUpload plus
 	// MaxConcurrentCalls bodies of MaxBody; never less than MaxUpload.
 	MaxBodyMemory int64
+	// MaxConnections bounds the connections open at once (Accept waits
+	// when it is reached); MaxConnectionsPerClient those of one remote
+	// IP address (one more is answered 503 and closed). Zero:
+	// DefaultMaxConnections, DefaultMaxConnectionsPerClient (never more
+	// than MaxConnections). Behind a reverse proxy, where every connection
+	// comes from the proxy, set MaxConnectionsPerClient to MaxConnections.
+	MaxConnections, MaxConnectionsPerClient int
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -199,6 +206,10 @@ type Limits struct {
 	MaxCallsPerClient int
 	// MaxBodyMemory bounds the request bodies held in memory at once.
 	MaxBodyMemory int64
+	// MaxConnections and MaxConnectionsPerClient bound the connections
+	// Serve holds open at once, in all and from one client address (see
+	// LimitListener).
+	MaxConnections, MaxConnectionsPerClient int
 }
 
 // Server is the HTTP service. It is safe for concurrent use. Close it to
@@ -267,7 +278,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		MaxStoreBytes:        orDefault(opts.MaxStoreBytes, DefaultMaxStoreBytes),
 		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
 		BodyTimeout:          orDefault(sv.BodyTimeout, DefaultBodyTimeout),
+		MaxConnections:       orDefault(sv.MaxConnections, DefaultMaxConnections),
 	}
+	lim.MaxConnectionsPerClient = min(lim.MaxConnections, orDefault(sv.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient))
 	lim.MaxCallsPerClient = min(lim.MaxConcurrentCalls, orDefault(sv.MaxCallsPerClient, max(1, lim.MaxConcurrentCalls/2)))
 	lim.MaxBodyMemory = max(lim.MaxUpload, orDefault(opts.MaxBodyMemory, int64(lim.MaxConcurrentUploads)*lim.MaxUpload+int64(lim.MaxConcurrentCalls)*lim.MaxBody))
 	hosts, err := newHostPolicy(sv.Addr, sv.AllowedHosts)
@@ -419,6 +432,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
+	ln = LimitListener(ln, s.limits.MaxConnections, s.limits.MaxConnectionsPerClient)
 	hs := s.HTTPServer()
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
