@@ -44,8 +44,16 @@ func BenchmarkCompileCold(b *testing.B) {
 }
 
 // BenchmarkCompileDiskCache is what a second process pays: a new Runtime
-// loading the module from a warm on-disk cache.
-func BenchmarkCompileDiskCache(b *testing.B) {
+// loading the module from a warm on-disk cache (wazero's compiled code and
+// agrun's prepared module, prepared.go).
+func BenchmarkCompileDiskCache(b *testing.B) { benchDiskCache(b, false) }
+
+// BenchmarkCompileDiskCacheUnprepared is BenchmarkCompileDiskCache with
+// prepared modules off: the parse, checks and metering rewrite run again,
+// as they did before prepared.go.
+func BenchmarkCompileDiskCacheUnprepared(b *testing.B) { benchDiskCache(b, true) }
+
+func benchDiskCache(b *testing.B, unprepared bool) {
 	wasm := wordcount(b)
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -58,10 +66,14 @@ func BenchmarkCompileDiskCache(b *testing.B) {
 	}
 	warm.Close(ctx)
 	b.ResetTimer()
+	defer reportCPU(b)()
 	for b.Loop() {
 		r, err := New(ctx, Config{CacheDir: dir})
 		if err != nil {
 			b.Fatal(err)
+		}
+		if unprepared {
+			r.preparedDir = ""
 		}
 		if _, err := r.Compile(ctx, wasm); err != nil {
 			b.Fatal(err)

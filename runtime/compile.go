@@ -51,7 +51,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	r.mu.Unlock()
 
 	if !ok {
-		c.info, c.cm, c.err = r.compile(ctx, wasm)
+		c.info, c.cm, c.err = r.compile(ctx, wasm, sum)
 		close(c.done)
 	} else {
 		select {
@@ -69,24 +69,56 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 }
 
-func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero.CompiledModule, error) {
-	m, err := wasmbin.Parse(wasm)
+func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*moduleInfo, wazero.CompiledModule, error) {
+	var key string
+	if r.preparedDir != "" {
+		key = r.preparedKey(sum)
+		if info, bin, ok := r.loadPrepared(key); ok {
+			if cm, err := r.wz.CompileModule(ctx, bin); err == nil {
+				r.preparedHits.Add(1)
+				return info, cm, nil
+			} else if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+			}
+			// wazero refused what an earlier process prepared: prepare it again.
+		}
+	}
+	info, bin, image, err := r.prepareModule(wasm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	if err := r.validate(m); err != nil {
+	cm, err := r.wz.CompileModule(ctx, bin)
+	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+	}
+	if key != "" {
+		r.storePrepared(key, info, bin, image)
+	}
+	return info, cm, nil
+}
+
+// prepareModule is agrun's part of compiling wasm: parse and validate it, and
+// make what wazero will compile (bin) and what instances start from (the
+// memory image, the snapshot exports). Its result depends only on wasm and
+// on what preparedKey covers (see prepared.go).
+func (r *Runtime) prepareModule(wasm []byte) (info *moduleInfo, bin, image []byte, err error) {
+	m, err := wasmbin.Parse(wasm)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := r.validate(m); err != nil {
+		return nil, nil, nil, err
 	}
 	// Make instances cheap: a memory image (see image.go), else merged
 	// data segments (see wasmbin.MergeData); for a reactor whose state can
 	// be snapshotted after _initialize, also export its mutable globals
 	// (see snapshot.go).
-	info := &moduleInfo{reactor: isReactor(m)}
+	info = &moduleInfo{reactor: isReactor(m)}
 	image, hasImage := buildImage(m)
 	if hasImage {
 		info.image = dataImage(image)
 	}
-	bin := wasm
+	bin = wasm
 	switch {
 	case info.reactor && (hasImage || len(m.Data) == 0):
 		if snap, exported, ok := newSnapshotter(wasm, m); ok {
@@ -109,26 +141,25 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte) (*moduleInfo, wazero
 	// Last, so that nothing above sees the meter's globals and imports.
 	bin, err = r.instrument(bin)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+		return nil, nil, nil, err
 	}
 	// The budget again, on what wazero will compile: each charge adds a
 	// block, and a body with many calls and many locals but no blocks of
 	// its own would cost nothing above and minutes here.
 	if mi, err := wasmbin.Parse(bin); err != nil {
-		return nil, nil, fmt.Errorf("%w: the metered module: %w", ErrCompile, err)
+		return nil, nil, nil, fmt.Errorf("the metered module: %w", err)
 	} else if budget := compileBudget(m.Size); mi.CompileCost > budget {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, refuse("the code is too costly to compile once metered (calls times locals): cost %d, budget %d for a module of %d bytes", mi.CompileCost, budget, m.Size))
-	}
-	cm, err := r.wz.CompileModule(ctx, bin)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
+		return nil, nil, nil, refuse("the code is too costly to compile once metered (calls times locals): cost %d, budget %d for a module of %d bytes", mi.CompileCost, budget, m.Size)
 	}
 	// Keep only what Module reports, copied: the caller owns wasm.
 	info.Module = &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}
 	for _, c := range m.Customs {
 		info.Customs = append(info.Customs, wasmbin.Custom{Name: c.Name, Data: append([]byte(nil), c.Data...)})
 	}
-	return info, cm, nil
+	if !hasImage {
+		image = nil
+	}
+	return info, bin, image, nil
 }
 
 // compileBudget is the compile-cost estimate (wasmbin.Code.CompileCost) a

@@ -20,13 +20,18 @@ import (
 // concurrent use. Close it to release compiled code and wait for the calls
 // in flight to end.
 type Runtime struct {
-	cfg      Config
-	wz       wazero.Runtime
-	cache    wazero.CompilationCache
-	wasiSigs map[string]wasmbin.FuncType
-	modCfg   wazero.ModuleConfig
-	sem      chan struct{}
-	pool     *memPool // guest memories kept for reuse
+	cfg   Config
+	wz    wazero.Runtime
+	cache wazero.CompilationCache
+	// preparedDir keeps prepared modules (prepared.go) beside wazero's
+	// cache; empty without the disk cache.
+	preparedDir string
+	// preparedHits counts the modules compiled from a prepared file.
+	preparedHits atomic.Int64
+	wasiSigs     map[string]wasmbin.FuncType
+	modCfg       wazero.ModuleConfig
+	sem          chan struct{}
+	pool         *memPool // guest memories kept for reuse
 
 	closing context.Context // done when Close starts
 	stop    context.CancelFunc
@@ -107,6 +112,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			}
 			r.cache = c
 			rc = rc.WithCompilationCache(c)
+			r.preparedDir = filepath.Join(dir, preparedDirName)
 		}
 	}
 	r.wz = wazero.NewRuntimeWithConfig(ctx, rc)
