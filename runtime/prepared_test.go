@@ -56,8 +56,8 @@ func TestPreparedGolden(t *testing.T) {
 		if string(enc) != string(enc2) {
 			t.Fatalf("%s: prepareModule is not deterministic", f)
 		}
-		sum := sha256.Sum256(enc)
-		got[filepath.Base(f)] = hex.EncodeToString(sum[:])
+		in, out := sha256.Sum256(wasm), sha256.Sum256(enc)
+		got[filepath.Base(f)] = hex.EncodeToString(in[:8]) + " " + hex.EncodeToString(out[:])
 	}
 	const golden = "testdata/prepared.golden"
 	if *updatePrepared {
@@ -93,6 +93,11 @@ func TestPreparedGolden(t *testing.T) {
 	}
 	if version != preparedVersion {
 		t.Fatalf("%s is for preparedVersion %d, this is %d: run go test ./runtime -run TestPreparedGolden -update-prepared", golden, version, preparedVersion)
+	}
+	for name, g := range got {
+		if gin, win := strings.Fields(g)[0], strings.Fields(want[name] + " ")[0]; gin != win {
+			t.Fatalf("fixture %s itself changed (input %s, golden %s): run with -update-prepared (no version bump needed)", name, gin, win)
+		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("prepareModule's output changed but preparedVersion is still %d: bump it (prepared.go), then run with -update-prepared\ngot  %v\nwant %v", preparedVersion, got, want)
