@@ -830,3 +830,11 @@ func (t *tool) Permissions() []permission.Permission { return slices.Clone(t.per
 func (t *tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 	return t.c.CallTool(ctx, t.remote, args)
 }
+
+// ExecuteAudited implements registry.AuditedTool: what agrun sees of an
+// MCP call is the bytes each way (the duration and outcome are the
+// Invocation's own).
+func (t *tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.RawMessage, *registry.Audit, error) {
+	out, err := t.c.CallTool(ctx, t.remote, args)
+	return out, &registry.Audit{Source: "mcp", BytesIn: int64(len(args)), BytesOut: int64(len(out))}, err
+}

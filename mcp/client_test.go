@@ -126,6 +126,10 @@ func TestRegistryIntegration(t *testing.T) {
 				if inv.Err != nil || string(inv.Output) != `"via registry"` {
 					t.Fatalf("Invoke = %s, %v", inv.Output, inv.Err)
 				}
+				// What agrun sees of the call: the bytes each way.
+				if a := inv.Audit; a == nil || a.Source != "mcp" || a.BytesIn != int64(len(`{"text":"via registry"}`)) || a.BytesOut != int64(len(`"via registry"`)) {
+					t.Fatalf("audit %+v", a)
+				}
 				// The server's schema is enforced by the registry.
 				inv = reg.Invoke(context.Background(), "basic__echo", json.RawMessage(`{"text":5}`))
 				require.Kind(t, inv.Err, registry.InvalidArguments)

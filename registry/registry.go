@@ -75,6 +75,9 @@ type Invocation struct {
 	Output   json.RawMessage // the result, when Err is nil
 	Err      error           // a *Error, when the call failed
 	Duration time.Duration   // time spent in Invoke
+	// Audit is what the call did, when the tool reports it (an
+	// AuditedTool that ran); nil otherwise.
+	Audit *Audit
 }
 
 // NamePattern is the rule every tool name follows, as a regular
@@ -301,7 +304,8 @@ func (r *Registry) invoke(ctx context.Context, c Call) (inv Invocation) {
 	inv = Invocation{ID: c.ID, Tool: c.Name, Input: c.Args}
 	defer func() { inv.Duration = time.Since(start) }()
 
-	out, err := r.call(ctx, c)
+	out, audit, err := r.call(ctx, c)
+	inv.Audit = audit
 	if err != nil {
 		inv.Err = err
 		return inv
@@ -310,34 +314,34 @@ func (r *Registry) invoke(ctx context.Context, c Call) (inv Invocation) {
 	return inv
 }
 
-func (r *Registry) call(ctx context.Context, c Call) (json.RawMessage, error) {
+func (r *Registry) call(ctx context.Context, c Call) (json.RawMessage, *Audit, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, NewError(KindOf(err), c.Name, err)
+		return nil, nil, NewError(KindOf(err), c.Name, err)
 	}
 	r.mu.RLock()
 	e, ok := r.tools[c.Name]
 	r.mu.RUnlock()
 	if !ok {
-		return nil, Errorf(NotFound, c.Name, "no tool named %q", textsafe.Truncate(c.Name, 80))
+		return nil, nil, Errorf(NotFound, c.Name, "no tool named %q", textsafe.Truncate(c.Name, 80))
 	}
 	if err := r.checker.Check(c.Name, e.perms); err != nil {
-		return nil, NewError(PermissionDenied, c.Name, err)
+		return nil, nil, NewError(PermissionDenied, c.Name, err)
 	}
 	args, err := r.validate(ctx, e, c.Args)
 	if err != nil {
-		return nil, validationError(c.Name, err)
+		return nil, nil, validationError(c.Name, err)
 	}
-	out, err := execute(ctx, e.tool, args)
+	out, audit, err := execute(ctx, e.tool, args)
 	if err != nil {
-		return nil, AsError(c.Name, err)
+		return nil, audit, AsError(c.Name, err)
 	}
 	if ctx.Err() != nil && out == nil {
-		return nil, AsError(c.Name, ctx.Err())
+		return nil, audit, AsError(c.Name, ctx.Err())
 	}
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return out, nil
+	return out, audit, nil
 }
 
 // ValidateArgs checks args against the tool's schema exactly as Invoke does
@@ -396,15 +400,19 @@ func (r *Registry) validate(ctx context.Context, e *entry, args json.RawMessage)
 }
 
 // execute runs t, turning a panic into an execution_failed error.
-func execute(ctx context.Context, t Tool, args json.RawMessage) (out json.RawMessage, err error) {
+func execute(ctx context.Context, t Tool, args json.RawMessage) (out json.RawMessage, audit *Audit, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
 			err = Errorf(ExecutionFailed, t.Name(), "tool panicked: %v\n%s", p, textsafe.Truncate(string(stack), 2048))
-			out = nil
+			out, audit = nil, nil
 		}
 	}()
-	return t.Execute(ctx, args)
+	if at, ok := t.(AuditedTool); ok {
+		return at.ExecuteAudited(ctx, args)
+	}
+	out, err = t.Execute(ctx, args)
+	return out, nil, err
 }
 
 func jsonType(v any) string {

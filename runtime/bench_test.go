@@ -223,3 +223,12 @@ func BenchmarkRunSnapshotLarge(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAuditCPUWindow is what the audit adds to every call besides
+// its counters: locking the goroutine to its thread and reading the
+// thread's CPU time twice (docs/PERFORMANCE.md, "Audit").
+func BenchmarkAuditCPUWindow(b *testing.B) {
+	for b.Loop() {
+		startThreadCPU().stop()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 
 	"github.com/tetratelabs/wazero/api"
@@ -73,7 +74,11 @@ func enter(ctx context.Context) *callState {
 	if ctx.Err() != nil {
 		stopGuest(ctx)
 	}
-	return stateOf(ctx)
+	st := stateOf(ctx)
+	if st != nil {
+		st.audit.hostCalled()
+	}
+	return st
 }
 
 func stateOf(ctx context.Context) *callState {
@@ -141,14 +146,18 @@ func (st *callState) httpRequest(ctx context.Context, mod api.Module, ptr, n uin
 	case st.grant == nil:
 		st.notGranted.Store(true)
 		resp = errorResponse("not_granted", "network access was not granted to this call")
+		st.audit.request(refusedRequest(req, "not_granted"))
 	case st.reqs >= st.maxRequests():
 		resp = errorResponse("too_many_requests", fmt.Sprintf("at most %d requests per call", st.maxRequests()))
+		st.audit.request(refusedRequest(req, "too_many_requests"))
 	default:
 		st.reqs++
 		if st.net == nil {
 			st.net = newNetClient(st.grant)
 		}
-		resp = st.net.do(ctx, req)
+		var ra RequestAudit
+		resp, ra = st.net.do(ctx, req)
+		st.audit.request(ra)
 	}
 	b, err := json.Marshal(resp)
 	if err != nil { // cannot happen: the values are plain
@@ -204,4 +213,24 @@ func errorResponse(code, msg string) any {
 	return struct {
 		Error apiError `json:"error"`
 	}{apiError{code, msg}}
+}
+
+// refusedRequest is the audit of a request refused before it was parsed
+// for sending: its method and host, as far as they can be read.
+func refusedRequest(req []byte, code string) RequestAudit {
+	var in struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	}
+	ra := RequestAudit{Error: code}
+	if json.Unmarshal(req, &in) == nil {
+		ra.Method = in.Method
+		if ra.Method == "" {
+			ra.Method = "GET"
+		}
+		if u, err := url.Parse(in.URL); err == nil {
+			ra.Host = u.Host
+		}
+	}
+	return ra
 }

@@ -16,16 +16,18 @@ import (
 // (never wazero's directory mounts, which follow symlinks out of the
 // mount), in order. The closers release the mounts' directory
 // descriptors; call them after the instance is closed. The writable mounts
-// share one budget of maxWrite bytes.
-func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer, error) {
+// share one budget of maxWrite bytes. Each mount records what the guest
+// does in its Recorder (the call's Audit).
+func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer, []*sandboxfs.Recorder, error) {
 	if len(mounts) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	var closers []io.Closer
-	fail := func(err error) ([]experimentalsys.FS, []io.Closer, error) {
+	fail := func(err error) ([]experimentalsys.FS, []io.Closer, []*sandboxfs.Recorder, error) {
 		closeAll(closers)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	var recs []*sandboxfs.Recorder
 	seen := map[string]bool{}
 	written := new(atomic.Int64) // shared by the call's mounts
 	var fss []experimentalsys.FS
@@ -40,9 +42,10 @@ func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer,
 		if m.AllowDelete && !m.Writable {
 			return fail(fmt.Errorf("runtime: mount %q: AllowDelete needs Writable", m.Guest))
 		}
+		rec := &sandboxfs.Recorder{}
 		fs, err := sandboxfs.New(m.Host, sandboxfs.Options{
 			Writable: m.Writable, AllowDelete: m.AllowDelete,
-			MaxWriteBytes: maxWrite, WriteCounter: written,
+			MaxWriteBytes: maxWrite, WriteCounter: written, Recorder: rec,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("runtime: mount %q: %w", m.Guest, err))
@@ -51,8 +54,9 @@ func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer,
 			closers = append(closers, c)
 		}
 		fss = append(fss, fs)
+		recs = append(recs, rec)
 	}
-	return fss, closers, nil
+	return fss, closers, recs, nil
 }
 
 // fsConfig mounts each file system at its guest path (paths[i] for

@@ -221,29 +221,46 @@ func forbiddenAddr(ip netip.Addr) string {
 }
 
 // do performs one request and returns the pending response value.
-func (c *netClient) do(ctx context.Context, raw []byte) any {
+func (c *netClient) do(ctx context.Context, raw []byte) (any, RequestAudit) {
+	start := time.Now()
+	resp, ra := c.exchange(ctx, raw)
+	ra.Duration = time.Since(start)
+	if e, ok := resp.(struct {
+		Error apiError `json:"error"`
+	}); ok {
+		ra.Error = e.Error.Code
+	}
+	return resp, ra
+}
+
+// exchange performs the request raw describes and returns the pending
+// response document, with what the audit keeps of the request.
+func (c *netClient) exchange(ctx context.Context, raw []byte) (any, RequestAudit) {
+	var ra RequestAudit
 	var in httpRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return errorResponse("bad_request", "invalid request JSON: "+err.Error())
+		return errorResponse("bad_request", "invalid request JSON: "+err.Error()), ra
 	}
 	if dec.More() {
-		return errorResponse("bad_request", "invalid request JSON: data after the object")
+		return errorResponse("bad_request", "invalid request JSON: data after the object"), ra
 	}
 	if in.Method == "" {
 		in.Method = http.MethodGet
 	}
+	ra.Method = in.Method
 	u, err := url.Parse(in.URL)
 	if err != nil {
-		return errorResponse("bad_request", "invalid url: "+err.Error())
+		return errorResponse("bad_request", "invalid url: "+err.Error()), ra
 	}
+	ra.Host = u.Host
 	if err := c.checkURL(u); err != nil {
-		return errorResponse("forbidden", err.Error())
+		return errorResponse("forbidden", err.Error()), ra
 	}
 	req, err := http.NewRequestWithContext(ctx, in.Method, u.String(), bytes.NewReader(in.Body))
 	if err != nil {
-		return errorResponse("bad_request", err.Error())
+		return errorResponse("bad_request", err.Error()), ra
 	}
 	for k, vs := range in.Headers {
 		for _, v := range vs {
@@ -252,21 +269,23 @@ func (c *netClient) do(ctx context.Context, raw []byte) any {
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return requestError(ctx, err)
+		return requestError(ctx, err), ra
 	}
 	defer resp.Body.Close()
+	ra.Status = resp.StatusCode
 	max := c.grant.MaxResponseBytes
 	if max <= 0 {
 		max = defaultMaxResponseBytes
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	ra.Bytes = int64(len(body))
 	if err != nil {
-		return requestError(ctx, err)
+		return requestError(ctx, err), ra
 	}
 	if int64(len(body)) > max {
-		return errorResponse("too_large", fmt.Sprintf("response body over the limit of %d bytes", max))
+		return errorResponse("too_large", fmt.Sprintf("response body over the limit of %d bytes", max)), ra
 	}
-	return httpResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}
+	return httpResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}, ra
 }
 
 func requestError(ctx context.Context, err error) any {

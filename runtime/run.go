@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -29,6 +30,9 @@ type Output struct {
 	// Limits.Fuel (zero when the guest did not start): for the same
 	// module and input, the same on every machine.
 	Fuel int64
+	// Audit is what the guest did: CPU, memory, bytes in and out, files
+	// per mount, HTTP requests, host calls (see Audit).
+	Audit Audit
 }
 
 // randReader is the guest's source of random bytes.
@@ -74,11 +78,13 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	defer c.release()
 	g := c.begin(ctx, in)
 	defer g.end()
+	cpu := startThreadCPU()
 	mod, snap, out, err := c.instantiate(g, in)
+	g.cpu = cpu.stop()
 	if out != nil { // the call ended before its guest started
 		return out, err
 	}
-	return c.finish(g, mod, snap, err)
+	return c.finish(g, mod, snap, err, in)
 }
 
 // call is one admitted Run: it holds, until release, an inflight count
@@ -90,6 +96,7 @@ type call struct {
 	lim     Limits
 	fss     []experimentalsys.FS
 	closers []io.Closer
+	recs    []*sandboxfs.Recorder // the mounts' audit, in fss order
 	// holders counts who still needs the call's resources: Run, and an
 	// instance being closed in the background. The last to let go
 	// releases them.
@@ -135,12 +142,12 @@ func (r *Runtime) admit(ctx context.Context, m *Module, in Input) (*call, error)
 	case <-r.closing.Done():
 		return fail(ErrClosed)
 	}
-	fss, closers, err := mountFS(in.Mounts, lim.MaxWriteBytes)
+	fss, closers, recs, err := mountFS(in.Mounts, lim.MaxWriteBytes)
 	if err != nil {
 		<-r.sem
 		return fail(err)
 	}
-	c := &call{r: r, m: m, lim: lim, fss: fss, closers: closers}
+	c := &call{r: r, m: m, lim: lim, fss: fss, closers: closers, recs: recs}
 	c.holders.Store(1)
 	return c, nil
 }
@@ -171,6 +178,8 @@ type guestRun struct {
 	done                     func()
 	st                       *callState
 	stdout, stderr           *capWriter
+	stdin                    *countReader
+	cpu                      time.Duration   // the thread's CPU time while the guest ran
 	runCtx                   context.Context // callCtx carrying st for the host functions
 	limit                    uint64          // the memory limit, in whole pages
 }
@@ -186,6 +195,7 @@ func (c *call) begin(ctx context.Context, in Input) *guestRun {
 	g.st.fuelLimit = c.lim.Fuel
 	g.stdout = &capWriter{max: c.lim.MaxStdout, onExceed: g.st.outputExceeded}
 	g.stderr = &capWriter{max: c.lim.MaxStderr, onExceed: g.st.outputExceeded}
+	g.stdin = &countReader{r: bytes.NewReader(in.Stdin)}
 	g.runCtx = context.WithValue(g.callCtx, callStateKey{}, g.st)
 	g.limit = uint64(c.lim.MemoryBytes) &^ 0xffff
 	return g
@@ -226,7 +236,7 @@ func (c *call) instantiate(g *guestRun, in Input) (api.Module, *snapshot, *Outpu
 	if err != nil {
 		return nil, snap, nil, err
 	}
-	p.bind(bytes.NewReader(in.Stdin), g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded)
+	p.bind(g.stdin, g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded)
 	_, err = p.mod.ExportedFunction("agrun_call").Call(g.runCtx)
 	return p.mod, snap, nil, err
 }
@@ -264,7 +274,7 @@ func (c *call) snapshot(g *guestRun, in Input) (*snapshot, *snapEntry, *Output, 
 func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
 	r, info := c.r, c.m.c.info
 	cfg := r.modCfg.
-		WithStdin(bytes.NewReader(in.Stdin)).
+		WithStdin(g.stdin).
 		WithStdout(g.stdout).
 		WithStderr(g.stderr).
 		WithArgs(in.Args...).
@@ -287,14 +297,17 @@ func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
 // Run's result. An instance from a snapshot is closed in the background
 // when a CPU is idle (resetting its memory for reuse is the rest of what
 // closing costs), holding the call's slot and mounts until it is done.
-func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error) (*Output, error) {
+func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error, in Input) (*Output, error) {
 	// Whether the time limit had passed when the guest ended: a guest can
 	// still return normally after it (the deadline passed inside a host
 	// function, and the guest exited before wazero stopped it).
 	expired := errors.Is(g.timeoutCtx.Err(), context.DeadlineExceeded)
-	var fuel int64
+	var fuel, memPeak int64
 	if mod != nil {
 		fuel = g.st.fuelUsed(mod)
+		if mem := mod.Memory(); mem != nil {
+			memPeak = int64(mem.Size())
+		}
 		if snap != nil && c.r.closeAhead() {
 			c.behind = true
 			c.hold()
@@ -307,6 +320,7 @@ func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error) (*
 		}
 	}
 	out := &Output{Stdout: g.stdout.buf.Bytes(), Stderr: g.stderr.buf.Bytes(), Duration: time.Since(g.start), Fuel: fuel}
+	out.Audit = g.audit(memPeak, in.Mounts, c.recs)
 	return out, g.classify(expired, err, out)
 }
 
@@ -388,11 +402,13 @@ type capWriter struct {
 	max      int64
 	over     bool
 	onExceed func()
+	total    int64 // bytes the guest wrote, past the cap included
 }
 
 var errOutputCap = errors.New("output limit exceeded")
 
 func (w *capWriter) Write(p []byte) (int, error) {
+	w.total += int64(len(p))
 	if w.over {
 		return 0, errOutputCap
 	}
@@ -440,6 +456,8 @@ type callState struct {
 	outExceeded atomic.Bool
 	memExceeded atomic.Bool
 	hostErr     atomic.Pointer[error]
+
+	audit auditState
 }
 
 func newCallState(r *Runtime, m *Module, grant *NetworkGrant, cancel context.CancelCauseFunc) *callState {

@@ -293,6 +293,13 @@ const maxErrorMessage = 4 << 10
 // exit, with the guest's {"error":...} message or the end of its stderr;
 // a trap; a result that is empty or not JSON).
 func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	res, _, err := t.ExecuteAudited(ctx, args)
+	return res, err
+}
+
+// ExecuteAudited implements registry.AuditedTool: Execute, and what the
+// guest did (see audit.go), also when the call failed.
+func (t *Tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.RawMessage, *registry.Audit, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -303,6 +310,16 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		Network: t.caps.Network,
 		Limits:  t.limits,
 	})
+	var audit *registry.Audit
+	if out != nil {
+		audit = auditOf(out, t.caps.Mounts)
+	}
+	res, err := t.result(ctx, out, err)
+	return res, audit, err
+}
+
+// result turns a run's outcome into Execute's.
+func (t *Tool) result(ctx context.Context, out *runtime.Output, err error) (json.RawMessage, error) {
 	if err != nil {
 		if out != nil && len(bytes.TrimSpace(out.Stderr)) > 0 && errors.Is(err, runtime.ErrTrap) {
 			// A Go reactor's unrecovered panic traps (it cannot exit 2

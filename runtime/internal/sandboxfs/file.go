@@ -23,6 +23,9 @@ type file struct {
 	dev    uint64
 	ino    sys.Inode
 
+	rec  *PathRecord // what the Recorder keeps of this file's path; nil: none or past its bound
+	root bool        // the mount's root, opened without a record (see OpenFile)
+
 	mu     sync.Mutex
 	f      *os.File
 	append bool
@@ -98,6 +101,7 @@ func (f *file) Read(buf []byte) (int, experimentalsys.Errno) {
 		return 0, 0
 	}
 	n, err := f.f.Read(buf)
+	f.fsys.rec.addRead(f.rec, n)
 	if err == io.EOF {
 		err = nil
 	}
@@ -118,6 +122,7 @@ func (f *file) Pread(buf []byte, off int64) (int, experimentalsys.Errno) {
 		return 0, 0
 	}
 	n, err := f.f.ReadAt(buf, off)
+	f.fsys.rec.addRead(f.rec, n)
 	if err == io.EOF {
 		err = nil
 	}
@@ -151,6 +156,10 @@ func (f *file) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) 
 		return nil, errno
 	}
 	fis, err := f.f.Readdir(n)
+	if f.rec == nil && f.root {
+		f.rec, f.root = f.fsys.rec.op(".", OpList), false
+	}
+	f.rec.add(OpList)
 	if err == io.EOF {
 		err = nil
 	}
@@ -208,6 +217,7 @@ func (f *file) Write(buf []byte) (int, experimentalsys.Errno) {
 	}
 	n, err := f.f.Write(buf[:take])
 	f.fsys.refund(take - int64(n))
+	f.fsys.rec.addWrite(f.rec, int64(n))
 	return n, toErrno(err)
 }
 
@@ -230,6 +240,7 @@ func (f *file) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
 	}
 	n, err := f.f.WriteAt(buf[:take], off)
 	f.fsys.refund(take - int64(n))
+	f.fsys.rec.addWrite(f.rec, int64(n))
 	return n, toErrno(err)
 }
 
@@ -263,6 +274,10 @@ func (f *file) Truncate(size int64) experimentalsys.Errno {
 	if err := f.f.Truncate(size); err != nil {
 		f.fsys.refund(charged)
 		return toErrno(err)
+	}
+	f.rec.add(OpTruncate)
+	if grow := size - fi.Size(); grow > 0 {
+		f.fsys.rec.addWrite(f.rec, grow)
 	}
 	return 0
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// one budget of MaxWriteBytes (give them all the same MaxWriteBytes).
 	// It counts bytes already charged; start it at zero.
 	WriteCounter *atomic.Int64
+	// Recorder, if not nil, records what the guest does through this FS
+	// (see [Recorder]): paths opened, read, written, created, renamed,
+	// deleted, listed, and refusals.
+	Recorder *Recorder
 }
 
 // Errnos for the caps, from the few wazero can pass to a WASI guest.
@@ -85,7 +89,7 @@ func New(hostDir string, opts Options) (experimentalsys.FS, error) {
 	if !opts.Writable {
 		opts.AllowDelete = false
 	}
-	r := &rootFS{root: root, opts: opts, written: opts.WriteCounter}
+	r := &rootFS{root: root, opts: opts, written: opts.WriteCounter, rec: opts.Recorder}
 	if r.written == nil {
 		r.written = new(atomic.Int64)
 	}
@@ -102,6 +106,7 @@ type rootFS struct {
 	open    atomic.Int64  // files currently open
 	written *atomic.Int64 // bytes charged against MaxWriteBytes; maybe shared
 	closed  atomic.Bool
+	rec     *Recorder // nil: nothing recorded
 }
 
 // Close releases the root directory descriptor. Later path operations fail
@@ -132,6 +137,40 @@ func (r *rootFS) readOnly() bool { return !r.opts.Writable }
 
 // OpenFile implements experimentalsys.FS.
 func (r *rootFS) OpenFile(name string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	if r.rec == nil || rel(name) == "." {
+		// The mount's root is opened by wazero itself (the preopen), so
+		// its open says nothing of the guest: a guest listing it shows
+		// as "list".
+		f, errno := r.openChecked(name, flag, perm)
+		if errno == 0 && r.rec != nil {
+			f.(*file).root = true // recorded when listed
+		}
+		return f, errno
+	}
+	existed := true
+	if flag&experimentalsys.O_CREAT != 0 {
+		_, err := r.root.Lstat(rel(name))
+		existed = err == nil
+	}
+	f, errno := r.openChecked(name, flag, perm)
+	if errno != 0 {
+		r.note(name, OpOpen, errno)
+		return nil, errno
+	}
+	ops := OpOpen
+	if !existed {
+		ops |= OpCreate
+	}
+	if flag&experimentalsys.O_TRUNC != 0 {
+		ops |= OpTruncate
+	}
+	ff := f.(*file)
+	ff.rec = r.rec.op(rel(name), ops)
+	return f, 0
+}
+
+// openChecked is OpenFile without the recording.
+func (r *rootFS) openChecked(name string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	access := flag & (experimentalsys.O_RDWR | experimentalsys.O_WRONLY)
 	writes := access != 0 || flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC) != 0
 	if writes && r.readOnly() {
@@ -264,6 +303,10 @@ func (r *rootFS) Stat(name string) (sys.Stat_t, experimentalsys.Errno) {
 
 // Mkdir implements experimentalsys.FS.
 func (r *rootFS) Mkdir(name string, perm fs.FileMode) experimentalsys.Errno {
+	return r.note(name, OpCreate, r.mkdir(name, perm))
+}
+
+func (r *rootFS) mkdir(name string, perm fs.FileMode) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}
@@ -290,6 +333,14 @@ func (r *rootFS) Chmod(name string, perm fs.FileMode) experimentalsys.Errno {
 
 // Rename implements experimentalsys.FS.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
+	errno := r.rename(from, to)
+	if errno == 0 {
+		r.note(to, OpRenameTo, 0)
+	}
+	return r.note(from, OpRenameFrom, errno)
+}
+
+func (r *rootFS) rename(from, to string) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}
@@ -316,10 +367,14 @@ func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 }
 
 // Rmdir implements experimentalsys.FS.
-func (r *rootFS) Rmdir(name string) experimentalsys.Errno { return r.remove(name, true) }
+func (r *rootFS) Rmdir(name string) experimentalsys.Errno {
+	return r.note(name, OpDelete, r.remove(name, true))
+}
 
 // Unlink implements experimentalsys.FS.
-func (r *rootFS) Unlink(name string) experimentalsys.Errno { return r.remove(name, false) }
+func (r *rootFS) Unlink(name string) experimentalsys.Errno {
+	return r.note(name, OpDelete, r.remove(name, false))
+}
 
 // remove is Rmdir (dir) and Unlink (!dir): refused on a read-only mount
 // (EROFS) or without AllowDelete (EPERM), and only for the right kind of
@@ -350,6 +405,10 @@ func (r *rootFS) remove(name string, dir bool) experimentalsys.Errno {
 // Link implements experimentalsys.FS. Both names must be inside the mount,
 // and oldName must not be a symlink.
 func (r *rootFS) Link(oldName, newName string) experimentalsys.Errno {
+	return r.note(newName, OpCreate, r.link(oldName, newName))
+}
+
+func (r *rootFS) link(oldName, newName string) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}
@@ -376,6 +435,10 @@ func (r *rootFS) Link(oldName, newName string) experimentalsys.Errno {
 // Symlink implements experimentalsys.FS. The target must be relative and
 // must not contain "..": see the package documentation.
 func (r *rootFS) Symlink(target, linkName string) experimentalsys.Errno {
+	return r.note(linkName, OpCreate, r.symlink(target, linkName))
+}
+
+func (r *rootFS) symlink(target, linkName string) experimentalsys.Errno {
 	if r.readOnly() {
 		return experimentalsys.EROFS
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -171,6 +172,31 @@ func main() {
 			}
 			fmt.Println("written")
 		}
+	case "audit": // a fixed script of file operations (audit tests), then the requests in argv[2:]
+		in, _ := io.ReadAll(os.Stdin)
+		b, err := os.ReadFile("/ro/in.txt")
+		fmt.Println(len(in), len(b), err)
+		fmt.Println(os.WriteFile("/data/out.txt", []byte("hello"), 0o644))
+		fmt.Println(os.Rename("/data/out.txt", "/data/moved.txt"))
+		fmt.Println(os.Mkdir("/data/sub", 0o755))
+		ents, err := os.ReadDir("/data")
+		fmt.Println(len(ents), err)
+		fmt.Println(os.Remove("/data/moved.txt"))
+		fmt.Println(os.WriteFile("/ro/x", []byte("no"), 0o644) != nil)
+		for _, req := range os.Args[2:] {
+			fetch(req)
+		}
+	case "creates": // create argv[2] files in /data
+		n, _ := strconv.Atoi(os.Args[2])
+		for i := range n {
+			f, err := os.Create(fmt.Sprintf("/data/f%d", i))
+			if err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+			f.Close()
+		}
+		fmt.Println("created", n)
 	case "remove":
 		if err := os.Remove(os.Args[2]); err != nil {
 			fmt.Println("error:", err)
