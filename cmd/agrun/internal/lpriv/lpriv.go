@@ -1,0 +1,296 @@
+// Package lpriv computes least privilege: from the audits of a tool's
+// recorded calls (registry.Audit: what the sandbox saw it do) and the
+// grant it has, what it never used and a smaller grant that would still
+// have let every recorded call do what it did.
+//
+//	rep := lpriv.Analyze("read_file", grant, observations)
+//	fmt.Print(rep.TOML) // a [tools.read_file] block to paste
+//
+// A suggestion is only as good as the calls it has seen: a mount or host a
+// tool uses rarely may be missing from the record. Analyze never suggests
+// more than the grant gives; where a call was refused something (a write
+// on a read-only mount, a host not allowed) or hit a limit, it says so in
+// Notes instead of widening the grant.
+package lpriv
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// Grant is what a tool is granted now, as agrun.toml says it.
+type Grant struct {
+	Wasm         string // the tool's wasm key, kept in the suggested block
+	Mounts       []Mount
+	AllowedHosts []string
+	Timeout      time.Duration // the effective limits
+	Memory       int64
+	MaxOutput    int64
+}
+
+// Mount is one HOST:GUEST:MODE entry; Mode is "ro", "rw" or "rwd".
+type Mount struct {
+	Host, Guest, Mode string
+}
+
+// Observation is one recorded call of the tool.
+type Observation struct {
+	Time     time.Time
+	Duration time.Duration
+	// Kind is the call's error kind ("" when it succeeded).
+	Kind  registry.Kind
+	Audit *registry.Audit // nil: not recorded (the call did not run)
+}
+
+// Report is what Analyze found for one tool.
+type Report struct {
+	Tool   string     `json:"tool"`
+	Calls  int        `json:"calls"`  // observations
+	Failed int        `json:"failed"` // of them, with an error kind
+	First  time.Time  `json:"first"`
+	Last   time.Time  `json:"last"`
+	Mounts []MountUse `json:"mounts"`
+	Hosts  []HostUse  `json:"hosts"`
+	// Tried are hosts the tool asked for and was refused (not in its
+	// allowed_hosts, or network not granted).
+	Tried   []string `json:"tried,omitempty"`
+	Memory  Limit    `json:"memory"`
+	Timeout Limit    `json:"timeout"`
+	Output  Limit    `json:"max_output"`
+	Notes   []string `json:"notes,omitempty"`
+	// Suggested is the smaller grant, and TOML its [tools.NAME] block.
+	Suggested Grant  `json:"suggested"`
+	TOML      string `json:"toml"`
+}
+
+// MountUse is how the recorded calls used one mount.
+type MountUse struct {
+	Mount
+	Calls   int   `json:"calls"` // calls that touched it
+	Read    bool  `json:"read"`
+	Wrote   bool  `json:"wrote"` // wrote, created, truncated or renamed
+	Deleted bool  `json:"deleted"`
+	Refused int64 `json:"refused"`
+	// Suggest is the mode to grant ("ro", "rw", "rwd"), or "" to drop the
+	// mount.
+	Suggest string `json:"suggest"`
+}
+
+// HostUse is how the recorded calls used one allowed host.
+type HostUse struct {
+	Host     string `json:"host"`
+	Requests int    `json:"requests"`
+	Keep     bool   `json:"keep"`
+}
+
+// Limit is a limit against the largest value observed, and the suggested
+// limit (never above the current one). Values are bytes, or nanoseconds
+// for the timeout.
+type Limit struct {
+	Current  int64 `json:"current"`
+	Observed int64 `json:"observed"`
+	Suggest  int64 `json:"suggest"`
+	// Hit: a recorded call ended on this limit.
+	Hit bool `json:"hit,omitempty"`
+}
+
+// Headroom of the suggested limits over the largest observed value.
+const (
+	memoryHeadroom  = 1.5
+	timeoutHeadroom = 3
+	outputHeadroom  = 2
+	minTimeout      = time.Second
+	minOutput       = 64 << 10
+	mib             = 1 << 20
+)
+
+// Analyze compares g with what the observed calls did.
+func Analyze(tool string, g Grant, obs []Observation) Report {
+	rep := Report{Tool: tool, Calls: len(obs)}
+	rep.Memory.Current, rep.Timeout.Current, rep.Output.Current = g.Memory, int64(g.Timeout), g.MaxOutput
+	uses := make([]MountUse, len(g.Mounts))
+	for i, m := range g.Mounts {
+		uses[i].Mount = m
+	}
+	hostReqs := map[string]int{}
+	tried := map[string]bool{}
+	for _, o := range obs {
+		if rep.First.IsZero() || o.Time.Before(rep.First) {
+			rep.First = o.Time
+		}
+		rep.Last = later(rep.Last, o.Time)
+		if o.Kind != "" {
+			rep.Failed++
+		}
+		switch o.Kind {
+		case registry.Timeout:
+			rep.Timeout.Hit = true
+		case registry.MemoryLimit:
+			rep.Memory.Hit = true
+		case registry.OutputLimit:
+			rep.Output.Hit = true
+		}
+		rep.Timeout.Observed = max(rep.Timeout.Observed, int64(o.Duration))
+		a := o.Audit
+		if a == nil {
+			continue
+		}
+		rep.Memory.Observed = max(rep.Memory.Observed, a.MemoryPeak)
+		rep.Output.Observed = max(rep.Output.Observed, a.BytesOut)
+		for _, ma := range a.Mounts {
+			i := slices.IndexFunc(uses, func(u MountUse) bool { return u.Guest == ma.Guest })
+			if i < 0 {
+				continue // a mount the tool no longer has
+			}
+			u := &uses[i]
+			u.Refused += ma.Refused
+			touched := ma.Opened > 0 || ma.ReadBytes > 0 || ma.WrittenBytes > 0 || len(ma.Paths) > 0
+			if touched {
+				u.Calls++
+			}
+			u.Read = u.Read || ma.ReadBytes > 0 || ma.Opened > 0
+			u.Wrote = u.Wrote || ma.WrittenBytes > 0
+			for _, p := range ma.Paths {
+				for _, op := range p.Ops {
+					switch op {
+					case "read", "open", "list":
+						u.Read = true
+					case "write", "create", "truncate", "rename_from", "rename_to":
+						u.Wrote = true
+					case "delete":
+						u.Deleted = true
+					}
+				}
+			}
+		}
+		for _, q := range a.Requests {
+			switch q.Error {
+			case "forbidden", "not_granted":
+				tried[q.Host] = true
+			default:
+				hostReqs[normHost(q.Host)]++
+			}
+		}
+	}
+
+	s := Grant{Wasm: g.Wasm}
+	for i := range uses {
+		u := &uses[i]
+		switch {
+		case u.Calls == 0 && !u.Read && !u.Wrote && !u.Deleted:
+			u.Suggest = ""
+		case u.Deleted && u.Mode == "rwd":
+			u.Suggest = "rwd"
+		case (u.Wrote || u.Deleted) && u.Mode != "ro":
+			u.Suggest = "rw"
+		default:
+			u.Suggest = "ro"
+		}
+		if u.Refused > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d operation(s) refused by its mode %s; if the tool needs them, widen the mode yourself", u.Guest, u.Refused, u.Mode))
+		}
+		if u.Suggest != "" {
+			s.Mounts = append(s.Mounts, Mount{Host: u.Host, Guest: u.Guest, Mode: u.Suggest})
+		}
+	}
+	rep.Mounts = uses
+	for _, h := range g.AllowedHosts {
+		n := hostReqs[normHost(h)]
+		rep.Hosts = append(rep.Hosts, HostUse{Host: h, Requests: n, Keep: n > 0})
+		if n > 0 {
+			s.AllowedHosts = append(s.AllowedHosts, h)
+		}
+	}
+	for h := range tried {
+		rep.Tried = append(rep.Tried, h)
+	}
+	slices.Sort(rep.Tried)
+	if len(rep.Tried) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("requests to %s were refused (not in allowed_hosts)", strings.Join(rep.Tried, ", ")))
+	}
+
+	rep.Memory.Suggest = suggest(rep.Memory, func(v int64) int64 { return roundUp(int64(float64(v)*memoryHeadroom), mib) }, 0)
+	rep.Timeout.Suggest = suggest(rep.Timeout, func(v int64) int64 { return roundUp(v*timeoutHeadroom, int64(time.Second)) }, int64(minTimeout))
+	rep.Output.Suggest = suggest(rep.Output, func(v int64) int64 { return roundUp(v*outputHeadroom, 1<<10) }, minOutput)
+	for _, l := range []struct {
+		name string
+		l    Limit
+	}{{"timeout", rep.Timeout}, {"memory", rep.Memory}, {"max_output", rep.Output}} {
+		if l.l.Hit {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("a recorded call ended on its %s limit: it is kept as is", l.name))
+		}
+	}
+	s.Memory, s.Timeout, s.MaxOutput = rep.Memory.Suggest, time.Duration(rep.Timeout.Suggest), rep.Output.Suggest
+	rep.Suggested = s
+	if rep.Calls == 0 {
+		rep.Notes = append(rep.Notes, "no recorded calls: nothing to suggest")
+		rep.Suggested = g
+	}
+	rep.TOML = TOML(tool, rep.Suggested)
+	return rep
+}
+
+// suggest is the limit to grant: the current one when a call hit it or
+// nothing was observed, else f(observed) but at least floor and at most
+// the current limit.
+func suggest(l Limit, f func(int64) int64, floor int64) int64 {
+	if l.Hit || l.Observed == 0 || l.Current == 0 {
+		return l.Current
+	}
+	return min(l.Current, max(f(l.Observed), floor))
+}
+
+func roundUp(v, unit int64) int64 { return (v + unit - 1) / unit * unit }
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+// TOML renders g as a [tools.NAME] block of agrun.toml.
+func TOML(tool string, g Grant) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[tools.%s]\n", tool)
+	if g.Wasm != "" {
+		fmt.Fprintf(&b, "wasm = %q\n", g.Wasm)
+	}
+	mounts := make([]string, len(g.Mounts))
+	for i, m := range g.Mounts {
+		mounts[i] = fmt.Sprintf("%q", m.Host+":"+m.Guest+":"+m.Mode)
+	}
+	fmt.Fprintf(&b, "mounts = [%s]\n", strings.Join(mounts, ", "))
+	hosts := make([]string, len(g.AllowedHosts))
+	for i, h := range g.AllowedHosts {
+		hosts[i] = fmt.Sprintf("%q", h)
+	}
+	fmt.Fprintf(&b, "allowed_hosts = [%s]\n", strings.Join(hosts, ", "))
+	if g.Timeout > 0 {
+		fmt.Fprintf(&b, "timeout = %q\n", g.Timeout.String())
+	}
+	if g.Memory > 0 {
+		fmt.Fprintf(&b, "memory = %q\n", size(g.Memory))
+	}
+	if g.MaxOutput > 0 {
+		fmt.Fprintf(&b, "max_output = %q\n", size(g.MaxOutput))
+	}
+	return b.String()
+}
+
+// size renders n bytes in the config's unit syntax.
+func size(n int64) string {
+	switch {
+	case n%mib == 0:
+		return fmt.Sprintf("%dMiB", n/mib)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,124 @@
+package lpriv
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/registry"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func grant() Grant {
+	return Grant{
+		Wasm: "testdata/notes.wasm",
+		Mounts: []Mount{
+			{Host: "./docs", Guest: "/docs", Mode: "rw"},    // only read: ro
+			{Host: "./notes", Guest: "/notes", Mode: "rwd"}, // written, never deleted: rw
+			{Host: "./tmp", Guest: "/tmp", Mode: "rwd"},     // never touched: dropped
+		},
+		AllowedHosts: []string{"api.example.com", "unused.example.com"},
+		Timeout:      10 * time.Second,
+		Memory:       64 << 20,
+		MaxOutput:    1 << 20,
+	}
+}
+
+func calls() []Observation {
+	return []Observation{
+		{Time: t0, Duration: 120 * time.Millisecond, Audit: &registry.Audit{
+			Source: "wasm", MemoryPeak: 6 << 20, BytesOut: 500,
+			Mounts: []registry.MountAudit{
+				{Guest: "/docs", Opened: 1, ReadBytes: 100, Paths: []registry.PathAudit{{Path: "/docs/a.md", Ops: []string{"open", "read"}, ReadBytes: 100}}},
+				{Guest: "/notes"},
+				{Guest: "/tmp"},
+			},
+			Requests: []registry.RequestAudit{{Method: "GET", Host: "API.example.com", Status: 200}},
+		}},
+		{Time: t0.Add(time.Hour), Duration: 300 * time.Millisecond, Audit: &registry.Audit{
+			Source: "wasm", MemoryPeak: 7 << 20, BytesOut: 900,
+			Mounts: []registry.MountAudit{
+				{Guest: "/docs", Refused: 1, Paths: []registry.PathAudit{{Path: "/docs/x", Ops: []string{"refused"}}}},
+				{Guest: "/notes", Opened: 1, WrittenBytes: 5, Paths: []registry.PathAudit{{Path: "/notes/n.txt", Ops: []string{"open", "write", "create"}, WrittenBytes: 5}}},
+				{Guest: "/tmp"},
+			},
+			Requests: []registry.RequestAudit{{Method: "GET", Host: "evil.example.com", Error: "forbidden"}},
+		}},
+		{Time: t0.Add(2 * time.Hour), Duration: 5 * time.Millisecond, Kind: registry.InvalidArguments},
+	}
+}
+
+// TestAnalyzeSuggestsTheGrantUsed: every part of a grant against what the
+// recorded calls did, and the block to paste, which agrun.toml accepts.
+func TestAnalyzeSuggestsTheGrantUsed(t *testing.T) {
+	rep := Analyze("notes", grant(), calls())
+	if rep.Calls != 3 || rep.Failed != 1 || !rep.First.Equal(t0) || !rep.Last.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("counts: %+v", rep)
+	}
+	modes := map[string]string{}
+	for _, m := range rep.Mounts {
+		modes[m.Guest] = m.Suggest
+	}
+	if modes["/docs"] != "ro" || modes["/notes"] != "rw" || modes["/tmp"] != "" {
+		t.Errorf("mount suggestions %v", modes)
+	}
+	if len(rep.Hosts) != 2 || !rep.Hosts[0].Keep || rep.Hosts[0].Requests != 1 || rep.Hosts[1].Keep {
+		t.Errorf("hosts %+v", rep.Hosts)
+	}
+	if len(rep.Tried) != 1 || rep.Tried[0] != "evil.example.com" {
+		t.Errorf("tried %v", rep.Tried)
+	}
+	// 7 MiB peak × 1.5 → 11 MiB; 300 ms × 3 → 1 s; 900 B × 2 → the 64 KiB floor.
+	if rep.Memory.Suggest != 11<<20 || rep.Timeout.Suggest != int64(time.Second) || rep.Output.Suggest != 64<<10 {
+		t.Errorf("limits: memory %d, timeout %d, output %d", rep.Memory.Suggest, rep.Timeout.Suggest, rep.Output.Suggest)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "/docs: 1 operation(s) refused") || !strings.Contains(notes, "evil.example.com") {
+		t.Errorf("notes %q", notes)
+	}
+	want := `[tools.notes]
+wasm = "testdata/notes.wasm"
+mounts = ["./docs:/docs:ro", "./notes:/notes:rw"]
+allowed_hosts = ["api.example.com"]
+timeout = "1s"
+memory = "11MiB"
+max_output = "64KiB"
+`
+	if rep.TOML != want {
+		t.Fatalf("TOML:\n%s\nwant:\n%s", rep.TOML, want)
+	}
+	cfg, err := config.Parse("agrun.toml", []byte(rep.TOML))
+	if err != nil {
+		t.Fatalf("the suggested block does not parse: %v", err)
+	}
+	tc := cfg.Tools["notes"]
+	if len(tc.Mounts) != 2 || tc.Mounts[0].Writable || !tc.Mounts[1].Writable || tc.Mounts[1].AllowDelete || int64(tc.Memory) != 11<<20 || tc.Timeout.Std() != time.Second {
+		t.Fatalf("parsed back: %+v", tc)
+	}
+}
+
+// TestAnalyzeKeepsLimitsThatWereHit: a limit a call ended on is not
+// shrunk, and a grant is never widened.
+func TestAnalyzeKeepsLimitsThatWereHit(t *testing.T) {
+	obs := []Observation{
+		{Time: t0, Duration: 10 * time.Second, Kind: registry.Timeout, Audit: &registry.Audit{MemoryPeak: 64 << 20, BytesOut: 2 << 20}},
+		{Time: t0, Kind: registry.MemoryLimit, Audit: &registry.Audit{MemoryPeak: 64 << 20}},
+	}
+	rep := Analyze("t", grant(), obs)
+	if rep.Timeout.Suggest != int64(10*time.Second) || rep.Memory.Suggest != 64<<20 || rep.Output.Suggest != 1<<20 {
+		t.Fatalf("limits %+v %+v %+v", rep.Timeout, rep.Memory, rep.Output)
+	}
+	if !rep.Timeout.Hit || !rep.Memory.Hit {
+		t.Fatalf("hits not reported: %+v", rep)
+	}
+}
+
+// TestAnalyzeNothingRecorded: no calls, no suggestion: the grant as is.
+func TestAnalyzeNothingRecorded(t *testing.T) {
+	rep := Analyze("t", grant(), nil)
+	if len(rep.Suggested.Mounts) != 3 || len(rep.Suggested.AllowedHosts) != 2 || !strings.Contains(strings.Join(rep.Notes, " "), "no recorded calls") {
+		t.Fatalf("%+v", rep)
+	}
+}
