@@ -68,17 +68,32 @@ type TurnComplete struct {
 	Usage Usage
 }
 
-// Usage counts tokens.
+// Usage counts tokens. CachedTokens (prompt tokens served from the
+// provider's cache) and ReasoningTokens (completion tokens spent on
+// reasoning) are parts of PromptTokens and CompletionTokens, given where
+// the provider reports them.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 func (u *Usage) add(v Usage) {
 	u.PromptTokens += v.PromptTokens
 	u.CompletionTokens += v.CompletionTokens
 	u.TotalTokens += v.TotalTokens
+	u.CachedTokens += v.CachedTokens
+	u.ReasoningTokens += v.ReasoningTokens
+}
+
+// total is TotalTokens, or prompt + completion when the provider gave no total.
+func (u *Usage) total() int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.PromptTokens + u.CompletionTokens
 }
 
 // EventType implements Event.
