@@ -576,7 +576,7 @@ func toParams(system string, history []Message) []openai.ChatCompletionMessagePa
 		case RoleAssistant:
 			a := openai.ChatCompletionAssistantMessageParam{}
 			if m.Interrupted {
-				m.Content += interruptedNote
+				m.Content = strings.TrimRight(m.Content, " \t\r\n") + interruptedNote
 			}
 			if m.Content != "" || len(m.ToolCalls) == 0 {
 				a.Content.OfString = param.NewOpt(m.Content)

@@ -43,7 +43,7 @@ type Message struct {
 	// Interrupted marks an assistant message that a cancellation cut short
 	// while it streamed (Ctrl-C, a cancelled context, a consumer that
 	// stopped ranging): Content is what had arrived, and it has no tool
-	// calls. It is sent back as Content + " [interrupted by the user]", so
+	// calls. It is sent back as Content (trailing spaces trimmed) + " [interrupted by the user]", so
 	// the model knows what the user saw and that it did not end there.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
