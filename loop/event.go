@@ -88,6 +88,12 @@ func (u *Usage) add(v Usage) {
 	u.ReasoningTokens += v.ReasoningTokens
 }
 
+// Add returns the sum of u and v, field by field.
+func (u Usage) Add(v Usage) Usage {
+	u.add(v)
+	return u
+}
+
 // total is TotalTokens, or prompt + completion when the provider gave no total.
 func (u *Usage) total() int64 {
 	if u.TotalTokens > 0 {

@@ -308,6 +308,13 @@ func retryStatus(err error) int {
 // retryReason is the short text of a retried error for the Retry event:
 // "429 Too Many Requests: slow down", "the stream stalled ...".
 func retryReason(err error) string {
+	var idle *idleError
+	switch {
+	case errors.Is(err, ErrIncompleteStream):
+		return "the stream from the provider broke off before the reply was complete (no finish_reason)"
+	case errors.As(err, &idle):
+		return "the stream from the provider stalled (no data for " + idle.after.String() + ")"
+	}
 	var api *APIError
 	if errors.As(err, &api) && api.StatusCode != 0 {
 		s := strconv.Itoa(api.StatusCode) + " " + http.StatusText(api.StatusCode)

@@ -90,6 +90,9 @@ type cli struct {
 	// interrupts delivers Ctrl-C. chat uses it to cancel a turn; every
 	// other command cancels its context on the first one. Nil in tests.
 	interrupts <-chan os.Signal
+	// showReasoning shows the model's reasoning deltas (run and chat
+	// --show-reasoning).
+	showReasoning bool
 }
 
 // run is the whole command, testable with buffers: it returns the exit
