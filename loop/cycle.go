@@ -146,7 +146,9 @@ type Response struct {
 	// Text is the final reply's text.
 	Text string
 	// FinishReason is the provider's finish_reason for the final reply
-	// ("stop" if it sent none).
+	// ("stop" if a non-streamed reply carried none; a stream without one
+	// is ErrIncompleteStream). "length" means the answer was cut at the
+	// model's output limit.
 	FinishReason string
 	// Turns is the number of model requests the run made.
 	Turns int
