@@ -296,6 +296,9 @@ func TestRunInterruptedKeepsPartialReply(t *testing.T) {
 	if s := e.sessionFile("int"); !strings.Contains(s, `"content":"I was saying","interrupted":true`) {
 		t.Fatalf("session %s", s)
 	}
+	if r := e.run("", "sessions", "show", "int").wantCode(t, exitOK); !strings.Contains(r.stdout, "assistant: I was saying [interrupted]\n") {
+		t.Errorf("sessions show: %s", r.stdout)
+	}
 	e.run("", "run", "--session", "int", "continue").wantCode(t, exitOK)
 }
 
