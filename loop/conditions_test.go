@@ -181,6 +181,16 @@ func TestRetryAfter(t *testing.T) {
 			t.Fatalf("err = %v, %d retries, %d requests", err, len(retries(evs)), len(srv.Requests()))
 		}
 	})
+	t.Run("the backoff is shortened to the budget", func(t *testing.T) {
+		down := status(http.StatusServiceUnavailable, `{"error":{"message":"down"}}`)
+		srv := newServer(t, down, down, down)
+		c := newCycle(t, srv, Config{MaxRetries: 5, MaxRetryWait: 20 * time.Millisecond})
+		evs, err := collect(t, c, context.Background(), "x", nil)
+		rs := retries(evs)
+		if err == nil || !strings.Contains(err.Error(), "max_retry_wait, is spent") || len(rs) != 1 || rs[0].Wait != 20*time.Millisecond {
+			t.Fatalf("err = %v, retries %+v", err, rs)
+		}
+	})
 	t.Run("non-streamed too", func(t *testing.T) {
 		srv := newServer(t, status(http.StatusTooManyRequests, slow, "Retry-After-Ms", "1"), jsonReply("fine", "stop"))
 		var infos []RequestInfo

@@ -100,13 +100,17 @@ func (e *idleError) Error() string {
 }
 func (e *idleError) Is(target error) bool { return target == ErrStreamIdle }
 
-// retryBudgetError: a retry would wait longer than MaxRetryWait allows.
+// retryBudgetError: a retry would wait longer than MaxRetryWait allows;
+// wait is the provider's Retry-After (0: our backoff, with nothing left).
 type retryBudgetError struct {
 	wait, left time.Duration
 	err        error
 }
 
 func (e *retryBudgetError) Error() string {
+	if e.wait <= 0 {
+		return fmt.Sprintf("%v (not retried: the retry wait budget, max_retry_wait, is spent)", e.err)
+	}
 	return fmt.Sprintf("%v (not retried: the provider asked to wait %s, more than the %s left of the retry wait budget, max_retry_wait)",
 		e.err, e.wait.Round(time.Second), e.left.Round(time.Second))
 }
@@ -222,12 +226,13 @@ func (r *runState) request(ctx context.Context, stream bool) (rep reply, err err
 		}
 		wait, fromServer := retryWait(res, retries)
 		if left := cfg.MaxRetryWait - waited; cfg.MaxRetryWait > 0 && wait > left {
-			if !fromServer {
-				wait = left // our own backoff just gets shorter
+			switch {
+			case fromServer:
+				return rep, &retryBudgetError{wait: wait, left: left, err: err}
+			case left <= 0:
+				return rep, &retryBudgetError{err: err}
 			}
-			if fromServer || wait <= 0 {
-				return rep, &retryBudgetError{wait: wait, left: max(left, 0), err: err}
-			}
+			wait = left // our own backoff just gets shorter
 		}
 		retries++
 		if !r.emit(&Retry{Attempt: retries, Max: cfg.MaxRetries, Wait: wait, Status: retryStatus(err), Reason: retryReason(err)}) {
