@@ -98,6 +98,11 @@ func TestFinishReasonNotDoneEndsTheReply(t *testing.T) {
 	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) {
 		t.Fatalf("err = %v", err)
 	}
+	srv = newServer(t, step{Events: "data: [DONE]\n\n"})
+	c = newCycle(t, srv, Config{MaxRetries: -1})
+	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) || !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "without any chunk") {
+		t.Fatalf("err = %v", err)
+	}
 	srv = newServer(t, step{Events: "data: " + textChunk("finished") + "\n\ndata: " + stopChunk + "\n\n"})
 	c = newCycle(t, srv, Config{MaxRetries: -1})
 	if _, err := collect(t, c, context.Background(), "x", nil); err != nil {

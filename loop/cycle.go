@@ -490,13 +490,10 @@ func (r *runState) attempt(ctx context.Context, stream bool) (reply, *http.Respo
 		}
 		return a.result(), httpRes, requestError(ctx, httpRes, err)
 	}
-	if a.chunks == 0 {
-		return reply{}, httpRes, fmt.Errorf("%w: the stream carried no chunks", ErrBadResponse)
-	}
 	if a.finish == "" {
 		// finish_reason, not [DONE], is the end: every recorded provider
 		// sends it, and not all of them send [DONE].
-		return a.result(), httpRes, fmt.Errorf("%w: %w", ErrBadResponse, ErrIncompleteStream)
+		return a.result(), httpRes, &incompleteError{empty: a.chunks == 0}
 	}
 	return a.result(), httpRes, nil
 }

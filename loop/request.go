@@ -92,11 +92,24 @@ func (e *BudgetError) Is(target error) bool {
 	return target == ErrToolCallBudget
 }
 
+// incompleteError is ErrIncompleteStream; it matches ErrBadResponse too.
+type incompleteError struct{ empty bool }
+
+func (e *incompleteError) Error() string {
+	if e.empty {
+		return "loop: the stream from the provider ended without any chunk"
+	}
+	return "loop: the stream from the provider broke off before the reply was complete (no finish_reason)"
+}
+func (e *incompleteError) Is(target error) bool {
+	return target == ErrIncompleteStream || target == ErrBadResponse
+}
+
 // idleError is ErrStreamIdle with its timeout.
 type idleError struct{ after time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("loop: the stream stalled: no data from the provider for %s (stream_idle_timeout)", e.after)
+	return fmt.Sprintf("loop: the stream from the provider stalled: no data for %s (stream_idle_timeout)", e.after)
 }
 func (e *idleError) Is(target error) bool { return target == ErrStreamIdle }
 
@@ -313,13 +326,6 @@ func retryStatus(err error) int {
 // retryReason is the short text of a retried error for the Retry event:
 // "429 Too Many Requests: slow down", "the stream stalled ...".
 func retryReason(err error) string {
-	var idle *idleError
-	switch {
-	case errors.Is(err, ErrIncompleteStream):
-		return "the stream from the provider broke off before the reply was complete (no finish_reason)"
-	case errors.As(err, &idle):
-		return "the stream from the provider stalled (no data for " + idle.after.String() + ")"
-	}
 	var api *APIError
 	if errors.As(err, &api) && api.StatusCode != 0 {
 		s := strconv.Itoa(api.StatusCode) + " " + http.StatusText(api.StatusCode)
