@@ -105,7 +105,8 @@ type runOptions struct {
 	quiet                   bool  // no summary line
 }
 
-// runPrompt is `agrun run [--json] [--session ID] PROMPT`.
+// runPrompt is `agrun run [--json] [--session ID] [--show-reasoning] [-q]
+// [--max-tokens N] [--max-tool-calls N] PROMPT`.
 func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	fs := newFlags("run")
 	var o runOptions

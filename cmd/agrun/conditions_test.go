@@ -184,6 +184,12 @@ func TestRunReasoning(t *testing.T) {
 	if text.String() != "Thinking it over." {
 		t.Errorf("reasoning events %q in %s", text.String(), r.stdout)
 	}
+	// Reasoning is model text: escaped before it reaches the terminal.
+	srv.Add(chattest.Reply{Reasoning: "evil \x1b]0;pwned\x07 title", Text: "ok"})
+	r = e.run("", "run", "--show-reasoning", "q").wantCode(t, exitOK)
+	if strings.ContainsAny(r.stderr, "\x1b\x07") || !strings.Contains(r.stderr, "evil ") {
+		t.Errorf("raw control characters on stderr: %q", r.stderr)
+	}
 	if s := e.sessionFile("rs"); strings.Contains(s, "Thinking") {
 		t.Errorf("reasoning saved: %s", s)
 	}
