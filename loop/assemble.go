@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/openai/openai-go/v3"
 )
 
 // reply is one model answer, however it arrived.
 type reply struct {
+	Model        string // as the provider named it
 	Content      string
 	Calls        []ToolCall
 	FinishReason string
@@ -38,6 +40,7 @@ type assembler struct {
 	calls   []*partialCall
 	byIndex map[int64]*partialCall
 	finish  string
+	model   string
 	usage   Usage
 	chunks  int
 	size    int // bytes taken so far, with a charge per tool-call fragment
@@ -62,9 +65,11 @@ type partialCall struct {
 // add takes one chunk. It fails once the reply exceeds maxReplyBytes.
 func (a *assembler) add(chunk *openai.ChatCompletionChunk) error {
 	a.chunks++
+	if a.model == "" && chunk.Model != "" {
+		a.model = textsafe.Clean(chunk.Model, 200)
+	}
 	if chunk.JSON.Usage.Valid() {
-		u := chunk.Usage
-		a.usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		a.usage = usageOf(&chunk.Usage)
 	}
 	for i := range chunk.Choices {
 		ch := &chunk.Choices[i]
@@ -135,7 +140,7 @@ func startsNewCall(cur *partialCall, f *openai.ChatCompletionChunkChoiceDeltaToo
 // result returns the assembled reply. Calls with neither a name nor
 // arguments (empty slots) are dropped.
 func (a *assembler) result() reply {
-	r := reply{Content: a.content.String(), FinishReason: a.finish, Usage: a.usage}
+	r := reply{Model: a.model, Content: a.content.String(), FinishReason: a.finish, Usage: a.usage}
 	for _, c := range a.calls {
 		if c.name == "" && c.args.Len() == 0 {
 			continue
@@ -148,7 +153,7 @@ func (a *assembler) result() reply {
 // replyFromCompletion reads a non-streamed answer. Tool calls are read
 // field by field, whatever their "type" says.
 func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
-	r := reply{Usage: Usage{PromptTokens: cc.Usage.PromptTokens, CompletionTokens: cc.Usage.CompletionTokens, TotalTokens: cc.Usage.TotalTokens}}
+	r := reply{Model: textsafe.Clean(cc.Model, 200), Usage: usageOf(&cc.Usage)}
 	for i := range cc.Choices {
 		ch := &cc.Choices[i]
 		if ch.Index != 0 && len(cc.Choices) > 1 {
@@ -168,4 +173,11 @@ func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
 		return r, true
 	}
 	return r, false
+}
+
+// usageOf reads a provider's usage, with the cached and reasoning tokens
+// of its details where it gives them.
+func usageOf(u *openai.CompletionUsage) Usage {
+	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+		CachedTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
 }

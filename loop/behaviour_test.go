@@ -92,7 +92,8 @@ func TestCancelMidStream(t *testing.T) {
 		t.Errorf("%d text deltas", texts)
 	}
 	waitGone(t, gone)
-	if m := c.Messages(); len(m) != 1 || m[0].Role != RoleUser {
+	// What the user saw is kept, marked interrupted.
+	if m := c.Messages(); len(m) != 2 || m[0].Role != RoleUser || m[1].Content != "partial " || !m[1].Interrupted {
 		t.Errorf("history %+v", m)
 	}
 	if n := len(srv.Requests()); n != 1 {
@@ -155,7 +156,7 @@ func TestConsumerStopsEarly(t *testing.T) {
 			}
 		}
 		waitGone(t, gone)
-		if m := c.Messages(); len(m) != 1 {
+		if m := c.Messages(); len(m) != 2 || !m[1].Interrupted || m[1].Content != "partial " {
 			t.Errorf("history %+v", m)
 		}
 	})

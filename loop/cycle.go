@@ -76,10 +76,35 @@ type Config struct {
 	// than the context.
 	RequestTimeout time.Duration
 	// MaxRetries is how many times a request that failed with a connection
-	// error, 408, 409, 429 or 5xx is retried, with openai-go's backoff
-	// (0.5 s doubling, capped at 8 s, or the server's retry-after-ms /
-	// retry-after). Zero means DefaultMaxRetries; negative means none.
+	// error, 408, 409, 429 or 5xx, a stream that broke off before its
+	// finish_reason or a stalled stream is retried, with openai-go's
+	// backoff (0.5 s doubling, capped at 8 s) or the server's
+	// retry-after-ms / Retry-After. Each retry is a Retry event. The loop
+	// retries, not openai-go (its client is built with no retries), so
+	// that retries are seen and bounded. Zero means DefaultMaxRetries;
+	// negative means none.
 	MaxRetries int
+	// MaxRetryWait bounds the time one request spends waiting between its
+	// retries. A Retry-After longer than what is left of it fails the
+	// request at once (the error says so); a backoff longer than that is
+	// shortened. Zero means DefaultMaxRetryWait; negative means no bound.
+	MaxRetryWait time.Duration
+	// StreamIdleTimeout bounds the wait for the first chunk of a streamed
+	// reply and between chunks: a stream silent for longer fails with
+	// ErrStreamIdle (KindStreamIdle), which is retried. Zero means
+	// DefaultStreamIdleTimeout; negative means no bound.
+	StreamIdleTimeout time.Duration
+	// MaxTotalTokens, if positive, is the run's token budget: once a run
+	// has used this many tokens (total_tokens as the provider reports
+	// them, summed over its requests), it ends before its next request
+	// with a *BudgetError (ErrTokenBudget). A request is never cut short,
+	// so a run may end above the budget. Providers that report no usage
+	// are not bounded.
+	MaxTotalTokens int64
+	// MaxToolCalls, if positive, is the run's budget of tool calls: the
+	// calls past it are not run (each is answered "not run") and the run
+	// ends after that turn with a *BudgetError (ErrToolCallBudget).
+	MaxToolCalls int
 	// HTTPClient, if set, makes the requests (e.g. for a proxy or tests).
 	// Default: one client shared by all Cycles of the process (a clone of
 	// http.DefaultTransport that waits at most 10 minutes for response
@@ -97,6 +122,10 @@ type Config struct {
 	// reply, each tool message), from the goroutine running the Submit
 	// method. It must not call Submit methods of the same Cycle.
 	OnMessage func(Message)
+	// OnRequest, if set, is called after each model request (retries
+	// included, failed requests too) with what it cost, from the goroutine
+	// running the Submit method.
+	OnRequest func(RequestInfo)
 }
 
 // defaultHTTPClient is shared by every Cycle without Config.HTTPClient, so
@@ -117,7 +146,9 @@ type Response struct {
 	// Text is the final reply's text.
 	Text string
 	// FinishReason is the provider's finish_reason for the final reply
-	// ("stop" if it sent none).
+	// ("stop" if a non-streamed reply carried none; a stream without one
+	// is ErrIncompleteStream). "length" means the answer was cut at the
+	// model's output limit.
 	FinishReason string
 	// Turns is the number of model requests the run made.
 	Turns int
@@ -173,10 +204,12 @@ func New(cfg Config) (*Cycle, error) {
 	case cfg.MaxRetries < 0:
 		cfg.MaxRetries = 0
 	}
+	cfg.MaxRetryWait = orDefault(cfg.MaxRetryWait, DefaultMaxRetryWait)
+	cfg.StreamIdleTimeout = orDefault(cfg.StreamIdleTimeout, DefaultStreamIdleTimeout)
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(cfg.APIKey),
-		option.WithMaxRetries(cfg.MaxRetries),
+		option.WithMaxRetries(0), // the loop retries: see Config.MaxRetries
 	}
 	if cfg.RequestTimeout > 0 {
 		opts = append(opts, option.WithRequestTimeout(cfg.RequestTimeout))
@@ -305,8 +338,12 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 		if turn > c.cfg.MaxTurns {
 			return nil, fmt.Errorf("%w (%d)", ErrMaxTurns, c.cfg.MaxTurns)
 		}
+		if err := r.checkTokenBudget(); err != nil {
+			return nil, err
+		}
 		rep, err := r.request(ctx, stream)
 		if err != nil {
+			r.interrupted(ctx, rep, err)
 			return nil, err
 		}
 		c.ids.fixCalls(rep.Calls)
@@ -353,6 +390,7 @@ type runState struct {
 	reg     *registry.Registry
 	emit    func(Event) bool
 	usage   Usage
+	calls   int            // tool calls the model asked for in this run (Config.MaxToolCalls)
 	open    []ToolCall     // calls of the last reply not yet answered
 	repeats map[string]int // call signature -> consecutive turns it was made
 }
@@ -383,55 +421,81 @@ func (r *runState) answer(call ToolCall, content string) {
 	}
 }
 
-// request makes one model request with the current history.
-func (r *runState) request(ctx context.Context, stream bool) (reply, error) {
+// attempt makes one HTTP attempt of a model request with the current
+// history; request retries it. It returns the response (for its headers)
+// and, on a failed stream, what was streamed so far.
+func (r *runState) attempt(ctx context.Context, stream bool) (reply, *http.Response, error) {
 	params := r.c.params(r.reg, stream)
+	var httpRes *http.Response
 	if !stream {
-		var httpRes *http.Response
 		cc, err := r.c.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&httpRes))
 		if err != nil {
-			return reply{}, requestError(ctx, httpRes, err)
+			return reply{}, httpRes, requestError(ctx, httpRes, err)
 		}
 		if extra, ok := cc.JSON.ExtraFields["error"]; ok && extra.Raw() != "" && extra.Raw() != "null" {
 			typ, code, msg := parseErrorBody([]byte(`{"error":` + extra.Raw() + `}`))
-			return reply{}, &APIError{StatusCode: httpStatus(httpRes), Type: typ, Code: code, Message: msg}
+			return reply{}, httpRes, &APIError{StatusCode: httpStatus(httpRes), Type: typ, Code: code, Message: msg}
 		}
 		rep, ok := replyFromCompletion(cc)
 		if !ok {
-			return reply{}, fmt.Errorf("%w: no choices in the reply", ErrBadResponse)
+			return reply{}, httpRes, fmt.Errorf("%w: no choices in the reply", ErrBadResponse)
 		}
-		return rep, nil
+		return rep, httpRes, nil
 	}
 
-	var httpRes *http.Response
-	s := r.c.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&httpRes))
+	// The idle timer cancels the attempt when no chunk comes in time.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := r.c.cfg.StreamIdleTimeout
+	var stalled atomic.Bool
+	var timer *time.Timer
+	if idle > 0 {
+		timer = time.AfterFunc(idle, func() { stalled.Store(true); cancel() })
+		defer timer.Stop()
+	}
+	s := r.c.client.Chat.Completions.NewStreaming(actx, params, option.WithResponseInto(&httpRes))
 	defer s.Close()
 	var a assembler
 	for s.Next() {
+		if timer != nil {
+			timer.Reset(idle)
+		}
 		chunk := s.Current()
 		if err := a.add(&chunk); err != nil {
-			return reply{}, err
+			return reply{}, httpRes, err
 		}
 		for i := range chunk.Choices {
-			if d := chunk.Choices[i].Delta.Content; d != "" && chunk.Choices[i].Index == 0 {
-				if !r.emit(&TextDelta{Text: d}) {
-					return reply{}, errStopped
+			ch := &chunk.Choices[i]
+			if ch.Index != 0 {
+				continue
+			}
+			if len(ch.Delta.JSON.ExtraFields) > 0 {
+				if t := reasoningText(ch.Delta.JSON.ExtraFields); t != "" && !r.emit(&ReasoningDelta{Text: t}) {
+					return a.result(), httpRes, errStopped
 				}
+			}
+			if d := ch.Delta.Content; d != "" && !r.emit(&TextDelta{Text: d}) {
+				return a.result(), httpRes, errStopped
 			}
 		}
 	}
 	if err := s.Err(); err != nil {
+		if stalled.Load() && ctx.Err() == nil {
+			return a.result(), httpRes, &idleError{after: idle}
+		}
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
 			typ, code, msg := parseErrorBody(se.Event.Data)
-			return reply{}, &APIError{Type: typ, Code: code, Message: msg, Err: err}
+			return reply{}, httpRes, &APIError{Type: typ, Code: code, Message: msg, Err: err}
 		}
-		return reply{}, requestError(ctx, httpRes, err)
+		return a.result(), httpRes, requestError(ctx, httpRes, err)
 	}
-	if a.chunks == 0 {
-		return reply{}, fmt.Errorf("%w: the stream carried no chunks", ErrBadResponse)
+	if a.finish == "" {
+		// finish_reason, not [DONE], is the end: every recorded provider
+		// sends it, and not all of them send [DONE].
+		return a.result(), httpRes, &incompleteError{empty: a.chunks == 0}
 	}
-	return a.result(), nil
+	return a.result(), httpRes, nil
 }
 
 func httpStatus(res *http.Response) int {
@@ -510,6 +574,9 @@ func toParams(system string, history []Message) []openai.ChatCompletionMessagePa
 			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
 		case RoleAssistant:
 			a := openai.ChatCompletionAssistantMessageParam{}
+			if m.Interrupted {
+				m.Content = strings.TrimRight(m.Content, " \t\r\n") + interruptedNote
+			}
 			if m.Content != "" || len(m.ToolCalls) == 0 {
 				a.Content.OfString = param.NewOpt(m.Content)
 			}

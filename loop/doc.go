@@ -35,14 +35,54 @@
 // transport error, a cancelled context, Config.MaxTurns requests
 // ([ErrMaxTurns]), or the same call (same tool, same arguments) made in
 // more than [RepeatLimit] turns in a row ([ErrRepeatedCall]; the model is
-// warned in the tool message of the RepeatLimit-th repeat).
+// warned in the tool message of the RepeatLimit-th repeat), or a budget:
+// Config.MaxTotalTokens tokens used before the next request
+// ([ErrTokenBudget]) or more than Config.MaxToolCalls tool calls asked
+// for ([ErrToolCallBudget]; the calls past it are answered "not run").
+// Budgets are per run (one Submit); both are a [*BudgetError] and leave a
+// history that the next Submit continues.
+//
+// # Requests
+//
+// The loop retries a model request itself (openai-go's client is built
+// with no retries, so that each retry is seen and bounded): after a
+// connection error, HTTP 408, 409, 429 or 5xx (an "x-should-retry" header
+// overrides the status), a stream that ended before its finish_reason
+// ([ErrIncompleteStream]: a half sentence, a tool call cut mid-arguments;
+// nothing of it is kept, emitted as complete or run), or a stream silent
+// for Config.StreamIdleTimeout, before its first chunk or between chunks
+// ([ErrStreamIdle], default 60 s). At most Config.MaxRetries retries
+// (default 2); each waits for the provider's retry-after-ms or
+// Retry-After, else a backoff (0.5 s doubling, at most 8 s), and the
+// waits of one request add up to at most Config.MaxRetryWait (default
+// 30 s): a Retry-After beyond what is left fails the request at once,
+// with an error that names the wait. Each retry is a [*Retry] event
+// before the wait; the TextDelta and ReasoningDelta events since the last
+// TurnComplete are then void, as the reply starts over. Config.RequestTimeout
+// (per attempt) and the context end a request without retry.
+//
+// A streamed reply is complete when its finish_reason arrives; "data:
+// [DONE]" is not required (not every server sends it), and a stream that
+// carries [DONE] but no finish_reason is incomplete. A finish_reason of
+// "length" is a complete, if cut, answer: the run succeeds with
+// Response.FinishReason and TurnComplete.Reason "length".
+//
+// Config.OnRequest receives a [RequestInfo] per request (retries
+// included; failed ones too): the model that answered, its [Usage] with
+// cached and reasoning tokens where the provider reports them, duration,
+// retries, finish_reason and error.
 //
 // # History
 //
 // The history ([Cycle.Messages]) is append-only and always valid to send:
 // every assistant tool call is followed by exactly one tool message, also
 // when a run is cancelled mid-tool or a stream consumer stops early (the
-// open calls are answered "error (cancelled): ..."). Tool-call ids are
+// open calls are answered "error (cancelled): ..."). A reply that a
+// cancellation cuts short while it streams (a cancelled context, a
+// consumer that stops ranging) is kept as far as it was streamed, as an
+// assistant message with Interrupted set and no tool calls, so the next
+// turn's history says what the user saw; it is sent back with
+// " [interrupted by the user]" appended. Tool-call ids are
 // never empty: missing or duplicate ids get a synthesized "call_<n>".
 // [Message] has a stable JSON form; Config.OnMessage sees every message as
 // it is appended, so a caller can store a session one JSON line per
@@ -56,10 +96,13 @@
 // different ids, indices starting at 1, no index or type, finish_reason
 // in the same chunk as the call, empty or missing ids, the name repeated
 // in every chunk, empty arguments (meaning {}), "choices": [] chunks, and
-// an error event mid-stream (Groq), which becomes an [*APIError]. HTTP 408,
-// 409, 429 and 5xx are retried by openai-go (Config.MaxRetries, honouring
-// retry-after-ms and retry-after); other statuses become an *APIError with
-// the server's own message, whatever shape its error body has.
+// an error event mid-stream (Groq), which becomes an [*APIError]. An HTTP
+// error that is not retried (see Requests), or still fails after the
+// retries, becomes an *APIError with the server's own message, whatever
+// shape its error body has. Reasoning streamed beside the reply, as
+// "reasoning_content" (DeepSeek, vLLM, llama.cpp) or "reasoning"
+// (OpenRouter, Ollama), is emitted as [*ReasoningDelta] events and kept
+// out of the history: providers do not want it sent back.
 //
 // # Concurrency
 //

@@ -112,6 +112,9 @@ const (
 func KindOf(err error) Kind {
 	var api *APIError
 	var netErr interface{ Timeout() bool }
+	if k := requestKind(err); k != "" {
+		return k
+	}
 	switch {
 	case err == nil:
 		return ""

@@ -7,13 +7,18 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Event is one step of a streamed run: *TextDelta, *ToolExecutionStarted,
-// *ToolExecutionCompleted or *TurnComplete (always pointers). Each event
-// marshals to the JSON line of `agrun run --json`, "type" first.
+// Event is one step of a streamed run: *TextDelta, *ReasoningDelta,
+// *Retry, *ToolExecutionStarted, *ToolExecutionCompleted or *TurnComplete
+// (always pointers). Each event marshals to the JSON line of
+// `agrun run --json`, "type" first.
 //
 // Order within one turn (one model request):
 //
-//	TextDelta*                  the reply's text, as it arrives
+//	(ReasoningDelta | TextDelta)* Retry   each failed attempt that is retried:
+//	                            what it streamed, then the retry (the
+//	                            deltas before it are void)
+//	ReasoningDelta*, TextDelta* the reply's reasoning and text, as they
+//	                            arrive (interleaved as the provider sends them)
 //	TurnComplete                the model's reply is complete
 //	ToolExecutionStarted*       each call handed to the registry, in call order
 //	ToolExecutionCompleted*     one per tool call of the reply: each call that
@@ -27,7 +32,8 @@ import (
 // ToolExecutionCompleted without a ToolExecutionStarted.
 type Event interface {
 	// EventType is the "type" of the event's JSON form: "text_delta",
-	// "tool_started", "tool_completed" or "turn_complete".
+	// "reasoning_delta", "retry", "tool_started", "tool_completed" or
+	// "turn_complete".
 	EventType() string
 }
 
@@ -60,25 +66,47 @@ type ToolExecutionCompleted struct {
 type TurnComplete struct {
 	// Reason is "tool_calls" when the reply carries tool calls (whatever
 	// finish_reason the provider sent), else the provider's finish_reason
-	// ("stop", "length", "content_filter", ...; "stop" if it sent none, or
-	// sent "tool_calls" with no calls).
+	// ("stop", "length", "content_filter", ...; "stop" if a non-streamed
+	// reply carried none, or "tool_calls" with no calls). "length": the
+	// reply was cut at the model's output limit.
 	Reason string
 	// Usage is the tokens of this request, as reported by the provider
 	// (zero if it reported none).
 	Usage Usage
 }
 
-// Usage counts tokens.
+// Usage counts tokens. CachedTokens (prompt tokens served from the
+// provider's cache) and ReasoningTokens (completion tokens spent on
+// reasoning) are parts of PromptTokens and CompletionTokens, given where
+// the provider reports them.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
 func (u *Usage) add(v Usage) {
 	u.PromptTokens += v.PromptTokens
 	u.CompletionTokens += v.CompletionTokens
 	u.TotalTokens += v.TotalTokens
+	u.CachedTokens += v.CachedTokens
+	u.ReasoningTokens += v.ReasoningTokens
+}
+
+// Add returns the sum of u and v, field by field.
+func (u Usage) Add(v Usage) Usage {
+	u.add(v)
+	return u
+}
+
+// total is TotalTokens, or prompt + completion when the provider gave no total.
+func (u *Usage) total() int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.PromptTokens + u.CompletionTokens
 }
 
 // EventType implements Event.

@@ -67,7 +67,7 @@ func TestOneToolCallThenAnswer(t *testing.T) {
 	if resp.Text != "There are 3 words." || resp.Turns != 2 || resp.FinishReason != "stop" {
 		t.Errorf("response %+v", resp)
 	}
-	if resp.Usage != (Usage{20, 10, 30}) || c.Usage() != resp.Usage {
+	if resp.Usage != (Usage{PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30}) || c.Usage() != resp.Usage {
 		t.Errorf("usage %+v / %+v", resp.Usage, c.Usage())
 	}
 	want := []Message{

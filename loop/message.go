@@ -40,6 +40,12 @@ type Message struct {
 	// Name is, for a tool message, the name of the tool that was called. It
 	// is kept for readers of the history and is not sent to the provider.
 	Name string `json:"name,omitempty"`
+	// Interrupted marks an assistant message that a cancellation cut short
+	// while it streamed (Ctrl-C, a cancelled context, a consumer that
+	// stopped ranging): Content is what had arrived, and it has no tool
+	// calls. It is sent back as Content (trailing spaces trimmed) + " [interrupted by the user]", so
+	// the model knows what the user saw and that it did not end there.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // ToolCall is one tool call requested by the model.

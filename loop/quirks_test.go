@@ -29,13 +29,13 @@ func TestProviderQuirks(t *testing.T) {
 		usage   Usage
 	}{
 		{"whole call in one chunk, finish_reason stop", "ollama_whole_call_stop.sse",
-			[]wantCall{{"call_ol1", `{"text":"one two three"}`}}, []string{`{"words":3}`}, Usage{30, 8, 38}},
+			[]wantCall{{"call_ol1", `{"text":"one two three"}`}}, []string{`{"words":3}`}, Usage{PromptTokens: 30, CompletionTokens: 8, TotalTokens: 38}},
 		{"all calls at index 0 with different ids", "index0_different_ids.sse",
 			[]wantCall{{"call_A", `{"text":"alpha"}`}, {"call_B", `{"text":"beta gamma"}`}}, []string{`{"words":1}`, `{"words":2}`}, Usage{}},
 		{"indices start at 1", "index_starts_at_1.sse",
 			[]wantCall{{"toolu_01XYZ", `{"text": "a b c d"}`}}, []string{`{"words":4}`}, Usage{}},
 		{"no index, no type, finish_reason in the call's chunk", "mistral_no_index_no_type.sse",
-			[]wantCall{{"Xy12AbC9d", `{"text": "x y"}`}, {"Pq34RsT8u", `{"text": "z"}`}}, []string{`{"words":2}`, `{"words":1}`}, Usage{50, 20, 70}},
+			[]wantCall{{"Xy12AbC9d", `{"text": "x y"}`}, {"Pq34RsT8u", `{"text": "z"}`}}, []string{`{"words":2}`, `{"words":1}`}, Usage{PromptTokens: 50, CompletionTokens: 20, TotalTokens: 70}},
 		{"missing and empty ids", "missing_ids.sse",
 			[]wantCall{{"", `{"text":"first"}`}, {"", `{"text":"second one"}`}}, []string{`{"words":1}`, `{"words":2}`}, Usage{}},
 		{"whole calls without index or id", "no_index_no_id.sse",
@@ -178,10 +178,10 @@ func TestQuirkEmptyChoicesChunk(t *testing.T) {
 			last = e
 		}
 	}
-	if text.String() != "Hello there." || last == nil || last.Reason != "stop" || last.Usage != (Usage{11, 3, 14}) {
+	if text.String() != "Hello there." || last == nil || last.Reason != "stop" || last.Usage != (Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14}) {
 		t.Errorf("text %q turn %+v", text.String(), last)
 	}
-	if c.Usage() != (Usage{11, 3, 14}) {
+	if c.Usage() != (Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14}) {
 		t.Errorf("usage %+v", c.Usage())
 	}
 }

@@ -23,7 +23,9 @@ var repeatNote = "\n\n[note from the tool runner: you have made this exact call 
 func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	b := r.newBatch(calls)
 	stop := b.repeated()
-	toRun, runIdx := r.runnable(b, stop)
+	prior := r.calls
+	r.calls += len(calls)
+	toRun, runIdx := r.runnable(b, stop, prior)
 	for _, i := range runIdx {
 		c := calls[i]
 		if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
@@ -44,6 +46,9 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	}
 	if stop != nil {
 		return stop
+	}
+	if limit := r.c.cfg.MaxToolCalls; limit > 0 && r.calls > limit {
+		return &BudgetError{Budget: "tool_calls", Limit: int64(limit), Used: int64(r.calls)}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("loop: run cancelled during tool calls: %w", err)
@@ -97,9 +102,10 @@ func (b *toolBatch) repeated() error {
 }
 
 // runnable answers the calls that will not run (the run stops, there are
-// no tools, too many calls in the reply) and returns the others, with
-// their indices in the batch.
-func (r *runState) runnable(b *toolBatch, stop error) (toRun []registry.Call, runIdx []int) {
+// no tools, too many calls in the reply, the run's budget of calls is
+// spent: prior calls were made before this reply) and returns the others,
+// with their indices in the batch.
+func (r *runState) runnable(b *toolBatch, stop error, prior int) (toRun []registry.Call, runIdx []int) {
 	for i, c := range b.calls {
 		switch {
 		case stop != nil:
@@ -115,6 +121,8 @@ func (r *runState) runnable(b *toolBatch, stop error) (toRun []registry.Call, ru
 		case i >= r.c.cfg.MaxToolCallsPerTurn:
 			b.fail(i, registry.Other, fmt.Sprintf("not run: more than %d tool calls in one reply; make at most %d at once",
 				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
+		case r.c.cfg.MaxToolCalls > 0 && prior+i >= r.c.cfg.MaxToolCalls:
+			b.fail(i, registry.Other, fmt.Sprintf("not run: the run's budget of %d tool calls is spent; the run stops here", r.c.cfg.MaxToolCalls))
 		default:
 			toRun = append(toRun, registry.Call{ID: c.ID, Name: c.Name, Args: json.RawMessage(c.Arguments)})
 			runIdx = append(runIdx, i)

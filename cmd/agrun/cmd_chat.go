@@ -18,12 +18,13 @@ import (
 func (c *cli) chat(ctx context.Context, args []string) error {
 	fs := newFlags("chat")
 	sessID := fs.String("session", "", "continue (or start) this session")
+	fs.BoolVar(&c.showReasoning, "show-reasoning", false, "show the model's reasoning, dimmed, on stderr")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("usage: agrun chat [--session ID]")
+		return usagef("usage: agrun chat [--session ID] [--show-reasoning]")
 	}
 	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type conversation struct {
 	id    string
 	sess  *session.Session
 	cycle *loop.Cycle
+	last  turnStats // what the last turn cost
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -56,6 +58,8 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 	lc := loopConfig(cfg)
 	lc.History = history
 	lc.OnMessage = func(m loop.Message) { sess.Record(m) }
+	// TODO(merge): lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
+	// once session.Session.RecordRequest exists (another branch adds it).
 	cyc, err := loop.New(lc)
 	if err != nil {
 		sess.Close()
@@ -78,6 +82,10 @@ func loopConfig(cfg *config.Config) loop.Config {
 		MaxTurns:          cfg.LLM.MaxTurns,
 		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
 		RequestTimeout:    cfg.LLM.Timeout.Std(),
+		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
+		MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
+		MaxTotalTokens:    cfg.LLM.MaxTotalTokens,
+		MaxToolCalls:      cfg.LLM.MaxToolCalls,
 	}
 	if cfg.LLM.MaxRetries != nil {
 		lc.MaxRetries = *cfg.LLM.MaxRetries
@@ -90,35 +98,59 @@ func loopConfig(cfg *config.Config) loop.Config {
 
 func (cv *conversation) close() { cv.sess.Close() }
 
-// runPrompt is `agrun run [--json] [--session ID] PROMPT`.
+// runOptions are the flags of `agrun run` that shape one run.
+type runOptions struct {
+	json                    bool
+	maxTokens, maxToolCalls int64 // budgets over the config's; 0: the config's
+	quiet                   bool  // no summary line
+}
+
+// runPrompt is `agrun run [--json] [--session ID] [--show-reasoning] [-q]
+// [--max-tokens N] [--max-tool-calls N] PROMPT`.
 func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	fs := newFlags("run")
-	asJSON := fs.Bool("json", false, "print every event as a JSON line")
+	var o runOptions
+	fs.BoolVar(&o.json, "json", false, "print every event as a JSON line")
 	sessID := fs.String("session", "", "continue (or start) this session")
+	fs.BoolVar(&c.showReasoning, "show-reasoning", false, "show the model's reasoning, dimmed, on stderr")
+	fs.BoolVar(&o.quiet, "q", false, "no summary line at the end")
+	fs.BoolVar(&o.quiet, "quiet", false, "no summary line at the end")
+	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens")
+	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most this many tool calls")
 	pos, err := parseFlags(fs, args)
 	if err == nil && len(pos) == 0 {
-		err = usagef("usage: agrun run [--json] [--session ID] PROMPT")
+		err = usagef("usage: agrun run [--json] [--session ID] [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N] PROMPT")
+	}
+	if err == nil && (o.maxTokens < 0 || o.maxToolCalls < 0 || o.maxToolCalls > math.MaxInt32) {
+		err = usagef("run: --max-tokens and --max-tool-calls must be positive")
 	}
 	prompt := strings.Join(pos, " ")
-	id := *sessID
-	var final string
+	var id, final string
+	var stats turnStats
 	if err == nil {
-		id, final, err = c.runOnce(ctx, prompt, id, *asJSON)
+		id, stats, err = c.runOnce(ctx, prompt, *sessID, o)
+		final = stats.text
 	}
-	if *asJSON {
+	if !o.quiet && !o.json && id != "" {
+		fmt.Fprintf(c.stderr, "agrun: %s\n", stats.summary())
+	}
+	if o.json {
 		if err != nil {
 			e := errorOf(err)
 			writeJSONLine(c.stdout, struct {
 				Type    string `json:"type"`
 				Kind    string `json:"kind"`
 				Message string `json:"message"`
-			}{"error", runErrorKind(err, e.Kind), e.Message})
+				Session string `json:"session,omitempty"`
+			}{"error", runErrorKind(err, e.Kind), e.Message, id})
 		} else {
 			writeJSONLine(c.stdout, struct {
-				Type    string `json:"type"`
-				Session string `json:"session"`
-				Text    string `json:"text"`
-			}{"done", id, final})
+				Type      string     `json:"type"`
+				Session   string     `json:"session"`
+				Text      string     `json:"text"`
+				Truncated bool       `json:"truncated,omitempty"`
+				Usage     loop.Usage `json:"usage"`
+			}{"done", id, final, stats.truncated, stats.usage})
 		}
 		if err != nil {
 			if isUsage(err) {
@@ -147,26 +179,35 @@ func runErrorKind(err error, fallback string) string {
 	return string(loop.KindOf(err))
 }
 
-func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {
+// runOnce runs one prompt in session id (a new one if empty). It returns
+// the session's id once the session is open ("" before), and what the run
+// did.
+func (c *cli) runOnce(ctx context.Context, prompt, id string, o runOptions) (string, turnStats, error) {
 	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {
-		return id, "", err
+		return "", turnStats{}, err
 	}
 	defer e.close()
+	if o.maxTokens > 0 {
+		e.cfg.LLM.MaxTotalTokens = o.maxTokens
+	}
+	if o.maxToolCalls > 0 {
+		e.cfg.LLM.MaxToolCalls = int(o.maxToolCalls)
+	}
 	st, err := c.sessionStoreFor(e.cfg)
 	if err != nil {
-		return id, "", err
+		return "", turnStats{}, err
 	}
 	conv, err := c.openConversation(e.cfg, st, id)
 	if err != nil {
-		return id, "", err
+		return "", turnStats{}, err
 	}
 	defer conv.close()
-	if !asJSON {
+	if !o.json {
 		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
 	}
-	final, err := c.turn(ctx, conv, e.reg, prompt, asJSON)
-	return conv.id, final, err
+	_, err = c.turn(ctx, conv, e.reg, prompt, o.json)
+	return conv.id, conv.last, err
 }
 
 // sessionStoreFor opens the sessions folder of cfg.
@@ -186,6 +227,10 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	prog := newProgress(c.stderr)
 	defer prog.stop()
 	wroteText := false
+	rs := reasoningWriter{w: c.stderr, show: c.showReasoning && !asJSON}
+	st := &conv.last
+	*st = turnStats{start: time.Now()}
+	var lastReason string
 	inputs := map[string]json.RawMessage{} // arguments of the calls in flight, by id
 	var runErr error
 	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
@@ -196,14 +241,31 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 		if asJSON {
 			writeJSONLine(c.stdout, ev)
 		}
+		if _, ok := ev.(*loop.ReasoningDelta); !ok {
+			rs.end()
+		}
 		switch ev := ev.(type) {
+		case *loop.ReasoningDelta:
+			rs.write(ev.Text)
 		case *loop.TextDelta:
 			final.WriteString(ev.Text)
 			if !asJSON {
 				io.WriteString(c.stdout, safe(ev.Text))
 				wroteText = true
 			}
+		case *loop.Retry:
+			// The reply starts over: what was shown of it is void.
+			final.Reset()
+			if wroteText && !asJSON {
+				io.WriteString(c.stdout, "\n")
+				wroteText = false
+			}
+			st.retries++
+			fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max)
 		case *loop.TurnComplete:
+			st.requests++
+			st.usage = st.usage.Add(ev.Usage)
+			lastReason = ev.Reason
 			if ev.Reason == "tool_calls" {
 				final.Reset()
 				if wroteText && !asJSON {
@@ -212,6 +274,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 				}
 			}
 		case *loop.ToolExecutionStarted:
+			st.toolCalls++
 			prog.start(ev.ID, ev.Name)
 			inputs[ev.ID] = ev.Input
 		case *loop.ToolExecutionCompleted:
@@ -223,13 +286,115 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			}
 		}
 	}
+	rs.end()
 	if wroteText && !asJSON {
 		io.WriteString(c.stdout, "\n")
 	}
 	if runErr == nil {
 		runErr = conv.sess.Err()
 	}
+	st.text, st.elapsed = final.String(), time.Since(st.start)
+	if runErr == nil && lastReason == "length" {
+		st.truncated = true
+		fmt.Fprintln(c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
+	}
 	return final.String(), runErr
+}
+
+// turnStats is what one turn of `run` or `chat` did, for the summary line
+// and the done event.
+type turnStats struct {
+	text      string
+	truncated bool // the final answer ended with finish_reason "length"
+	requests  int  // model requests that completed
+	retries   int
+	toolCalls int // calls that ran
+	usage     loop.Usage
+	start     time.Time
+	elapsed   time.Duration
+}
+
+// summary is the line `run` ends with on stderr: "2 requests, 1 tool
+// call, 1234 tokens (1200 prompt, 34 completion), 3.1s".
+func (s turnStats) summary() string {
+	parts := []string{plural(s.requests, "request")}
+	if s.retries > 0 {
+		parts = append(parts, plural(s.retries, "retry"))
+	}
+	parts = append(parts, plural(s.toolCalls, "tool call"))
+	u := s.usage
+	tokens := fmt.Sprintf("%d tokens (%d prompt", u.TotalTokens, u.PromptTokens)
+	if u.CachedTokens > 0 {
+		tokens += fmt.Sprintf(", %d cached", u.CachedTokens)
+	}
+	tokens += fmt.Sprintf(", %d completion", u.CompletionTokens)
+	if u.ReasoningTokens > 0 {
+		tokens += fmt.Sprintf(", %d reasoning", u.ReasoningTokens)
+	}
+	parts = append(parts, tokens+")", s.elapsed.Round(100*time.Millisecond).String())
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	if strings.HasSuffix(what, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(what, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// retryWhat says what failed before a retry: "429 from provider", or the
+// loop's reason (a broken or stalled stream, a connection error).
+func retryWhat(ev *loop.Retry) string {
+	if ev.Status != 0 {
+		return fmt.Sprintf("%d from provider", ev.Status)
+	}
+	return safe(ev.Reason)
+}
+
+// roundWait shows a wait as "3s", "2m0s" or "500ms".
+func roundWait(d time.Duration) string {
+	if d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// reasoningWriter shows reasoning deltas on stderr when asked: dimmed on
+// a terminal (unless NO_COLOR is set), plain elsewhere, ended by a newline
+// when the reply proper starts.
+type reasoningWriter struct {
+	w    io.Writer
+	show bool
+	open bool
+	dim  bool
+}
+
+func (r *reasoningWriter) write(text string) {
+	if !r.show {
+		return
+	}
+	if !r.open {
+		r.open = true
+		r.dim = isTerminal(r.w) && os.Getenv("NO_COLOR") == ""
+		if r.dim {
+			io.WriteString(r.w, "\x1b[2m")
+		}
+	}
+	io.WriteString(r.w, safe(text))
+}
+
+func (r *reasoningWriter) end() {
+	if !r.open {
+		return
+	}
+	r.open = false
+	if r.dim {
+		io.WriteString(r.w, "\x1b[0m")
+	}
+	io.WriteString(r.w, "\n")
 }
 
 func outcome(ev *loop.ToolExecutionCompleted) string {

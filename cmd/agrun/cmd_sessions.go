@@ -92,7 +92,11 @@ func printMessage(w io.Writer, raw json.RawMessage) {
 		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), m.ToolCallID, safe(textsafe.Truncate(m.Content, 400)))
 	default:
 		if m.Content != "" {
-			fmt.Fprintf(w, "%s: %s\n", m.Role, safe(m.Content))
+			mark := ""
+			if m.Interrupted {
+				mark = " [interrupted]"
+			}
+			fmt.Fprintf(w, "%s: %s%s\n", m.Role, safe(m.Content), mark)
 		}
 		for _, tc := range m.ToolCalls {
 			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", m.Role, safe(tc.Name), safe(textsafe.Truncate(tc.Arguments, 200)), tc.ID)

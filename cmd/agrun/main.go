@@ -1,8 +1,8 @@
 // Command agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP
 // servers, and the model loop that calls them.
 //
-//	agrun [-c agrun.toml] run [--json] [--session ID] PROMPT
-//	agrun [-c agrun.toml] chat [--session ID]
+//	agrun [-c agrun.toml] run [--json] [--session ID] [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N] PROMPT
+//	agrun [-c agrun.toml] chat [--session ID] [--show-reasoning]
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
 //	agrun [-c agrun.toml] sessions [--json] | sessions show ID
@@ -60,7 +60,8 @@ const usage = `agrun runs LLM tools safely.
 
 Usage:
   agrun [-c FILE] run [--json] [--session ID] PROMPT   one prompt, streamed
-  agrun [-c FILE] chat [--session ID]                  interactive session
+        [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N]
+  agrun [-c FILE] chat [--session ID] [--show-reasoning] interactive session
   agrun [-c FILE] tools [--json]                       registered tools
   agrun [-c FILE] call [--json] NAME [ARGS_JSON]       run one tool (ARGS from stdin if omitted)
   agrun [-c FILE] sessions [--json]                    saved sessions
@@ -90,6 +91,9 @@ type cli struct {
 	// interrupts delivers Ctrl-C. chat uses it to cancel a turn; every
 	// other command cancels its context on the first one. Nil in tests.
 	interrupts <-chan os.Signal
+	// showReasoning shows the model's reasoning deltas (run and chat
+	// --show-reasoning).
+	showReasoning bool
 }
 
 // run is the whole command, testable with buffers: it returns the exit

@@ -9,6 +9,12 @@
 //	)
 //	// base URL: srv.URL (it serves /chat/completions and /v1/chat/completions)
 //
+// A default reply can misbehave the way real providers do: Cut ends the
+// stream without finish_reason or [DONE] (a tool call mid-arguments), Stall
+// keeps it open and silent, Reasoning streams "reasoning_content" deltas
+// first, Finish "length" says the answer was cut, and Status 429 with a
+// Retry-After Header asks the client to wait.
+//
 // A Reply can also be exact wire bytes, for tests of the client's parsing:
 // Chunks (built with [Chunk], [TextChunk], [CallChunk], [FinishChunk]) are
 // streamed one flushed data line each, Events is a whole event stream
@@ -90,13 +96,24 @@ type Reply struct {
 	// Finish, if set, is the finish_reason; by default "tool_calls" when
 	// there are ToolCalls, else "stop".
 	Finish string
+	// Reasoning, if set, is streamed first as "reasoning_content" deltas.
+	Reasoning string
+	// Usage, if set, replaces the default usage (10 prompt, 5 completion,
+	// 15 total tokens).
+	Usage *Usage
+	// Cut ends a streamed reply early, as a connection that breaks off
+	// does: the text and the first half of the tool calls' arguments,
+	// then the body ends without finish_reason, usage or [DONE].
+	Cut bool
 
 	// Chunks, if set, is the reply instead of Text and ToolCalls: each is
 	// the JSON of one chunk, written as a data line and flushed on its own,
 	// then "data: [DONE]", whether or not the request asked for a stream.
 	Chunks []string
 	// Stall, with Chunks, leaves out "data: [DONE]" and keeps the stream
-	// open after the last chunk until the client goes away.
+	// open after the last chunk until the client goes away. Without
+	// Chunks, a streamed reply sends its text (not its finish_reason) and
+	// then stalls the same way.
 	Stall bool
 	// Events, if set, is the reply instead: a whole text/event-stream body
 	// written as is (a recorded provider stream, say).
@@ -123,6 +140,26 @@ type Reply struct {
 	// Gone, if set, is closed when the client goes away during a Hold, a
 	// Delay or a Stall.
 	Gone chan<- struct{}
+}
+
+// Usage is the token usage of a scripted reply.
+type Usage struct {
+	PromptTokens, CompletionTokens, TotalTokens int
+	CachedTokens, ReasoningTokens               int // sent in the details objects when non-zero
+}
+
+func (u *Usage) wire() map[string]any {
+	if u == nil {
+		return map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+	}
+	m := map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+	if u.CachedTokens != 0 {
+		m["prompt_tokens_details"] = map[string]any{"cached_tokens": u.CachedTokens}
+	}
+	if u.ReasoningTokens != 0 {
+		m["completion_tokens_details"] = map[string]any{"reasoning_tokens": u.ReasoningTokens}
+	}
+	return m
 }
 
 // Server is the scripted server. It is safe for concurrent use.
@@ -237,6 +274,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 	case req.Stream:
 		writeSSE(w, rep)
+		if rep.Stall {
+			<-r.Context().Done()
+			gone()
+		}
 	default:
 		writeJSON(w, rep)
 	}
@@ -262,6 +303,13 @@ func TextChunk(text string) string {
 func CallChunk(i int, id, name, args string) string {
 	b, _ := json.Marshal([]map[string]any{{"index": i, "id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}})
 	return Chunk(`{"tool_calls":`+string(b)+`}`, "")
+}
+
+// ReasoningChunk is a chunk with a reasoning delta under the field name
+// ("reasoning_content" or "reasoning").
+func ReasoningChunk(field, text string) string {
+	b, _ := json.Marshal(map[string]any{"content": nil, field: text})
+	return Chunk(string(b), "")
 }
 
 // FinishChunk is a chunk with an empty delta and this finish_reason.
@@ -318,7 +366,7 @@ func writeJSON(w http.ResponseWriter, rep Reply) {
 	json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "test",
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish(rep)}},
-		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+		"usage":   rep.Usage.wire(),
 	})
 }
 
@@ -339,15 +387,28 @@ func writeSSE(w http.ResponseWriter, rep Reply) {
 		}
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	for _, part := range splitN(rep.Reasoning, 2) {
+		chunk(map[string]any{"content": nil, "reasoning_content": part}, nil, nil)
+	}
 	// Text in a few pieces, to exercise streaming.
 	for _, part := range splitN(rep.Text, 3) {
 		chunk(map[string]any{"content": part}, nil, nil)
 	}
-	if len(rep.ToolCalls) > 0 {
-		chunk(map[string]any{"tool_calls": toolCallsJSON(rep.ToolCalls, true)}, nil, nil)
+	calls := rep.ToolCalls
+	if rep.Cut {
+		calls = append([]Call(nil), calls...)
+		for i := range calls {
+			calls[i].Args = calls[i].Args[:len(calls[i].Args)/2]
+		}
+	}
+	if len(calls) > 0 {
+		chunk(map[string]any{"tool_calls": toolCallsJSON(calls, true)}, nil, nil)
+	}
+	if rep.Cut || rep.Stall {
+		return
 	}
 	chunk(map[string]any{}, finish(rep), nil)
-	chunk(nil, nil, map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+	chunk(nil, nil, rep.Usage.wire())
 	io.WriteString(w, "data: [DONE]\n\n")
 	if fl != nil {
 		fl.Flush()

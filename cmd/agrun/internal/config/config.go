@@ -52,6 +52,10 @@ type LLM struct {
 	ParallelToolCalls *bool    `toml:"parallel_tool_calls"`
 	Timeout           Duration `toml:"timeout"` // per request attempt
 	MaxRetries        *int     `toml:"max_retries"`
+	StreamIdleTimeout Duration `toml:"stream_idle_timeout"` // loop.Config.StreamIdleTimeout; unset: the loop's default (60s)
+	MaxRetryWait      Duration `toml:"max_retry_wait"`      // loop.Config.MaxRetryWait; unset: the loop's default (30s)
+	MaxTotalTokens    int64    `toml:"max_total_tokens"`    // loop.Config.MaxTotalTokens: a run's token budget; 0 none
+	MaxToolCalls      int      `toml:"max_tool_calls"`      // loop.Config.MaxToolCalls: a run's tool call budget; 0 none
 }
 
 // Sandbox is the [sandbox] section: defaults for every WASM tool.
@@ -377,6 +381,12 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if c.LLM.MaxTurns < 0 {
 		return errAt("must be positive", "llm", "max_turns")
+	}
+	if c.LLM.MaxTotalTokens < 0 {
+		return errAt("must be positive (0: no budget)", "llm", "max_total_tokens")
+	}
+	if c.LLM.MaxToolCalls < 0 {
+		return errAt("must be positive (0: no budget)", "llm", "max_tool_calls")
 	}
 	if c.Sandbox.MaxParallel < 0 {
 		return errAt("must be positive", "sandbox", "max_parallel")

@@ -120,6 +120,13 @@ func TestDefaults(t *testing.T) {
 	if c.LLM.MaxTurns != 10 || c.LLM.APIKeyEnv != "OPENAI_API_KEY" || c.Serve.Addr != "127.0.0.1:8080" {
 		t.Errorf("defaults = %+v %+v", c.LLM, c.Serve)
 	}
+	if c.LLM.StreamIdleTimeout != 0 || c.LLM.MaxRetryWait != 0 || c.LLM.MaxTotalTokens != 0 || c.LLM.MaxToolCalls != 0 {
+		t.Errorf("request defaults = %+v", c.LLM)
+	}
+	c, err = Parse("agrun.toml", []byte("[llm]\nstream_idle_timeout = \"5m\"\nmax_retry_wait = \"2m\"\nmax_total_tokens = 50000\nmax_tool_calls = 20\n"))
+	if err != nil || c.LLM.StreamIdleTimeout.Std() != 5*time.Minute || c.LLM.MaxRetryWait.Std() != 2*time.Minute || c.LLM.MaxTotalTokens != 50000 || c.LLM.MaxToolCalls != 20 {
+		t.Errorf("request keys = %+v, %v", c.LLM, err)
+	}
 	// Setting only allowed keeps allow_unspecified at its default (true).
 	c, err = Parse("agrun.toml", []byte("[permissions]\nallowed = [\"read\"]\n"))
 	if err != nil || !c.PermissionConfig().AllowUnspecified || len(c.PermissionConfig().Denied) != 0 {
@@ -150,6 +157,9 @@ func TestErrors(t *testing.T) {
 		{"bad host", "[tools.t]\nwasm = \"x\"\nallowed_hosts = [\"https://evil.com/x\"]\n", 3, "tools.t.allowed_hosts", "without scheme"},
 		{"bad mount", "[tools.t]\nwasm = \"x\"\nmounts = [\"./a:/b:rx\"]\n", 3, "tools.t.mounts", "mode must be"},
 		{"relative guest mount", "[tools.t]\nwasm = \"x\"\nmounts = [\"./a:b\"]\n", 3, "tools.t.mounts", "absolute"},
+		{"negative token budget", "[llm]\nmax_total_tokens = -5\n", 0, "llm.max_total_tokens", "must be positive"},
+		{"negative tool call budget", "[llm]\nmax_tool_calls = -1\n", 0, "llm.max_tool_calls", "must be positive"},
+		{"negative idle timeout", "[llm]\nstream_idle_timeout = \"-1s\"\n", 2, "llm.stream_idle_timeout", "must be positive"},
 		{"syntax error", "[llm\nmodel = 1\n", 0, "", "table name"},
 		{"duplicate key", "[llm]\nmodel = \"a\"\nmodel = \"b\"\n", 3, "", "already been defined"},
 	} {

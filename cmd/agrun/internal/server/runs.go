@@ -35,15 +35,18 @@ type (
 	}
 	// doneEvent is the last event of a successful run.
 	doneEvent struct {
-		Type    string `json:"type"` // "done"
-		Session string `json:"session"`
-		Text    string `json:"text"`
+		Type      string     `json:"type"` // "done"
+		Session   string     `json:"session"`
+		Text      string     `json:"text"`
+		Truncated bool       `json:"truncated,omitempty"` // the answer ended with finish_reason "length"
+		Usage     loop.Usage `json:"usage"`               // the run's tokens, summed over its requests
 	}
 	// errorEvent is the last event of a failed run.
 	errorEvent struct {
 		Type    string `json:"type"` // "error"
 		Kind    string `json:"kind"`
 		Message string `json:"message"`
+		Session string `json:"session,omitempty"` // the session the run appended to
 	}
 )
 
@@ -96,6 +99,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 
 	var final strings.Builder
 	var runErr error
+	var usage loop.Usage
+	var lastReason string
 	for ev, err := range conv.cycle.SubmitStreamWithTools(r.Context(), req.Prompt, s.reg) {
 		if err != nil {
 			runErr = err
@@ -104,7 +109,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		switch ev := ev.(type) {
 		case *loop.TextDelta:
 			final.WriteString(ev.Text)
+		case *loop.Retry:
+			final.Reset() // the reply starts over
 		case *loop.TurnComplete:
+			usage, lastReason = usage.Add(ev.Usage), ev.Reason
 			if ev.Reason == "tool_calls" {
 				final.Reset()
 			}
@@ -122,10 +130,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		if kind == string(loop.KindOther) && conv.sess.Err() != nil {
 			kind = string(registry.IO) // the session could not be written
 		}
-		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error()})
+		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: runErr.Error(), Session: id})
 		return
 	}
-	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String()})
+	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String(), Truncated: lastReason == "length", Usage: usage})
 }
 
 // conversation is one open session and the cycle that records in it.

@@ -1,0 +1,396 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/openai/openai-go/v3/packages/respjson"
+)
+
+// Defaults of the request settings of Config.
+const (
+	// DefaultStreamIdleTimeout bounds the wait for each chunk of a stream
+	// (Config.StreamIdleTimeout).
+	DefaultStreamIdleTimeout = 60 * time.Second
+	// DefaultMaxRetryWait bounds the time one request may spend waiting
+	// between retries (Config.MaxRetryWait).
+	DefaultMaxRetryWait = 30 * time.Second
+)
+
+// Errors of a request and of a run's budgets (see also the list in
+// errors.go).
+var (
+	// ErrIncompleteStream: a stream ended (the connection closed, with or
+	// without "data: [DONE]") before the reply's finish_reason arrived, so
+	// the reply may be cut anywhere, a tool call mid-arguments included.
+	// Nothing of it is kept or run; the request is retried like a 5xx. It
+	// also matches ErrBadResponse (kind provider).
+	ErrIncompleteStream = errors.New("loop: the stream ended before the reply was complete (no finish_reason)")
+	// ErrStreamIdle: no chunk arrived for Config.StreamIdleTimeout. The
+	// request is retried; the error is the last attempt's (KindStreamIdle).
+	ErrStreamIdle = errors.New("loop: the stream stalled")
+	// ErrTokenBudget: the run used Config.MaxTotalTokens tokens and would
+	// have made another request (*BudgetError, KindMaxTokens).
+	ErrTokenBudget = errors.New("loop: token budget reached")
+	// ErrToolCallBudget: the model asked for more tool calls than
+	// Config.MaxToolCalls allows in one run (*BudgetError, KindMaxToolCalls).
+	ErrToolCallBudget = errors.New("loop: tool call budget reached")
+)
+
+// The kinds of a failed run added with the request settings.
+const (
+	KindStreamIdle   Kind = "stream_idle"    // ErrStreamIdle, after the retries
+	KindMaxTokens    Kind = "max_tokens"     // ErrTokenBudget
+	KindMaxToolCalls Kind = "max_tool_calls" // ErrToolCallBudget
+)
+
+// requestKind is KindOf for the errors of this file, "" for others.
+func requestKind(err error) Kind {
+	switch {
+	case errors.Is(err, ErrTokenBudget):
+		return KindMaxTokens
+	case errors.Is(err, ErrToolCallBudget):
+		return KindMaxToolCalls
+	case errors.Is(err, ErrStreamIdle):
+		return KindStreamIdle
+	}
+	return ""
+}
+
+// BudgetError ends a run that reached one of its budgets. The history
+// keeps every message of the run, and every tool call in it is answered,
+// so the session can continue with a new prompt.
+type BudgetError struct {
+	Budget string // "tokens" (Config.MaxTotalTokens) or "tool_calls" (Config.MaxToolCalls)
+	Limit  int64  // the budget
+	Used   int64  // what the run used (tool calls: that the model asked for)
+}
+
+// Error implements error.
+func (e *BudgetError) Error() string {
+	if e.Budget == "tokens" {
+		return fmt.Sprintf("loop: token budget reached: the run used %d tokens of its %d; run stopped before the next request", e.Used, e.Limit)
+	}
+	return fmt.Sprintf("loop: tool call budget reached: the model asked for %d tool calls, %d are allowed per run; run stopped", e.Used, e.Limit)
+}
+
+// Is reports whether target is ErrTokenBudget or ErrToolCallBudget, as
+// Budget says.
+func (e *BudgetError) Is(target error) bool {
+	if e.Budget == "tokens" {
+		return target == ErrTokenBudget
+	}
+	return target == ErrToolCallBudget
+}
+
+// incompleteError is ErrIncompleteStream; it matches ErrBadResponse too.
+type incompleteError struct{ empty bool }
+
+func (e *incompleteError) Error() string {
+	if e.empty {
+		return "loop: the stream from the provider ended without any chunk"
+	}
+	return "loop: the stream from the provider broke off before the reply was complete (no finish_reason)"
+}
+func (e *incompleteError) Is(target error) bool {
+	return target == ErrIncompleteStream || target == ErrBadResponse
+}
+
+// idleError is ErrStreamIdle with its timeout.
+type idleError struct{ after time.Duration }
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("loop: the stream from the provider stalled: no data for %s (stream_idle_timeout)", e.after)
+}
+func (e *idleError) Is(target error) bool { return target == ErrStreamIdle }
+
+// retryBudgetError: a retry would wait longer than MaxRetryWait allows;
+// wait is the provider's Retry-After (0: our backoff, with nothing left).
+type retryBudgetError struct {
+	wait, left time.Duration
+	err        error
+}
+
+func (e *retryBudgetError) Error() string {
+	if e.wait <= 0 {
+		return fmt.Sprintf("%v (not retried: the retry wait budget, max_retry_wait, is spent)", e.err)
+	}
+	return fmt.Sprintf("%v (not retried: the provider asked to wait %s, more than the %s left of the retry wait budget, max_retry_wait)",
+		e.err, e.wait.Round(time.Second), e.left.Round(time.Second))
+}
+func (e *retryBudgetError) Unwrap() error { return e.err }
+
+// Retry says a model request failed in a way that may pass and is being
+// retried: the TextDelta and ReasoningDelta events since the last
+// TurnComplete (or the run's start) are void, and the reply starts over.
+type Retry struct {
+	Attempt int           // this retry, from 1
+	Max     int           // Config.MaxRetries
+	Wait    time.Duration // the wait before the retry (the provider's Retry-After, or the backoff)
+	Status  int           // the HTTP status that failed, 0 for a broken or stalled stream or a connection error
+	Reason  string        // what failed, e.g. "429 Too Many Requests: slow down"
+}
+
+// EventType implements Event.
+func (*Retry) EventType() string { return "retry" }
+
+// MarshalJSON gives {"type":"retry","attempt":1,"max":2,"wait_ms":3000,"reason":"429 ..."}.
+func (e *Retry) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type    string `json:"type"`
+		Attempt int    `json:"attempt"`
+		Max     int    `json:"max"`
+		WaitMS  int64  `json:"wait_ms"`
+		Reason  string `json:"reason"`
+	}{e.EventType(), e.Attempt, e.Max, e.Wait.Milliseconds(), e.Reason})
+}
+
+// ReasoningDelta is a fragment of the model's reasoning, streamed beside
+// the reply by providers that expose it ("reasoning_content": DeepSeek,
+// vLLM, llama.cpp; "reasoning": OpenRouter, Ollama). It is not part of the
+// reply and is never put in the history.
+type ReasoningDelta struct {
+	Text string
+}
+
+// EventType implements Event.
+func (*ReasoningDelta) EventType() string { return "reasoning_delta" }
+
+// MarshalJSON gives {"type":"reasoning_delta","text":"..."}.
+func (e *ReasoningDelta) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{e.EventType(), e.Text})
+}
+
+// RequestInfo describes one model request, retries included, as
+// Config.OnRequest receives it; it marshals to
+// {"model":...,"usage":{...},"duration_ms":...,"retries":...,"finish_reason":...,"error":...}.
+type RequestInfo struct {
+	// Model is the model the provider says answered (the configured one
+	// if it said none).
+	Model string
+	// Usage is the tokens of the attempt that succeeded (zero if the
+	// request failed or the provider reported none).
+	Usage Usage
+	// Duration is the whole request: every attempt and the waits between.
+	Duration time.Duration
+	// Retries is how many times the request was retried.
+	Retries int
+	// FinishReason is the provider's finish_reason ("" if the request failed).
+	FinishReason string
+	// Error is the message of the error that ended the request, "" on success.
+	Error string
+}
+
+// MarshalJSON gives the form described on RequestInfo; "error" is left out
+// on success.
+func (i RequestInfo) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Model        string `json:"model"`
+		Usage        Usage  `json:"usage"`
+		DurationMS   int64  `json:"duration_ms"`
+		Retries      int    `json:"retries"`
+		FinishReason string `json:"finish_reason"`
+		Error        string `json:"error,omitempty"`
+	}{i.Model, i.Usage, i.Duration.Milliseconds(), i.Retries, i.FinishReason, i.Error})
+}
+
+// request makes one model request with the current history, retrying
+// what may pass (see retryable) at most Config.MaxRetries times and
+// waiting at most Config.MaxRetryWait in all, and reports it to
+// Config.OnRequest. On an error, the reply holds what was streamed of the
+// last attempt (for an interrupted message).
+func (r *runState) request(ctx context.Context, stream bool) (rep reply, err error) {
+	cfg := &r.c.cfg
+	start := time.Now()
+	var waited time.Duration
+	retries := 0
+	defer func() {
+		if cfg.OnRequest == nil {
+			return
+		}
+		info := RequestInfo{Model: rep.Model, Duration: time.Since(start), Retries: retries}
+		if info.Model == "" {
+			info.Model = cfg.Model
+		}
+		if err != nil {
+			info.Error = textsafe.Clean(err.Error(), 1024)
+		} else {
+			info.Usage, info.FinishReason = rep.Usage, rep.FinishReason
+		}
+		cfg.OnRequest(info)
+	}()
+	for {
+		var res *http.Response
+		rep, res, err = r.attempt(ctx, stream)
+		if err == nil || ctx.Err() != nil || retries >= cfg.MaxRetries || !retryable(err, res) {
+			return rep, err
+		}
+		wait, fromServer := retryWait(res, retries)
+		if left := cfg.MaxRetryWait - waited; cfg.MaxRetryWait > 0 && wait > left {
+			switch {
+			case fromServer:
+				return rep, &retryBudgetError{wait: wait, left: left, err: err}
+			case left <= 0:
+				return rep, &retryBudgetError{err: err}
+			}
+			wait = left // our own backoff just gets shorter
+		}
+		retries++
+		if !r.emit(&Retry{Attempt: retries, Max: cfg.MaxRetries, Wait: wait, Status: retryStatus(err), Reason: retryReason(err)}) {
+			return reply{}, errStopped
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return reply{}, fmt.Errorf("loop: waiting to retry: %w", ctx.Err())
+		case <-t.C:
+		}
+		waited += wait
+	}
+}
+
+// retryable reports whether a failed attempt may pass when retried: a
+// connection error, a broken or stalled stream, or HTTP 408, 409, 429 or
+// 5xx (as openai-go decides; an "x-should-retry" header overrides it).
+func retryable(err error, res *http.Response) bool {
+	if errors.Is(err, errStopped) {
+		return false
+	}
+	if errors.Is(err, ErrIncompleteStream) || errors.Is(err, ErrStreamIdle) {
+		return true
+	}
+	var api *APIError
+	if errors.As(err, &api) {
+		if api.StatusCode == 0 {
+			return false // an error event inside a stream: the provider's verdict
+		}
+		if res != nil {
+			switch res.Header.Get("x-should-retry") {
+			case "true":
+				return true
+			case "false":
+				return false
+			}
+		}
+		s := api.StatusCode
+		return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+	}
+	return errors.Is(err, errTransport)
+}
+
+// retryWait is the wait before retry n+1: the provider's retry-after-ms
+// or Retry-After (seconds or an HTTP date) when it sent one (fromServer),
+// else openai-go's backoff: 0.5 s doubling, at most 8 s, minus up to a
+// quarter of jitter.
+func retryWait(res *http.Response, n int) (wait time.Duration, fromServer bool) {
+	if res != nil {
+		if v := res.Header.Get("Retry-After-Ms"); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+				return time.Duration(min(ms, float64(math.MaxInt64/2)/1e6) * float64(time.Millisecond)), true
+			}
+		}
+		if v := res.Header.Get("Retry-After"); v != "" {
+			if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
+				return time.Duration(min(s, float64(math.MaxInt64/2)/1e9) * float64(time.Second)), true
+			}
+			if t, err := http.ParseTime(v); err == nil {
+				return max(time.Until(t), 0), true
+			}
+		}
+	}
+	d := min(500*time.Millisecond<<min(n, 10), 8*time.Second)
+	return d - time.Duration(rand.Int64N(int64(d/4))), false
+}
+
+func retryStatus(err error) int {
+	var api *APIError
+	if errors.As(err, &api) {
+		return api.StatusCode
+	}
+	return 0
+}
+
+// retryReason is the short text of a retried error for the Retry event:
+// "429 Too Many Requests: slow down", "the stream stalled ...".
+func retryReason(err error) string {
+	var api *APIError
+	if errors.As(err, &api) && api.StatusCode != 0 {
+		s := strconv.Itoa(api.StatusCode) + " " + http.StatusText(api.StatusCode)
+		if api.Message != "" {
+			s += ": " + api.Message
+		}
+		return textsafe.Clean(s, 300)
+	}
+	return textsafe.Clean(strings.TrimPrefix(err.Error(), "loop: "), 300)
+}
+
+// checkTokenBudget ends the run before another request once it has used
+// Config.MaxTotalTokens.
+func (r *runState) checkTokenBudget() error {
+	limit := r.c.cfg.MaxTotalTokens
+	if limit <= 0 {
+		return nil
+	}
+	if used := r.usage.total(); used >= limit {
+		return &BudgetError{Budget: "tokens", Limit: limit, Used: used}
+	}
+	return nil
+}
+
+// interrupted keeps what the user saw of a reply that a cancellation (or
+// a consumer that stopped) cut short: an assistant message marked
+// Interrupted, without tool calls.
+func (r *runState) interrupted(ctx context.Context, rep reply, err error) {
+	if rep.Content == "" || (ctx.Err() == nil && !errors.Is(err, errStopped)) {
+		return
+	}
+	r.c.appendMessage(Message{Role: RoleAssistant, Content: rep.Content, Interrupted: true})
+}
+
+// interruptedNote is appended to the content of an interrupted message
+// when it is sent back, so the model knows its reply did not end there.
+const interruptedNote = " [interrupted by the user]"
+
+// reasoningText is the reasoning fragment of a delta, under either name
+// providers use ("reasoning_content", "reasoning"), or "".
+func reasoningText(fields map[string]respjson.Field) string {
+	for _, k := range [...]string{"reasoning_content", "reasoning"} {
+		f, ok := fields[k]
+		if !ok {
+			continue
+		}
+		raw := f.Raw()
+		if len(raw) < 2 || raw[0] != '"' {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(raw), &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// orDefault is d, def if d is zero, and 0 (none) if d is negative.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
