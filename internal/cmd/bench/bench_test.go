@@ -156,3 +156,35 @@ func TestPeerOutsideModule(t *testing.T) {
 		t.Errorf("the peer is not a module of its own: %v", err)
 	}
 }
+
+// TestPeerChecksAnswer runs the Extism peer's variants once each and
+// checks that a wrong answer, or an unknown variant, is an error rather
+// than a timing: an Extism row cannot be fast by failing.
+func TestPeerChecksAnswer(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(testguest.Dir(t), "bench")
+	s := &suite{cfg: quickConfig(), rep: &Report{}, root: root, bin: filepath.Join(dir, "bin"),
+		cache: filepath.Join(dir, "wazero"), ctx: context.Background()}
+	p, err := s.startPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	for _, v := range p.variants(wcArgs, wcWant) {
+		wall, cpu, err := v.timed()
+		if err != nil || wall <= 0 || cpu < 0 {
+			t.Errorf("%s: wall %v, cpu %v, err %v", v.name, wall, cpu, err)
+		}
+	}
+	for _, v := range p.variants(wcArgs, `"words":181`) {
+		if _, _, err := v.timed(); err == nil || !strings.Contains(err.Error(), "unexpected result") {
+			t.Errorf("%s with a wrong answer: %v", v.name, err)
+		}
+	}
+	if _, _, err := p.call([]byte(`{"variant":"shared","args":{},"want":""}` + "\n")); err == nil || !strings.Contains(err.Error(), "unknown variant") {
+		t.Errorf("unknown variant: %v", err)
+	}
+}
