@@ -5,7 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,10 +18,16 @@ import (
 var wantRows = map[string][]string{
 	secGo: {"agrun (median)", "agrun, not prepared ahead (median)", "agrun, command build (median)",
 		"raw wazero (median)", "native process (median)", "MCP stdio round trip (median)",
-		"agrun / raw wazero", "agrun / native process", "agrun / MCP stdio round trip",
-		"CPU per call: agrun / raw wazero, agrun / native"},
-	secTiny:  {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
-	secStart: {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold"},
+		"Extism, fresh instance per call (median)", "Extism, one instance reused (median)", "Extism reused, no timeout (median)",
+		"agrun / raw wazero", "agrun / native process", "agrun / Extism, one instance reused", "agrun / Extism, fresh instance per call",
+		"agrun / Extism reused, no timeout", "agrun / MCP stdio round trip",
+		"CPU per call: agrun / raw wazero, agrun / native", "CPU per call: agrun / Extism fresh, agrun / Extism reused"},
+	secLarge: {"agrun (median)", "raw wazero (median)",
+		"Extism, fresh instance per call (median)", "Extism, one instance reused (median)", "Extism reused, no timeout (median)",
+		"agrun / raw wazero", "agrun / Extism, one instance reused", "agrun / Extism, fresh instance per call", "agrun / Extism reused, no timeout"},
+	secTiny: {"agrun (median)", "raw wazero (median)", "agrun overhead over raw wazero"},
+	secStart: {"agrun call, cold cache (median)", "agrun call, warm cache (median)", "warm / cold",
+		"Extism first call, cold cache (median)", "Extism first call, warm cache (median)", "agrun / Extism, warm cache", "agrun / Extism, cold cache"},
 	secThrough: {"1 worker(s) (median)", "2 worker(s) (median)", "4 worker(s) (median)", "2 workers / 1 worker", "4 workers / 1 worker", "CPU per call, 2 workers / 1 worker",
 		"1 worker(s), DisablePrepare (median)", "2 worker(s), DisablePrepare (median)", "4 worker(s), DisablePrepare (median)",
 		"2 workers / 1 worker, DisablePrepare", "4 workers / 1 worker, DisablePrepare", "CPU per call, 2 workers / 1 worker, DisablePrepare"},
@@ -71,10 +79,15 @@ func TestQuick(t *testing.T) {
 			targets++
 		}
 	}
-	if targets != 7 {
-		t.Errorf("%d rows with a target, want 7 (one per target of issue 10, the throughput one both with and without DisablePrepare)", targets)
+	// Issue 10's seven (the throughput one both with and without
+	// DisablePrepare; the native process's tightened by issue 20), and
+	// issue 20's: two more of target 1 (Extism reused and fresh), two of
+	// target 2 (20 KB: raw wazero, Extism reused), one each of targets 3
+	// and 4 (start-up against Extism, warm and cold).
+	if targets != 13 {
+		t.Errorf("%d rows with a target, want 13", targets)
 	}
-	if len(rep.Notes) != 6 {
+	if len(rep.Notes) != len(wantRows) {
 		t.Errorf("%d notes, want one per section", len(rep.Notes))
 	}
 
@@ -87,14 +100,91 @@ func TestQuick(t *testing.T) {
 	}
 }
 
-// TestFlags checks that a bad flag is a usage error (exit 2) and prints
-// nothing on stdout.
+// TestFlags checks that a bad flag, or -only naming no section, is a
+// usage error (exit 2) and prints nothing on stdout.
 func TestFlags(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := doMain([]string{"-no-such-flag"}, &stdout, &stderr); code != 2 {
-		t.Errorf("exit %d, want 2", code)
+	for _, args := range [][]string{{"-no-such-flag"}, {"-only", "1,9"}, {"-quick", "-only", "extism"}} {
+		var stdout, stderr bytes.Buffer
+		if code := doMain(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%q: stdout: %q", args, stdout.String())
+		}
 	}
-	if stdout.Len() != 0 {
-		t.Errorf("stdout: %q", stdout.String())
+}
+
+// TestOnly checks that -only picks sections by number, and that every
+// section of wantRows has one.
+func TestOnly(t *testing.T) {
+	got, err := parseSections(" 1b, 3")
+	if err != nil || !slices.Equal(got, []string{"1b", "3"}) {
+		t.Errorf("parseSections: %q, %v", got, err)
+	}
+	if got, err := parseSections(""); got != nil || err != nil {
+		t.Errorf("parseSections(\"\"): %q, %v", got, err)
+	}
+	nums := sectionNumbers()
+	for sec := range wantRows {
+		if !slices.Contains(nums, sectionNumber(sec)) {
+			t.Errorf("section %q has no number among %q", sec, nums)
+		}
+	}
+	if len(nums) != len(wantRows) {
+		t.Errorf("sections %q, want %d", nums, len(wantRows))
+	}
+}
+
+// TestPeerOutsideModule checks that the Extism peer stays out of agrun's
+// own requirements: its module is nested, and nothing in the main go.mod
+// or go.sum names Extism.
+func TestPeerOutsideModule(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("extism")) {
+			t.Errorf("%s names Extism: the peer comparison must stay in %s's own module", f, peerDir)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, peerDir, "go.mod")); err != nil {
+		t.Errorf("the peer is not a module of its own: %v", err)
+	}
+}
+
+// TestPeerChecksAnswer runs the Extism peer's variants once each and
+// checks that a wrong answer, or an unknown variant, is an error rather
+// than a timing: an Extism row cannot be fast by failing.
+func TestPeerChecksAnswer(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(testguest.Dir(t), "bench")
+	s := &suite{cfg: quickConfig(), rep: &Report{}, root: root, bin: filepath.Join(dir, "bin"),
+		cache: filepath.Join(dir, "wazero"), ctx: context.Background()}
+	p, err := s.startPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	for _, v := range p.variants(wcArgs, wcWant) {
+		wall, cpu, err := v.timed()
+		if err != nil || wall <= 0 || cpu < 0 {
+			t.Errorf("%s: wall %v, cpu %v, err %v", v.name, wall, cpu, err)
+		}
+	}
+	for _, v := range p.variants(wcArgs, `"words":181`) {
+		if _, _, err := v.timed(); err == nil || !strings.Contains(err.Error(), "unexpected result") {
+			t.Errorf("%s with a wrong answer: %v", v.name, err)
+		}
+	}
+	if _, _, err := p.call([]byte(`{"variant":"shared","args":{},"want":""}` + "\n")); err == nil || !strings.Contains(err.Error(), "unknown variant") {
+		t.Errorf("unknown variant: %v", err)
 	}
 }

@@ -7,6 +7,7 @@
 //	go run ./internal/cmd/bench            # the full comparison (a few minutes)
 //	go run ./internal/cmd/bench -quick     # every row, tiny counts (a smoke test)
 //	go run ./internal/cmd/bench -calls 500 # more rounds per per-call comparison
+//	go run ./internal/cmd/bench -only 1b,3 # only these sections (by number)
 //	go run ./internal/cmd/bench -profile cpu.out -calls 2000 && go tool pprof -top cpu.out
 //	                                   # where an agrun call's time goes
 //
@@ -14,8 +15,18 @@
 // turn), so a machine whose load changes during the run slows them alike
 // and the ratios stay stable even when the absolute figures do not.
 //
+// The per-call sections and the start-up one include agrun's closest
+// peer, Extism's Go SDK on the same wazero, running the same word_count
+// logic as an Extism plug-in. It lives in a module of its own,
+// internal/cmd/bench/peer, so that Extism is not a requirement of agrun's
+// go.mod; the bench builds it and runs it as a child process that makes
+// one timed call per request, so the Extism variants take their turn in
+// the same rounds as the others (the peer's doc comment says why this
+// rather than a nested module importing agrun).
+//
 // It builds what it compares (the example word_count for wasip1 and for
-// the host, a go-sdk MCP server, cmd/agrun) into a cache directory, by
+// the host, a go-sdk MCP server, cmd/agrun, the Extism peer and its
+// plug-in) into a cache directory, by
 // default the user cache dir + "/agrun-bench", with the wazero compilation
 // cache beside them; a second run starts measuring at once. Run it from
 // inside the module. It runs on Linux only: it reads /proc for memory and
@@ -32,6 +43,7 @@ import (
 	"os"
 	"os/signal"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,7 +67,13 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "cache of built programs and compiled modules (default: user cache dir + /agrun-bench)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	profile := fs.String("profile", "", "instead of the comparison, write a CPU profile of -calls agrun calls of word_count to this file")
+	only := fs.String("only", "", "run only these sections, by number, comma-separated ("+strings.Join(sectionNumbers(), ", ")+")")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	sections, err := parseSections(*only)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
 	cfg := Config{Calls: *calls, Warm: d.Warm, Starts: *starts, Rounds: *rounds, RoundCalls: *roundCalls,
@@ -65,6 +83,7 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 		q.Dir = cfg.Dir
 		cfg = q
 	}
+	cfg.Sections = sections
 	if *verbose {
 		cfg.Progress = stderr
 	}
@@ -88,6 +107,24 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseSections reads -only: section numbers separated by commas, each
+// one of sectionNumbers. Empty means every section.
+func parseSections(only string) ([]string, error) {
+	if strings.TrimSpace(only) == "" {
+		return nil, nil
+	}
+	known := sectionNumbers()
+	var ns []string
+	for _, n := range strings.Split(only, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("-only: no section %q (sections: %s)", n, strings.Join(known, ", "))
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 // printReport writes the table (Markdown, so it can be pasted into

@@ -12,10 +12,23 @@ import (
 	"time"
 )
 
-// variant is one contender of a comparison: call runs it once.
+// variant is one contender of a comparison: call runs it once. A
+// variant in another process (the Extism peer) has timed instead: it runs
+// the call there, which times it, pauses settle and reports the call's
+// wall time and its CPU time over the call and the pause.
 type variant struct {
-	name string
-	call func() error
+	name  string
+	call  func() error
+	timed func() (wall, cpu time.Duration, err error)
+}
+
+// once runs v once, untimed.
+func (v variant) once() error {
+	if v.timed != nil {
+		_, _, err := v.timed()
+		return err
+	}
+	return v.call()
 }
 
 // result is what roundRobin measured of one variant.
@@ -43,11 +56,13 @@ func (r result) cpuPerCall() time.Duration {
 // CPU time is charged to the variant whose call was running, as the
 // difference of getrusage before and after; work a call leaves behind
 // (garbage another call's collection pays for) is charged to whoever runs
-// then, so it is a mean over many calls, not a per-call figure.
+// then, so it is a mean over many calls, not a per-call figure. A timed
+// variant's CPU is its own process's (the bench's is not counted, nor is
+// the peer's in the bench's other variants).
 func roundRobin(vs []variant, warm, rounds int) (map[string]*result, error) {
 	for _, v := range vs {
 		for range warm {
-			if err := v.call(); err != nil {
+			if err := v.once(); err != nil {
 				return nil, fmt.Errorf("%s: %w", v.name, err)
 			}
 		}
@@ -59,6 +74,15 @@ func roundRobin(vs []variant, warm, rounds int) (map[string]*result, error) {
 	for range rounds {
 		for _, v := range vs {
 			r := res[v.name]
+			if v.timed != nil {
+				wall, cpu, err := v.timed()
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", v.name, err)
+				}
+				r.times = append(r.times, wall)
+				r.cpu += cpu
+				continue
+			}
 			start, cpu := time.Now(), cpuTime()
 			if err := v.call(); err != nil {
 				return nil, fmt.Errorf("%s: %w", v.name, err)
