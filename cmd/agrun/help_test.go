@@ -153,7 +153,7 @@ func TestVersion(t *testing.T) {
 
 	// A release build: its version, revision, time, and a replaced wazero.
 	bi := &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "github.com/agcore/agrun", Version: "v1.2.3"},
-		Deps: []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0", Replace: &debug.Module{Path: "../wazero"}}},
+		Deps:     []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0", Replace: &debug.Module{Path: "../wazero"}}},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
 	got := versionText(bi, true)
 	for _, want := range []string{"agrun v1.2.3\n", "  revision  0123456789abcdef (2026-01-02 03:04:05 UTC) modified\n", "  go        go1.99.1 ", "  wazero    v1.12.0 => ../wazero\n"} {
@@ -166,4 +166,3 @@ func TestVersion(t *testing.T) {
 		t.Errorf("versionText without build info:\n%s", got)
 	}
 }
-
