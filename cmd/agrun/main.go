@@ -1,19 +1,27 @@
 // Command agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP
 // servers, and the model loop that calls them.
 //
-//	agrun [-c agrun.toml] run [--json] [--session ID] PROMPT
-//	agrun [-c agrun.toml] chat [--session ID]
+//	agrun [-c agrun.toml] run [FLAGS] PROMPT...     (or - / piped stdin)
+//	agrun [-c agrun.toml] chat [FLAGS]
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
-//	agrun [-c agrun.toml] sessions [--json] | sessions show ID
+//	agrun [-c agrun.toml] sessions [--json]
+//	agrun [-c agrun.toml] sessions show|rm|export|prune ...
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]
 //	agrun [-c agrun.toml] mcp serve [--http ADDR]
-//	agrun version
+//	agrun version | --version
+//	agrun help [COMMAND]
+//
+// Every command answers -h/--help with its usage (help.go renders it from
+// the command's FlagSet); run and chat share their per-run flags
+// (-m/--model, -s/--system, --max-turns, --base-url, -c/--continue,
+// --session, --tools, --no-tools).
 //
 // Exit codes: 0 success, 1 a tool or run failure, 2 a usage or
-// configuration error. Results go to stdout, diagnostics to stderr.
+// configuration error, 130 a run interrupted by Ctrl-C. Results go to
+// stdout, diagnostics to stderr.
 package main
 
 import (
