@@ -45,7 +45,8 @@ var cmdDocs = map[string]cmdDoc{
 		summary:  "Send one prompt to the model, with the tools; stream the answer.",
 		detail: "The session is saved (its id on stderr); --session or -c continues one.\n" +
 			"With no PROMPT and stdin not a terminal, stdin is the prompt; with a PROMPT, piped stdin is appended\n" +
-			"to it as context (at most 1 MiB; a longer input is cut, and stderr says so).\n" +
+			"to it as context (at most 1 MiB; a longer input is cut, and stderr says so). A stdin that never\n" +
+			"ends (a pipe left open by a parent process) blocks the run: give it < /dev/null.\n" +
 			"-m, -s, --max-turns and --base-url override [llm] for this run only.",
 		example: "agrun run -m gpt-4.1-mini \"How many words are in 'to be or not to be'?\"\n" +
 			"  git diff | agrun run --no-tools \"Review this change\"\n" +
