@@ -60,7 +60,7 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 	}
 	switch {
 	case rev == "":
-		b.WriteString("  revision  unknown (built without VCS information: go run, go test or -buildvcs=false)\n")
+		b.WriteString("  revision  unknown (built without VCS information: go run, go test, -buildvcs=false or a git worktree)\n")
 	default:
 		fmt.Fprintf(&b, "  revision  %s", rev)
 		if when != "" {
