@@ -392,7 +392,8 @@ func (c *cli) readPrompt(fs *flag.FlagSet, pos []string) (string, error) {
 }
 
 // runErrorKind names the way a run ended for --json output: the loop's
-// kinds, plus session_locked, config and usage.
+// kinds (loop.Kind), plus session_locked, config and usage; runPrompt
+// adds interrupted (Ctrl-C, exit 130).
 func runErrorKind(err error, fallback string) string {
 	switch {
 	case errors.Is(err, session.ErrLocked):
