@@ -10,23 +10,29 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/registry"
 )
 
-// chat is `agrun chat [--session ID]`: an interactive session over stdin,
-// on a terminal or a pipe. Ctrl-C cancels the running turn (the history
-// stays valid); a second Ctrl-C, /exit or EOF ends the session.
+// chat is `agrun chat [FLAGS]`: an interactive session over stdin, on a
+// terminal or a pipe. Ctrl-C cancels the running turn (the history stays
+// valid); a second Ctrl-C, /exit or EOF ends the session. It takes run's
+// flags, but --json and a prompt.
 func (c *cli) chat(ctx context.Context, args []string) error {
 	fs := newFlags("chat")
-	sessID := fs.String("session", "", "continue (or start) this session")
+	var o runOptions
+	o.define(fs)
 	fs.BoolVar(&c.showReasoning, "show-reasoning", false, "show the model's reasoning, dimmed, on stderr")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usagef("usage: agrun chat [--session ID] [--show-reasoning]")
+	if err := o.check(fs, pos); err != nil {
+		return err
 	}
-	e, err := c.openEnv(ctx, nil, true)
+	if len(pos) != 0 {
+		return usageOf(fs, "takes no arguments: the prompts come from stdin")
+	}
+	e, reg, err := c.prepareRun(ctx, fs, &o)
 	if err != nil {
 		return err
 	}
@@ -35,11 +41,15 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	conv, err := c.openConversation(e.cfg, st, *sessID)
+	id, err := c.sessionID(st, &o)
 	if err != nil {
 		return err
 	}
-	s := &chatSession{cli: c, env: e, store: st, conv: conv}
+	conv, err := c.openConversation(e.cfg, st, id)
+	if err != nil {
+		return err
+	}
+	s := &chatSession{cli: c, env: e, reg: reg, store: st, conv: conv}
 	defer func() { s.conv.close() }() // the session open at the end, after any /new
 	fmt.Fprintf(c.stderr, "agrun: session %s (%d messages). /tools, /history, /new, /exit\n", conv.id, len(conv.cycle.Messages()))
 	return s.loop(ctx)
@@ -50,6 +60,7 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 type chatSession struct {
 	*cli
 	env   *env
+	reg   *registry.Registry // the tools offered (nil: none)
 	store *session.Store
 	conv  *conversation
 }
@@ -84,7 +95,7 @@ func (s *chatSession) loop(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := s.chatTurn(ctx, s.conv, s.env, line); err != nil {
+		if err := s.chatTurn(ctx, s.conv, s.reg, line); err != nil {
 			if errors.Is(err, errQuit) {
 				return nil
 			}
@@ -151,7 +162,7 @@ var errQuit = errors.New("quit")
 
 // chatTurn runs one prompt; a Ctrl-C while it runs cancels it, a second one
 // quits.
-func (c *cli) chatTurn(ctx context.Context, conv *conversation, e *env, prompt string) error {
+func (c *cli) chatTurn(ctx context.Context, conv *conversation, reg *registry.Registry, prompt string) error {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopped := make(chan struct{})
@@ -170,7 +181,7 @@ func (c *cli) chatTurn(ctx context.Context, conv *conversation, e *env, prompt s
 		case <-stopped:
 		}
 	}()
-	_, err := c.turn(tctx, conv, e.reg, prompt, false)
+	_, err := c.turn(tctx, conv, reg, prompt, false)
 	close(stopped)
 	select {
 	case <-quit:

@@ -25,7 +25,15 @@ import (
 // request must carry one.
 func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "serve" {
-		return usagef("usage: agrun mcp serve [--http ADDR]")
+		fs := newFlags("mcp")
+		pos, err := parseFlags(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 0 {
+			return usageOf(fs, "needs a subcommand")
+		}
+		return usageOf(fs, "unknown subcommand %q", pos[0])
 	}
 	fs := newFlags("mcp serve")
 	addr := fs.String("http", "", "serve streamable HTTP on ADDR (at /mcp) instead of stdio")

@@ -5,13 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
@@ -31,6 +36,11 @@ type conversation struct {
 	sess  *session.Session
 	cycle *loop.Cycle
 	last  turnStats // what the last turn cost
+	// fresh: the session held no message when it was opened; replied: an
+	// assistant message was recorded since. A fresh session that got no
+	// reply (a first request that failed) is removed on close, so a
+	// failed first run leaves no orphan session behind.
+	fresh, replied bool
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -54,15 +64,21 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 		sess.Close()
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	conv := &conversation{id: id, sess: sess}
+	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0}
 	lc := loopConfig(cfg)
 	lc.History = history
-	lc.OnMessage = func(m loop.Message) { sess.Record(m) }
-	// TODO(merge): lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
-	// once session.Session.RecordRequest exists (another branch adds it).
+	lc.OnMessage = func(m loop.Message) {
+		if m.Role == loop.RoleAssistant {
+			conv.replied = true
+		}
+		sess.Record(m)
+	}
+	// Each model request's model, usage, duration, retries and
+	// finish_reason, beside the messages (agrun sessions shows tokens).
+	lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
 	cyc, err := loop.New(lc)
 	if err != nil {
-		sess.Close()
+		conv.close()
 		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
 	}
 	conv.cycle = cyc
@@ -96,53 +112,59 @@ func loopConfig(cfg *config.Config) loop.Config {
 	return lc
 }
 
-func (cv *conversation) close() { cv.sess.Close() }
-
-// runOptions are the flags of `agrun run` that shape one run.
-type runOptions struct {
-	json                    bool
-	maxTokens, maxToolCalls int64 // budgets over the config's; 0: the config's
-	quiet                   bool  // no summary line
+// close releases the session; a fresh one that got no reply is removed.
+func (cv *conversation) close() {
+	if cv.fresh && !cv.replied {
+		cv.sess.Remove()
+		return
+	}
+	cv.sess.Close()
 }
 
-// runPrompt is `agrun run [--json] [--session ID] [--show-reasoning] [-q]
-// [--max-tokens N] [--max-tool-calls N] PROMPT`.
+// runPrompt is `agrun run [FLAGS] PROMPT`.
 func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	fs := newFlags("run")
+	asJSON := fs.Bool("json", false, "print every event as a JSON line on stdout")
 	var o runOptions
-	fs.BoolVar(&o.json, "json", false, "print every event as a JSON line")
-	sessID := fs.String("session", "", "continue (or start) this session")
+	o.define(fs)
 	fs.BoolVar(&c.showReasoning, "show-reasoning", false, "show the model's reasoning, dimmed, on stderr")
-	fs.BoolVar(&o.quiet, "q", false, "no summary line at the end")
-	fs.BoolVar(&o.quiet, "quiet", false, "no summary line at the end")
-	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "stop the run once it has used this many tokens")
-	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most this many tool calls")
+	fs.BoolVar(&o.quiet, "quiet", false, "no summary line on stderr at the end")
+	alias(fs, "quiet", "q")
+	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "end the run once it has used `N` tokens (default: [llm] max_total_tokens)")
+	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most `N` tool calls (default: [llm] max_tool_calls)")
 	pos, err := parseFlags(fs, args)
-	if err == nil && len(pos) == 0 {
-		err = usagef("usage: agrun run [--json] [--session ID] [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N] PROMPT")
+	if isHelp(err) {
+		return c.exit(err)
+	}
+	if err == nil {
+		err = o.check(fs, pos)
 	}
 	if err == nil && (o.maxTokens < 0 || o.maxToolCalls < 0 || o.maxToolCalls > math.MaxInt32) {
-		err = usagef("run: --max-tokens and --max-tool-calls must be positive")
+		err = usageOf(fs, "--max-tokens and --max-tool-calls must be positive")
 	}
-	prompt := strings.Join(pos, " ")
-	var id, final string
+	var prompt string
+	if err == nil {
+		prompt, err = c.readPrompt(fs, pos)
+	}
+	var id string
 	var stats turnStats
 	if err == nil {
-		id, stats, err = c.runOnce(ctx, prompt, *sessID, o)
-		final = stats.text
+		id, stats, err = c.runOnce(ctx, fs, prompt, &o, *asJSON)
 	}
-	if !o.quiet && !o.json && id != "" {
+	final := stats.text
+	interrupted := err != nil && ctx.Err() != nil
+	if !o.quiet && !*asJSON && id != "" && !interrupted {
 		fmt.Fprintf(c.stderr, "agrun: %s\n", stats.summary())
 	}
-	if o.json {
+	if *asJSON {
+		if interrupted {
+			writeJSONLine(c.stdout, runError{"error", "interrupted", "interrupted", id})
+			return exitInterrupted
+		}
 		if err != nil {
 			e := errorOf(err)
-			writeJSONLine(c.stdout, struct {
-				Type    string `json:"type"`
-				Kind    string `json:"kind"`
-				Message string `json:"message"`
-				Session string `json:"session,omitempty"`
-			}{"error", runErrorKind(err, e.Kind), e.Message, id})
+			writeJSONLine(c.stdout, runError{"error", runErrorKind(err, e.Kind), e.Message, id})
+			c.usageHint(err)
 		} else {
 			writeJSONLine(c.stdout, struct {
 				Type      string     `json:"type"`
@@ -160,11 +182,247 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		}
 		return exitOK
 	}
+	if interrupted {
+		fmt.Fprintln(c.stderr, "agrun: interrupted")
+		return exitInterrupted
+	}
 	return c.exit(err)
 }
 
+// runError is the last line of a failed `run --json`; Session names the
+// session once it was opened (and kept), so that a script can resume it.
+type runError struct {
+	Type    string `json:"type"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Session string `json:"session,omitempty"`
+}
+
+// runOptions are the flags run and chat share: per-run overrides of [llm],
+// which session, which tools.
+type runOptions struct {
+	model, system, baseURL string
+	maxTurns               int
+	cont                   bool
+	session                string
+	tools                  string
+	noTools                bool
+	set                    map[string]bool // the flags given, by their main name
+
+	// run only: no summary line; budgets over the config's (0: the config's).
+	quiet                   bool
+	maxTokens, maxToolCalls int64
+}
+
+func (o *runOptions) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.model, "model", "", "use `MODEL` for this run (default: [llm] model)")
+	alias(fs, "model", "m")
+	fs.StringVar(&o.system, "system", "", "use `PROMPT` as the system prompt for this run; \"\" for none (default: [llm] system)")
+	alias(fs, "system", "s")
+	fs.IntVar(&o.maxTurns, "max-turns", 0, "at most `N` model requests for this run (default: [llm] max_turns)")
+	fs.StringVar(&o.baseURL, "base-url", "", "use the OpenAI-compatible API at `URL` for this run (default: [llm] base_url)")
+	fs.BoolVar(&o.cont, "continue", false, "continue the most recently used session")
+	alias(fs, "continue", "c")
+	fs.StringVar(&o.session, "session", "", "continue session `ID`, or start it under that id")
+	fs.StringVar(&o.tools, "tools", "", "offer only the tools `NAMES` (comma-separated) to the model")
+	fs.BoolVar(&o.noTools, "no-tools", false, "offer no tools to the model")
+}
+
+// check validates the flags after parsing.
+func (o *runOptions) check(fs *flag.FlagSet, pos []string) error {
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		names := map[string]string{"m": "model", "s": "system", "c": "continue"}
+		if n, ok := names[f.Name]; ok {
+			o.set[n] = true
+		}
+		o.set[f.Name] = true
+	})
+	switch {
+	case o.cont && o.session != "":
+		return usageOf(fs, "-c/--continue and --session cannot be used together")
+	case o.tools != "" && o.noTools:
+		return usageOf(fs, "--tools and --no-tools cannot be used together")
+	case o.set["tools"] && len(o.toolNames()) == 0:
+		return usageOf(fs, "--tools needs tool names (or use --no-tools)")
+	case o.set["max-turns"] && o.maxTurns < 1:
+		return usageOf(fs, "--max-turns must be at least 1")
+	case o.set["model"] && strings.TrimSpace(o.model) == "":
+		return usageOf(fs, "--model needs a model name")
+	case o.set["base-url"] && !validBaseURL(o.baseURL):
+		return usageOf(fs, "--base-url %q is not an http(s) URL", o.baseURL)
+	}
+	// `agrun run -c agrun.toml PROMPT`: -c after the command is
+	// --continue; the config flag goes before the command.
+	if o.cont && len(pos) > 0 && strings.HasSuffix(pos[0], ".toml") {
+		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
+			return usageOf(fs, "-c after %s is --continue; a config file goes before the command: agrun -c %s %s ...", fs.Name(), pos[0], fs.Name())
+		}
+	}
+	return nil
+}
+
+func validBaseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// toolNames are the names --tools lists.
+func (o *runOptions) toolNames() []string {
+	var names []string
+	for _, n := range strings.Split(o.tools, ",") {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// apply overrides cfg's [llm] with the flags given.
+func (o *runOptions) apply(cfg *config.Config) {
+	if o.set["model"] {
+		cfg.LLM.Model = o.model
+	}
+	if o.set["system"] {
+		cfg.LLM.System = o.system
+	}
+	if o.set["max-turns"] {
+		cfg.LLM.MaxTurns = o.maxTurns
+	}
+	if o.set["base-url"] {
+		cfg.LLM.BaseURL = o.baseURL
+	}
+}
+
+// filter is what newEnv loads for the run: every tool, only those --tools
+// names (and the MCP servers behind them), or none. A name that is not in
+// the config is a usage error.
+func (o *runOptions) filter(fs *flag.FlagSet, cfg *config.Config) (loadFilter, error) {
+	if o.noTools {
+		return func(string, string) bool { return false }, nil
+	}
+	names := o.toolNames()
+	if len(names) == 0 {
+		return nil, nil
+	}
+	for _, n := range names {
+		if _, ok := cfg.Tools[n]; ok {
+			continue
+		}
+		if server, _, ok := strings.Cut(n, "__"); ok {
+			if _, ok := cfg.MCP[server]; ok {
+				continue
+			}
+		}
+		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", n)
+	}
+	return func(kind, name string) bool {
+		for _, n := range names {
+			if only(n)(kind, name) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// offered is the registry the model is offered for the run: nil with
+// --no-tools, only the --tools names with --tools (a named tool that
+// failed to load, or that its MCP server does not have, is a
+// configuration error), else every tool.
+func (o *runOptions) offered(fs *flag.FlagSet, e *env) (*registry.Registry, error) {
+	if o.noTools {
+		return nil, nil
+	}
+	names := o.toolNames()
+	if len(names) == 0 {
+		return e.reg, nil
+	}
+	reg := e.newRegistry()
+	for _, n := range names {
+		if err := e.brokenFor(n); err != nil {
+			return nil, &configError{fmt.Errorf("--tools: tool %s failed to load: %w", n, err)}
+		}
+		t, ok := e.reg.Get(n)
+		if !ok {
+			return nil, usageOf(fs, "--tools: no tool %q (`agrun tools` lists them)", n)
+		}
+		if err := reg.Register(t); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// checkAPIKey fails a run that would send no API key to a provider that
+// needs one, before any request (exit 2).
+func checkAPIKey(cfg *config.Config) error {
+	if os.Getenv(cfg.LLM.APIKeyEnv) != "" || isLoopbackURL(cfg.LLM.BaseURL) {
+		return nil
+	}
+	return &configError{fmt.Errorf("%s is not set ([llm] api_key_env); local servers need none: set base_url", cfg.LLM.APIKeyEnv)}
+}
+
+// isLoopbackURL reports whether raw is a URL of this machine (localhost,
+// 127.0.0.0/8, ::1): a local server (Ollama, llama.cpp) that needs no key.
+func isLoopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// maxStdinPrompt bounds what run reads from stdin as (part of) the prompt.
+const maxStdinPrompt = 1 << 20
+
+// readPrompt is the prompt of a run: the arguments; or stdin when the
+// only argument is "-", or when there are none and stdin is not a
+// terminal; with arguments and a stdin that is not a terminal (a pipe or
+// a file), the arguments then a blank line then stdin (as `llm` does). At
+// most maxStdinPrompt bytes of stdin are read; a longer input is cut,
+// saying so on stderr.
+func (c *cli) readPrompt(fs *flag.FlagSet, pos []string) (string, error) {
+	prompt := strings.Join(pos, " ")
+	dash := len(pos) == 1 && pos[0] == "-"
+	if !dash && isTerminal(c.stdin) {
+		if prompt == "" {
+			return "", usageOf(fs, "needs a PROMPT (or - to read it from stdin)")
+		}
+		return prompt, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(c.stdin, maxStdinPrompt+1))
+	if err != nil {
+		return "", fmt.Errorf("reading the prompt from stdin: %w", err)
+	}
+	if len(b) > maxStdinPrompt {
+		b = b[:maxStdinPrompt]
+		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1] // do not cut a character in two
+		}
+		fmt.Fprintf(c.stderr, "agrun: stdin is longer than %d MiB: only its first %d MiB is sent\n", maxStdinPrompt>>20, maxStdinPrompt>>20)
+	}
+	in := strings.ToValidUTF8(string(b), "\uFFFD")
+	switch {
+	case dash || prompt == "":
+		prompt = in
+	case strings.TrimSpace(in) != "":
+		prompt += "\n\n" + in
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return "", usageOf(fs, "needs a PROMPT (an argument, or text on stdin)")
+	}
+	return prompt, nil
+}
+
 // runErrorKind names the way a run ended for --json output: the loop's
-// kinds, plus session_locked, config and usage.
+// kinds (loop.Kind), plus session_locked, config and usage; runPrompt
+// adds interrupted (Ctrl-C, exit 130).
 func runErrorKind(err error, fallback string) string {
 	switch {
 	case errors.Is(err, session.ErrLocked):
@@ -179,11 +437,57 @@ func runErrorKind(err error, fallback string) string {
 	return string(loop.KindOf(err))
 }
 
-// runOnce runs one prompt in session id (a new one if empty). It returns
-// the session's id once the session is open ("" before), and what the run
-// did.
-func (c *cli) runOnce(ctx context.Context, prompt, id string, o runOptions) (string, turnStats, error) {
-	e, err := c.openEnv(ctx, nil, true)
+// prepareRun loads the config with o's overrides, checks the API key
+// (before any tool is loaded or session touched), and loads the tools o
+// selects. The caller closes the env.
+func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (*env, *registry.Registry, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	o.apply(cfg)
+	if err := checkAPIKey(cfg); err != nil {
+		return nil, nil, err
+	}
+	filter, err := o.filter(fs, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := c.envFor(ctx, cfg, filter, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := o.offered(fs, e)
+	if err != nil {
+		e.close()
+		return nil, nil, err
+	}
+	return e, reg, nil
+}
+
+// sessionID is the session a run uses: --session, the most recently used
+// one with --continue, else "" (a new one).
+func (c *cli) sessionID(st *session.Store, o *runOptions) (string, error) {
+	if !o.cont {
+		return o.session, nil
+	}
+	infos, err := st.List()
+	if err != nil {
+		return "", err
+	}
+	if len(infos) == 0 {
+		fmt.Fprintln(c.stderr, "agrun: no saved session to continue: starting a new one")
+		return "", nil
+	}
+	return infos[0].ID, nil
+}
+
+// runOnce runs one prompt in the session o selects. It returns the
+// session's id once the session is open and kept ("" before, and for a
+// new session removed because its first request failed), and what the
+// run did.
+func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *runOptions, asJSON bool) (string, turnStats, error) {
+	e, reg, err := c.prepareRun(ctx, fs, o)
 	if err != nil {
 		return "", turnStats{}, err
 	}
@@ -198,15 +502,22 @@ func (c *cli) runOnce(ctx context.Context, prompt, id string, o runOptions) (str
 	if err != nil {
 		return "", turnStats{}, err
 	}
+	id, err := c.sessionID(st, o)
+	if err != nil {
+		return "", turnStats{}, err
+	}
 	conv, err := c.openConversation(e.cfg, st, id)
 	if err != nil {
 		return "", turnStats{}, err
 	}
 	defer conv.close()
-	if !o.json {
+	if !asJSON {
 		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
 	}
-	_, err = c.turn(ctx, conv, e.reg, prompt, o.json)
+	_, err = c.turn(ctx, conv, reg, prompt, asJSON)
+	if conv.fresh && !conv.replied {
+		return "", conv.last, err // removed on close: no session to name
+	}
 	return conv.id, conv.last, err
 }
 

@@ -2,8 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,18 +25,104 @@ func (c *cli) sessionStore() (*session.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := cfg.Sessions.Dir
-	if dir == "" {
-		dir = session.DefaultDir()
-	}
-	return session.OpenStore(dir)
+	return c.sessionStoreFor(cfg)
 }
 
-// sessions lists saved sessions, or shows one.
+// sessionCommands are the subcommands of `agrun sessions`, by name; each
+// gets its arguments after the name, and has its help under
+// "sessions NAME" in cmdDocs.
+var sessionCommands = map[string]func(c *cli, args []string) error{
+	"show":   (*cli).sessionsShow,
+	"rm":     (*cli).sessionsRm,
+	"export": (*cli).sessionsExport,
+	"prune":  (*cli).sessionsPrune,
+}
+
+// sessions is `agrun sessions [--json]` (the list) or `agrun sessions SUB
+// ...`. A subcommand may follow the list's flags (`sessions --json show
+// ID`, as older versions took it).
 func (c *cli) sessions(args []string) error {
+	if len(args) > 0 {
+		if sub, ok := sessionCommands[args[0]]; ok {
+			return sub(c, args[1:])
+		}
+	}
 	fs := newFlags("sessions")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print the list as one JSON array")
 	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		sub, ok := sessionCommands[pos[0]]
+		if !ok {
+			return usageOf(fs, "unknown subcommand %q", pos[0])
+		}
+		i := slices.Index(args, pos[0])
+		return sub(c, slices.Delete(slices.Clone(args), i, i+1))
+	}
+	st, err := c.sessionStore()
+	if err != nil {
+		return err
+	}
+	infos, err := st.List()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if infos == nil {
+			infos = []session.Info{}
+		}
+		writeJSONLine(c.stdout, infos)
+		return nil
+	}
+	if len(infos) == 0 {
+		fmt.Fprintf(c.stderr, "agrun: no saved sessions in %s\n", st.Dir())
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLAST USED\tTURNS\tMODEL\tTOKENS\tFIRST PROMPT")
+	for _, in := range infos {
+		model := in.Model
+		if model == "" {
+			model = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", in.ID, in.Updated.Local().Format(time.DateTime), in.Turns,
+			safe(textsafe.Truncate(model, 40)), in.Tokens, safe(firstLine(in.FirstPrompt, 60)))
+	}
+	return tw.Flush()
+}
+
+// sessionErr turns the session package's errors into the CLI's: a bad id
+// is a usage error (exit 2).
+func sessionErr(err error) error {
+	if errors.Is(err, session.ErrBadID) {
+		return usagef("%v", err)
+	}
+	return err
+}
+
+// oneID parses a subcommand that takes exactly one session id.
+func oneID(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageOf(fs, "needs one session ID")
+	}
+	if !session.ValidID(pos[0]) {
+		return "", usageOf(fs, "%q: %v", pos[0], session.ErrBadID)
+	}
+	return pos[0], nil
+}
+
+// sessionsShow is `agrun sessions show [--json] ID`: the conversation for
+// a person, or its raw records (messages and requests) as one JSON array.
+func (c *cli) sessionsShow(args []string) error {
+	fs := newFlags("sessions show")
+	asJSON := fs.Bool("json", false, "print the raw records (messages and requests) as one JSON array")
+	id, err := oneID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -38,46 +130,239 @@ func (c *cli) sessions(args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 0:
-		infos, err := st.List()
-		if err != nil {
-			return err
+	recs, warnings, err := st.Records(id)
+	if err != nil {
+		return sessionErr(err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
+	}
+	if *asJSON {
+		if recs == nil {
+			recs = []session.Record{}
 		}
-		if *asJSON {
-			if infos == nil {
-				infos = []session.Info{}
-			}
-			writeJSONLine(c.stdout, infos)
-			return nil
-		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tUPDATED\tTURNS\tFIRST PROMPT")
-		for _, in := range infos {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", in.ID, in.Updated.Local().Format(time.DateTime), in.Turns, safe(firstLine(in.FirstPrompt, 60)))
-		}
-		return tw.Flush()
-	case len(pos) == 2 && pos[0] == "show":
-		msgs, warnings, err := st.Load(pos[1])
-		if err != nil {
-			return err
-		}
-		for _, w := range warnings {
-			fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", pos[1], w)
-		}
-		if *asJSON {
-			if msgs == nil {
-				msgs = []json.RawMessage{}
-			}
-			writeJSONLine(c.stdout, msgs)
-			return nil
-		}
-		for _, m := range msgs {
-			printMessage(c.stdout, m)
-		}
+		writeJSONLine(c.stdout, recs)
 		return nil
 	}
-	return usagef("usage: agrun sessions [--json] | agrun sessions show [--json] ID")
+	if info, err := st.Info(id); err == nil {
+		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens, last used %s\n", id, info.Turns,
+			safe(orDash(info.Model)), info.Tokens, info.Updated.Local().Format(time.DateTime))
+	}
+	for _, r := range recs {
+		if len(r.Message) != 0 {
+			printMessage(c.stdout, r.Message)
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sessionsRm is `agrun sessions rm ID...`. Each id is removed or says why
+// not (in use, not found); any failure exits 1 once all were tried.
+func (c *cli) sessionsRm(args []string) error {
+	fs := newFlags("sessions rm")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageOf(fs, "needs at least one session ID")
+	}
+	for _, id := range pos {
+		if !session.ValidID(id) {
+			return usageOf(fs, "%q: %v", id, session.ErrBadID)
+		}
+	}
+	st, err := c.sessionStore()
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, id := range pos {
+		if err := st.Remove(id); err != nil {
+			failed++
+			fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(id, err))
+			continue
+		}
+		fmt.Fprintf(c.stdout, "removed %s\n", id)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d sessions not removed", failed, len(pos))
+	}
+	return nil
+}
+
+// rmError says why session id was not removed.
+func rmError(id string, err error) string {
+	switch {
+	case errors.Is(err, session.ErrLocked):
+		return fmt.Sprintf("session %s is in use by another agrun process: not removed", id)
+	case errors.Is(err, session.ErrNotFound):
+		return fmt.Sprintf("session %s not found", id)
+	}
+	return err.Error()
+}
+
+// sessionsExport is `agrun sessions export [--format json|markdown] ID`.
+func (c *cli) sessionsExport(args []string) error {
+	fs := newFlags("sessions export")
+	format := fs.String("format", "markdown", "`FORMAT` of the export: markdown or json")
+	id, err := oneID(fs, args)
+	if err != nil {
+		return err
+	}
+	if *format != "markdown" && *format != "json" {
+		return usageOf(fs, "--format %q: want markdown or json", *format)
+	}
+	st, err := c.sessionStore()
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(id)
+	if err != nil {
+		return sessionErr(err)
+	}
+	raw, warnings, err := st.Load(id)
+	if err != nil {
+		return sessionErr(err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
+	}
+	msgs, err := session.Decode[loop.Message](raw)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", id, err)
+	}
+	if *format == "json" {
+		writeJSONLine(c.stdout, struct {
+			session.Info
+			History []loop.Message `json:"history"`
+		}{info, msgs})
+		return nil
+	}
+	writeMarkdown(c.stdout, info, msgs)
+	return nil
+}
+
+// writeMarkdown writes a session as a Markdown document: a heading per
+// message, tool calls and results in fenced blocks. Text from the model
+// and tools is made terminal-safe; fences are longer than any run of
+// backticks inside them.
+func writeMarkdown(w io.Writer, info session.Info, msgs []loop.Message) {
+	fmt.Fprintf(w, "# Session %s\n\n", info.ID)
+	fmt.Fprintf(w, "- started: %s\n- last used: %s\n- turns: %d\n- model: %s\n- tokens: %d\n",
+		info.Created.UTC().Format(time.RFC3339), info.Updated.UTC().Format(time.RFC3339), info.Turns, safe(orDash(info.Model)), info.Tokens)
+	for _, m := range msgs {
+		switch m.Role {
+		case loop.RoleUser:
+			fmt.Fprintf(w, "\n## User\n\n%s\n", safe(m.Content))
+		case loop.RoleSystem:
+			fmt.Fprintf(w, "\n## System\n\n%s\n", safe(m.Content))
+		case loop.RoleAssistant:
+			fmt.Fprintf(w, "\n## Assistant\n\n")
+			if m.Content != "" {
+				fmt.Fprintf(w, "%s\n", safe(m.Content))
+			}
+			for _, tc := range m.ToolCalls {
+				fmt.Fprintf(w, "\nCalls `%s` (%s):\n\n%s", safe(tc.Name), safe(tc.ID), fenced("json", tc.Arguments))
+			}
+		case loop.RoleTool:
+			fmt.Fprintf(w, "\n## Tool `%s` (%s)\n\n%s", safe(m.Name), safe(m.ToolCallID), fenced("", m.Content))
+		}
+	}
+}
+
+var backticks = regexp.MustCompile("`{3,}")
+
+// fenced returns s in a Markdown code block whose fence no run of
+// backticks in s can close.
+func fenced(lang, s string) string {
+	n := 3
+	for _, run := range backticks.FindAllString(s, -1) {
+		n = max(n, len(run)+1)
+	}
+	fence := strings.Repeat("`", n)
+	return fence + lang + "\n" + safe(strings.TrimRight(s, "\n")) + "\n" + fence + "\n"
+}
+
+// sessionsPrune is `agrun sessions prune --older-than AGE`.
+func (c *cli) sessionsPrune(args []string) error {
+	fs := newFlags("sessions prune")
+	olderThan := fs.String("older-than", "", "remove the sessions last used more than `AGE` ago: 30d, 12h, 90m (required)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageOf(fs, "takes no arguments")
+	}
+	if *olderThan == "" {
+		return usageOf(fs, "needs --older-than AGE")
+	}
+	age, err := parseAge(*olderThan)
+	if err != nil {
+		return usageOf(fs, "--older-than: %v", err)
+	}
+	st, err := c.sessionStore()
+	if err != nil {
+		return err
+	}
+	infos, err := st.List()
+	if err != nil {
+		return err
+	}
+	cutoff := time.Now().Add(-age)
+	removed, skipped := 0, 0
+	for _, in := range infos {
+		if !in.Updated.Before(cutoff) {
+			continue
+		}
+		if err := st.Remove(in.ID); err != nil {
+			if errors.Is(err, session.ErrNotFound) {
+				continue // removed meanwhile
+			}
+			skipped++
+			fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(in.ID, err))
+			continue
+		}
+		removed++
+		fmt.Fprintf(c.stdout, "removed %s (last used %s)\n", in.ID, in.Updated.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(c.stderr, "agrun: %d sessions removed, %d kept (used within %s)", removed, len(infos)-removed-skipped, *olderThan)
+	if skipped > 0 {
+		fmt.Fprintf(c.stderr, ", %d in use skipped", skipped)
+	}
+	fmt.Fprintln(c.stderr)
+	return nil
+}
+
+var ageRE = regexp.MustCompile(`^([0-9]+)([dhm])$`)
+
+// parseAge parses an age for prune: a whole number of days, hours or
+// minutes ("30d", "12h", "90m"), or any positive Go duration ("1h30m").
+func parseAge(s string) (time.Duration, error) {
+	if m := ageRE.FindStringSubmatch(s); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		unit := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute}[m[2]]
+		if err != nil || n > int64(1<<62)/int64(unit) {
+			return 0, fmt.Errorf("%q is too large", s)
+		}
+		if n == 0 {
+			return 0, fmt.Errorf("%q: the age must be more than zero", s)
+		}
+		return time.Duration(n) * unit, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not an age: use a number and d, h or m (30d, 12h, 90m)", s)
+	}
+	return d, nil
 }
 
 // printMessage writes one stored message for a person to read.
@@ -89,17 +374,17 @@ func printMessage(w io.Writer, raw json.RawMessage) {
 	}
 	switch m.Role {
 	case loop.RoleTool:
-		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), m.ToolCallID, safe(textsafe.Truncate(m.Content, 400)))
+		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), safe(m.ToolCallID), safe(textsafe.Truncate(m.Content, 400)))
 	default:
 		if m.Content != "" {
 			mark := ""
 			if m.Interrupted {
 				mark = " [interrupted]"
 			}
-			fmt.Fprintf(w, "%s: %s%s\n", m.Role, safe(m.Content), mark)
+			fmt.Fprintf(w, "%s: %s%s\n", safe(string(m.Role)), safe(m.Content), mark)
 		}
 		for _, tc := range m.ToolCalls {
-			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", m.Role, safe(tc.Name), safe(textsafe.Truncate(tc.Arguments, 200)), tc.ID)
+			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", safe(string(m.Role)), safe(tc.Name), safe(textsafe.Truncate(tc.Arguments, 200)), safe(tc.ID))
 		}
 	}
 }

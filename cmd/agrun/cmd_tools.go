@@ -21,6 +21,9 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	fs := newFlags("call")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	pos, err := parseFlags(fs, args)
+	if isHelp(err) {
+		return c.exit(err)
+	}
 	if err == nil && (len(pos) < 1 || len(pos) > 2) {
 		err = usagef("usage: agrun call [--json] NAME [ARGS_JSON]")
 	}
@@ -30,6 +33,7 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	}
 	if *asJSON {
 		writeJSONLine(c.stdout, callResult(out, err))
+		c.usageHint(err)
 		switch {
 		case err == nil:
 			return exitOK

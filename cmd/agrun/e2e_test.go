@@ -104,8 +104,8 @@ timeout = "60s"
 	if err != nil {
 		t.Fatalf("sessions show: %v", err)
 	}
-	var msgs []map[string]any
-	if err := json.Unmarshal(out, &msgs); err != nil || len(msgs) != 2 || msgs[1]["role"] != "assistant" {
+	var msgs []struct{ Message map[string]any } // the raw records
+	if err := json.Unmarshal(out, &msgs); err != nil || len(msgs) != 2 || msgs[1].Message["role"] != "assistant" {
 		t.Fatalf("saved before the kill: %s (%v)", out, err)
 	}
 

@@ -49,6 +49,12 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 	if err != nil {
 		return nil, err
 	}
+	return c.envFor(ctx, cfg, filter, warn)
+}
+
+// envFor is openEnv for a config already loaded (and perhaps changed by
+// flags).
+func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
 	e, err := newEnv(ctx, cfg, c.stderr, filter)
 	if err != nil {
 		return nil, err
@@ -122,7 +128,7 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 		return nil, err
 	}
 	e.rt = rt
-	e.reg = registry.New(registry.WithPermissionChecker(e.checker), registry.WithMaxParallel(cfg.Sandbox.MaxParallel))
+	e.reg = e.newRegistry()
 
 	var wg sync.WaitGroup
 	for name, t := range cfg.Tools {
@@ -147,6 +153,12 @@ func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter lo
 	}
 	wg.Wait()
 	return e, nil
+}
+
+// newRegistry returns an empty registry with the env's policy and limits:
+// the env's own, or a narrower one for a run (run --tools).
+func (e *env) newRegistry() *registry.Registry {
+	return registry.New(registry.WithPermissionChecker(e.checker), registry.WithMaxParallel(e.cfg.Sandbox.MaxParallel))
 }
 
 func sandboxLimits(timeout config.Duration, memory, maxOutput, maxWrite config.Size, fuel int64) runtime.Limits {

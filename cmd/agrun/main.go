@@ -1,19 +1,27 @@
 // Command agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP
 // servers, and the model loop that calls them.
 //
-//	agrun [-c agrun.toml] run [--json] [--session ID] [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N] PROMPT
-//	agrun [-c agrun.toml] chat [--session ID] [--show-reasoning]
+//	agrun [-c agrun.toml] run [FLAGS] PROMPT...     (or - / piped stdin)
+//	agrun [-c agrun.toml] chat [FLAGS]
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
-//	agrun [-c agrun.toml] sessions [--json] | sessions show ID
+//	agrun [-c agrun.toml] sessions [--json]
+//	agrun [-c agrun.toml] sessions show|rm|export|prune ...
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]
 //	agrun [-c agrun.toml] mcp serve [--http ADDR]
-//	agrun version
+//	agrun version | --version
+//	agrun help [COMMAND]
+//
+// Every command answers -h/--help with its usage (help.go renders it from
+// the command's FlagSet); run and chat share their per-run flags
+// (-m/--model, -s/--system, --max-turns, --base-url, -c/--continue,
+// --session, --tools, --no-tools).
 //
 // Exit codes: 0 success, 1 a tool or run failure, 2 a usage or
-// configuration error. Results go to stdout, diagnostics to stderr.
+// configuration error, 130 a run interrupted by Ctrl-C. Results go to
+// stdout, diagnostics to stderr.
 package main
 
 import (
@@ -24,6 +32,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -32,10 +42,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitInterrupted is a run stopped by Ctrl-C (128 + SIGINT, as shells do).
+	exitInterrupted = 130
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,32 +65,16 @@ func main() {
 	os.Exit(c.main(ctx, os.Args[1:]))
 }
 
-const usage = `agrun runs LLM tools safely.
-
-Usage:
-  agrun [-c FILE] run [--json] [--session ID] PROMPT   one prompt, streamed
-        [--show-reasoning] [-q] [--max-tokens N] [--max-tool-calls N]
-  agrun [-c FILE] chat [--session ID] [--show-reasoning] interactive session
-  agrun [-c FILE] tools [--json]                       registered tools
-  agrun [-c FILE] call [--json] NAME [ARGS_JSON]       run one tool (ARGS from stdin if omitted)
-  agrun [-c FILE] sessions [--json]                    saved sessions
-  agrun [-c FILE] sessions show ID                     one saved session
-  agrun inspect FILE.wasm                              a module's manifest, hash, imports, exports
-  agrun pack -m MANIFEST IN.wasm -o OUT.wasm           embed a manifest (TOML or JSON)
-  agrun [-c FILE] serve [--addr ADDR]                  HTTP API for uploading and calling tools
-  agrun [-c FILE] mcp serve [--http ADDR]              the tools as an MCP server (stdio or HTTP)
-  agrun version
-
-The config is -c FILE, else $AGRUN_CONFIG, else ./agrun.toml.
-Exit codes: 0 success, 1 tool or run failure, 2 usage or configuration error.
-`
-
 // errUsage marks errors that are the user's invocation's fault (exit 2).
-type usageError struct{ msg string }
+// fs, if set, is the command whose usage follows the message.
+type usageError struct {
+	msg string
+	fs  *flag.FlagSet
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // cli is one invocation of the command: its streams and global options.
 type cli struct {
@@ -103,21 +96,54 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return c.main(ctx, args)
 }
 
-func (c *cli) main(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("agrun", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.configPath, "c", "", "config file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(c.stdout, usage)
-			return exitOK
-		}
-		fmt.Fprintf(c.stderr, "agrun: %v\n\n%s", err, usage)
-		return exitUsage
+// command is one subcommand of agrun: its name (its help is cmdDocs[name])
+// and what runs it, returning the exit code.
+type command struct {
+	name string
+	run  func(c *cli, ctx context.Context, args []string) int
+}
+
+// commands lists the subcommands in the order `agrun -h` shows them.
+var commands []command
+
+func init() {
+	errs := func(f func(c *cli, ctx context.Context, args []string) error) func(*cli, context.Context, []string) int {
+		return func(c *cli, ctx context.Context, args []string) int { return c.exit(f(c, ctx, args)) }
 	}
-	rest := fs.Args()
+	commands = []command{
+		{"run", (*cli).runPrompt},
+		{"chat", errs((*cli).chat)},
+		{"tools", errs((*cli).tools)},
+		{"call", (*cli).call},
+		{"sessions", errs(func(c *cli, _ context.Context, args []string) error { return c.sessions(args) })},
+		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
+		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
+		{"serve", errs((*cli).serve)},
+		{"mcp", errs((*cli).mcpServe)},
+		{"version", errs(func(c *cli, _ context.Context, args []string) error { return c.version(args) })},
+		{"help", errs((*cli).help)},
+	}
+}
+
+func lookupCommand(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+func (c *cli) main(ctx context.Context, args []string) int {
+	fs, showVersion := c.globalFlags()
+	rest, err := c.parseGlobal(fs, args)
+	if err != nil {
+		return c.exit(err)
+	}
+	if *showVersion {
+		return c.exit(c.version(nil))
+	}
 	if len(rest) == 0 {
-		fmt.Fprint(c.stderr, usage)
+		fmt.Fprint(c.stderr, helpText(fs))
 		return exitUsage
 	}
 	cmd, rest := rest[0], rest[1:]
@@ -133,34 +159,58 @@ func (c *cli) main(ctx context.Context, args []string) int {
 			}
 		}()
 	}
-	var err error
-	switch cmd {
-	case "call":
-		return c.call(ctx, rest)
-	case "tools":
-		err = c.tools(ctx, rest)
-	case "inspect":
-		err = c.inspect(rest)
-	case "pack":
-		err = c.pack(rest)
-	case "run":
-		return c.runPrompt(ctx, rest)
-	case "chat":
-		err = c.chat(ctx, rest)
-	case "sessions":
-		err = c.sessions(rest)
-	case "serve":
-		err = c.serve(ctx, rest)
-	case "mcp":
-		err = c.mcpServe(ctx, rest)
-	case "version", "--version", "-version":
-		fmt.Fprintf(c.stdout, "agrun %s\n", version)
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, usage)
-	default:
-		err = usagef("unknown command %q", cmd)
+	cm, ok := lookupCommand(cmd)
+	if !ok {
+		return c.exit(usageOf(fs, "unknown command %q", cmd))
 	}
-	return c.exit(err)
+	return cm.run(c, ctx, rest)
+}
+
+// globalFlags are the flags before the command, set on c.
+func (c *cli) globalFlags() (fs *flag.FlagSet, showVersion *bool) {
+	fs = newFlags("agrun")
+	fs.StringVar(&c.configPath, "c", "", "read the config from `FILE` (default $AGRUN_CONFIG, else ./agrun.toml)")
+	showVersion = fs.Bool("version", false, "print the version and exit (as: agrun version)")
+	return fs, showVersion
+}
+
+// parseGlobal parses the flags before the command: unlike parseFlags it
+// stops at the first argument that is not a flag (the command).
+func (c *cli) parseGlobal(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{fs}
+		}
+		return nil, &usageError{msg: fmt.Sprintf("%v", err), fs: fs}
+	}
+	return fs.Args(), nil
+}
+
+// help is `agrun help [COMMAND [SUBCOMMAND]]`: the usage that `COMMAND -h`
+// prints.
+func (c *cli) help(ctx context.Context, args []string) error {
+	fs := newFlags("help")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		top, _ := (&cli{}).globalFlags()
+		fmt.Fprint(c.stdout, helpText(top))
+		return nil
+	}
+	cm, ok := lookupCommand(pos[0])
+	if _, doc := cmdDocs[strings.Join(pos, " ")]; !ok || (len(pos) > 1 && !doc) {
+		return usageOf(fs, "no command %q (agrun help lists them)", strings.Join(pos, " "))
+	}
+	if cm.name == "help" {
+		fmt.Fprint(c.stdout, helpText(fs))
+		return nil
+	}
+	if code := cm.run(c, ctx, append(pos[1:], "-h")); code != exitOK {
+		return fmt.Errorf("help for %q failed", strings.Join(pos, " "))
+	}
+	return nil
 }
 
 // exit reports err on stderr and returns its exit code.
@@ -168,11 +218,33 @@ func (c *cli) exit(err error) int {
 	if err == nil {
 		return exitOK
 	}
+	var h *helpRequest
+	if errors.As(err, &h) {
+		fmt.Fprint(c.stdout, helpText(h.fs))
+		return exitOK
+	}
 	fmt.Fprintf(c.stderr, "agrun: %s\n", safe(err.Error()))
+	c.usageHint(err)
 	if isUsage(err) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// usageHint prints, after a usage error's message, the usage of the
+// command it is about (if it names one).
+func (c *cli) usageHint(err error) {
+	var u *usageError
+	if errors.As(err, &u) && u.fs != nil {
+		fmt.Fprintf(c.stderr, "\n%s", helpText(u.fs))
+	}
+}
+
+// isHelp reports whether err is a request for help (-h): commands with
+// their own output contract (--json) hand it to exit.
+func isHelp(err error) bool {
+	var h *helpRequest
+	return errors.As(err, &h)
 }
 
 // isUsage reports whether err should exit with code 2.
@@ -182,8 +254,10 @@ func isUsage(err error) bool {
 	return errors.As(err, &u) || errors.As(err, &ce)
 }
 
-// newFlags returns a FlagSet for a subcommand that reports errors as
-// usage errors.
+// newFlags returns the FlagSet of a subcommand, named as its help is named
+// in cmdDocs ("run", "sessions show"). Every command parses it with
+// parseFlags, which turns -h/--help into its usage and a bad flag into a
+// usage error followed by its usage (help.go).
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -191,12 +265,16 @@ func newFlags(name string) *flag.FlagSet {
 }
 
 // parseFlags parses args, allowing flags after positional arguments
-// ("call NAME --json").
+// ("call NAME --json"). -h/--help is a *helpRequest; any other flag error
+// a usage error carrying fs, so that cli.exit prints the usage.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usagef("%s: %v", fs.Name(), err)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, &helpRequest{fs}
+			}
+			return nil, &usageError{msg: fmt.Sprintf("%s: %v", fs.Name(), err), fs: fs}
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -82,7 +82,7 @@ func TestLongLineIsCutNotFatal(t *testing.T) {
 	}
 	s.Close()
 	info, err := st.Info("s")
-	if err != nil || info.Messages != 4 || info.Turns != 1 || info.FirstPrompt != "go" {
+	if err != nil || info.Messages != 4 || info.Turns != 2 || info.FirstPrompt != "go" {
 		t.Errorf("Info = %+v, %v", info, err)
 	}
 	msgs, _, err := st.Load("s")

@@ -1,6 +1,12 @@
 // Package session stores conversations so that they are never lost: each
-// session is an append-only JSON-lines file, one message per line, written
-// and fsynced as each message completes, mode 0600.
+// session is an append-only JSON-lines file, one record per line, written
+// and fsynced as each record completes, mode 0600.
+//
+// A record is a message of the conversation, {"time":...,"message":{...}}
+// (Append, Record), or what one model request cost,
+// {"time":...,"request":{...}} (RecordRequest: the model, the usage, the
+// duration). History readers (Open, Load, Decode) return only the
+// messages; Info sums the requests; Records returns both.
 //
 // Killing the process at any instant leaves a file that loads: a torn last
 // line (a write cut short) is dropped with a warning, and nothing before it
@@ -74,11 +80,19 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "agrun-sessions")
 }
 
-// record is one line of a session file.
-type record struct {
+// Record is one line of a session file: a message of the conversation, or
+// a model request's summary (exactly one of Message and Request is set).
+type Record struct {
 	Time    time.Time       `json:"time"`
-	Message json.RawMessage `json:"message"`
+	Message json.RawMessage `json:"message,omitempty"`
+	Request json.RawMessage `json:"request,omitempty"`
 }
+
+// record is the package's name for Record.
+type record = Record
+
+// valid reports whether r is a record a reader keeps.
+func (r *Record) valid() bool { return len(r.Message) != 0 || len(r.Request) != 0 }
 
 // Store is a folder of sessions. It is safe for concurrent use.
 type Store struct {
@@ -117,16 +131,26 @@ func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warning
 	if !ValidID(id) {
 		return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
-	f, err := os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrLocked)
+	var f *os.File
+	for attempt := 0; ; attempt++ {
+		f, err = os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
 		}
-		return nil, nil, nil, fmt.Errorf("session %q: lock: %w", id, err)
+		if err := lock(f); err != nil {
+			f.Close()
+			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
+		}
+		// Between our open and our lock, the process that held the lock
+		// may have removed the file (Remove): then this lock is on a
+		// file no one will read; open the path again.
+		if samePath(f, st.path(id)) {
+			break
+		}
+		f.Close()
+		if attempt == 10 {
+			return nil, nil, nil, fmt.Errorf("session %q: the file keeps being removed", id)
+		}
 	}
 	history, good, warnings, err := read(f)
 	if err != nil {
@@ -152,11 +176,22 @@ func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warning
 // written and the error wraps ErrTooLarge: the session stays readable and
 // later messages can still be appended.
 func (s *Session) Append(msg json.RawMessage) error {
+	return s.append("message", msg)
+}
+
+// append writes one record of the given kind ("message" or "request").
+func (s *Session) append(kind string, v json.RawMessage) error {
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, msg); err != nil {
-		return fmt.Errorf("session %q: message is not JSON: %w", s.ID, err)
+	if err := json.Compact(&buf, v); err != nil {
+		return fmt.Errorf("session %q: %s is not JSON: %w", s.ID, kind, err)
 	}
-	line, err := json.Marshal(record{Time: time.Now().UTC(), Message: buf.Bytes()})
+	rec := record{Time: time.Now().UTC()}
+	if kind == "request" {
+		rec.Request = buf.Bytes()
+	} else {
+		rec.Message = buf.Bytes()
+	}
+	line, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("session %q: %w", s.ID, err)
 	}
@@ -182,10 +217,18 @@ func (s *Session) Append(msg json.RawMessage) error {
 // Record appends msg, encoded as JSON, like Append. It is made to be a
 // model loop's OnMessage, which cannot fail: a failure does not stop the
 // later messages from being tried, and the first one is kept for Err.
-func (s *Session) Record(msg any) {
-	b, err := json.Marshal(msg)
+func (s *Session) Record(msg any) { s.record("message", msg) }
+
+// RecordRequest appends v, encoded as JSON, as a request record: what one
+// model request cost (for the CLI, a loop.RequestInfo: "model", "usage",
+// "duration_ms", "retries", "finish_reason"). It handles errors as Record
+// does. History readers skip request records; Info sums them.
+func (s *Session) RecordRequest(v any) { s.record("request", v) }
+
+func (s *Session) record(kind string, v any) {
+	b, err := json.Marshal(v)
 	if err == nil {
-		err = s.Append(b)
+		err = s.append(kind, b)
 	}
 	if err != nil {
 		s.mu.Lock()
@@ -237,15 +280,9 @@ func (s *Session) Close() error { return s.f.Close() }
 
 // Load returns the messages of session id without locking it.
 func (st *Store) Load(id string) ([]json.RawMessage, []string, error) {
-	if !ValidID(id) {
-		return nil, nil, fmt.Errorf("session %q: %w", id, ErrBadID)
-	}
-	f, err := os.Open(st.path(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
-	}
+	f, err := st.openRead(id)
 	if err != nil {
-		return nil, nil, fmt.Errorf("session %q: %w", id, err)
+		return nil, nil, err
 	}
 	defer f.Close()
 	msgs, _, warnings, err := read(f)
@@ -266,7 +303,9 @@ var maxString = 128 << 10
 func read(f *os.File) (msgs []json.RawMessage, good int64, warnings []string, err error) {
 	recs, good, warnings, err := readRecords(f)
 	for _, r := range recs {
-		msgs = append(msgs, r.Message)
+		if len(r.Message) != 0 {
+			msgs = append(msgs, r.Message)
+		}
 	}
 	return msgs, good, warnings, err
 }
@@ -325,7 +364,7 @@ func readRecords(f *os.File) (recs []record, good int64, warnings []string, err 
 			warnings = append(warnings, fmt.Sprintf("line %d: %d bytes, over the %d MiB line limit even with its strings cut: dropped", n, size, maxLine>>20))
 			continue
 		}
-		if jerr := json.Unmarshal(line, &rec); jerr != nil || len(rec.Message) == 0 {
+		if jerr := json.Unmarshal(line, &rec); jerr != nil || !rec.valid() {
 			warnings = append(warnings, fmt.Sprintf("line %d: unreadable line dropped", n))
 			continue
 		}
@@ -343,7 +382,7 @@ func shrink(line []byte) ([]byte, bool) {
 	sh := newShrinker()
 	sh.feed(line)
 	var rec record
-	if sh.tooLong || json.Unmarshal(sh.out, &rec) != nil || len(rec.Message) == 0 {
+	if sh.tooLong || json.Unmarshal(sh.out, &rec) != nil || !rec.valid() {
 		return nil, false
 	}
 	return sh.out, true
@@ -418,13 +457,18 @@ func (s *shrinker) emit(b ...byte) {
 type Info struct {
 	ID          string    `json:"id"`
 	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	Updated     time.Time `json:"updated"` // last used: the file's modification time
 	FirstPrompt string    `json:"first_prompt"`
-	Turns       int       `json:"turns"`    // assistant messages
-	Messages    int       `json:"messages"` // all messages
+	// Turns is the number of user prompts (the user messages).
+	Turns    int `json:"turns"`
+	Messages int `json:"messages"` // all messages
+	// Model is the "model" of the last request record ("" if none).
+	Model string `json:"model"`
+	// Tokens is the sum of the request records' usage.total_tokens.
+	Tokens int64 `json:"tokens"`
 }
 
-// List returns every session in the store, newest first.
+// List returns every session in the store, most recently used first.
 func (st *Store) List() ([]Info, error) {
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
@@ -442,13 +486,34 @@ func (st *Store) List() ([]Info, error) {
 		}
 		out = append(out, info)
 	}
-	slices.SortFunc(out, func(a, b Info) int { return b.Updated.Compare(a.Updated) })
+	slices.SortFunc(out, func(a, b Info) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
 	return out, nil
 }
 
-// Info summarises session id.
+// requestSummary is what Info reads of a request record; every field is
+// optional and a record that does not decode is ignored.
+type requestSummary struct {
+	Model string `json:"model"`
+	Usage struct {
+		TotalTokens int64 `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// Info summarises session id. An unknown id is an error matching
+// ErrNotFound.
 func (st *Store) Info(id string) (Info, error) {
+	if !ValidID(id) {
+		return Info{}, fmt.Errorf("session %q: %w", id, ErrBadID)
+	}
 	f, err := os.Open(st.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return Info{}, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return Info{}, err
 	}
@@ -463,8 +528,20 @@ func (st *Store) Info(id string) (Info, error) {
 		return Info{}, err
 	}
 	for _, rec := range recs {
-		if info.Messages == 0 {
+		if info.Created.IsZero() {
 			info.Created = rec.Time
+		}
+		if len(rec.Request) != 0 {
+			var rq requestSummary
+			if json.Unmarshal(rec.Request, &rq) == nil {
+				if rq.Model != "" {
+					info.Model = rq.Model
+				}
+				info.Tokens += rq.Usage.TotalTokens
+			}
+		}
+		if len(rec.Message) == 0 {
+			continue
 		}
 		info.Messages++
 		var m struct {
@@ -472,10 +549,8 @@ func (st *Store) Info(id string) (Info, error) {
 			Content any    `json:"content"`
 		}
 		_ = json.Unmarshal(rec.Message, &m)
-		switch m.Role {
-		case "assistant":
+		if m.Role == "user" {
 			info.Turns++
-		case "user":
 			if s, ok := m.Content.(string); ok && info.FirstPrompt == "" {
 				info.FirstPrompt = s
 			}
@@ -485,4 +560,98 @@ func (st *Store) Info(id string) (Info, error) {
 		info.Created = fi.ModTime()
 	}
 	return info, nil
+}
+
+// Records returns every record of session id, messages and requests in
+// file order, without locking it, and warnings for lines dropped or cut.
+// An unknown id is an error matching ErrNotFound.
+func (st *Store) Records(id string) ([]Record, []string, error) {
+	f, err := st.openRead(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	recs, _, warnings, err := readRecords(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("session %q: %w", id, err)
+	}
+	return recs, warnings, nil
+}
+
+// openRead opens session id's file for reading.
+func (st *Store) openRead(id string) (*os.File, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrBadID)
+	}
+	f, err := os.Open(st.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w", id, err)
+	}
+	return f, nil
+}
+
+// Remove deletes session id. It fails with ErrLocked, and removes nothing,
+// if a process has the session open; with ErrNotFound if there is no such
+// session; with ErrBadID for an invalid id.
+func (st *Store) Remove(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("session %q: %w", id, ErrBadID)
+	}
+	f, err := os.OpenFile(st.path(id), os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
+	}
+	defer f.Close()
+	if err := lock(f); err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
+	}
+	if !samePath(f, st.path(id)) { // removed (and maybe re-created) meanwhile
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err := os.Remove(st.path(id)); err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
+	}
+	return nil
+}
+
+// Remove deletes the open session's file, then closes it: for a session
+// that turned out to hold nothing worth keeping (a first request that
+// failed). The lock is held until the file is gone, so no other process
+// can have opened it meanwhile (Open checks that the file it locked is
+// still the one at the path).
+func (s *Session) Remove() error {
+	err := os.Remove(s.f.Name())
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// lock takes f's exclusive lock without waiting: ErrLocked if another
+// process holds it.
+func lock(f *os.File) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return ErrLocked
+		}
+		return fmt.Errorf("lock: %w", err)
+	}
+	return nil
+}
+
+// samePath reports whether the open file f is still the file at path
+// (not removed, nor replaced by another).
+func samePath(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }

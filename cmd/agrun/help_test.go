@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// allCommands is every command and subcommand, as `agrun help` takes it.
+func allCommands() [][]string {
+	var out [][]string
+	for _, c := range commands {
+		out = append(out, []string{c.name})
+	}
+	for name := range sessionCommands {
+		out = append(out, []string{"sessions", name})
+	}
+	return append(out, []string{"mcp", "serve"})
+}
+
+// TestEveryCommandHasHelp: `CMD -h`, `CMD --help` and `help CMD` print the
+// same usage on stdout and exit 0, for every command; each has a
+// synopsis, a summary and an example, and its flags.
+func TestEveryCommandHasHelp(t *testing.T) {
+	e := newTestEnv(t, "", "")
+	for _, words := range allCommands() {
+		name := strings.Join(words, " ")
+		t.Run(name, func(t *testing.T) {
+			d, ok := cmdDocs[name]
+			if !ok || d.synopsis == "" || d.summary == "" || d.example == "" {
+				t.Fatalf("cmdDocs[%q] = %+v: want a synopsis, a summary and an example", name, d)
+			}
+			short := e.run("", append(words, "-h")...).wantCode(t, exitOK)
+			long := e.run("", append(words, "--help")...).wantCode(t, exitOK)
+			viaHelp := e.run("", append([]string{"help"}, words...)...).wantCode(t, exitOK)
+			if short.stdout != long.stdout || short.stdout != viaHelp.stdout {
+				t.Fatalf("-h, --help and help differ:\n%s\n---\n%s\n---\n%s", short.stdout, long.stdout, viaHelp.stdout)
+			}
+			if short.stderr != "" || !strings.HasPrefix(short.stdout, d.summary+"\n\nUsage: "+d.synopsis) || !strings.Contains(short.stdout, "Example:\n  ") {
+				t.Fatalf("help of %s:\n%s\nstderr: %s", name, short.stdout, short.stderr)
+			}
+		})
+	}
+	// Flags that exist are in the help, with their other names and defaults.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"inspect", "-h"}, []string{"--json"}},
+		{[]string{"run", "-h"}, []string{"-m, --model MODEL", "-s, --system PROMPT", "-c, --continue", "--max-turns N", "--base-url URL", "--session ID", "--tools NAMES", "--no-tools", "--json"}},
+		{[]string{"chat", "-h"}, []string{"-m, --model MODEL", "--tools NAMES"}},
+		{[]string{"sessions", "export", "-h"}, []string{`--format FORMAT`, `(default "markdown")`}},
+		{[]string{"-h"}, []string{"-c FILE", "--version", "Commands:", "  sessions  ", "  version  "}},
+		{[]string{"help"}, []string{"-c FILE", "Commands:"}},
+	} {
+		r := runIn(t, "", tc.args...).wantCode(t, exitOK)
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("%v lacks %q:\n%s", tc.args, w, r.stdout)
+			}
+		}
+	}
+}
+
+// TestHelpRendersTheFlagSet: the usage comes from the FlagSet as it is
+// when printed, so a flag added to a command is in its help.
+func TestHelpRendersTheFlagSet(t *testing.T) {
+	fs := newFlags("tools")
+	fs.Bool("json", false, "print JSON")
+	fs.String("log-level", "warn", "log `LEVEL`: debug, info, warn or error")
+	alias(fs, "log-level", "v")
+	fs.Int("limit", 5, "at most `N`")
+	got := helpText(fs)
+	for _, want := range []string{
+		"  -v, --log-level LEVEL   log LEVEL: debug, info, warn or error (default \"warn\")\n",
+		"      --json              print JSON\n",
+		"      --limit N           at most N (default 5)\n",
+		"Usage: agrun [-c FILE] tools [--json]\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("help lacks %q:\n%s", want, got)
+		}
+	}
+	// A command without a cmdDocs entry still gets a usage.
+	if got := helpText(newFlags("frob")); !strings.Contains(got, "Usage: agrun frob [FLAGS]") {
+		t.Errorf("undocumented command: %q", got)
+	}
+}
+
+// TestUsageErrors: an unknown flag prints the error and the command's
+// usage on stderr (exit 2); `help nosuch` is a usage error.
+func TestUsageErrors(t *testing.T) {
+	e := newTestEnv(t, "", "")
+	for _, args := range [][]string{{"run", "--bogus", "hi"}, {"chat", "-x"}, {"sessions", "prune", "--older"}, {"tools", "--nope"}, {"mcp", "serve", "--stdio"}, {"version", "--short"}} {
+		r := e.run("", args...).wantCode(t, exitUsage)
+		name := args[0]
+		if args[0] == "sessions" || args[0] == "mcp" {
+			name += " " + args[1]
+		}
+		if r.stdout != "" || !strings.Contains(r.stderr, "agrun: "+name+": flag provided but not defined") || !strings.Contains(r.stderr, "\nUsage: "+cmdDocs[name].synopsis) {
+			t.Errorf("%v: stdout %q\nstderr %s", args, r.stdout, r.stderr)
+		}
+	}
+	for _, args := range [][]string{{"help", "nosuch"}, {"help", "sessions", "nosuch"}, {"help", "run", "x"}, {"sessions", "nosuch"}, {"mcp"}, {"mcp", "nosuch"}, {"nosuch"}} {
+		r := e.run("", args...).wantCode(t, exitUsage)
+		if r.stdout != "" || !strings.Contains(r.stderr, "Usage: ") {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+	// call --json keeps its one-object contract; the usage goes to stderr.
+	r := e.run("", "call", "--json", "--bogus", "word_count").wantCode(t, exitUsage)
+	var obj struct {
+		OK    bool
+		Error struct{ Kind string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &obj); err != nil || obj.Error.Kind != "usage" || !strings.Contains(r.stderr, "Usage: agrun [-c FILE] call") {
+		t.Fatalf("call --json --bogus: %+v", r)
+	}
+	if r := e.run("", "call", "--json", "-h"); r.code != exitOK || !strings.HasPrefix(r.stdout, cmdDocs["call"].summary) {
+		t.Fatalf("call --json -h: %+v", r)
+	}
+}
+
+// TestVersion: `agrun version` and `agrun --version` print the module
+// version, the revision (or why there is none), Go's and wazero's
+// versions, all from the build info.
+func TestVersion(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join(repoRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wazero := regexp.MustCompile(`github.com/tetratelabs/wazero (v\S+)`).FindSubmatch(mod)
+	if wazero == nil {
+		t.Fatal("no wazero in go.mod")
+	}
+	r := runIn(t, "", "version").wantCode(t, exitOK)
+	if r2 := runIn(t, "", "--version").wantCode(t, exitOK); r2.stdout != r.stdout {
+		t.Fatalf("--version %q != version %q", r2.stdout, r.stdout)
+	}
+	for _, want := range []string{"agrun ", "\n  revision  ", "\n  go        go1.", "\n  wazero    " + string(wazero[1]) + "\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("version lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "dev\n") {
+		t.Errorf("version says dev: %s", r.stdout)
+	}
+	runIn(t, "", "version", "extra").wantCode(t, exitUsage)
+
+	// A release build: its version, revision, time, and a replaced wazero.
+	bi := &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "github.com/agcore/agrun", Version: "v1.2.3"},
+		Deps:     []*debug.Module{{Path: "github.com/tetratelabs/wazero", Version: "v1.12.0", Replace: &debug.Module{Path: "../wazero"}}},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
+	got := versionText(bi, true)
+	for _, want := range []string{"agrun v1.2.3\n", "  revision  0123456789abcdef (2026-01-02 03:04:05 UTC) modified\n", "  go        go1.99.1 ", "  wazero    v1.12.0 => ../wazero\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("versionText lacks %q:\n%s", want, got)
+		}
+	}
+	// No build info at all.
+	if got := versionText(nil, false); !strings.HasPrefix(got, "agrun (devel)\n  revision  unknown (built without VCS information") || !strings.Contains(got, "wazero    unknown") {
+		t.Errorf("versionText without build info:\n%s", got)
+	}
+}
