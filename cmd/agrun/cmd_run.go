@@ -36,17 +36,19 @@ type conversation struct {
 	sess  *session.Session
 	cycle *loop.Cycle
 	last  turnStats // what the last turn cost
-	// fresh: the session held no message when it was opened; replied: an
-	// assistant message was recorded since. A fresh session that got no
-	// reply (a first request that failed) is removed on close, so a
-	// failed first run leaves no orphan session behind.
+	// fresh: a new session agrun named (no --session) that held no
+	// message when it was opened; replied: an assistant message was
+	// recorded since. A fresh session that got no reply (a first request
+	// that failed) is removed on close, so a failed first run leaves no
+	// orphan session behind; a session the user named is kept.
 	fresh, replied bool
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
 // continues its history and writes every new message to it as it completes.
 func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string) (*conversation, error) {
-	if id == "" {
+	named := id != ""
+	if !named {
 		id = session.NewID()
 	}
 	sess, raw, warnings, err := st.Open(id)
@@ -64,7 +66,9 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 		sess.Close()
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0}
+	// Only a session agrun named itself is removed when its first
+	// request fails: one the user named (--session) is theirs to resume.
+	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named}
 	lc := loopConfig(cfg)
 	lc.History = history
 	lc.OnMessage = func(m loop.Message) {

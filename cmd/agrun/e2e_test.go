@@ -104,8 +104,15 @@ timeout = "60s"
 	if err != nil {
 		t.Fatalf("sessions show: %v", err)
 	}
-	var msgs []struct{ Message map[string]any } // the raw records
-	if err := json.Unmarshal(out, &msgs); err != nil || len(msgs) != 2 || msgs[1].Message["role"] != "assistant" {
+	var recs []struct{ Message map[string]any } // the raw records: messages and request records
+	err = json.Unmarshal(out, &recs)
+	var msgs []struct{ Message map[string]any }
+	for _, r := range recs {
+		if r.Message != nil {
+			msgs = append(msgs, r)
+		}
+	}
+	if err != nil || len(msgs) != 2 || msgs[1].Message["role"] != "assistant" {
 		t.Fatalf("saved before the kill: %s (%v)", out, err)
 	}
 

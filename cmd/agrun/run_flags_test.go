@@ -217,11 +217,14 @@ func TestFailedFirstRequestLeavesNoSession(t *testing.T) {
 		chattest.Reply{Status: 500, Body: `{"error":{"message":"boom"}}`},
 		chattest.Reply{Text: "fine"},
 		chattest.Reply{Status: 400, Body: `{"error":{"message":"bad"}}`},
+		chattest.Reply{Status: 500, Body: `{"error":{"message":"boom"}}`},
 	)
 	e := newTestEnv(t, srv.URL, "")
 	b, _ := os.ReadFile(e.config)
 	os.WriteFile(e.config, []byte(strings.Replace(string(b), "max_turns = 5", "max_turns = 5\nmax_retries = 0", 1)), 0o644)
-	e.run("", "run", "--session", "new1", "hi").wantCode(t, exitFailure)
+	if r := e.run("", "run", "--json", "hi").wantCode(t, exitFailure); strings.Contains(r.stdout, `"session"`) {
+		t.Fatalf("the error event names a session that was removed: %s", r.stdout)
+	}
 	e.run("", "run", "--json", "hi").wantCode(t, exitOK)
 	if f := e.sessionFiles(); len(f) != 1 {
 		t.Fatalf("session files %v, want only the one that got a reply", f)
@@ -234,6 +237,12 @@ func TestFailedFirstRequestLeavesNoSession(t *testing.T) {
 	r := e.run("", "sessions", "show", id).wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "fine") || !strings.Contains(r.stdout, "user: again") {
 		t.Fatalf("existing session: %s", r.stdout)
+	}
+	// A session the user named is kept (its error event names it, to be
+	// resumed): it is not an orphan.
+	r = e.run("", "run", "--json", "--session", "named", "hi").wantCode(t, exitFailure)
+	if !strings.Contains(r.stdout, `"session":"named"`) || len(e.sessionFiles()) != 2 {
+		t.Fatalf("a named session whose first request failed: %s, files %v", r.stdout, e.sessionFiles())
 	}
 }
 
@@ -284,7 +293,7 @@ func TestRunInterrupted(t *testing.T) {
 		r.wantCode(t, exitInterrupted)
 		if asJSON {
 			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-			if last := lines[len(lines)-1]; last != `{"type":"error","kind":"interrupted","message":"interrupted"}` {
+			if last := lines[len(lines)-1]; last != `{"type":"error","kind":"interrupted","message":"interrupted","session":"int"}` {
 				t.Fatalf("--json last line: %s", last)
 			}
 			continue
@@ -297,10 +306,16 @@ func TestRunInterrupted(t *testing.T) {
 		}
 	}
 	msgs := e.run("", "sessions", "show", "--json", "int").wantCode(t, exitOK)
-	var recs []struct {
+	var all, recs []struct {
 		Message json.RawMessage `json:"message"`
 	}
-	if err := json.Unmarshal([]byte(msgs.stdout), &recs); err != nil || len(recs) < 2 || !strings.Contains(string(recs[1].Message), "earlier") {
+	err := json.Unmarshal([]byte(msgs.stdout), &all)
+	for _, r := range all {
+		if len(r.Message) > 0 { // not the request records
+			recs = append(recs, r)
+		}
+	}
+	if err != nil || len(recs) < 2 || !strings.Contains(string(recs[1].Message), "earlier") {
 		t.Fatalf("session after interrupts: %s", msgs.stdout)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,9 @@ func TestSessionsListShowExport(t *testing.T) {
 	e := newTestEnv(t, srv.URL, "")
 	e.run("", "run", "--session", "s1", "count a b").wantCode(t, exitOK)
 	e.run("", "run", "--session", "s1", "thanks").wantCode(t, exitOK)
+	var before []session.Info // the runs' own request records count too
+	json.Unmarshal([]byte(e.run("", "sessions", "--json").wantCode(t, exitOK).stdout), &before)
+	base := before[0].Tokens
 	e.addRequest("s1", "model-x", 100)
 	e.addRequest("s1", "model-y", 23)
 
@@ -53,17 +57,17 @@ func TestSessionsListShowExport(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "LAST USED") || !strings.Contains(lines[0], "MODEL") || !strings.Contains(lines[0], "TOKENS") {
 		t.Fatalf("list:\n%s", r.stdout)
 	}
-	if f := strings.Fields(lines[1]); f[0] != "s1" || f[3] != "2" || f[4] != "model-y" || f[5] != "123" || !strings.Contains(lines[1], "count a b") {
+	if f := strings.Fields(lines[1]); f[0] != "s1" || f[3] != "2" || f[4] != "model-y" || f[5] != fmt.Sprint(base+123) || !strings.Contains(lines[1], "count a b") {
 		t.Fatalf("list row: %q", lines[1])
 	}
 	r = e.run("", "sessions", "--json").wantCode(t, exitOK)
 	var infos []session.Info
-	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 1 || infos[0].Turns != 2 || infos[0].Model != "model-y" || infos[0].Tokens != 123 {
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 1 || infos[0].Turns != 2 || infos[0].Model != "model-y" || infos[0].Tokens != base+123 {
 		t.Fatalf("list --json: %s", r.stdout)
 	}
 
 	r = e.run("", "sessions", "show", "s1").wantCode(t, exitOK)
-	for _, want := range []string{"# session s1: 2 turns, model model-y, 123 tokens", "user: count a b", "assistant: -> word_count", "[tool word_count call_1]", "assistant: Bye."} {
+	for _, want := range []string{fmt.Sprintf("# session s1: 2 turns, model model-y, %d tokens", base+123), "user: count a b", "assistant: -> word_count", "[tool word_count call_1]", "assistant: Bye."} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
 		}
@@ -71,13 +75,14 @@ func TestSessionsListShowExport(t *testing.T) {
 	for _, args := range [][]string{{"sessions", "show", "--json", "s1"}, {"sessions", "--json", "show", "s1"}} {
 		r = e.run("", args...).wantCode(t, exitOK)
 		var recs []session.Record
-		if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 8 || len(recs[7].Request) == 0 || len(recs[0].Message) == 0 {
+		// 6 messages, the 3 runs' request records, the 2 added ones.
+		if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 11 || len(recs[10].Request) == 0 || len(recs[0].Message) == 0 {
 			t.Fatalf("%v: %d records, %v\n%s", args, len(recs), err, r.stdout)
 		}
 	}
 
 	r = e.run("", "sessions", "export", "s1").wantCode(t, exitOK)
-	for _, want := range []string{"# Session s1\n", "- model: model-y\n- tokens: 123\n", "\n## User\n\ncount a b\n", "\nCalls `word_count` (call_1):\n\n```json\n{\"text\":\"a b\"}\n```\n", "## Tool `word_count` (call_1)", "\n## Assistant\n\nBye.\n"} {
+	for _, want := range []string{"# Session s1\n", fmt.Sprintf("- model: model-y\n- tokens: %d\n", base+123), "\n## User\n\ncount a b\n", "\nCalls `word_count` (call_1):\n\n```json\n{\"text\":\"a b\"}\n```\n", "## Tool `word_count` (call_1)", "\n## Assistant\n\nBye.\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, r.stdout)
 		}
@@ -90,7 +95,7 @@ func TestSessionsListShowExport(t *testing.T) {
 			Role, Content string
 		} `json:"history"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.ID != "s1" || doc.Tokens != 123 || len(doc.History) != 6 || doc.History[5].Content != "Bye." {
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.ID != "s1" || doc.Tokens != base+123 || len(doc.History) != 6 || doc.History[5].Content != "Bye." {
 		t.Fatalf("export json: %v\n%s", err, r.stdout)
 	}
 	e.run("", "sessions", "export", "--format", "xml", "s1").wantCode(t, exitUsage)
