@@ -40,6 +40,13 @@ type Message struct {
 	// Name is, for a tool message, the name of the tool that was called. It
 	// is kept for readers of the history and is not sent to the provider.
 	Name string `json:"name,omitempty"`
+	// FullContent is, for a tool message whose result was longer than its
+	// cap (Config.MaxToolMessageBytes, Config.ToolResultLimit), the whole
+	// cleaned result; Content then holds its head and tail and a note. It
+	// is kept in the history (and so in a stored session: OnMessage gets
+	// it) and never sent: the model reads it through the built-in
+	// PageToolName tool. Empty when the result was not cut.
+	FullContent string `json:"full_content,omitempty"`
 }
 
 // ToolCall is one tool call requested by the model.
