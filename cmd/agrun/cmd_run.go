@@ -26,14 +26,15 @@ var progressEvery = 5 * time.Second
 // conversation is one open session: the cycle and the locked session
 // file it records every message in.
 type conversation struct {
-	id    string
-	sess  *session.Session
-	cycle *loop.Cycle
+	id     string
+	sess   *session.Session
+	cycle  *loop.Cycle
+	schema bool // the final answer is checked JSON (run --schema)
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
 // continues its history and writes every new message to it as it completes.
-func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string) (*conversation, error) {
+func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string, schema ...json.RawMessage) (*conversation, error) {
 	if id == "" {
 		id = session.NewID()
 	}
@@ -56,9 +57,15 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 	lc := loopConfig(cfg)
 	lc.History = history
 	lc.OnMessage = func(m loop.Message) { sess.Record(m) }
+	if len(schema) > 0 && len(schema[0]) > 0 {
+		lc.ResponseSchema, conv.schema = schema[0], true
+	}
 	cyc, err := loop.New(lc)
 	if err != nil {
 		sess.Close()
+		if errors.Is(err, registry.ErrInvalidSchema) {
+			return nil, usagef("--schema: %v", err)
+		}
 		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
 	}
 	conv.cycle = cyc
@@ -85,6 +92,7 @@ func loopConfig(cfg *config.Config) loop.Config {
 			lc.MaxRetries = -1 // "max_retries = 0" means none; the loop's 0 means its default
 		}
 	}
+	applyLoopOptions(&lc, cfg)
 	return lc
 }
 
@@ -95,15 +103,20 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	fs := newFlags("run")
 	asJSON := fs.Bool("json", false, "print every event as a JSON line")
 	sessID := fs.String("session", "", "continue (or start) this session")
+	schemaArg := fs.String("schema", "", "the final answer must be JSON matching this JSON Schema (a .json file, or inline)")
 	pos, err := parseFlags(fs, args)
 	if err == nil && len(pos) == 0 {
-		err = usagef("usage: agrun run [--json] [--session ID] PROMPT")
+		err = usagef("usage: agrun run [--json] [--session ID] [--schema FILE.json|JSON] PROMPT")
 	}
 	prompt := strings.Join(pos, " ")
 	id := *sessID
 	var final string
+	var schema json.RawMessage
+	if err == nil && *schemaArg != "" {
+		schema, err = readSchema(*schemaArg)
+	}
 	if err == nil {
-		id, final, err = c.runOnce(ctx, prompt, id, *asJSON)
+		id, final, err = c.runOnce(ctx, prompt, id, *asJSON, schema)
 	}
 	if *asJSON {
 		if err != nil {
@@ -147,7 +160,7 @@ func runErrorKind(err error, fallback string) string {
 	return string(loop.KindOf(err))
 }
 
-func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (string, string, error) {
+func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool, schema json.RawMessage) (string, string, error) {
 	e, err := c.openEnv(ctx, nil, true)
 	if err != nil {
 		return id, "", err
@@ -157,7 +170,7 @@ func (c *cli) runOnce(ctx context.Context, prompt, id string, asJSON bool) (stri
 	if err != nil {
 		return id, "", err
 	}
-	conv, err := c.openConversation(e.cfg, st, id)
+	conv, err := c.openConversation(e.cfg, st, id, schema)
 	if err != nil {
 		return id, "", err
 	}
@@ -199,9 +212,19 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 		switch ev := ev.(type) {
 		case *loop.TextDelta:
 			final.WriteString(ev.Text)
-			if !asJSON {
+			if !asJSON && !conv.schema { // with a schema, only the checked JSON is printed
 				io.WriteString(c.stdout, safe(ev.Text))
 				wroteText = true
+			}
+		case *loop.StructuredOutput:
+			final.Reset()
+			final.Write(ev.Output)
+			switch {
+			case asJSON:
+			case ev.Valid:
+				fmt.Fprintf(c.stdout, "%s\n", safe(string(ev.Output)))
+			case ev.Retry:
+				fmt.Fprintf(c.stderr, "agrun: the answer does not match the schema (%s); asking again\n", safe(textsafe.Truncate(ev.Error, 300)))
 			}
 		case *loop.TurnComplete:
 			if ev.Reason == "tool_calls" {

@@ -28,6 +28,9 @@ func (c *cli) sessionStore() (*session.Store, error) {
 
 // sessions lists saved sessions, or shows one.
 func (c *cli) sessions(args []string) error {
+	if len(args) > 0 && args[0] == "compact" {
+		return c.sessionsCompact(args[1:])
+	}
 	fs := newFlags("sessions")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseFlags(fs, args)

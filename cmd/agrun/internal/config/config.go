@@ -52,6 +52,14 @@ type LLM struct {
 	ParallelToolCalls *bool    `toml:"parallel_tool_calls"`
 	Timeout           Duration `toml:"timeout"` // per request attempt
 	MaxRetries        *int     `toml:"max_retries"`
+	// MaxToolResult caps each tool result sent to the model (longer ones
+	// are cut, the whole kept in the session); nil: 32KiB; "0": no cap.
+	MaxToolResult *Size `toml:"max_tool_result"`
+	// ContextWindow is the model's context window in tokens; 0: unknown.
+	ContextWindow int `toml:"context_window"`
+	// SchemaMode is how `run --schema` asks for structured output:
+	// "auto" (default), "native" (response_format only) or "prompt".
+	SchemaMode string `toml:"schema_mode"`
 }
 
 // Sandbox is the [sandbox] section: defaults for every WASM tool.
@@ -89,6 +97,8 @@ type Tool struct {
 	MaxWrite     Size     `toml:"max_write"`
 	Fuel         int64    `toml:"fuel"`
 	Mounts       []Mount  `toml:"mounts"`
+	// MaxToolResult overrides [llm] max_tool_result for this tool.
+	MaxToolResult *Size `toml:"max_tool_result"`
 }
 
 // MCPServer is one [mcp.NAME] section.
@@ -101,6 +111,8 @@ type MCPServer struct {
 	Headers     map[string]string       `toml:"headers"`
 	Timeout     Duration                `toml:"timeout"`
 	Permissions []permission.Permission `toml:"permissions"`
+	// MaxToolResult overrides [llm] max_tool_result for this server's tools.
+	MaxToolResult *Size `toml:"max_tool_result"`
 }
 
 // Sessions is the [sessions] section.
@@ -372,6 +384,14 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if c.LLM.MaxTurns < 0 {
 		return errAt("must be positive", "llm", "max_turns")
+	}
+	if c.LLM.ContextWindow < 0 {
+		return errAt("must be positive (tokens; 0: unknown)", "llm", "context_window")
+	}
+	switch c.LLM.SchemaMode {
+	case "", "auto", "native", "prompt":
+	default:
+		return errAt(`must be "auto", "native" or "prompt"`, "llm", "schema_mode")
 	}
 	if c.Sandbox.MaxParallel < 0 {
 		return errAt("must be positive", "sandbox", "max_parallel")

@@ -33,7 +33,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -117,16 +116,19 @@ func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warning
 	if !ValidID(id) {
 		return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
-	f, err := os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrLocked)
+	var f *os.File
+	for try := 0; ; try++ {
+		if f, err = os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
 		}
-		return nil, nil, nil, fmt.Errorf("session %q: lock: %w", id, err)
+		err = lockCurrent(f, st.path(id)) // see Rewrite
+		if err == nil {
+			break
+		}
+		f.Close()
+		if !errors.Is(err, errReplaced) || try == 3 {
+			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
+		}
 	}
 	history, good, warnings, err := read(f)
 	if err != nil {
