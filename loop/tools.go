@@ -25,15 +25,21 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	b := r.newBatch(calls)
 	stop := b.repeated()
 	toRun, runIdx, local := r.runnable(b, stop)
-	for _, i := range append(local, runIdx...) {
-		c := calls[i]
-		if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
-			return errStopped
+	for _, idx := range [2][]int{local, runIdx} {
+		for _, i := range idx {
+			c := calls[i]
+			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
+				return errStopped
+			}
 		}
 	}
 	stopped := !r.invoke(ctx, b, toRun, runIdx)
 	for i, c := range calls {
-		r.answer(c, b.contents[i], b.full[i])
+		var full string
+		if b.full != nil {
+			full = b.full[i]
+		}
+		r.answer(c, b.contents[i], full)
 	}
 	if stopped {
 		return errStopped
@@ -59,27 +65,25 @@ type toolBatch struct {
 	calls    []ToolCall
 	sigs     []string       // each call's signature (tool and arguments)
 	counts   map[string]int // turns in a row each signature was called
-	limits   []int          // each call's cap (Cycle.toolLimit)
+	cycle    *Cycle // for each call's cap (Cycle.toolLimit)
 	results  []*ToolExecutionCompleted
 	contents []string
-	full     []string
+	full     []string // nil until a result is cut
 	emitted  []bool
 }
 
+// limit is the cap of call i's tool message.
+func (b *toolBatch) limit(i int) int { return b.cycle.toolLimit(b.calls[i].Name) }
+
 func (r *runState) newBatch(calls []ToolCall) *toolBatch {
 	sigs, counts := r.countRepeats(calls)
-	limits := make([]int, len(calls))
-	for i, c := range calls {
-		limits[i] = r.c.toolLimit(c.Name)
-	}
 	return &toolBatch{
 		calls:    calls,
 		sigs:     sigs,
 		counts:   counts,
-		limits:   limits,
+		cycle:    r.c,
 		results:  make([]*ToolExecutionCompleted, len(calls)),
 		contents: make([]string, len(calls)),
-		full:     make([]string, len(calls)),
 		emitted:  make([]bool, len(calls)),
 	}
 }
@@ -87,7 +91,7 @@ func (r *runState) newBatch(calls []ToolCall) *toolBatch {
 // fail answers call i with an error of the kind.
 func (b *toolBatch) fail(i int, kind registry.Kind, msg string) {
 	prefix := errorContent(string(kind), "")
-	msg = textsafe.Clean(msg, max(b.limits[i]-len(prefix), 0)) // no cap if limit is 0
+	msg = textsafe.Clean(msg, max(b.limit(i)-len(prefix), 0)) // no cap if limit is 0
 	out, _ := json.Marshal(msg)
 	b.results[i] = &ToolExecutionCompleted{ID: b.calls[i].ID, Name: b.calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
 	b.contents[i] = prefix + msg
@@ -126,7 +130,7 @@ func (r *runState) runnable(b *toolBatch, stop error) (toRun []registry.Call, ru
 				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
 		case c.Name == PageToolName:
 			start := time.Now()
-			out, kind, msg := r.c.page(c.Arguments, b.limits[i])
+			out, kind, msg := r.c.page(c.Arguments, b.limit(i))
 			if kind != "" {
 				b.fail(i, kind, msg)
 			} else {
@@ -182,7 +186,10 @@ func (b *toolBatch) done(i int, inv registry.Invocation) {
 		out := cleanOutput(inv.Output)
 		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
 		var cut bool
-		if b.contents[i], cut = boundOutput(out, b.limits[i], c.ID); cut {
+		if b.contents[i], cut = boundOutput(out, b.limit(i), c.ID); cut {
+			if b.full == nil {
+				b.full = make([]string, len(b.calls))
+			}
 			b.full[i] = string(out)
 		}
 	}

@@ -1,11 +1,11 @@
 // Command agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP
 // servers, and the model loop that calls them.
 //
-//	agrun [-c agrun.toml] run [--json] [--session ID] PROMPT
+//	agrun [-c agrun.toml] run [--json] [--session ID] [--schema FILE.json|JSON] PROMPT
 //	agrun [-c agrun.toml] chat [--session ID]
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
-//	agrun [-c agrun.toml] sessions [--json] | sessions show ID
+//	agrun [-c agrun.toml] sessions [--json] | sessions show ID | sessions compact [--keep N] ID
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]
@@ -60,11 +60,13 @@ const usage = `agrun runs LLM tools safely.
 
 Usage:
   agrun [-c FILE] run [--json] [--session ID] PROMPT   one prompt, streamed
+        [--schema FILE.json|JSON]                      the answer is JSON matching a JSON Schema
   agrun [-c FILE] chat [--session ID]                  interactive session
   agrun [-c FILE] tools [--json]                       registered tools
   agrun [-c FILE] call [--json] NAME [ARGS_JSON]       run one tool (ARGS from stdin if omitted)
   agrun [-c FILE] sessions [--json]                    saved sessions
   agrun [-c FILE] sessions show ID                     one saved session
+  agrun [-c FILE] sessions compact [--keep N] ID       shrink a saved session (old tool results)
   agrun inspect FILE.wasm                              a module's manifest, hash, imports, exports
   agrun pack -m MANIFEST IN.wasm -o OUT.wasm           embed a manifest (TOML or JSON)
   agrun [-c FILE] serve [--addr ADDR]                  HTTP API for uploading and calling tools

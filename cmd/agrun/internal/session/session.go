@@ -259,8 +259,10 @@ func (st *Store) Load(id string) ([]json.RawMessage, []string, error) {
 // can lower it.
 var maxLine = 64 << 20
 
-// maxString is the longest string a line over maxLine keeps: the loop caps
-// tool messages at 128 KiB too. A variable so that tests can lower it.
+// maxString is the longest string a line over maxLine keeps (the loop's
+// tool messages are far shorter; only the whole copy it keeps of a cut
+// result, full_content, can be this long). A variable so that tests can
+// lower it.
 var maxString = 128 << 10
 
 // read returns every message of the file, the offset just past the last
