@@ -65,7 +65,7 @@ type toolBatch struct {
 	calls    []ToolCall
 	sigs     []string       // each call's signature (tool and arguments)
 	counts   map[string]int // turns in a row each signature was called
-	cycle    *Cycle // for each call's cap (Cycle.toolLimit)
+	cycle    *Cycle         // for each call's cap (Cycle.toolLimit)
 	results  []*ToolExecutionCompleted
 	contents []string
 	full     []string // nil until a result is cut
