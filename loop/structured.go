@@ -224,7 +224,9 @@ func (r *runState) checkOutput(ctx context.Context, content string) (out json.Ra
 		return nil, false, fmt.Errorf("%w: %s", ErrInvalidOutput, why)
 	}
 	r.schemaRetried = true
+	// The schema goes with the error: a provider may have ignored
+	// response_format without refusing it.
 	r.c.appendMessage(Message{Role: RoleUser, Content: "[agrun: your answer does not match the required JSON Schema: " + why +
-		". Answer again with only a JSON value that matches the schema, no other text.]"})
+		". Answer again with only a JSON value that matches this schema, no other text: " + rs.text + "]"})
 	return nil, true, nil
 }
