@@ -170,3 +170,27 @@ func TestRunSchema(t *testing.T) {
 	e.run("", "run", "--schema", `{"type":"array"}`, "x").wantCode(t, exitUsage)
 	e.run("", "run", "--schema", filepath.Join(e.dir, "missing.json"), "x").wantCode(t, exitUsage)
 }
+
+// In `agrun chat` a refused-as-too-long turn fails with the provider's
+// message and the next line goes on in the same session; a cut result is
+// paged with the built-in tool.
+func TestChatOverflowAndPaging(t *testing.T) {
+	overflow := chattest.Reply{Status: 400, Body: `{"error":{"message":"prompt is too long: 9000 tokens > 4000 maximum","type":"invalid_request_error"}}`}
+	srv := chattest.New(t,
+		overflow, overflow,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "read_file", Args: `{"path":"/docs/big.txt","max_bytes":100000}`}}},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c2", Name: "agrun_result_page", Args: `{"call_id":"c1","offset":50000,"length":20}`}}},
+		chattest.Reply{Check: func(t testing.TB, got chattest.Request) {
+			if c := *got.Messages[len(got.Messages)-1].Content; !strings.Contains(c, `"offset":50000,"length":20`) {
+				t.Errorf("page: %s", c)
+			}
+		}, Text: "paged"},
+	)
+	e := newTestEnv(t, srv.URL, "")
+	e.edit(`max_turns = 5`, "max_turns = 5\nmax_tool_result = \"4KiB\"")
+	os.WriteFile(filepath.Join(e.dir, "docs", "big.txt"), []byte(strings.Repeat("0123456789abcdef\n", 8000)), 0o644)
+	r := e.run("first\nsecond\n", "chat", "--session", "ch").wantCode(t, exitOK)
+	if !strings.Contains(r.stderr, "prompt is too long") || !strings.Contains(r.stdout, "paged") {
+		t.Fatalf("stdout %q\nstderr %q", r.stdout, r.stderr)
+	}
+}
