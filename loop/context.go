@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agcore/agrun/registry"
 )
 
 // ErrContextOverflow is matched (errors.Is) by the *APIError of a provider
@@ -102,6 +104,20 @@ func estimateTokens(msgs []Message) int {
 	return n
 }
 
+// fixedTokens estimates what a request costs besides its messages: the
+// system prompt, the tool definitions (the page tool's included, as it
+// may be offered) and the response schema, counted like messages.
+func fixedTokens(system string, defs []registry.Definition, rs *responseSchema) int {
+	b := len(system) + len(pageToolDef.Description) + len(pageToolDef.Parameters) + 64
+	for _, d := range defs {
+		b += len(d.Name) + len(d.Description) + len(d.Parameters) + 32
+	}
+	if rs != nil {
+		b += 2 * len(rs.text) // sent once, and in the prompt mode's instruction
+	}
+	return (b + 2) / 3
+}
+
 func messageTokens(m *Message) int {
 	b := len(m.Content) + 16
 	for _, tc := range m.ToolCalls {
@@ -110,8 +126,8 @@ func messageTokens(m *Message) int {
 	return (b + 2) / 3
 }
 
-// contextBudget is the tokens the messages of the next request may cost
-// (0: no bound): seven eighths of Config.ContextWindow, leaving the rest
+// contextBudget is the tokens the next request may cost, messages, system
+// prompt and tool definitions together (0: no bound): seven eighths of Config.ContextWindow, leaving the rest
 // to the reply, or less once the provider refused a request as too long.
 func (c *Cycle) contextBudget() int {
 	c.mu.Lock()

@@ -81,8 +81,8 @@ type Config struct {
 	// the goroutine running the Submit method.
 	ToolResultLimit func(tool string) int
 	// ContextWindow is the model's context window in tokens; 0 means
-	// unknown. When set, each request's messages are estimated (a third of
-	// their bytes; see doc.go) and, past seven eighths of the window,
+	// unknown. When set, each request is estimated (a third of its bytes,
+	// tool definitions included; see doc.go) and, past seven eighths of the window,
 	// trimmed in the request only — never in the history: the oldest tool
 	// results first (each replaced by a note naming the call and its size,
 	// readable again with PageToolName), then whole old turns. Whatever
@@ -523,19 +523,26 @@ func (c *Cycle) params(reg *registry.Registry, stream bool) openai.ChatCompletio
 	history := c.history
 	c.mu.Unlock()
 	p := openai.ChatCompletionNewParams{Model: c.cfg.Model}
-	sent, trimmed := fitContext(history, c.contextBudget())
-	c.lastEstimate = estimateTokens(sent)
-	offerPage := reg != nil && (trimmed || hasCut(history))
+	var defs []registry.Definition
+	if reg != nil {
+		defs = slices.DeleteFunc(reg.Definitions(), func(d registry.Definition) bool {
+			return d.Name == PageToolName // reserved for the built-in
+		})
+	}
+	fixed := fixedTokens(c.cfg.System, defs, c.schema)
+	budget := c.contextBudget()
+	if budget > 0 {
+		budget = max(budget-fixed, 1)
+	}
+	sent, trimmed := fitContext(history, budget)
+	c.lastEstimate = fixed + estimateTokens(sent)
 	system, sent := c.applySchema(&p, c.cfg.System, sent)
 	p.Messages = toParams(system, sent)
 	if c.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*c.cfg.Temperature)
 	}
 	if reg != nil {
-		defs := slices.DeleteFunc(reg.Definitions(), func(d registry.Definition) bool {
-			return d.Name == PageToolName // reserved for the built-in
-		})
-		if offerPage {
+		if trimmed || hasCut(history) {
 			defs = append(defs, pageToolDef)
 		}
 		for _, d := range defs {

@@ -69,8 +69,8 @@
 //
 // # Context window
 //
-// With Config.ContextWindow (tokens), each request's messages are
-// estimated at a third of their bytes — higher than the usual quarter,
+// With Config.ContextWindow (tokens), each request — messages, system
+// prompt, tool definitions — is estimated at a third of its bytes — higher than the usual quarter,
 // because tool results are JSON and code, which tokenize finely, and an
 // estimate that errs high trims a little early while one that errs low
 // overflows — and, past seven eighths of the window, the request (never
