@@ -106,7 +106,14 @@ func boundOutput(out json.RawMessage, limit int, callID string) (content string,
 		if len(b) <= limit || k == 0 {
 			return string(b), true
 		}
-		k -= max(1, len(b)-limit) // an escape grows a byte into two
+		// The shown text grew by its escapes: scale it to what is left
+		// beside the note, and always shrink.
+		over := len(note) + 96
+		if room, used := limit-over, len(b)-over; room > 0 && used > 0 {
+			k = min(k-1, int(int64(k)*int64(room)/int64(used)))
+		} else {
+			k = 0
+		}
 	}
 	return string(marshalString(textsafe.Truncate(cutNote(total, 0, total, isString, callID, pageMax(limit)), limit-2))), true
 }

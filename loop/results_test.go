@@ -443,3 +443,43 @@ func TestResponseSchemaFallsBackToPrompt(t *testing.T) {
 		}
 	}
 }
+
+// A cut result is valid JSON within the cap for every cap and content:
+// escape-heavy, multibyte, string or not; its head and tail are the
+// result's own ends; it names the call to page.
+func TestBoundOutputFits(t *testing.T) {
+	texts := []string{
+		strings.Repeat(`"\`, 40000),
+		strings.Repeat("é€😀", 10000),
+		strings.Repeat("a\n\tb", 20000),
+		bigText(100000),
+	}
+	for _, text := range texts {
+		str, _ := json.Marshal(text)
+		obj, _ := json.Marshal(map[string]any{"k": text, "n": []int{1, 2, 3}})
+		for _, out := range [][]byte{str, obj} {
+			for _, limit := range []int{1024, 1500, 4096, 10000, 32 << 10} {
+				c, cut := boundOutput(out, limit, "call_9")
+				if !cut || len(c) > limit || !json.Valid([]byte(c)) || !strings.Contains(c, `call_9`) {
+					t.Fatalf("limit %d: cut %v, %d bytes, valid %v: %.100s", limit, cut, len(c), json.Valid([]byte(c)), c)
+				}
+				var s string
+				if json.Unmarshal([]byte(c), &s) == nil {
+					head, _, _ := strings.Cut(s, "\n[agrun: ")
+					if !strings.HasPrefix(text, head) {
+						t.Errorf("limit %d: the head is not the text's start", limit)
+					}
+				} else {
+					var o struct{ Head, Tail string }
+					json.Unmarshal([]byte(c), &o)
+					if !strings.HasPrefix(string(out), o.Head) || !strings.HasSuffix(string(out), o.Tail) || len(o.Head)+len(o.Tail) < limit/8 {
+						t.Errorf("limit %d: head %d and tail %d bytes are not the JSON's ends", limit, len(o.Head), len(o.Tail))
+					}
+				}
+			}
+		}
+	}
+	if c, cut := boundOutput(json.RawMessage(`{"a":1}`), 1024, "x"); cut || c != `{"a":1}` {
+		t.Errorf("a result that fits: %s %v", c, cut)
+	}
+}
