@@ -48,7 +48,8 @@ var ErrInvalidOutput = errors.New("loop: the final answer does not match the res
 // unsafe runes, a ```json fence removed) and the run ends. Not valid:
 // Error says why; with Retry the model is asked again (a user message
 // holding the error is appended), else the run fails with
-// ErrInvalidOutput.
+// ErrInvalidOutput. An answer is at most registry.DefaultMaxArgsBytes
+// (1 MiB), decoded as strictly as tool arguments.
 type StructuredOutput struct {
 	Output json.RawMessage
 	Valid  bool
@@ -202,11 +203,17 @@ func (r *runState) checkOutput(ctx context.Context, content string) (out json.Ra
 			text = strings.TrimSpace(body)
 		}
 	}
-	out = cleanOutput(json.RawMessage(text))
 	var verr error
-	if !json.Valid([]byte(text)) {
+	switch {
+	case len(text) > registry.DefaultMaxArgsBytes: // decoding is not free either
+		verr = fmt.Errorf("the answer is %d bytes, more than the %d a structured answer may have", len(text), registry.DefaultMaxArgsBytes)
+	case !json.Valid([]byte(text)):
 		verr = errors.New("not JSON")
-	} else if verr = rs.schema.ValidateJSON(ctx, out); verr == nil {
+	default:
+		out = cleanOutput(json.RawMessage(text))
+		verr = rs.schema.ValidateJSON(ctx, out)
+	}
+	if verr == nil {
 		if !r.emit(&StructuredOutput{Output: out, Valid: true}) {
 			return nil, false, errStopped
 		}
