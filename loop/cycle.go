@@ -77,8 +77,9 @@ type Config struct {
 	MaxToolMessageBytes int
 	// ToolResultLimit, if set, gives the cap of one tool's messages by
 	// name, overriding MaxToolMessageBytes: positive is the cap (raised
-	// to 1024), negative no cap, 0 MaxToolMessageBytes. It is called from
-	// the goroutine running the Submit method.
+	// to 1024), negative no cap, 0 MaxToolMessageBytes. It is called by
+	// New (for the history) and from the goroutine running a Submit
+	// method, never concurrently by one Cycle.
 	ToolResultLimit func(tool string) int
 	// ContextWindow is the model's context window in tokens; 0 means
 	// unknown. When set, each request is estimated (a third of its bytes,
