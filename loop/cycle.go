@@ -27,9 +27,9 @@ const (
 	DefaultBaseURL             = "https://api.openai.com/v1"
 	DefaultMaxTurns            = 10
 	DefaultMaxToolCallsPerTurn = 32
-	// DefaultMaxToolMessageBytes caps each tool message of the history
-	// (see Config.MaxToolMessageBytes): 128 KiB, about 32k tokens.
-	DefaultMaxToolMessageBytes = 128 << 10
+	// DefaultMaxToolMessageBytes caps each tool message sent to the model
+	// (see Config.MaxToolMessageBytes): 32 KiB, about 8–10k tokens.
+	DefaultMaxToolMessageBytes = 32 << 10
 	DefaultMaxRetries          = 2
 	// RepeatLimit is how many turns in a row may make the same call
 	// before the model is told; one more ends the run (ErrRepeatedCall).
@@ -63,14 +63,44 @@ type Config struct {
 	// are answered with an error tool message and not run. Default
 	// DefaultMaxToolCallsPerTurn.
 	MaxToolCallsPerTurn int
-	// MaxToolMessageBytes caps the content of each tool message: a longer
-	// result is cut to a valid, marked message before it enters the
-	// history (a JSON string stays a JSON string, other JSON becomes
-	// {"truncated":true,"bytes":N,"head":"..."}), and a longer error
-	// message is cut and ends in "…". The event keeps the whole result.
-	// Zero means DefaultMaxToolMessageBytes; negative means no cap; values
-	// below 1024 are raised to 1024.
+	// MaxToolMessageBytes caps the content of each tool message the model
+	// is sent: a longer result is cut to a valid JSON text showing its head
+	// and tail with a note that gives its full size and how to read the
+	// rest (a JSON string stays a JSON string, other JSON becomes
+	// {"truncated":true,"bytes":N,"head":"...","tail":"...","note":"..."}),
+	// and the whole result is kept in Message.FullContent, which the
+	// model can page through with the built-in PageToolName tool, offered
+	// in the requests of tool runs once a result in the history was cut.
+	// A longer error message is cut and ends in "…". The event keeps the
+	// whole result. Zero means DefaultMaxToolMessageBytes; negative means
+	// no cap; values below 1024 are raised to 1024.
 	MaxToolMessageBytes int
+	// ToolResultLimit, if set, gives the cap of one tool's messages by
+	// name, overriding MaxToolMessageBytes: positive is the cap (raised
+	// to 1024), negative no cap, 0 MaxToolMessageBytes. It is called by
+	// New (for the history) and from the goroutine running a Submit
+	// method, never concurrently by one Cycle.
+	ToolResultLimit func(tool string) int
+	// ContextWindow is the model's context window in tokens; 0 means
+	// unknown. When set, each request is estimated (a third of its bytes,
+	// tool definitions included; see doc.go) and, past seven eighths of the window,
+	// trimmed in the request only — never in the history: the oldest tool
+	// results first (each replaced by a note naming the call and its size,
+	// readable again with PageToolName), then whole old turns. Whatever
+	// the setting, a request the provider refuses as too long
+	// (ErrContextOverflow) is trimmed to a smaller estimate and made once
+	// more, and the Cycle keeps that smaller bound.
+	ContextWindow int
+	// ResponseSchema, if set, is a JSON Schema (its root an object schema,
+	// checked like a tool's parameters: registry.CompileSchema) that the
+	// final answer must match. It is asked for as SchemaMode says; each
+	// final answer is validated with the registry's metered validator
+	// (a StructuredOutput event reports it); an answer that does not match
+	// is sent back once with the error, a second fails the run with
+	// ErrInvalidOutput. Response.Text is then the answer's JSON.
+	ResponseSchema json.RawMessage
+	// SchemaMode says how ResponseSchema is asked for. Default SchemaAuto.
+	SchemaMode SchemaMode
 	// RequestTimeout bounds each HTTP attempt, including reading a whole
 	// streamed reply (openai-go's WithRequestTimeout). Zero: no bound other
 	// than the context.
@@ -169,6 +199,11 @@ type Cycle struct {
 	history []Message
 	usage   Usage
 	ids     *idAllocator
+
+	schema         *responseSchema // compiled Config.ResponseSchema, or nil
+	schemaFallback bool            // SchemaAuto fell back to the prompt instruction
+	learnedBudget  int             // token budget learnt from a context overflow; 0 none
+	lastEstimate   int             // estimated tokens of the last request's messages
 }
 
 // New returns a Cycle for cfg. It fails if Model is empty, BaseURL is not
@@ -219,20 +254,26 @@ func New(cfg Config) (*Cycle, error) {
 		hc = defaultHTTPClient()
 	}
 	opts = append(opts, option.WithHTTPClient(hc))
+	schema, err := compileResponseSchema(cfg.ResponseSchema)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cycle{cfg: cfg, schema: schema}
 	history := slices.Clone(cfg.History)
 	for i := range history {
 		history[i].ToolCalls = slices.Clone(history[i].ToolCalls)
 		if history[i].Role == RoleTool {
-			// A saved session may predate the cleaning and the cap.
-			history[i].Content = toolContent(history[i].Content, cfg.MaxToolMessageBytes)
+			// A saved session may predate the cleaning and the cap, or
+			// have been cut under another cap.
+			history[i].Content, history[i].FullContent = toolContent(history[i], c.toolLimit(history[i].Name))
 		}
 	}
 	tail, err := repairHistory(history)
 	if err != nil {
 		return nil, err
 	}
-	cfg.History = nil
-	c := &Cycle{cfg: cfg, client: openai.NewClient(opts...), history: history}
+	c.cfg.History = nil
+	c.client, c.history = openai.NewClient(opts...), history
 	c.ids = newIDAllocator(history)
 	for _, m := range tail {
 		c.appendMessage(m)
@@ -341,7 +382,7 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 		if err := r.checkTokenBudget(); err != nil {
 			return nil, err
 		}
-		rep, err := r.request(ctx, stream)
+		rep, err := r.requestAdapting(ctx, stream)
 		if err != nil {
 			r.interrupted(ctx, rep, err)
 			return nil, err
@@ -365,7 +406,18 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 			return nil, errStopped
 		}
 		if len(rep.Calls) == 0 {
-			return &Response{Text: rep.Content, FinishReason: reason, Turns: turn, Usage: r.usage}, nil
+			text := rep.Content
+			if c.schema != nil {
+				out, again, err := r.checkOutput(ctx, rep.Content)
+				if err != nil {
+					return nil, err
+				}
+				if again {
+					continue
+				}
+				text = string(out)
+			}
+			return &Response{Text: text, FinishReason: reason, Turns: turn, Usage: r.usage}, nil
 		}
 		if err := r.runTools(ctx, rep.Calls); err != nil {
 			return nil, err
@@ -393,6 +445,8 @@ type runState struct {
 	calls   int            // tool calls the model asked for in this run (Config.MaxToolCalls)
 	open    []ToolCall     // calls of the last reply not yet answered
 	repeats map[string]int // call signature -> consecutive turns it was made
+
+	schemaRetried bool // a final answer failed the schema and was asked again
 }
 
 // closeOpen answers the calls still open when a run ends early.
@@ -410,9 +464,12 @@ func (r *runState) closeOpen(ctx context.Context) {
 	r.open = nil
 }
 
-// answer appends the tool message of one call and closes it.
-func (r *runState) answer(call ToolCall, content string) {
-	r.c.appendMessage(toolMessage(call, content))
+// answer appends the tool message of one call (full: the whole result
+// when content is cut) and closes it.
+func (r *runState) answer(call ToolCall, content, full string) {
+	m := toolMessage(call, content)
+	m.FullContent = full
+	r.c.appendMessage(m)
 	for i, o := range r.open {
 		if o.ID == call.ID {
 			r.open = append(r.open[:i], r.open[i+1:]...)
@@ -528,14 +585,32 @@ func requestError(ctx context.Context, res *http.Response, err error) error {
 // params builds the request from the history.
 func (c *Cycle) params(reg *registry.Registry, stream bool) openai.ChatCompletionNewParams {
 	c.mu.Lock()
-	msgs := toParams(c.cfg.System, c.history)
+	history := c.history
 	c.mu.Unlock()
-	p := openai.ChatCompletionNewParams{Model: c.cfg.Model, Messages: msgs}
+	p := openai.ChatCompletionNewParams{Model: c.cfg.Model}
+	var defs []registry.Definition
+	if reg != nil {
+		defs = slices.DeleteFunc(reg.Definitions(), func(d registry.Definition) bool {
+			return d.Name == PageToolName // reserved for the built-in
+		})
+	}
+	fixed := fixedTokens(c.cfg.System, defs, c.schema)
+	budget := c.contextBudget()
+	if budget > 0 {
+		budget = max(budget-fixed, 1)
+	}
+	sent, trimmed := fitContext(history, budget)
+	c.lastEstimate = fixed + estimateTokens(sent)
+	system, sent := c.applySchema(&p, c.cfg.System, sent)
+	p.Messages = toParams(system, sent)
 	if c.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*c.cfg.Temperature)
 	}
 	if reg != nil {
-		for _, d := range reg.Definitions() {
+		if trimmed || hasCut(history) {
+			defs = append(defs, pageToolDef)
+		}
+		for _, d := range defs {
 			var schema map[string]any
 			if err := json.Unmarshal(d.Parameters, &schema); err != nil || schema == nil {
 				schema = map[string]any{"type": "object"}

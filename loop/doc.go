@@ -86,7 +86,61 @@
 // never empty: missing or duplicate ids get a synthesized "call_<n>".
 // [Message] has a stable JSON form; Config.OnMessage sees every message as
 // it is appended, so a caller can store a session one JSON line per
-// message and resume it with Config.History.
+// message and resume it with Config.History. What a request sends may be
+// less than the history (see Tool results and Context window); the
+// history itself is never trimmed.
+//
+// # Tool results
+//
+// Each tool message the model is sent is capped (Config.MaxToolMessageBytes,
+// 32 KiB by default; Config.ToolResultLimit per tool). A longer result is
+// sent as valid JSON showing its head and tail, with a note giving its
+// full size and how to read the rest; the whole result stays in the
+// history as [Message].FullContent, which OnMessage stores and requests
+// never send. Once a result in the history was cut, the requests of tool
+// runs offer a built-in, read-only tool, [PageToolName]
+// (agrun_result_page {call_id, offset, length}), which the loop answers
+// itself from the history: offset and length are bytes of the result's
+// text (the string itself for a string result, else its JSON), a page is
+// at most [DefaultPageBytes] (less under a small cap), and a bad call_id,
+// offset or argument is an ordinary tool error. A resumed history pages
+// the same way. The name is reserved: a registry tool named
+// agrun_result_page is never offered to the model.
+//
+// # Context window
+//
+// With Config.ContextWindow (tokens), each request — messages, system
+// prompt, tool definitions — is estimated at a third of its bytes — higher than the usual quarter,
+// because tool results are JSON and code, which tokenize finely, and an
+// estimate that errs high trims a little early while one that errs low
+// overflows — and, past seven eighths of the window, the request (never
+// the history) is trimmed: the tool results of earlier turns, oldest
+// first, become notes naming the call, the tool and the size (readable
+// again with the page tool); then whole earlier turns go, oldest first;
+// then the current turn's results. Tool calls always keep their tool
+// messages. A provider that refuses a request as too long (OpenAI's
+// context_length_exceeded and the forms of vLLM, DeepSeek, OpenRouter,
+// Anthropic, llama.cpp, HTTP 413: [ErrContextOverflow]) gets it once more,
+// trimmed to what fits in the window it names (scaled by how far the
+// estimate was from its count), else to three quarters of the estimate,
+// with or without ContextWindow; the Cycle keeps the smaller bound. A
+// second refusal ends the run with [KindContextOverflow]; the history is
+// whole and the next run trims again, so a session that overflowed can
+// always continue. [Compact] shrinks a stored history for good.
+//
+// # Structured output
+//
+// With Config.ResponseSchema (an object schema, checked by
+// registry.CompileSchema: size, references, cost), requests carry
+// response_format json_schema — strict when the schema is in OpenAI's
+// strict subset — or, under [SchemaPrompt] or after a provider refused
+// response_format under [SchemaAuto], an instruction in the system prompt.
+// Every final answer (a reply without tool calls) is decoded strictly and
+// validated by the registry's metered validator (a ```json fence is
+// allowed) and reported by a [StructuredOutput] event. One that does not
+// match is answered with a user message holding the validator's error and
+// asked for again, once; a second fails the run with [ErrInvalidOutput]
+// (KindInvalidOutput). Response.Text is the answer's JSON.
 //
 // # Providers
 //

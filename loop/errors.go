@@ -105,6 +105,13 @@ const (
 	KindCancelled    Kind = "cancelled"
 	KindTimeout      Kind = "timeout"
 	KindOther        Kind = "other" // ErrBusy, ErrConsumed, ErrInvalidHistory, ...
+	// KindContextOverflow: the provider refused the request as too long
+	// for the model's context window, also after the loop trimmed it
+	// (ErrContextOverflow).
+	KindContextOverflow Kind = "context_overflow"
+	// KindInvalidOutput: the final answer did not match
+	// Config.ResponseSchema, twice (ErrInvalidOutput).
+	KindInvalidOutput Kind = "invalid_output"
 )
 
 // KindOf classifies an error returned by this package: one of the Kind*
@@ -122,6 +129,10 @@ func KindOf(err error) Kind {
 		return KindMaxTurns
 	case errors.Is(err, ErrRepeatedCall):
 		return KindRepeatedCall
+	case errors.Is(err, ErrContextOverflow):
+		return KindContextOverflow
+	case errors.Is(err, ErrInvalidOutput):
+		return KindInvalidOutput
 	case errors.As(err, &api), errors.Is(err, ErrBadResponse):
 		return KindProvider
 	case errors.Is(err, context.Canceled):

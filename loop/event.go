@@ -8,9 +8,10 @@ import (
 )
 
 // Event is one step of a streamed run: *TextDelta, *ReasoningDelta,
-// *Retry, *ToolExecutionStarted, *ToolExecutionCompleted or *TurnComplete
-// (always pointers). Each event marshals to the JSON line of
-// `agrun run --json`, "type" first.
+// *Retry, *ToolExecutionStarted, *ToolExecutionCompleted, *TurnComplete
+// or, with Config.ResponseSchema, *StructuredOutput (always pointers).
+// Each event marshals to the JSON line of `agrun run --json`, "type"
+// first.
 //
 // Order within one turn (one model request):
 //
@@ -27,7 +28,10 @@ import (
 //	                            the calls that were not run, in call order
 //
 // then the next turn. The last event of a successful run is the
-// TurnComplete of a reply without tool calls. A call that is not run (too
+// TurnComplete of a reply without tool calls (with Config.ResponseSchema,
+// the StructuredOutput that follows it). The built-in page tool's calls
+// (PageToolName) get a ToolExecutionStarted and a ToolExecutionCompleted
+// like the registry's. A call that is not run (too
 // many calls in one turn, a repeated call that ends the run) gets a
 // ToolExecutionCompleted without a ToolExecutionStarted.
 type Event interface {

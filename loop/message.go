@@ -46,6 +46,13 @@ type Message struct {
 	// calls. It is sent back as Content (trailing spaces trimmed) + " [interrupted by the user]", so
 	// the model knows what the user saw and that it did not end there.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// FullContent is, for a tool message whose result was longer than its
+	// cap (Config.MaxToolMessageBytes, Config.ToolResultLimit), the whole
+	// cleaned result; Content then holds its head and tail and a note. It
+	// is kept in the history (and so in a stored session: OnMessage gets
+	// it) and never sent: the model reads it through the built-in
+	// PageToolName tool. Empty when the result was not cut.
+	FullContent string `json:"full_content,omitempty"`
 }
 
 // ToolCall is one tool call requested by the model.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,8 +104,8 @@ func TestToolErrorIsCleanedForTheModel(t *testing.T) {
 	}
 }
 
-// A result or error over the cap enters the history cut to a valid,
-// marked message of at most MaxToolMessageBytes (default 128 KiB).
+// A result or error over the cap is sent cut to a valid, marked message of
+// at most MaxToolMessageBytes (default 32 KiB) showing its head and tail.
 func TestToolMessagesAreBounded(t *testing.T) {
 	big := strings.Repeat("a\"é\\", 1<<18) // 1.25 MiB, escapes included
 	bigString, _ := json.Marshal(big)
@@ -124,15 +125,19 @@ func TestToolMessagesAreBounded(t *testing.T) {
 		}
 	}
 	var s string
-	if err := json.Unmarshal([]byte(contents[0]), &s); err != nil || !strings.HasPrefix(s, "a\"é\\a") || !strings.Contains(s, "… [cut: the tool's result was") {
+	if err := json.Unmarshal([]byte(contents[0]), &s); err != nil || !strings.HasPrefix(s, "a\"é\\a") || !strings.HasSuffix(s, "a\"é\\") ||
+		!strings.Contains(s, "[agrun: this tool result is "+strconv.Itoa(len(big))+" bytes") || !strings.Contains(s, `agrun_result_page with {"call_id":"ca","offset":`) {
 		t.Errorf("string result: %v, %q", err, textsafe.Truncate(contents[0], 200))
 	}
 	var obj struct {
 		Truncated bool   `json:"truncated"`
 		Bytes     int    `json:"bytes"`
 		Head      string `json:"head"`
+		Tail      string `json:"tail"`
+		Note      string `json:"note"`
 	}
-	if err := json.Unmarshal([]byte(contents[1]), &obj); err != nil || !obj.Truncated || obj.Bytes != len(bigObject) || !strings.HasPrefix(obj.Head, `{"items":["x","x"`) {
+	if err := json.Unmarshal([]byte(contents[1]), &obj); err != nil || !obj.Truncated || obj.Bytes != len(bigObject) || !strings.HasPrefix(obj.Head, `{"items":["x","x"`) ||
+		!strings.HasSuffix(obj.Tail, `"x","x",""]}`) || !strings.Contains(obj.Note, `"call_id":"cb"`) {
 		t.Errorf("object result: %v %+v", err, textsafe.Truncate(contents[1], 200))
 	}
 	if !strings.HasPrefix(contents[2], "error (other): eee") || !strings.HasSuffix(contents[2], "…") {

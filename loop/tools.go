@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
@@ -25,16 +26,22 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	stop := b.repeated()
 	prior := r.calls
 	r.calls += len(calls)
-	toRun, runIdx := r.runnable(b, stop, prior)
-	for _, i := range runIdx {
-		c := calls[i]
-		if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
-			return errStopped
+	toRun, runIdx, local := r.runnable(b, stop, prior)
+	for _, idx := range [2][]int{local, runIdx} {
+		for _, i := range idx {
+			c := calls[i]
+			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
+				return errStopped
+			}
 		}
 	}
 	stopped := !r.invoke(ctx, b, toRun, runIdx)
 	for i, c := range calls {
-		r.answer(c, b.contents[i])
+		var full string
+		if b.full != nil {
+			full = b.full[i]
+		}
+		r.answer(c, b.contents[i], full)
 	}
 	if stopped {
 		return errStopped
@@ -57,16 +64,21 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 }
 
 // toolBatch is the calls of one reply and what answers them: each call's
-// event, tool message, and whether its event was emitted.
+// event, tool message (and the whole result when the message holds it
+// cut), and whether its event was emitted.
 type toolBatch struct {
 	calls    []ToolCall
 	sigs     []string       // each call's signature (tool and arguments)
 	counts   map[string]int // turns in a row each signature was called
-	limit    int            // MaxToolMessageBytes
+	cycle    *Cycle         // for each call's cap (Cycle.toolLimit)
 	results  []*ToolExecutionCompleted
 	contents []string
+	full     []string // nil until a result is cut
 	emitted  []bool
 }
+
+// limit is the cap of call i's tool message.
+func (b *toolBatch) limit(i int) int { return b.cycle.toolLimit(b.calls[i].Name) }
 
 func (r *runState) newBatch(calls []ToolCall) *toolBatch {
 	sigs, counts := r.countRepeats(calls)
@@ -74,7 +86,7 @@ func (r *runState) newBatch(calls []ToolCall) *toolBatch {
 		calls:    calls,
 		sigs:     sigs,
 		counts:   counts,
-		limit:    r.c.cfg.MaxToolMessageBytes,
+		cycle:    r.c,
 		results:  make([]*ToolExecutionCompleted, len(calls)),
 		contents: make([]string, len(calls)),
 		emitted:  make([]bool, len(calls)),
@@ -84,7 +96,7 @@ func (r *runState) newBatch(calls []ToolCall) *toolBatch {
 // fail answers call i with an error of the kind.
 func (b *toolBatch) fail(i int, kind registry.Kind, msg string) {
 	prefix := errorContent(string(kind), "")
-	msg = textsafe.Clean(msg, max(b.limit-len(prefix), 0)) // no cap if limit is 0
+	msg = textsafe.Clean(msg, max(b.limit(i)-len(prefix), 0)) // no cap if limit is 0
 	out, _ := json.Marshal(msg)
 	b.results[i] = &ToolExecutionCompleted{ID: b.calls[i].ID, Name: b.calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
 	b.contents[i] = prefix + msg
@@ -103,9 +115,10 @@ func (b *toolBatch) repeated() error {
 
 // runnable answers the calls that will not run (the run stops, there are
 // no tools, too many calls in the reply, the run's budget of calls is
-// spent: prior calls were made before this reply) and returns the others,
-// with their indices in the batch.
-func (r *runState) runnable(b *toolBatch, stop error, prior int) (toRun []registry.Call, runIdx []int) {
+// spent: prior calls were made before this reply; the built-in page tool's
+// calls count too) and the calls of the built-in page tool (local: their
+// indices), and returns the others, with their indices in the batch.
+func (r *runState) runnable(b *toolBatch, stop error, prior int) (toRun []registry.Call, runIdx, local []int) {
 	for i, c := range b.calls {
 		switch {
 		case stop != nil:
@@ -123,12 +136,22 @@ func (r *runState) runnable(b *toolBatch, stop error, prior int) (toRun []regist
 				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
 		case r.c.cfg.MaxToolCalls > 0 && prior+i >= r.c.cfg.MaxToolCalls:
 			b.fail(i, registry.Other, fmt.Sprintf("not run: the run's budget of %d tool calls is spent; the run stops here", r.c.cfg.MaxToolCalls))
+		case c.Name == PageToolName:
+			start := time.Now()
+			out, kind, msg := r.c.page(c.Arguments, b.limit(i))
+			if kind != "" {
+				b.fail(i, kind, msg)
+			} else {
+				b.done(i, registry.Invocation{Tool: c.Name, Output: out})
+			}
+			b.results[i].Duration = time.Since(start)
+			local = append(local, i)
 		default:
 			toRun = append(toRun, registry.Call{ID: c.ID, Name: c.Name, Args: json.RawMessage(c.Arguments)})
 			runIdx = append(runIdx, i)
 		}
 	}
-	return toRun, runIdx
+	return toRun, runIdx, local
 }
 
 // invoke runs the runnable calls in parallel and emits each call's ToolExecutionCompleted as soon as it
@@ -170,7 +193,13 @@ func (b *toolBatch) done(i int, inv registry.Invocation) {
 	} else {
 		out := cleanOutput(inv.Output)
 		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
-		b.contents[i] = boundOutput(out, b.limit)
+		var cut bool
+		if b.contents[i], cut = boundOutput(out, b.limit(i), c.ID); cut {
+			if b.full == nil {
+				b.full = make([]string, len(b.calls))
+			}
+			b.full[i] = string(out)
+		}
 	}
 	if b.counts[b.sigs[i]] == RepeatLimit {
 		b.contents[i] += repeatNote
@@ -236,49 +265,23 @@ func cleanOutput(out json.RawMessage) json.RawMessage {
 }
 
 // toolContent cleans and caps the content of a tool message from a saved
-// history: JSON as a result is (cleanOutput, boundOutput), anything else
-// (an "error (<kind>): ..." message) as text.
-func toolContent(content string, limit int) string {
-	if json.Valid([]byte(content)) {
-		return boundOutput(cleanOutput(json.RawMessage(content)), limit)
+// history: JSON as a result is (cleanOutput, boundOutput, from the whole
+// result when the message kept it), anything else (an "error (<kind>):
+// ..." message, a note) as text. full is the whole result when content
+// is cut.
+func toolContent(m Message, limit int) (content, full string) {
+	src := m.Content
+	if m.FullContent != "" {
+		src = m.FullContent
 	}
-	return textsafe.Clean(content, limit)
-}
-
-// boundOutput is the tool message content for a cleaned result: the JSON
-// itself when it fits in limit bytes (limit 0: always), else a valid JSON
-// text of at most limit bytes that says it was cut: a string result stays a
-// string, cut and marked; any other result becomes
-// {"truncated":true,"bytes":N,"head":"<the start of its JSON text>…"}.
-// A limit too small for any of this gives what fits of the note.
-func boundOutput(out json.RawMessage, limit int) string {
-	if limit <= 0 || len(out) <= limit {
-		return string(out)
-	}
-	note := fmt.Sprintf(" [cut: the tool's result was %d bytes, the limit is %d]", len(out), limit)
-	var s string
-	if json.Unmarshal(out, &s) == nil {
-		return string(fitString(s, note, limit))
-	}
-	head := fmt.Sprintf(`{"truncated":true,"bytes":%d,"head":`, len(out))
-	return head + string(fitString(string(out), "", limit-len(head)-1)) + "}"
-}
-
-// fitString returns the JSON encoding of the longest cut of s (ending in
-// "…") followed by note that fits in limit bytes. s is valid UTF-8.
-func fitString(s, note string, limit int) []byte {
-	k := limit - len(note)
-	for range 64 {
-		if k <= 0 {
-			break
+	if json.Valid([]byte(src)) {
+		out := cleanOutput(json.RawMessage(src))
+		if content, cut := boundOutput(out, limit, m.ToolCallID); cut {
+			return content, string(out)
 		}
-		b := marshalString(textsafe.Truncate(s, k) + note)
-		if len(b) <= limit {
-			return b
-		}
-		k -= max(1, (len(b)-limit+1)/2) // an escape grows a byte into 2..6
+		return string(out), ""
 	}
-	return marshalString(textsafe.Truncate(note, limit-2))
+	return textsafe.Clean(m.Content, limit), ""
 }
 
 func marshalString(s string) []byte {

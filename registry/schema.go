@@ -232,6 +232,19 @@ func (s *Schema) ValidateContext(ctx context.Context, v any) (err error) {
 	return errors.New(messages(ve))
 }
 
+// ValidateJSON decodes data as Registry.Invoke decodes arguments (strict
+// JSON: no duplicate keys, bounded nesting, no absurd numbers, no trailing
+// data) and validates it like ValidateContext, with the same metering. It
+// is how a JSON document that is not a tool's arguments — a model's
+// structured answer — is checked. It is safe for concurrent use.
+func (s *Schema) ValidateJSON(ctx context.Context, data []byte) error {
+	v, err := decodeStrict(data)
+	if err != nil {
+		return err
+	}
+	return s.ValidateContext(ctx, v)
+}
+
 // get returns an idle compiled copy, or compiles one.
 func (s *Schema) get() (*compiled, error) {
 	s.mu.Lock()

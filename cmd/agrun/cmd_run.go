@@ -32,10 +32,11 @@ var progressEvery = 5 * time.Second
 // conversation is one open session: the cycle and the locked session
 // file it records every message in.
 type conversation struct {
-	id    string
-	sess  *session.Session
-	cycle *loop.Cycle
-	last  turnStats // what the last turn cost
+	id     string
+	sess   *session.Session
+	cycle  *loop.Cycle
+	last   turnStats // what the last turn cost
+	schema bool      // the final answer is checked JSON (run --schema)
 	// fresh: a new session agrun named (no --session) that held no
 	// message when it was opened; replied: an assistant message was
 	// recorded since. A fresh session that got no reply (a first request
@@ -46,7 +47,7 @@ type conversation struct {
 
 // openConversation opens (or creates) session id and builds a cycle that
 // continues its history and writes every new message to it as it completes.
-func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string) (*conversation, error) {
+func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string, schema ...json.RawMessage) (*conversation, error) {
 	named := id != ""
 	if !named {
 		id = session.NewID()
@@ -80,9 +81,15 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string)
 	// Each model request's model, usage, duration, retries and
 	// finish_reason, beside the messages (agrun sessions shows tokens).
 	lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
+	if len(schema) > 0 && len(schema[0]) > 0 {
+		lc.ResponseSchema, conv.schema = schema[0], true
+	}
 	cyc, err := loop.New(lc)
 	if err != nil {
 		conv.close()
+		if errors.Is(err, registry.ErrInvalidSchema) {
+			return nil, usagef("--schema: %v", err)
+		}
 		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
 	}
 	conv.cycle = cyc
@@ -113,6 +120,7 @@ func loopConfig(cfg *config.Config) loop.Config {
 			lc.MaxRetries = -1 // "max_retries = 0" means none; the loop's 0 means its default
 		}
 	}
+	applyLoopOptions(&lc, cfg)
 	return lc
 }
 
@@ -136,6 +144,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	alias(fs, "quiet", "q")
 	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "end the run once it has used `N` tokens (default: [llm] max_total_tokens)")
 	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most `N` tool calls (default: [llm] max_tool_calls)")
+	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
 	pos, err := parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
@@ -145,6 +154,11 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	}
 	if err == nil && (o.maxTokens < 0 || o.maxToolCalls < 0 || o.maxToolCalls > math.MaxInt32) {
 		err = usageOf(fs, "--max-tokens and --max-tool-calls must be positive")
+	}
+	if err == nil && o.schemaArg != "" {
+		if o.schema, err = readSchema(o.schemaArg); err != nil {
+			err = usageOf(fs, "%v", err)
+		}
 	}
 	var prompt string
 	if err == nil {
@@ -213,9 +227,12 @@ type runOptions struct {
 	noTools                bool
 	set                    map[string]bool // the flags given, by their main name
 
-	// run only: no summary line; budgets over the config's (0: the config's).
+	// run only: no summary line; budgets over the config's (0: the
+	// config's); --schema as given, and the schema it names.
 	quiet                   bool
 	maxTokens, maxToolCalls int64
+	schemaArg               string
+	schema                  json.RawMessage
 }
 
 func (o *runOptions) define(fs *flag.FlagSet) {
@@ -510,7 +527,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 	if err != nil {
 		return "", turnStats{}, err
 	}
-	conv, err := c.openConversation(e.cfg, st, id)
+	conv, err := c.openConversation(e.cfg, st, id, o.schema)
 	if err != nil {
 		return "", turnStats{}, err
 	}
@@ -564,7 +581,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			rs.write(ev.Text)
 		case *loop.TextDelta:
 			final.WriteString(ev.Text)
-			if !asJSON {
+			if !asJSON && !conv.schema { // with a schema, only the checked JSON is printed
 				io.WriteString(c.stdout, safe(ev.Text))
 				wroteText = true
 			}
@@ -577,6 +594,16 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			}
 			st.retries++
 			fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max)
+		case *loop.StructuredOutput:
+			final.Reset()
+			final.Write(ev.Output)
+			switch {
+			case asJSON:
+			case ev.Valid:
+				fmt.Fprintf(c.stdout, "%s\n", safe(string(ev.Output)))
+			case ev.Retry:
+				fmt.Fprintf(c.stderr, "agrun: the answer does not match the schema (%s); asking again\n", safe(textsafe.Truncate(ev.Error, 300)))
+			}
 		case *loop.TurnComplete:
 			st.requests++
 			st.usage = st.usage.Add(ev.Usage)

@@ -32,10 +32,11 @@ func (c *cli) sessionStore() (*session.Store, error) {
 // gets its arguments after the name, and has its help under
 // "sessions NAME" in cmdDocs.
 var sessionCommands = map[string]func(c *cli, args []string) error{
-	"show":   (*cli).sessionsShow,
-	"rm":     (*cli).sessionsRm,
-	"export": (*cli).sessionsExport,
-	"prune":  (*cli).sessionsPrune,
+	"show":    (*cli).sessionsShow,
+	"rm":      (*cli).sessionsRm,
+	"export":  (*cli).sessionsExport,
+	"prune":   (*cli).sessionsPrune,
+	"compact": (*cli).sessionsCompact,
 }
 
 // sessions is `agrun sessions [--json]` (the list) or `agrun sessions SUB

@@ -70,10 +70,10 @@ var cmdDocs = map[string]cmdDoc{
 		example:  `agrun call --json sum_c '{"numbers":[1,2,3]}'`,
 	},
 	"sessions": {
-		synopsis: "agrun [-c FILE] sessions [--json]\n       agrun [-c FILE] sessions show|rm|export|prune [FLAGS] ...",
+		synopsis: "agrun [-c FILE] sessions [--json]\n       agrun [-c FILE] sessions show|rm|export|prune|compact [FLAGS] ...",
 		summary:  "List saved sessions (most recently used first), or show, remove, export and prune them.",
 		detail: "Turns are user prompts; tokens are the total the model reported.\n" +
-			"Subcommands: show ID, rm ID..., export ID, prune --older-than AGE (`agrun help sessions show`).",
+			"Subcommands: show ID, rm ID..., export ID, prune --older-than AGE, compact ID (`agrun help sessions show`).",
 		example: "agrun sessions",
 	},
 	"sessions show": {
@@ -96,6 +96,12 @@ var cmdDocs = map[string]cmdDoc{
 		summary:  "Remove the sessions last used more than AGE ago (30d, 12h, 90m) and name each one.",
 		detail:   "Sessions in use by another agrun are skipped, and named.",
 		example:  "agrun sessions prune --older-than 30d",
+	},
+	"sessions compact": {
+		synopsis: "agrun [-c FILE] sessions compact [--keep N] [--json] ID",
+		summary:  "Shrink a saved session, atomically: in every turn but the last N, tool results over 1 KiB become notes naming the call and its size.",
+		detail:   "Every message (and every request record) stays, so the session resumes as before. Refused while another agrun uses the session.",
+		example:  "agrun sessions compact --keep 2 demo",
 	},
 	"inspect": {
 		synopsis: "agrun inspect [--json] FILE.wasm",

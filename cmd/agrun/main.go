@@ -1,12 +1,12 @@
 // Command agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP
 // servers, and the model loop that calls them.
 //
-//	agrun [-c agrun.toml] run [FLAGS] PROMPT...     (or - / piped stdin)
+//	agrun [-c agrun.toml] run [FLAGS] PROMPT...     (or - / piped stdin; --schema FILE.json for a JSON answer)
 //	agrun [-c agrun.toml] chat [FLAGS]
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
 //	agrun [-c agrun.toml] sessions [--json]
-//	agrun [-c agrun.toml] sessions show|rm|export|prune ...
+//	agrun [-c agrun.toml] sessions show|rm|export|prune|compact ...
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]

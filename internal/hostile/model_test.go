@@ -60,6 +60,11 @@ func TestModelOutput(t *testing.T) {
 			nil, []registry.Kind{registry.InvalidArguments}, 0},
 		{"thousands of calls in one turn", []chattest.Reply{{ToolCalls: many}, {Text: "done"}},
 			nil, nil, loop.DefaultMaxToolCallsPerTurn},
+		{"hostile calls of the built-in page tool", []chattest.Reply{
+			{ToolCalls: []chattest.Call{{ID: "a", Name: loop.PageToolName, Args: `[1]`}, {ID: "b", Name: loop.PageToolName, Args: `{"call_id":"x","offset":1e30}`},
+				{ID: "c", Name: loop.PageToolName, Args: `{"call_id":"\u202e\u0000` + strings.Repeat("z", 1<<16) + `"}`}, {ID: "d", Name: loop.PageToolName, Args: `{"call_id":"a","offset":-1,"length":-1}`}}},
+			{ToolCalls: []chattest.Call{{ID: "e", Name: loop.PageToolName, Args: `{"call_id":"a","offset":-1}`}, {ID: "f", Name: loop.PageToolName, Args: `{"call_id":"a","length":0}`}}}, {Text: "done"}},
+			nil, []registry.Kind{registry.InvalidArguments, registry.InvalidArguments, registry.NotFound, registry.NotFound, registry.InvalidArguments, registry.InvalidArguments}, 0},
 		{"endless repetition", []chattest.Reply{repeat, repeat, repeat, repeat, repeat, repeat, repeat, repeat, repeat, repeat, repeat, repeat},
 			loop.ErrRepeatedCall, nil, loop.RepeatLimit},
 	} {

@@ -49,6 +49,8 @@ type Request struct {
 	} `json:"stream_options"`
 	ParallelToolCalls *bool    `json:"parallel_tool_calls"`
 	Temperature       *float64 `json:"temperature"`
+	// ResponseFormat is "response_format" as sent (nil if absent).
+	ResponseFormat json.RawMessage `json:"response_format"`
 
 	Raw    []byte      `json:"-"` // the body as sent
 	Auth   string      `json:"-"` // the Authorization header

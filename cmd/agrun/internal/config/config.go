@@ -56,6 +56,14 @@ type LLM struct {
 	MaxRetryWait      Duration `toml:"max_retry_wait"`      // loop.Config.MaxRetryWait; unset: the loop's default (30s)
 	MaxTotalTokens    int64    `toml:"max_total_tokens"`    // loop.Config.MaxTotalTokens: a run's token budget; 0 none
 	MaxToolCalls      int      `toml:"max_tool_calls"`      // loop.Config.MaxToolCalls: a run's tool call budget; 0 none
+	// MaxToolResult caps each tool result sent to the model (longer ones
+	// are cut, the whole kept in the session); nil: 32KiB; "0": no cap.
+	MaxToolResult *Size `toml:"max_tool_result"`
+	// ContextWindow is the model's context window in tokens; 0: unknown.
+	ContextWindow int `toml:"context_window"`
+	// SchemaMode is how `run --schema` asks for structured output:
+	// "auto" (default), "native" (response_format only) or "prompt".
+	SchemaMode string `toml:"schema_mode"`
 }
 
 // Sandbox is the [sandbox] section: defaults for every WASM tool.
@@ -93,6 +101,8 @@ type Tool struct {
 	MaxWrite     Size     `toml:"max_write"`
 	Fuel         int64    `toml:"fuel"`
 	Mounts       []Mount  `toml:"mounts"`
+	// MaxToolResult overrides [llm] max_tool_result for this tool.
+	MaxToolResult *Size `toml:"max_tool_result"`
 }
 
 // MCPServer is one [mcp.NAME] section.
@@ -105,6 +115,8 @@ type MCPServer struct {
 	Headers     map[string]string       `toml:"headers"`
 	Timeout     Duration                `toml:"timeout"`
 	Permissions []permission.Permission `toml:"permissions"`
+	// MaxToolResult overrides [llm] max_tool_result for this server's tools.
+	MaxToolResult *Size `toml:"max_tool_result"`
 }
 
 // Sessions is the [sessions] section.
@@ -387,6 +399,14 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if c.LLM.MaxToolCalls < 0 {
 		return errAt("must be positive (0: no budget)", "llm", "max_tool_calls")
+	}
+	if c.LLM.ContextWindow < 0 {
+		return errAt("must be positive (tokens; 0: unknown)", "llm", "context_window")
+	}
+	switch c.LLM.SchemaMode {
+	case "", "auto", "native", "prompt":
+	default:
+		return errAt(`must be "auto", "native" or "prompt"`, "llm", "schema_mode")
 	}
 	if c.Sandbox.MaxParallel < 0 {
 		return errAt("must be positive", "sandbox", "max_parallel")

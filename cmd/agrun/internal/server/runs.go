@@ -22,6 +22,12 @@ type RunRequest struct {
 	// Session continues that session, or starts it under that id if it is
 	// new; empty starts a new session with a fresh id.
 	Session string `json:"session,omitempty"`
+	// Schema, if set, is a JSON Schema (an object schema) the final
+	// answer must match (loop.Config.ResponseSchema): the done event's
+	// text is then the answer's JSON, and an answer that does not match
+	// twice ends the run with kind invalid_output. A schema the registry's
+	// checks refuse is a 400 before the run starts.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // The events a run's stream adds to the loop's (text_delta, tool_started,
@@ -68,7 +74,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id"}: %v`, err))
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id", "schema": {optional JSON Schema}}: %v`, err))
 		return
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
@@ -79,7 +85,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = session.NewID()
 	}
-	conv, warnings, err := s.openConversation(id)
+	conv, warnings, err := s.openConversation(id, req.Schema)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -116,6 +122,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			if ev.Reason == "tool_calls" {
 				final.Reset()
 			}
+		case *loop.StructuredOutput:
+			final.Reset()
+			final.Write(ev.Output) // the checked JSON, or nothing before a retry
 		}
 		if !sw.send(ev.EventType(), ev) {
 			return // the client is gone: stopping the range cancels the run
@@ -144,7 +153,7 @@ type conversation struct {
 
 // openConversation opens (or creates) session id, locked, and builds a
 // cycle that continues it and appends each new message as it completes.
-func (s *Server) openConversation(id string) (*conversation, []string, error) {
+func (s *Server) openConversation(id string, schema json.RawMessage) (*conversation, []string, error) {
 	if !session.ValidID(id) {
 		return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
 	}
@@ -166,9 +175,16 @@ func (s *Server) openConversation(id string) (*conversation, []string, error) {
 	cfg := *s.loopCfg
 	cfg.History = history
 	cfg.OnMessage = func(m loop.Message) { sess.Record(m) }
+	cfg.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) } // usage, beside the messages
+	if len(schema) > 0 {
+		cfg.ResponseSchema = schema
+	}
 	cyc, err := loop.New(cfg)
 	if err != nil {
 		sess.Close()
+		if errors.Is(err, registry.ErrInvalidSchema) {
+			return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "schema: %v", err)
+		}
 		if errors.Is(err, loop.ErrInvalidHistory) {
 			return nil, nil, errorf(http.StatusConflict, KindInvalidSession, "session %q: %v", id, err)
 		}

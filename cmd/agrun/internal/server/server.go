@@ -150,7 +150,7 @@ type Options struct {
 	// listeners.
 	Tokens []string
 	// Loop is the template of the model loop used by POST /v1/runs; the
-	// Server sets History and OnMessage per run. Nil: runs answer 503.
+	// Server sets History, OnMessage and OnRequest per run. Nil: runs answer 503.
 	Loop *loop.Config
 	// Sessions stores the runs' conversations. Nil: a "sessions" folder in
 	// the data directory.

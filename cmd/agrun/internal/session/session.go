@@ -39,7 +39,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -132,24 +131,21 @@ func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warning
 		return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
 	var f *os.File
-	for attempt := 0; ; attempt++ {
-		f, err = os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
-		}
-		if err := lock(f); err != nil {
-			f.Close()
+	for try := 0; ; try++ {
+		if f, err = os.OpenFile(st.path(id), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
 		}
 		// Between our open and our lock, the process that held the lock
-		// may have removed the file (Remove): then this lock is on a
-		// file no one will read; open the path again.
-		if samePath(f, st.path(id)) {
+		// may have removed the file (Remove) or replaced it (Rewrite):
+		// then this lock is on a file no one will read; open the path
+		// again.
+		err = lockCurrent(f, st.path(id))
+		if err == nil {
 			break
 		}
 		f.Close()
-		if attempt == 10 {
-			return nil, nil, nil, fmt.Errorf("session %q: the file keeps being removed", id)
+		if !errors.Is(err, errReplaced) || try == 10 {
+			return nil, nil, nil, fmt.Errorf("session %q: %w", id, err)
 		}
 	}
 	history, good, warnings, err := read(f)
@@ -294,8 +290,10 @@ func (st *Store) Load(id string) ([]json.RawMessage, []string, error) {
 // can lower it.
 var maxLine = 64 << 20
 
-// maxString is the longest string a line over maxLine keeps: the loop caps
-// tool messages at 128 KiB too. A variable so that tests can lower it.
+// maxString is the longest string a line over maxLine keeps (the loop's
+// tool messages are far shorter; only the whole copy it keeps of a cut
+// result, full_content, can be this long). A variable so that tests can
+// lower it.
 var maxString = 128 << 10
 
 // read returns every message of the file, the offset just past the last
@@ -608,11 +606,10 @@ func (st *Store) Remove(id string) error {
 		return fmt.Errorf("session %q: %w", id, err)
 	}
 	defer f.Close()
-	if err := lock(f); err != nil {
-		return fmt.Errorf("session %q: %w", id, err)
-	}
-	if !samePath(f, st.path(id)) { // removed (and maybe re-created) meanwhile
+	if err := lockCurrent(f, st.path(id)); errors.Is(err, errReplaced) { // removed (and maybe re-created) meanwhile
 		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	} else if err != nil {
+		return fmt.Errorf("session %q: %w", id, err)
 	}
 	if err := os.Remove(st.path(id)); err != nil {
 		return fmt.Errorf("session %q: %w", id, err)
@@ -631,27 +628,4 @@ func (s *Session) Remove() error {
 		err = cerr
 	}
 	return err
-}
-
-// lock takes f's exclusive lock without waiting: ErrLocked if another
-// process holds it.
-func lock(f *os.File) error {
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return ErrLocked
-		}
-		return fmt.Errorf("lock: %w", err)
-	}
-	return nil
-}
-
-// samePath reports whether the open file f is still the file at path
-// (not removed, nor replaced by another).
-func samePath(f *os.File, path string) bool {
-	a, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	b, err := os.Stat(path)
-	return err == nil && os.SameFile(a, b)
 }

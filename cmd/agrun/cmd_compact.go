@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/loop"
+)
+
+// sessionsCompact is `agrun sessions compact [--keep N] [--json] ID`: it
+// rewrites the session file smaller (loop.Compact: the big tool results of
+// every turn but the last N become short notes, the kept full copies of
+// cut results go), atomically, and refuses a session in use.
+func (c *cli) sessionsCompact(args []string) error {
+	fs := newFlags("sessions compact")
+	keep := fs.Int("keep", 1, "turns at the end to keep whole")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *keep < 0 {
+		return usageOf(fs, "needs one session ID (and --keep at least 0)")
+	}
+	id := pos[0]
+	st, err := c.sessionStore()
+	if err != nil {
+		return err
+	}
+	before, after, err := st.Rewrite(id, func(raw []json.RawMessage) ([]json.RawMessage, error) {
+		msgs, err := session.Decode[loop.Message](raw)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]json.RawMessage, 0, len(msgs))
+		for _, m := range loop.Compact(msgs, *keep) {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+		return out, nil
+	})
+	switch {
+	case errors.Is(err, session.ErrBadID):
+		return usagef("%v", err)
+	case err != nil:
+		return err
+	}
+	if *asJSON {
+		writeJSONLine(c.stdout, struct {
+			Session string `json:"session"`
+			Before  int64  `json:"bytes_before"`
+			After   int64  `json:"bytes_after"`
+		}{id, before, after})
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "session %s: %d → %d bytes\n", id, before, after)
+	return nil
+}

@@ -1,0 +1,139 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/agcore/agrun/internal/atomicfile"
+)
+
+// Rewrite replaces the messages of session id with what fn returns from
+// them, atomically (a temporary file, fsynced, renamed over the session:
+// a crash leaves the old file or the new one, never half of either). It
+// holds the session's lock while it works, so it fails with ErrLocked
+// when another process has the session open, and with ErrNotFound when
+// there is no such session. Request records are kept. fn gets the messages as Load returns them
+// (lines Load would drop are dropped); when it returns as many messages as
+// it got, each keeps its recorded time. before and after are the file's
+// sizes. A message that does not fit a line even with its long strings
+// cut fails the rewrite, leaving the file as it was.
+func (st *Store) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessage, error)) (before, after int64, err error) {
+	if !ValidID(id) {
+		return 0, 0, fmt.Errorf("session %q: %w", id, ErrBadID)
+	}
+	path := st.path(id)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, 0, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	defer f.Close()
+	if err := lockCurrent(f, path); err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	all, _, _, err := readRecords(f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	// fn sees the messages; the request records (usage) are kept as they
+	// are, in time order among the messages.
+	var recs, requests []record
+	for _, r := range all {
+		if len(r.Message) != 0 {
+			recs = append(recs, r)
+		} else {
+			requests = append(requests, r)
+		}
+	}
+	msgs := make([]json.RawMessage, len(recs))
+	for i, r := range recs {
+		msgs[i] = r.Message
+	}
+	out, err := fn(msgs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	now := time.Now().UTC()
+	var buf bytes.Buffer
+	writeRequests := func(before time.Time) error { // the request records up to before
+		for len(requests) > 0 && !requests[0].Time.After(before) {
+			line, err := json.Marshal(requests[0])
+			if err != nil {
+				return err
+			}
+			buf.Write(append(line, '\n'))
+			requests = requests[1:]
+		}
+		return nil
+	}
+	for i, m := range out {
+		t := now
+		if len(out) == len(recs) {
+			t = recs[i].Time
+		}
+		if err := writeRequests(t); err != nil {
+			return 0, 0, fmt.Errorf("session %q: %w", id, err)
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, m); err != nil {
+			return 0, 0, fmt.Errorf("session %q: message %d is not JSON: %w", id, i+1, err)
+		}
+		line, err := json.Marshal(record{Time: t, Message: c.Bytes()})
+		if err != nil {
+			return 0, 0, fmt.Errorf("session %q: %w", id, err)
+		}
+		line = append(line, '\n')
+		if len(line) > maxLine {
+			short, ok := shrink(line)
+			if !ok {
+				return 0, 0, fmt.Errorf("session %q: message %d: %w", id, i+1, ErrTooLarge)
+			}
+			line = short
+		}
+		buf.Write(line)
+	}
+	if err := writeRequests(now.Add(time.Hour)); err != nil { // the rest
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	return fi.Size(), int64(buf.Len()), nil
+}
+
+// lockCurrent takes f's exclusive lock without waiting (ErrLocked if
+// another process holds it) and checks that f is still the file at path:
+// a Rewrite may have replaced it between the open and the lock, and a
+// lock on the replaced file would guard nothing.
+func lockCurrent(f *os.File, path string) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return ErrLocked
+		}
+		return fmt.Errorf("lock: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	cur, err := os.Stat(path)
+	if err != nil || !os.SameFile(fi, cur) {
+		return errReplaced
+	}
+	return nil
+}
+
+// errReplaced: the file was replaced (by Rewrite) while it was being
+// opened; opening it again finds the new one.
+var errReplaced = errors.New("the session file was replaced while it was opened")

@@ -1,0 +1,83 @@
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Rewrite replaces a session's messages atomically, keeping each record's
+// time when the count is unchanged; it refuses a session another holder
+// has open and an unknown one; a session opened after a rewrite appends
+// to the new file.
+func TestRewrite(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _, err := st.Open("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{`{"n":1,"big":"` + strings.Repeat("x", 10000) + `"}`, `{"n":2}`} {
+		if err := s.Append(json.RawMessage(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shrink := func(msgs []json.RawMessage) ([]json.RawMessage, error) {
+		out := make([]json.RawMessage, len(msgs))
+		for i, m := range msgs {
+			var v map[string]any
+			json.Unmarshal(m, &v)
+			delete(v, "big")
+			out[i], _ = json.Marshal(v)
+		}
+		return out, nil
+	}
+	if _, _, err := st.Rewrite("r1", shrink); !errors.Is(err, ErrLocked) {
+		t.Fatalf("rewrite of an open session: %v", err)
+	}
+	s.Close()
+	f, _ := os.Open(filepath.Join(st.Dir(), "r1.jsonl"))
+	recs, _, _, _ := readRecords(f)
+	f.Close()
+
+	before, after, err := st.Rewrite("r1", shrink)
+	if err != nil || after >= before || before < 10000 {
+		t.Fatalf("rewrite: %d -> %d, %v", before, after, err)
+	}
+	f, _ = os.Open(filepath.Join(st.Dir(), "r1.jsonl"))
+	got, _, _, _ := readRecords(f)
+	f.Close()
+	if len(got) != 2 || string(got[0].Message) != `{"n":1}` || !got[0].Time.Equal(recs[0].Time) || !got[1].Time.Equal(recs[1].Time) {
+		t.Fatalf("rewritten records: %+v", got)
+	}
+	if entries, _ := os.ReadDir(st.Dir()); len(entries) != 1 {
+		t.Errorf("files left beside the session: %d", len(entries))
+	}
+	s, msgs, _, err := st.Open("r1")
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("open after rewrite: %v, %d messages", err, len(msgs))
+	}
+	s.Append(json.RawMessage(`{"n":3}`))
+	s.Close()
+	if msgs, _, _ := st.Load("r1"); len(msgs) != 3 {
+		t.Errorf("%d messages after an append to the rewritten session", len(msgs))
+	}
+	if _, _, err := st.Rewrite("nope", shrink); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+	if _, _, err := st.Rewrite("../x", shrink); !errors.Is(err, ErrBadID) {
+		t.Errorf("bad id: %v", err)
+	}
+	// A failing fn leaves the file as it was.
+	if _, _, err := st.Rewrite("r1", func([]json.RawMessage) ([]json.RawMessage, error) { return nil, errors.New("no") }); err == nil {
+		t.Error("fn's error was lost")
+	}
+	if msgs, _, _ := st.Load("r1"); len(msgs) != 3 {
+		t.Errorf("a failed rewrite changed the session")
+	}
+}
