@@ -64,6 +64,12 @@ type ToolExecutionCompleted struct {
 	IsError   bool
 	ErrorKind registry.Kind // "" unless IsError
 	Duration  time.Duration // time spent in the registry; 0 for a call that did not run
+	// Audit is what the call did as its host saw it (registry.Audit: the
+	// sandbox's record of a WASM tool, the bytes of an MCP call); nil when
+	// the tool reports none or the call did not run. It is for the
+	// operator (run --json's "audit", sessions, traces), never sent to
+	// the model.
+	Audit *registry.Audit
 }
 
 // TurnComplete ends one model request.
@@ -155,7 +161,8 @@ func (e *ToolExecutionCompleted) MarshalJSON() ([]byte, error) {
 		IsError    bool            `json:"is_error"`
 		ErrorKind  registry.Kind   `json:"error_kind"`
 		DurationMS int64           `json:"duration_ms"`
-	}{e.EventType(), e.ID, e.Name, safeJSON(e.Output), e.IsError, e.ErrorKind, e.Duration.Milliseconds()})
+		Audit      *registry.Audit `json:"audit,omitempty"`
+	}{e.EventType(), e.ID, e.Name, safeJSON(e.Output), e.IsError, e.ErrorKind, e.Duration.Milliseconds(), e.Audit})
 }
 
 // MarshalJSON gives {"type":"turn_complete","reason":...,"usage":{...}}.

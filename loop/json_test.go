@@ -50,6 +50,8 @@ func TestEventJSONLines(t *testing.T) {
 			`{"type":"tool_completed","id":"call_1","name":"word_count","output":{"words":2},"is_error":false,"error_kind":"","duration_ms":3}`},
 		{&ToolExecutionCompleted{ID: "call_3", Name: "x", Output: json.RawMessage(`"no tool named \"x\""`), IsError: true, ErrorKind: registry.NotFound},
 			`{"type":"tool_completed","id":"call_3","name":"x","output":"no tool named \"x\"","is_error":true,"error_kind":"not_found","duration_ms":0}`},
+		{&ToolExecutionCompleted{ID: "call_4", Name: "mcp__x", Output: json.RawMessage(`1`), Audit: &registry.Audit{Source: "mcp", BytesIn: 2, BytesOut: 1}},
+			`{"type":"tool_completed","id":"call_4","name":"mcp__x","output":1,"is_error":false,"error_kind":"","duration_ms":0,"audit":{"source":"mcp","bytes_in":2,"bytes_out":1}}`},
 		{&TurnComplete{Reason: "tool_calls", Usage: Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}},
 			`{"type":"turn_complete","reason":"tool_calls","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`},
 	}

@@ -190,9 +190,10 @@ func (b *toolBatch) done(i int, inv registry.Invocation) {
 		}
 		b.fail(i, kind, msg)
 		b.results[i].Duration = inv.Duration
+		b.results[i].Audit = inv.Audit
 	} else {
 		out := cleanOutput(inv.Output)
-		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration}
+		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration, Audit: inv.Audit}
 		var cut bool
 		if b.contents[i], cut = boundOutput(out, b.limit(i), c.ID); cut {
 			if b.full == nil {
