@@ -302,6 +302,7 @@ func (t *Tool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessa
 		Mounts:  t.caps.Mounts,
 		Network: t.caps.Network,
 		Limits:  t.limits,
+		Name:    t.name,
 	})
 	if err != nil {
 		if out != nil && len(bytes.TrimSpace(out.Stderr)) > 0 && errors.Is(err, runtime.ErrTrap) {
