@@ -47,7 +47,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		ln.Close()
 		return &configError{err}
 	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := newEnv(ctx, cfg, c.logger(), nil)
 	if err != nil {
 		ln.Close()
 		return err

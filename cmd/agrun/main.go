@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -87,6 +88,7 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	configPath     string
+	logLevel       slog.Level // -v, --log-level: what reaches stderr (default warn)
 	// interrupts delivers Ctrl-C. chat uses it to cancel a turn; every
 	// other command cancels its context on the first one. Nil in tests.
 	interrupts <-chan os.Signal
@@ -102,8 +104,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func (c *cli) main(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("agrun", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.configPath, "c", "", "config file")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&c.configPath, "c", "", "config file (default: $AGRUN_CONFIG, else ./agrun.toml)")
+	verbose := fs.Bool("v", false, "verbose: same as --log-level debug")
+	level := fs.String("log-level", "warn", "what is logged on stderr: debug, info, warn or error (guest logs are info and debug)")
+	err := fs.Parse(args)
+	if err == nil {
+		c.logLevel, err = parseLogLevel(*level)
+		if *verbose {
+			c.logLevel = slog.LevelDebug
+		}
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, usage)
 			return exitOK
@@ -129,7 +140,6 @@ func (c *cli) main(ctx context.Context, args []string) int {
 			}
 		}()
 	}
-	var err error
 	switch cmd {
 	case "call":
 		return c.call(ctx, rest)
