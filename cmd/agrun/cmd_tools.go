@@ -207,6 +207,9 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
+	if e.cfg.Path == "" {
+		fmt.Fprintln(c.stderr, "agrun: no config file found (-c FILE, $AGRUN_CONFIG, or ./agrun.toml), so no tools are configured; `agrun init` writes a commented agrun.toml to start from (docs/CONFIG.md explains every key)")
+	}
 	infos := e.infos()
 	if *asJSON {
 		if infos == nil {
@@ -215,21 +218,40 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		writeJSONLine(c.stdout, infos)
 		return nil
 	}
+	// The table stays one line per tool: long reasons and descriptions
+	// are cut (--json has them whole).
+	const maxStatus, maxDesc = 72, 60
+	cut := false
+	clip := func(s string, max int) string {
+		t := firstLine(s, max)
+		if t != strings.TrimSpace(s) {
+			cut = true
+		}
+		return t
+	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS\tDESCRIPTION")
 	for _, ti := range infos {
 		status := "ok"
 		switch {
 		case ti.Error != "":
-			status = "broken: " + firstLine(ti.Error, 160)
+			status = "broken: " + ti.Error
 		case !ti.Allowed:
-			status = "denied: " + firstLine(ti.Denied, 160)
+			status = "denied: " + ti.Denied
+		case len(ti.Warnings) > 0:
+			status = "ok; warning: " + strings.Join(ti.Warnings, "; ")
 		}
 		perms := strings.Join(ti.Permissions, ",")
 		if perms == "" {
 			perms = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status), textsafe.Truncate(ti.Description, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(clip(status, maxStatus)), textsafe.Truncate(ti.Description, maxDesc))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintln(c.stdout, "(reasons cut to fit: `agrun tools --json` has them whole)")
+	}
+	return nil
 }

@@ -171,11 +171,12 @@ func (e *env) fail(key string, err error) {
 // is registered as a refusedTool, so that every call to it, from any
 // front end, fails with module_refused and the reason.
 func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
-	tool, err := e.openWasm(ctx, t, configSettings(name))
+	s := configSettings(name, t)
+	tool, err := e.openWasm(ctx, t, s)
 	if err == nil && tool.Name() != name {
 		tool = tool.Renamed(name)
 	}
-	e.register(name, "wasm:"+t.Wasm, tool, err, grantWarnings(t, configSettings(name), tool))
+	e.register(name, "wasm:"+t.Wasm, tool, err, grantWarnings(t, s, tool))
 }
 
 // register adds a loaded WASM tool (err nil) or the refusal of one.
@@ -295,6 +296,20 @@ func connectTimeout(d time.Duration) time.Duration {
 		return 30 * time.Second
 	}
 	return d
+}
+
+// loaded counts the tools that loaded (WASM and MCP), whether or not the
+// policy lets them run.
+func (e *env) loaded() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, name := range e.reg.List() {
+		if _, broken := e.broken[name]; !broken {
+			n++
+		}
+	}
+	return n
 }
 
 // close shuts every MCP server down and releases the sandbox.

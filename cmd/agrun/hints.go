@@ -36,14 +36,20 @@ type settings struct {
 	file                             bool // a file given to call: grants are flags
 }
 
-// configSettings are the keys of [tools.name]. A limit the tool does not
-// set comes from [sandbox]: both are named.
-func configSettings(name string) settings {
+// configSettings are the keys of [tools.name] (t). A limit the tool does
+// not set comes from [sandbox]: that key is named first.
+func configSettings(name string, t config.Tool) settings {
 	k := func(key string) string { return fmt.Sprintf("[tools.%s] %s", name, key) }
-	lim := func(key string) string { return fmt.Sprintf("[tools.%s] %s, or [sandbox] %s", name, key, key) }
+	lim := func(key string, set bool) string {
+		if set {
+			return k(key)
+		}
+		return fmt.Sprintf("[sandbox] %s, or %s for this tool", key, k(key))
+	}
 	return settings{
 		wasm: k("wasm"), manifest: k("manifest"), sha256: k("sha256"),
-		timeout: lim("timeout"), memory: lim("memory"), maxOutput: lim("max_output"), fuel: lim("fuel"),
+		timeout: lim("timeout", t.Timeout != 0), memory: lim("memory", t.Memory != 0),
+		maxOutput: lim("max_output", t.MaxOutput != 0), fuel: lim("fuel", t.Fuel != 0),
 		hosts: k("allowed_hosts"), private: k("allow_private = true"), mounts: k("mounts"),
 	}
 }
@@ -61,7 +67,7 @@ func (e *env) settingsFor(name string) settings {
 	if e.fileTool != "" && name == e.fileTool {
 		return fileSettings
 	}
-	return configSettings(name)
+	return configSettings(name, e.cfg.Tools[name])
 }
 
 // explain returns err's message with what to change, for the operator.

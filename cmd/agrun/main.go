@@ -6,6 +6,8 @@
 //	agrun [-c agrun.toml] tools [--json]
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
 //	agrun [-c agrun.toml] sessions [--json] | sessions show ID
+//	agrun [-c agrun.toml] call [--allow-host H] [--mount H:G[:MODE]] [--timeout D] [--memory S] FILE.wasm [ARGS_JSON]
+//	agrun init [FILE]
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]
@@ -66,12 +68,15 @@ Usage:
   agrun [-c FILE] call [--json] NAME [ARGS_JSON]       run one tool (ARGS from stdin if omitted)
   agrun [-c FILE] sessions [--json]                    saved sessions
   agrun [-c FILE] sessions show ID                     one saved session
+  agrun [-c FILE] call [flags] FILE.wasm [ARGS_JSON]   run a .wasm file with the grants given as flags
+  agrun init [FILE]                                    write a commented agrun.toml (never overwrites)
   agrun inspect FILE.wasm                              a module's manifest, hash, imports, exports
   agrun pack -m MANIFEST IN.wasm -o OUT.wasm           embed a manifest (TOML or JSON)
   agrun [-c FILE] serve [--addr ADDR]                  HTTP API for uploading and calling tools
   agrun [-c FILE] mcp serve [--http ADDR]              the tools as an MCP server (stdio or HTTP)
   agrun version
 
+Global flags (before the command): -c FILE; -v or --log-level debug|info|warn|error.
 The config is -c FILE, else $AGRUN_CONFIG, else ./agrun.toml.
 Exit codes: 0 success, 1 tool or run failure, 2 usage or configuration error.
 `
@@ -145,6 +150,8 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		return c.call(ctx, rest)
 	case "tools":
 		err = c.tools(ctx, rest)
+	case "init":
+		err = c.initConfig(rest)
 	case "inspect":
 		err = c.inspect(rest)
 	case "pack":
