@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +304,60 @@ mounts = ["./docs:/docs"]
 	}
 	if got := strings.Join(listed, ","); got != "sum_c,wc_mounted,word_count" {
 		t.Fatalf("mcp tools/list: %q", got)
+	}
+}
+
+// TestServeRefusedTool: `agrun serve` lists a configured tool that failed
+// to load as not runnable, with the reason, and answers its calls with
+// module_refused, as `agrun call --json` does.
+func TestServeRefusedTool(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n[serve]\ndata_dir = \"served\"\n[tools.word_count]\nwasm = %q\n[tools.broken]\nwasm = \"missing.wasm\"\n",
+		testguest.CompilationCacheDir(t), filepath.Join(repoRoot(t), "testdata/word_count.wasm"))), 0o644)
+	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	var base, line string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			line = sc.Text()
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line on stderr")
+	}
+	go io.Copy(io.Discard, stderr)
+	if !strings.Contains(line, "(tools: 1,") {
+		t.Errorf("start-up line counts the refused tool: %s", line)
+	}
+	resp, err := http.Get(base + "/v1/tools/broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Runnable bool
+		Error    string
+	}
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if info.Runnable || !strings.Contains(info.Error, "the tool failed to load") {
+		t.Fatalf("GET broken: %+v", info)
+	}
+	resp, err = http.Post(base+"/v1/tools/broken/call", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"kind":"module_refused"`) {
+		t.Fatalf("call broken: %d %s", resp.StatusCode, body)
 	}
 }
