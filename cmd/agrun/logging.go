@@ -10,6 +10,16 @@ import (
 	"sync"
 )
 
+// setLogLevel applies the global -v and --log-level.
+func (c *cli) setLogLevel(level string, verbose bool) error {
+	l, err := parseLogLevel(level)
+	if verbose {
+		l, err = slog.LevelDebug, nil
+	}
+	c.logLevel = l
+	return err
+}
+
 // parseLogLevel reads --log-level's value.
 func parseLogLevel(s string) (slog.Level, error) {
 	switch strings.ToLower(s) {

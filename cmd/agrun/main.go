@@ -109,22 +109,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func (c *cli) main(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("agrun", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.configPath, "c", "", "config file (default: $AGRUN_CONFIG, else ./agrun.toml)")
+	fs.StringVar(&c.configPath, "c", "", "config file")
 	verbose := fs.Bool("v", false, "verbose: same as --log-level debug")
 	level := fs.String("log-level", "warn", "what is logged on stderr: debug, info, warn or error (guest logs are info and debug)")
-	err := fs.Parse(args)
-	if err == nil {
-		c.logLevel, err = parseLogLevel(*level)
-		if *verbose {
-			c.logLevel = slog.LevelDebug
-		}
-	}
-	if err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, usage)
 			return exitOK
 		}
 		fmt.Fprintf(c.stderr, "agrun: %v\n\n%s", err, usage)
+		return exitUsage
+	}
+	if err := c.setLogLevel(*level, *verbose); err != nil {
+		fmt.Fprintf(c.stderr, "agrun: %v\n", err)
 		return exitUsage
 	}
 	rest := fs.Args()
@@ -145,6 +142,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 			}
 		}()
 	}
+	var err error
 	switch cmd {
 	case "call":
 		return c.call(ctx, rest)
