@@ -43,8 +43,8 @@ func (c *cli) logger() *slog.Logger {
 
 // lineHandler writes a record as "agrun: LEVEL NAME: message key=value",
 // NAME being the tool's (the runtime's "name" attribute) when there is
-// one: guest logs are read by tool name, not by module hash (which is
-// dropped; --log-level debug keeps it). Every text goes through safe:
+// one: guest logs are read by tool name first (the module's hash follows
+// as module=...). Every text goes through safe:
 // messages come from guests and servers.
 type lineHandler struct {
 	w     io.Writer
@@ -63,7 +63,6 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 		switch {
 		case a.Key == "name" && h.group == "":
 			name = a.Value.String()
-		case a.Key == "module" && h.group == "" && h.level > slog.LevelDebug:
 		default:
 			if h.group != "" {
 				a.Key = h.group + "." + a.Key
