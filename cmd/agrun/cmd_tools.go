@@ -190,6 +190,17 @@ func writeJSONLine(w io.Writer, v any) {
 	w.Write(append(termsafe.JSON(b), '\n'))
 }
 
+// shortReason drops from a reason what the table's other columns say
+// (the tool's name, its file), so that the key to change stays visible.
+func shortReason(ti toolInfo, reason string) string {
+	reason = strings.TrimPrefix(reason, "the tool failed to load: ")
+	reason = strings.TrimPrefix(reason, fmt.Sprintf("tool %q ", ti.Name))
+	if path, ok := strings.CutPrefix(ti.Source, "wasm:"); ok {
+		reason = strings.TrimPrefix(reason, "open "+path+": ")
+	}
+	return reason
+}
+
 // tools lists every configured tool: name, source, permissions, whether
 // the policy lets it run, and why a broken one failed to load.
 func (c *cli) tools(ctx context.Context, args []string) error {
@@ -220,7 +231,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	}
 	// The table stays one line per tool: long reasons and descriptions
 	// are cut (--json has them whole).
-	const maxStatus, maxDesc = 72, 60
+	const maxStatus, maxDesc = 80, 60
 	cut := false
 	clip := func(s string, max int) string {
 		t := firstLine(s, max)
@@ -235,9 +246,9 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		status := "ok"
 		switch {
 		case ti.Error != "":
-			status = "broken: " + ti.Error
+			status = "broken: " + shortReason(ti, ti.Error)
 		case !ti.Allowed:
-			status = "denied: " + ti.Denied
+			status = "denied: " + shortReason(ti, ti.Denied)
 		case len(ti.Warnings) > 0:
 			status = "ok; warning: " + strings.Join(ti.Warnings, "; ")
 		}

@@ -235,7 +235,7 @@ func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtoo
 	case errors.Is(err, wasmtools.ErrNoManifest):
 		err = fmt.Errorf("%w (add one with `agrun pack`, or give a manifest with %s)", err, s.manifest)
 	case err != nil && t.SHA256 != "" && strings.Contains(err.Error(), "integrity"):
-		err = fmt.Errorf("%w (%s)", err, s.sha256)
+		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
 	}
 	return tool, err
 }

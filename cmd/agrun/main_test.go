@@ -243,8 +243,10 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 	sum := sha256.Sum256(wc) // changes with every rebuild of the example
 	golden(t, "tools.json", r.stdout, repoRoot(t), "$ROOT", e.dir, "$DIR", hex.EncodeToString(sum[:]), "$WORD_COUNT_SHA256")
 	r = e.run("", "tools").wantCode(t, exitOK)
-	// Long reasons are cut in the table (whole in --json, above).
-	for _, want := range []string{"word_count", "read_file", "filesystem,read", "broken: the tool failed to load: open ", "pinned", "`agrun tools --json` has them whole"} {
+	// Reasons lead with what to change; long ones are cut in the table
+	// (whole in --json, above).
+	for _, want := range []string{"word_count", "read_file", "filesystem,read", "broken: no such file or directory ([tools.broken] wasm)",
+		"broken: [tools.pinned] sha256 does not match the module", "`agrun tools --json` has them whole"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tools output lacks %q:\n%s", want, r.stdout)
 		}
