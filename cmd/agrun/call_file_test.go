@@ -99,6 +99,10 @@ func TestCallFile(t *testing.T) {
 		t.Fatalf("missing file: %q", r.stdout)
 	}
 	runIn(t, "", "call", wc, "--mount", "nocolon", "{}").wantCode(t, exitUsage)
+	r = runIn(t, "", "call", wc, "--mount", "nocolon", "--json", "{}").wantCode(t, exitUsage)
+	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"usage","message":"call: invalid value \"nocolon\" for flag -mount: mount \"nocolon\": want HOST:GUEST[:MODE]"}}`) {
+		t.Fatalf("a flag error before --json: %q", r.stdout)
+	}
 	// A module without a manifest says how to give one; --manifest does.
 	wasm, man := hostileTool(t, dir, "json")
 	r = runIn(t, "", "call", wasm, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitUsage)

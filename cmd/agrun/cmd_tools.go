@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -42,7 +43,9 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	if err == nil {
 		out, text, err = c.callTool(ctx, pos, g)
 	}
-	if *asJSON {
+	// A flag error can stop parsing before --json is read: the contract
+	// (one object for every outcome) holds for it too.
+	if *asJSON || err != nil && (slices.Contains(args, "--json") || slices.Contains(args, "-json")) {
 		writeJSONLine(c.stdout, callResult(out, err))
 		switch {
 		case err == nil:
