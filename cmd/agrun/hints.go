@@ -33,7 +33,6 @@ type settings struct {
 	wasm, manifest, sha256           string
 	timeout, memory, maxOutput, fuel string
 	hosts, private, mounts           string
-	file                             bool // a file given to call: grants are flags
 }
 
 // configSettings are the keys of [tools.name] (t). A limit the tool does
@@ -59,7 +58,6 @@ var fileSettings = settings{
 	wasm: "", manifest: "--manifest FILE", sha256: "sha256",
 	timeout: "--timeout", memory: "--memory", maxOutput: "[sandbox] max_output", fuel: "[sandbox] fuel",
 	hosts: "--allow-host HOST", private: "--allow-private", mounts: "--mount HOST:GUEST[:MODE]",
-	file: true,
 }
 
 // settingsFor names the settings of the tool called name in this env.
