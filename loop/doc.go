@@ -26,7 +26,10 @@
 // # The cycle
 //
 // A run appends the prompt to the history and makes one request per turn.
-// Whenever a reply carries tool calls (whatever its finish_reason says),
+// Each request offers the model the registry's Definitions: the tools it
+// could call (a tool the permission policy denies, or one that is
+// [registry.Unavailable], is left out; if the model names one anyway, the
+// call fails with its kind, e.g. "error (module_refused): ..."). Whenever a reply carries tool calls (whatever its finish_reason says),
 // the calls run in parallel through Registry.InvokeAll and one tool
 // message per call is appended in call order: the tool's JSON output, or
 // "error (<kind>): <message>" with the registry's error kind. A tool error

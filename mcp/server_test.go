@@ -72,7 +72,8 @@ func serverRegistry() *registry.Registry {
 // checkServedRegistry runs the same checks over any transport.
 func checkServedRegistry(t *testing.T, c *Client) {
 	t.Helper()
-	want := []string{"agrun__big", "agrun__boom", "agrun__count", "agrun__list", "agrun__rm", "agrun__shout"}
+	// rm is denied by the policy: not listed (registry.Definitions).
+	want := []string{"agrun__big", "agrun__boom", "agrun__count", "agrun__list", "agrun__shout"}
 	if got := names(c.Tools()); !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v", got, want)
 	}
@@ -92,7 +93,7 @@ func checkServedRegistry(t *testing.T, c *Client) {
 		{tool: "shout", args: `{"text":"hi"}`, want: `"HI"`},
 		{tool: "list", want: `"[1,2,3]"`},
 		{tool: "boom", kind: registry.ExecutionFailed, msg: "error (execution_failed): kaboom"},
-		{tool: "rm", kind: registry.ExecutionFailed, msg: "error (permission_denied)"},
+		{tool: "rm", kind: registry.MCPError, msg: `unknown tool "rm"`}, // denied: not served at all
 		{tool: "count", args: `{"text":5}`, kind: registry.ExecutionFailed, msg: "error (invalid_arguments)"},
 		{tool: "count", args: `{}`, kind: registry.ExecutionFailed, msg: "error (invalid_arguments)"},
 	} {

@@ -28,7 +28,11 @@ const (
 	// cancelled call is told apart from a tool that failed (see
 	// docs/ARCHITECTURE.md).
 	Cancelled Kind = "cancelled"
-	Other     Kind = "other"
+	// ModuleRefused: the tool's module was refused when it was loaded
+	// (missing, unreadable, invalid, failing its sha256 pin, without a
+	// manifest): every call fails with it (see [Unavailable]).
+	ModuleRefused Kind = "module_refused"
+	Other         Kind = "other"
 )
 
 // Sentinels, one per Kind: errors.Is(err, ErrTimeout) is true for every
@@ -46,6 +50,7 @@ var (
 	ErrMCPNotInitialized = &sentinel{MCPNotInitialized}
 	ErrIO                = &sentinel{IO}
 	ErrCancelled         = &sentinel{Cancelled}
+	ErrModuleRefused     = &sentinel{ModuleRefused}
 	ErrOther             = &sentinel{Other}
 )
 

@@ -51,6 +51,26 @@ type Tool interface {
 	Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 }
 
+// Unavailable is implemented by a registered tool that cannot run, such
+// as one whose module failed to load: while Unavailable returns an error,
+// Invoke fails with it (as a *Error; a plain error is classified with
+// KindOf) before any other check, Allowed returns it, and Definitions
+// leaves the tool out. List, Get and Len still include it, so that a
+// listing can show the tool and why it is unavailable.
+type Unavailable interface {
+	Unavailable() error
+}
+
+// unavailable returns t's Unavailable error, if any.
+func unavailable(t Tool) error {
+	if u, ok := t.(Unavailable); ok {
+		if err := u.Unavailable(); err != nil {
+			return AsError(t.Name(), err)
+		}
+	}
+	return nil
+}
+
 // Definition is what the model sees of a tool.
 type Definition struct {
 	Name        string          `json:"name"`
@@ -264,11 +284,17 @@ func (r *Registry) Len() int {
 	return len(r.tools)
 }
 
-// Definitions returns what the model sees of every tool, sorted by name.
+// Definitions returns what the model sees of every tool it could call,
+// sorted by name: tools the permission policy denies, and [Unavailable]
+// ones, are left out (offering a tool whose every call fails only wastes
+// the model's turns; List still names them).
 func (r *Registry) Definitions() []Definition {
 	r.mu.RLock()
 	defs := make([]Definition, 0, len(r.tools))
 	for _, e := range r.tools {
+		if unavailable(e.tool) != nil || r.checker.Check(e.tool.Name(), e.perms) != nil {
+			continue
+		}
 		defs = append(defs, Definition{Name: e.tool.Name(), Description: e.tool.Description(), Parameters: e.schema.Raw()})
 	}
 	r.mu.RUnlock()
@@ -276,14 +302,18 @@ func (r *Registry) Definitions() []Definition {
 	return defs
 }
 
-// Allowed reports whether the permission policy lets the tool called name
-// run (nil), or the denial. It does not run the tool.
+// Allowed reports whether the tool called name may run (nil): the
+// [Unavailable] error of a tool that cannot, else the permission policy's
+// denial. It does not run the tool.
 func (r *Registry) Allowed(name string) error {
 	r.mu.RLock()
 	e, ok := r.tools[name]
 	r.mu.RUnlock()
 	if !ok {
 		return Errorf(NotFound, name, "no tool named %q", textsafe.Truncate(name, 80))
+	}
+	if err := unavailable(e.tool); err != nil {
+		return err
 	}
 	if err := r.checker.Check(name, e.perms); err != nil {
 		return NewError(PermissionDenied, name, err)
@@ -323,6 +353,9 @@ func (r *Registry) call(ctx context.Context, c Call) (json.RawMessage, *Audit, e
 	r.mu.RUnlock()
 	if !ok {
 		return nil, nil, Errorf(NotFound, c.Name, "no tool named %q", textsafe.Truncate(c.Name, 80))
+	}
+	if err := unavailable(e.tool); err != nil {
+		return nil, nil, err
 	}
 	if err := r.checker.Check(c.Name, e.perms); err != nil {
 		return nil, nil, NewError(PermissionDenied, c.Name, err)

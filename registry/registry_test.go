@@ -572,3 +572,45 @@ func TestInvokeEachReportsAsCallsFinish(t *testing.T) {
 		t.Fatalf("results %+v", invs)
 	}
 }
+
+// brokenTool is a tool whose module failed to load.
+type brokenTool struct{ *fnTool }
+
+func (b brokenTool) Unavailable() error {
+	return registry.Errorf(registry.ModuleRefused, b.name, "the tool failed to load: no such file")
+}
+
+// TestDefinitionsOnlyCallable: the model is offered only tools it could
+// call; a denied or unavailable tool is still listed, and calling it fails
+// with its reason (unavailable first, before the policy and the schema).
+func TestDefinitionsOnlyCallable(t *testing.T) {
+	r := registry.New(registry.WithPermissionChecker(permission.NewChecker(permission.DefaultConfig())))
+	ok := echo("ok")
+	shell := &fnTool{name: "shell", schema: `{"type":"object"}`, perms: []permission.Permission{permission.Shell}}
+	broken := brokenTool{&fnTool{name: "broken", schema: `{"type":"object","required":["x"]}`, perms: []permission.Permission{permission.Shell}}}
+	if err := r.RegisterAll([]registry.Tool{ok, shell, broken}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range r.Definitions() {
+		names = append(names, d.Name)
+	}
+	if got := strings.Join(names, ","); got != "ok" {
+		t.Fatalf("Definitions = %s, want ok", got)
+	}
+	if got := strings.Join(r.List(), ","); got != "broken,ok,shell" {
+		t.Fatalf("List = %s", got)
+	}
+	if err := r.Invoke(context.Background(), "broken", json.RawMessage(`{}`)).Err; registry.KindOf(err) != registry.ModuleRefused || !errors.Is(err, registry.ErrModuleRefused) {
+		t.Fatalf("calling a broken tool: %v", err)
+	}
+	if err := r.Allowed("broken"); registry.KindOf(err) != registry.ModuleRefused {
+		t.Fatalf("Allowed(broken) = %v", err)
+	}
+	if err := r.Invoke(context.Background(), "shell", nil).Err; registry.KindOf(err) != registry.PermissionDenied {
+		t.Fatalf("calling a denied tool: %v", err)
+	}
+	if broken.calls.Load() != 0 {
+		t.Fatal("the unavailable tool ran")
+	}
+}

@@ -152,6 +152,11 @@ type Input struct {
 	Network *NetworkGrant
 	// Limits for this call; a zero field means the Runtime's default.
 	Limits Limits
+	// Name labels the call in the Logger's records (attribute "name",
+	// beside "module", the module's short hash): the guest's agrun.log
+	// messages and, at debug level, the end of the stderr of a call that
+	// failed. Empty: the hash only.
+	Name string
 }
 
 // Mount makes a host directory visible to the guest.

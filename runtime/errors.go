@@ -1,6 +1,9 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Sentinel errors for each way a call or a compilation can fail. Errors
 // returned by this package wrap one of them (test with errors.Is) and,
@@ -34,3 +37,36 @@ var (
 	// ErrClosed: the Runtime or the Module was closed.
 	ErrClosed = errors.New("runtime: closed")
 )
+
+// limitError is how a call that crossed one of its Limits ends: its text
+// names the limit and its value ("timeout after 1s", "stderr exceeded
+// 64KiB", "memory limit 8MiB exceeded"); it matches the limit's sentinel
+// and the cause with errors.Is.
+type limitError struct {
+	msg      string
+	sentinel error
+	cause    error
+}
+
+func (e *limitError) Error() string { return e.msg }
+
+func (e *limitError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+// FormatBytes writes n bytes the way limits are configured: "64KiB",
+// "8MiB", "1GiB" when n is a whole number of such units, else "1500B".
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

@@ -104,7 +104,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	st.logged += int64(take)
 	text := strings.ToValidUTF8(string(msg), "\uFFFD")
-	attrs := []slog.Attr{slog.String("module", st.module)}
+	attrs := st.logAttrs()
 	if take < n {
 		attrs = append(attrs, slog.Bool("truncated", true))
 	}

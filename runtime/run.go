@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 	"github.com/tetratelabs/wazero/api"
@@ -193,8 +196,9 @@ func (c *call) begin(ctx context.Context, in Input) *guestRun {
 	g.timeoutCtx, g.callCtx, cancel, g.done = c.r.callContexts(ctx, c.lim.Timeout)
 	g.st = newCallState(c.r, c.m, in.Network, cancel)
 	g.st.fuelLimit = c.lim.Fuel
-	g.stdout = &capWriter{max: c.lim.MaxStdout, onExceed: g.st.outputExceeded}
-	g.stderr = &capWriter{max: c.lim.MaxStderr, onExceed: g.st.outputExceeded}
+	g.st.name, g.st.lim = in.Name, c.lim
+	g.stdout = &capWriter{max: c.lim.MaxStdout, onExceed: func() { g.st.outputExceeded("stdout", c.lim.MaxStdout) }}
+	g.stderr = &capWriter{max: c.lim.MaxStderr, onExceed: func() { g.st.outputExceeded("stderr", c.lim.MaxStderr) }}
 	g.stdin = &countReader{r: bytes.NewReader(in.Stdin)}
 	g.runCtx = context.WithValue(g.callCtx, callStateKey{}, g.st)
 	g.limit = uint64(c.lim.MemoryBytes) &^ 0xffff
@@ -321,7 +325,27 @@ func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error, in
 	}
 	out := &Output{Stdout: g.stdout.buf.Bytes(), Stderr: g.stderr.buf.Bytes(), Duration: time.Since(g.start), Fuel: fuel}
 	out.Audit = g.audit(memPeak, in.Mounts, c.recs)
-	return out, g.classify(expired, err, out)
+	err = g.classify(expired, err, out)
+	if (err != nil || out.ExitCode != 0) && len(out.Stderr) > 0 && c.r.cfg.Logger.Enabled(g.ctx, slog.LevelDebug) {
+		c.r.cfg.Logger.LogAttrs(g.ctx, slog.LevelDebug, "failed call's stderr: "+stderrTail(out.Stderr),
+			append(g.st.logAttrs(), slog.Int("exit_code", int(out.ExitCode)))...)
+	}
+	return out, err
+}
+
+// maxLoggedStderr is how much of a failed call's stderr is logged: its end.
+const maxLoggedStderr = 2 << 10
+
+func stderrTail(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > maxLoggedStderr {
+		b = b[len(b)-maxLoggedStderr:]
+		for len(b) > 0 && !utf8.RuneStart(b[0]) {
+			b = b[1:]
+		}
+		b = append([]byte("…"), b...)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // callContexts returns the contexts guest code runs under: timeoutCtx
@@ -364,10 +388,10 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired 
 		return *st.hostErr.Load()
 	case errors.Is(context.Cause(callCtx), ErrClosed):
 		return fmt.Errorf("%w: the runtime was closed during the call", ErrClosed)
-	case st.outExceeded.Load():
-		return wrapCause(ErrOutputLimit, err)
+	case st.outExceeded.Load() != nil:
+		return &limitError{*st.outExceeded.Load(), ErrOutputLimit, err}
 	case st.memExceeded.Load():
-		return wrapCause(ErrMemoryLimit, err)
+		return &limitError{"memory limit " + FormatBytes(st.lim.MemoryBytes) + " exceeded", ErrMemoryLimit, err}
 	case st.fuelOut.Load():
 		return fmt.Errorf("%w (a budget of %d units)", ErrFuelExhausted, st.fuelLimit)
 	case st.stackOut.Load():
@@ -376,11 +400,13 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired 
 		return nil
 	case ctx.Err() == context.Canceled:
 		return fmt.Errorf("runtime: call cancelled: %w", context.Canceled)
+	case timeoutCtx.Err() != nil && ctx.Err() != nil:
+		return &limitError{"the caller's deadline passed", ErrTimeout, context.DeadlineExceeded}
 	case timeoutCtx.Err() != nil:
-		return fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+		return &limitError{"timeout after " + st.lim.Timeout.String(), ErrTimeout, context.DeadlineExceeded}
 	case exit != nil:
 		if exit.ExitCode() == 2 && bytes.Contains(out.Stderr, []byte("out of memory")) {
-			return fmt.Errorf("%w: the guest ran out of memory", ErrMemoryLimit)
+			return &limitError{"memory limit " + FormatBytes(st.lim.MemoryBytes) + " exceeded (the guest ran out of memory)", ErrMemoryLimit, nil}
 		}
 		return nil
 	}
@@ -452,8 +478,13 @@ type callState struct {
 	fuelOut     atomic.Bool
 	stackOut    atomic.Bool
 
+	// name labels the call's log records (Input.Name); lim is the call's
+	// limits, named in the errors that end it.
+	name string
+	lim  Limits
+
 	notGranted  atomic.Bool
-	outExceeded atomic.Bool
+	outExceeded atomic.Pointer[string] // which stream, and its cap: "stderr exceeded 64KiB"
 	memExceeded atomic.Bool
 	hostErr     atomic.Pointer[error]
 
@@ -464,8 +495,17 @@ func newCallState(r *Runtime, m *Module, grant *NetworkGrant, cancel context.Can
 	return &callState{r: r, module: m.sha[:12], grant: grant, cancel: cancel}
 }
 
-func (st *callState) outputExceeded() {
-	st.outExceeded.Store(true)
+// logAttrs are the attributes of the call's log records.
+func (st *callState) logAttrs() []slog.Attr {
+	if st.name == "" {
+		return []slog.Attr{slog.String("module", st.module)}
+	}
+	return []slog.Attr{slog.String("name", st.name), slog.String("module", st.module)}
+}
+
+func (st *callState) outputExceeded(stream string, max int64) {
+	msg := stream + " exceeded " + FormatBytes(max)
+	st.outExceeded.CompareAndSwap(nil, &msg)
 	st.cancel(ErrOutputLimit)
 }
 

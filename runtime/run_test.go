@@ -114,6 +114,9 @@ func TestRunTimeout(t *testing.T) {
 			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("err = %v, want ErrTimeout and DeadlineExceeded", err)
 			}
+			if err.Error() != "timeout after 500ms" {
+				t.Errorf("message %q, want it to name the limit", err)
+			}
 			// The bound is checked by the plain run; under -short (the race
 			// step of .ci/run, where the detector slows the host side of a
 			// stop several times over) only the error is.
@@ -149,6 +152,9 @@ func TestRunMemoryLimit(t *testing.T) {
 		_, err := run(t, r, watMod, Input{})
 		if !errors.Is(err, ErrMemoryLimit) {
 			t.Fatalf("err = %v, want ErrMemoryLimit", err)
+		}
+		if !strings.HasPrefix(err.Error(), "memory limit 32MiB exceeded") {
+			t.Errorf("message %q, want it to name the limit", err)
 		}
 	})
 	t.Run("initial memory over the call's limit", func(t *testing.T) {
@@ -194,19 +200,31 @@ func TestRunOutputLimit(t *testing.T) {
 		mode string
 		cap  int
 		got  func(*Output) []byte
+		msg  string
 	}{
-		{"floodout", 100 << 10, func(o *Output) []byte { return o.Stdout }},
-		{"flooderr", 10 << 10, func(o *Output) []byte { return o.Stderr }},
+		{"floodout", 100 << 10, func(o *Output) []byte { return o.Stdout }, "stdout exceeded 100KiB"},
+		{"flooderr", 10 << 10, func(o *Output) []byte { return o.Stderr }, "stderr exceeded 10KiB"},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
 			out, err := run(t, r, m, Input{Args: []string{"probe", tt.mode}})
 			if !errors.Is(err, ErrOutputLimit) {
 				t.Fatalf("err = %v, want ErrOutputLimit", err)
 			}
+			if err.Error() != tt.msg {
+				t.Errorf("message %q, want %q", err, tt.msg)
+			}
 			if n := len(tt.got(out)); n != tt.cap {
 				t.Errorf("kept %d bytes, want the cap %d", n, tt.cap)
 			}
 		})
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1500: "1500B", 64 << 10: "64KiB", 8 << 20: "8MiB", 3 << 30: "3GiB", 1<<20 + 1: "1048577B"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func (r *Runtime) guardWASI(name string, check wasiCheck, fn api.GoModuleFunctio
 			errno, refusal := check(mod, stack)
 			if refusal != "" {
 				r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runtime: the host refused a call",
-					slog.String("module", moduleOf(ctx)), slog.String("function", qualified), slog.String("reason", refusal))
+					append(callAttrs(ctx), slog.String("function", qualified), slog.String("reason", refusal))...)
 				panic(&hostRefusal{fn: qualified, reason: refusal})
 			}
 			if errno != 0 {
@@ -155,25 +155,26 @@ func (r *Runtime) guardWASI(name string, check wasiCheck, fn api.GoModuleFunctio
 // value, the host's stack and the module's hash, and returns the error the
 // call ends with instead: ErrTrap and "the host refused a call to <fn>".
 func logHostPanic(ctx context.Context, st *callState, fn string, p any) error {
-	logger, module := slog.Default(), ""
+	logger, attrs := slog.Default(), []slog.Attr{slog.String("module", "")}
 	if st != nil {
-		module = st.module
+		attrs = st.logAttrs()
 		if st.r != nil {
 			logger = st.r.cfg.Logger
 		}
 	}
 	logger.LogAttrs(ctx, slog.LevelError, "runtime: the host refused a call: a host function panicked",
-		slog.String("module", module), slog.String("function", fn),
-		slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))
+		append(attrs, slog.String("function", fn),
+			slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))...)
 	return fmt.Errorf("%w: %w", ErrTrap, &hostRefusal{fn: fn})
 }
 
-// moduleOf is the short hash of the module whose call ctx is, for logs.
-func moduleOf(ctx context.Context) string {
+// callAttrs are the log attributes of the call ctx belongs to (its name
+// and module), or an empty module.
+func callAttrs(ctx context.Context) []slog.Attr {
 	if st := stateOf(ctx); st != nil {
-		return st.module
+		return st.logAttrs()
 	}
-	return ""
+	return []slog.Attr{slog.String("module", "")}
 }
 
 // hostRefusal is the panic a guarded host function raises in place of its
@@ -221,7 +222,7 @@ func (st *callState) scrubPanic(err error) error {
 		refusal.fn = "a host function"
 	}
 	st.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "runtime: the host refused a call: wazero recovered a panic",
-		slog.String("module", st.module), slog.String("function", refusal.fn), slog.String("error", err.Error()))
+		append(st.logAttrs(), slog.String("function", refusal.fn), slog.String("error", err.Error()))...)
 	return fmt.Errorf("%w: %w", ErrTrap, refusal)
 }
 

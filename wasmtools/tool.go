@@ -309,6 +309,7 @@ func (t *Tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.R
 		Mounts:  t.caps.Mounts,
 		Network: t.caps.Network,
 		Limits:  t.limits,
+		Name:    t.name,
 	})
 	var audit *registry.Audit
 	if out != nil {

@@ -72,7 +72,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		ln.Close()
 		return &configError{fmt.Errorf("mcp serve --http %s: %w", *addr, err)}
 	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := newEnv(ctx, cfg, c.logger(), nil)
 	if err != nil {
 		ln.Close()
 		return err

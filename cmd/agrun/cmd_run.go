@@ -809,11 +809,19 @@ func (p *progress) loop() {
 	}
 }
 
-// warnBroken says on stderr which tools failed to load.
+// warnBroken says on stderr which tools failed to load, which the policy
+// denies (neither is offered to the model), and which grants a tool
+// cannot use.
 func (e *env) warnBroken(w io.Writer) {
 	for _, ti := range e.infos() {
-		if ti.Error != "" {
-			fmt.Fprintf(w, "agrun: tool %s not available: %s\n", safe(ti.Name), safe(firstLine(ti.Error, 200)))
+		switch {
+		case ti.Error != "":
+			fmt.Fprintf(w, "agrun: tool %s not available: %s\n", safe(ti.Name), firstLine(ti.Error, 300))
+		case !ti.Allowed:
+			fmt.Fprintf(w, "agrun: tool %s not offered: %s\n", safe(ti.Name), firstLine(ti.Denied, 300))
+		}
+		for _, warning := range ti.Warnings {
+			fmt.Fprintf(w, "agrun: warning: tool %s: %s\n", safe(ti.Name), safe(warning))
 		}
 	}
 }

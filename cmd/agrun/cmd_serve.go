@@ -47,7 +47,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		ln.Close()
 		return &configError{err}
 	}
-	e, err := newEnv(ctx, cfg, c.stderr, nil)
+	e, err := newEnv(ctx, cfg, c.logger(), nil)
 	if err != nil {
 		ln.Close()
 		return err
@@ -67,7 +67,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if len(tokens) == 0 {
 		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
 	}
-	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.reg.Len(), srv.DataDir(), auth)
+	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.loaded(), srv.DataDir(), auth)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() && len(cfg.Serve.AllowedHosts) == 0 {
 		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -13,25 +14,41 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/wasmtools"
 )
 
-// call runs one tool through the registry, without a model. With --json it
-// prints exactly one object on stdout for every outcome.
+// call runs one tool through the registry, without a model: a configured
+// tool by NAME, or a .wasm file with the grants given as flags (see
+// isFile and fileTool). With --json it prints exactly one object on
+// stdout for every outcome.
 func (c *cli) call(ctx context.Context, args []string) int {
 	fs := newFlags("call")
-	asJSON := fs.Bool("json", false, "print one JSON object")
+	asJSON := fs.Bool("json", false, "print one JSON object for every outcome: {\"ok\":true,\"result\":...} or {\"ok\":false,\"error\":{\"kind\",\"message\"}}")
+	var g fileGrant
+	fs.Var(&g.hosts, "allow-host", "FILE.wasm only: let the tool reach HOST (a name or host:port; repeatable)")
+	fs.BoolVar(&g.private, "allow-private", false, "FILE.wasm only: let allowed hosts resolve to loopback and private addresses")
+	fs.Var(&g.mounts, "mount", "FILE.wasm only: show host directory HOST at GUEST, MODE ro (default), rw or rwd (HOST:GUEST[:MODE]; repeatable)")
+	fs.Var(&g.timeout, "timeout", "FILE.wasm only: the call's time limit (default: [sandbox] timeout, else 10s)")
+	fs.Var(&g.memory, "memory", "FILE.wasm only: the guest's memory limit, e.g. 32MiB (default: [sandbox] memory, else 64MiB)")
+	fs.StringVar(&g.manifest, "manifest", "", "FILE.wasm only: the manifest (TOML or JSON) of a module without one")
 	pos, err := parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
 	}
 	if err == nil && (len(pos) < 1 || len(pos) > 2) {
-		err = usagef("usage: agrun call [--json] NAME [ARGS_JSON]")
+		err = usagef("usage: agrun call [--json] NAME|FILE.wasm [ARGS_JSON]")
+	}
+	if err == nil {
+		g.set = flagsSet(fs)
 	}
 	var out json.RawMessage
+	var text bool
 	if err == nil {
-		out, err = c.callTool(ctx, pos)
+		out, text, err = c.callTool(ctx, pos, g)
 	}
-	if *asJSON {
+	// A flag error can stop parsing before --json is read: the contract
+	// (one object for every outcome) holds for it too.
+	if *asJSON || err != nil && (slices.Contains(args, "--json") || slices.Contains(args, "-json")) {
 		writeJSONLine(c.stdout, callResult(out, err))
 		c.usageHint(err)
 		switch {
@@ -45,37 +62,99 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.exit(err)
 	}
+	if text {
+		// output = "text": the tool's text as it wrote it (cleaned for the
+		// terminal), not a JSON string.
+		var s string
+		if json.Unmarshal(out, &s) == nil {
+			s = safe(s)
+			if !strings.HasSuffix(s, "\n") {
+				s += "\n"
+			}
+			io.WriteString(c.stdout, s)
+			return exitOK
+		}
+	}
 	fmt.Fprintf(c.stdout, "%s\n", termsafe.JSON(out))
 	return exitOK
 }
 
-func (c *cli) callTool(ctx context.Context, pos []string) (json.RawMessage, error) {
-	name := pos[0]
+// callTool runs the call; text reports a tool whose output is "text".
+func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json.RawMessage, text bool, err error) {
+	target := pos[0]
 	var args []byte
 	if len(pos) == 2 {
 		args = []byte(pos[1])
 	} else {
-		var err error
 		if args, err = io.ReadAll(io.LimitReader(c.stdin, registry.DefaultMaxArgsBytes+1)); err != nil {
-			return nil, fmt.Errorf("reading arguments from stdin: %w", err)
+			return nil, false, fmt.Errorf("reading arguments from stdin: %w", err)
 		}
 	}
-	e, err := c.openEnv(ctx, only(name), false)
+	var e *env
+	name := target
+	if isFile(target) {
+		e, name, err = c.openFileEnv(ctx, target, g)
+	} else {
+		if len(g.set) > 0 {
+			verb := "applies"
+			if len(g.set) > 1 {
+				verb = "apply"
+			}
+			return nil, false, usagef("call: %s %s to a FILE.wasm only; %q is a configured tool, whose grants are set in its [tools.%s] section", strings.Join(g.set, ", "), verb, target, target)
+		}
+		e, err = c.openEnv(ctx, only(target), false)
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer e.close()
 	if berr := e.brokenFor(name); berr != nil {
-		msg := berr.Error()
-		var re *registry.Error
-		if errors.As(berr, &re) {
-			msg = re.Message()
+		if registry.KindOf(berr) != registry.ModuleRefused {
+			berr = registry.Errorf(registry.ModuleRefused, name, "the tool failed to load: %s", berr.Error())
 		}
-		return nil, registry.Errorf(registry.KindOf(berr), name, "the tool failed to load: %s", msg)
+		return nil, false, &configError{explained{berr, e.explain(name, berr)}}
+	}
+	t, ok := e.reg.Get(name)
+	if !ok {
+		return nil, false, &configError{registry.Errorf(registry.NotFound, name, "no tool named %q %s", textsafe.Truncate(name, 80), e.whereTools())}
+	}
+	if wt, ok := t.(*wasmtools.Tool); ok {
+		text = wt.Manifest().Output == wasmtools.OutputText
 	}
 	inv := e.reg.Invoke(ctx, name, args)
-	return inv.Output, inv.Err
+	if inv.Err != nil {
+		return nil, text, explained{inv.Err, e.explain(name, inv.Err)}
+	}
+	return inv.Output, text, nil
 }
+
+// whereTools says where the tools of a call by name come from.
+func (e *env) whereTools() string {
+	if e.cfg.Path == "" {
+		return "(no config file found: -c FILE, $AGRUN_CONFIG or ./agrun.toml; `agrun init` writes one, and `agrun call ./tool.wasm` runs a file without one)"
+	}
+	return fmt.Sprintf("in %s (`agrun tools` lists them; a .wasm file is called by its path, e.g. ./tool.wasm)", e.cfg.Path)
+}
+
+// explained is a tool error with the operator's version of its message
+// (explain): the kind and the chain are err's.
+type explained struct {
+	err error
+	msg string
+}
+
+func (x explained) Error() string {
+	var re *registry.Error
+	if errors.As(x.err, &re) {
+		if re.Tool == "" {
+			return fmt.Sprintf("%s: %s", re.Kind, x.msg)
+		}
+		return fmt.Sprintf("tool %q: %s: %s", re.Tool, re.Kind, x.msg)
+	}
+	return x.msg
+}
+
+func (x explained) Unwrap() error { return x.err }
 
 // callResult is the shape of `call --json`, shared with the HTTP API:
 // {"ok":true,"result":...} or {"ok":false,"error":{"kind","message"}}.
@@ -87,11 +166,19 @@ func callResult(out json.RawMessage, err error) server.Result {
 }
 
 // errorOf gives an error its stable kind and message for JSON output.
-// Configuration and usage errors have kinds "config" and "usage".
+// Configuration and usage errors have kinds "config" and "usage", unless
+// they carry a tool's kind (a call to a tool that failed to load:
+// module_refused; to an unknown name: not_found; both exit 2).
 func errorOf(err error) *server.ErrorInfo {
 	var ce *configError
 	var ue *usageError
+	var x explained
+	var re *registry.Error
 	switch {
+	case errors.As(err, &x) && errors.As(err, &re):
+		return &server.ErrorInfo{Kind: string(re.Kind), Message: x.msg}
+	case errors.As(err, &re) && errors.As(err, &ce):
+		return &server.ErrorInfo{Kind: string(re.Kind), Message: re.Message()}
 	case errors.As(err, &ce):
 		return &server.ErrorInfo{Kind: "config", Message: err.Error()}
 	case errors.As(err, &ue):
@@ -108,6 +195,17 @@ func writeJSONLine(w io.Writer, v any) {
 		b, _ = json.Marshal(callResult(nil, err))
 	}
 	w.Write(append(termsafe.JSON(b), '\n'))
+}
+
+// shortReason drops from a reason what the table's other columns say
+// (the tool's name, its file), so that the key to change stays visible.
+func shortReason(ti toolInfo, reason string) string {
+	reason = strings.TrimPrefix(reason, "the tool failed to load: ")
+	reason = strings.TrimPrefix(reason, fmt.Sprintf("tool %q ", ti.Name))
+	if path, ok := strings.CutPrefix(ti.Source, "wasm:"); ok {
+		reason = strings.TrimPrefix(reason, "open "+path+": ")
+	}
+	return reason
 }
 
 // tools lists every configured tool: name, source, permissions, whether
@@ -127,6 +225,9 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
+	if e.cfg.Path == "" {
+		fmt.Fprintln(c.stderr, "agrun: no config file found (-c FILE, $AGRUN_CONFIG, or ./agrun.toml), so no tools are configured; `agrun init` writes a commented agrun.toml to start from (docs/CONFIG.md explains every key)")
+	}
 	infos := e.infos()
 	if *asJSON {
 		if infos == nil {
@@ -135,21 +236,40 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		writeJSONLine(c.stdout, infos)
 		return nil
 	}
+	// The table stays one line per tool: long reasons and descriptions
+	// are cut (--json has them whole).
+	const maxStatus, maxDesc = 80, 60
+	cut := false
+	clip := func(s string, max int) string {
+		t := firstLine(s, max)
+		if t != strings.TrimSpace(s) {
+			cut = true
+		}
+		return t
+	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS\tDESCRIPTION")
 	for _, ti := range infos {
 		status := "ok"
 		switch {
 		case ti.Error != "":
-			status = "broken: " + firstLine(ti.Error, 160)
+			status = "broken: " + shortReason(ti, ti.Error)
 		case !ti.Allowed:
-			status = "denied: " + firstLine(ti.Denied, 160)
+			status = "denied: " + shortReason(ti, ti.Denied)
+		case len(ti.Warnings) > 0:
+			status = "ok; warning: " + strings.Join(ti.Warnings, "; ")
 		}
 		perms := strings.Join(ti.Permissions, ",")
 		if perms == "" {
 			perms = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(status), textsafe.Truncate(ti.Description, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(clip(status, maxStatus)), textsafe.Truncate(ti.Description, maxDesc))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut {
+		fmt.Fprintln(c.stdout, "(reasons cut to fit: `agrun tools --json` has them whole)")
+	}
+	return nil
 }

@@ -37,7 +37,8 @@ func TestBinaryExitCodes(t *testing.T) {
 	}{
 		{[]string{"version"}, 0, "agrun "},
 		{[]string{"call", "word_count", `{"text":"a"}`}, 0, `"words":1`},
-		{[]string{"call", "--json", "nope"}, 1, `"kind":"not_found"`},
+		{[]string{"call", "--json", "nope"}, 2, `"kind":"not_found"`},
+		{[]string{"call", "--json", "./nope.wasm", "{}"}, 2, `"kind":"module_refused"`},
 		{[]string{"call", "word_count", `[]`}, 1, ""},
 		{[]string{"bogus"}, 2, ""},
 		{[]string{"tools", "extra"}, 2, ""},

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -28,7 +28,8 @@ func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
 // loadConfig finds and decodes the config (-c, $AGRUN_CONFIG, ./agrun.toml).
-// A missing ./agrun.toml (not named by the user) gives the defaults.
+// A missing ./agrun.toml (not named by the user) gives the defaults, with
+// an empty Path.
 func (c *cli) loadConfig() (*config.Config, error) {
 	path, explicit := config.Locate(c.configPath)
 	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
@@ -55,7 +56,7 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 // envFor is openEnv for a config already loaded (and perhaps changed by
 // flags).
 func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
-	e, err := newEnv(ctx, cfg, c.stderr, filter)
+	e, err := newEnv(ctx, cfg, c.logger(), filter)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +71,11 @@ type toolInfo struct {
 	Name        string   `json:"name"`
 	Source      string   `json:"source"` // "wasm:<path>" or "mcp:<server>"
 	Permissions []string `json:"permissions"`
-	Allowed     bool     `json:"allowed"`          // the permission policy lets it run
-	Denied      string   `json:"denied,omitempty"` // why not
-	Error       string   `json:"error,omitempty"`  // why it failed to load
+	Allowed     bool     `json:"allowed"`            // the permission policy lets it run
+	Denied      string   `json:"denied,omitempty"`   // why not
+	Error       string   `json:"error,omitempty"`    // why it failed to load
+	Kind        string   `json:"kind,omitempty"`     // the error kind of Denied or Error: permission_denied, module_refused
+	Warnings    []string `json:"warnings,omitempty"` // grants the tool cannot use
 	Description string   `json:"description,omitempty"`
 }
 
@@ -85,11 +88,15 @@ type env struct {
 	checker *permission.Checker
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	sources map[string]string // tool name -> source
-	broken  map[string]error  // config name (tool or "mcp:<server>") -> load error
-	clients []*mcp.Client
-	tools   []*wasmtools.Tool
+	mu       sync.Mutex
+	sources  map[string]string   // tool name -> source
+	broken   map[string]error    // config name (tool or "mcp:<server>") -> load error
+	warnings map[string][]string // tool name -> grants it cannot use
+	clients  []*mcp.Client
+	// fileTool is the tool of `agrun call FILE.wasm`, whose grants are
+	// flags (explain names them).
+	fileTool string
+	tools    []*wasmtools.Tool
 }
 
 // loadFilter selects what newEnv loads: every tool (nil), or only what one
@@ -107,13 +114,14 @@ func only(tool string) loadFilter {
 
 // newEnv builds the sandbox and the registry from cfg. Tools that fail to
 // load are recorded in broken, not fatal.
-func newEnv(ctx context.Context, cfg *config.Config, stderr io.Writer, filter loadFilter) (*env, error) {
+func newEnv(ctx context.Context, cfg *config.Config, log *slog.Logger, filter loadFilter) (*env, error) {
 	e := &env{
-		cfg:     cfg,
-		checker: permission.NewChecker(cfg.PermissionConfig()),
-		log:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		sources: map[string]string{},
-		broken:  map[string]error{},
+		cfg:      cfg,
+		checker:  permission.NewChecker(cfg.PermissionConfig()),
+		log:      log,
+		sources:  map[string]string{},
+		broken:   map[string]error{},
+		warnings: map[string][]string{},
 	}
 	rt, err := runtime.New(ctx, runtime.Config{
 		CacheDir:       cfg.Sandbox.CacheDir,
@@ -171,11 +179,52 @@ func (e *env) fail(key string, err error) {
 	e.broken[key] = err
 }
 
+// loadWasm loads [tools.name] and registers it; a tool that fails to load
+// is registered as a refusedTool, so that every call to it, from any
+// front end, fails with module_refused and the reason.
 func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
+	s := configSettings(name, t)
+	tool, err := e.openWasm(ctx, t, s)
+	if err == nil && tool.Name() != name {
+		tool = tool.Renamed(name)
+	}
+	e.register(name, "wasm:"+t.Wasm, tool, err, grantWarnings(t, s, tool))
+}
+
+// register adds a loaded WASM tool (err nil) or the refusal of one.
+func (e *env) register(name, source string, tool *wasmtools.Tool, err error, warnings []string) {
+	if err == nil {
+		if err = e.reg.Register(tool); err == nil {
+			e.mu.Lock()
+			e.sources[name] = source
+			e.tools = append(e.tools, tool)
+			if len(warnings) > 0 {
+				e.warnings[name] = warnings
+			}
+			e.mu.Unlock()
+			return
+		}
+	}
+	msg := err.Error()
+	var re *registry.Error
+	if errors.As(err, &re) {
+		msg = re.Message()
+	}
+	refused := registry.Errorf(registry.ModuleRefused, name, "the tool failed to load: %s", msg)
+	e.fail(name, refused)
+	if registry.ValidName(name) {
+		e.reg.Register(&refusedTool{name: name, err: refused}) // a duplicate name keeps the first tool
+	}
+}
+
+// openWasm reads and loads the module t describes, with t's grant. s names
+// the settings in messages.
+func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtools.Tool, error) {
 	wasm, err := os.ReadFile(t.Wasm)
-	if err != nil {
-		e.fail(name, registry.NewError(registry.IO, name, err))
-		return
+	if err != nil && s.wasm != "" {
+		return nil, fmt.Errorf("%w (%s)", err, s.wasm)
+	} else if err != nil {
+		return nil, err
 	}
 	grant := wasmtools.Grant{
 		AllowedHosts: t.AllowedHosts,
@@ -186,35 +235,38 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	for _, m := range t.Mounts {
 		grant.Mounts = append(grant.Mounts, wasmtools.Mount{Host: m.Host, Guest: m.Guest, Writable: m.Writable, AllowDelete: m.AllowDelete})
 	}
-	var tool *wasmtools.Tool
 	if t.Manifest != "" {
-		m, merr := wasmtools.ReadManifestFile(t.Manifest)
-		if merr != nil {
-			e.fail(name, merr)
-			return
+		m, err := wasmtools.ReadManifestFile(t.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("%w (%s)", err, s.manifest)
 		}
-		tool, err = wasmtools.LoadWithManifest(ctx, e.rt, wasm, m, grant)
-	} else {
-		tool, err = wasmtools.Load(ctx, e.rt, wasm, grant)
-		if errors.Is(err, wasmtools.ErrNoManifest) {
-			err = fmt.Errorf("%w (add one with `agrun pack`, or give a manifest in the config)", err)
-		}
+		return wasmtools.LoadWithManifest(ctx, e.rt, wasm, m, grant)
 	}
-	if err != nil {
-		e.fail(name, err)
-		return
+	tool, err := wasmtools.Load(ctx, e.rt, wasm, grant)
+	switch {
+	case errors.Is(err, wasmtools.ErrNoManifest):
+		err = fmt.Errorf("%w (add one with `agrun pack`, or give a manifest with %s)", err, s.manifest)
+	case err != nil && t.SHA256 != "" && strings.Contains(err.Error(), "integrity"):
+		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
 	}
-	if tool.Name() != name {
-		tool = tool.Renamed(name)
-	}
-	if err := e.reg.Register(tool); err != nil {
-		e.fail(name, err)
-		return
-	}
-	e.mu.Lock()
-	e.sources[name] = "wasm:" + t.Wasm
-	e.tools = append(e.tools, tool)
-	e.mu.Unlock()
+	return tool, err
+}
+
+// refusedTool stands in the registry for a configured tool whose module
+// failed to load: it is Unavailable (never offered to the model, nor by
+// mcp serve), and a call to it fails with module_refused.
+type refusedTool struct {
+	name string
+	err  *registry.Error
+}
+
+func (r *refusedTool) Name() string                         { return r.name }
+func (r *refusedTool) Description() string                  { return "" }
+func (r *refusedTool) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
+func (r *refusedTool) Permissions() []permission.Permission { return nil }
+func (r *refusedTool) Unavailable() error                   { return r.err }
+func (r *refusedTool) Execute(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return nil, r.err
 }
 
 func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
@@ -258,6 +310,20 @@ func connectTimeout(d time.Duration) time.Duration {
 	return d
 }
 
+// loaded counts the tools that loaded (WASM and MCP), whether or not the
+// policy lets them run.
+func (e *env) loaded() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, name := range e.reg.List() {
+		if _, broken := e.broken[name]; !broken {
+			n++
+		}
+	}
+	return n
+}
+
 // close shuts every MCP server down and releases the sandbox.
 func (e *env) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -281,24 +347,20 @@ func (e *env) infos() []toolInfo {
 	var out []toolInfo
 	for _, name := range e.reg.List() {
 		t, ok := e.reg.Get(name)
-		if !ok {
+		if _, refused := t.(*refusedTool); !ok || refused {
 			continue
 		}
 		ti := toolInfo{Name: name, Source: e.source(name), Permissions: permission.Strings(t.Permissions()), Allowed: true,
-			Description: safe(firstLine(t.Description(), 200))}
+			Description: safe(firstLine(t.Description(), 200)), Warnings: e.warnings[name]}
 		if err := e.reg.Allowed(name); err != nil {
 			ti.Allowed = false
-			var d *permission.DeniedError
-			if errors.As(err, &d) {
-				ti.Denied = d.Error()
-			} else {
-				ti.Denied = err.Error()
-			}
+			ti.Kind = string(registry.KindOf(err))
+			ti.Denied = safe(e.explain(name, err))
 		}
 		out = append(out, ti)
 	}
 	for key, err := range e.broken {
-		ti := toolInfo{Name: key, Error: safe(err.Error())}
+		ti := toolInfo{Name: key, Error: safe(e.explain(key, err)), Kind: string(registry.KindOf(err))}
 		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
 			ti.Name, ti.Source = s+"__*", key
 		} else if t, ok := e.cfg.Tools[key]; ok {

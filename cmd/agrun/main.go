@@ -7,6 +7,8 @@
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
 //	agrun [-c agrun.toml] sessions [--json]
 //	agrun [-c agrun.toml] sessions show|rm|export|prune|compact ...
+//	agrun [-c agrun.toml] call [--allow-host H] [--mount H:G[:MODE]] [--timeout D] [--memory S] FILE.wasm [ARGS_JSON]
+//	agrun init [FILE]
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
 //	agrun [-c agrun.toml] serve [--addr ADDR]
@@ -30,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -81,6 +84,7 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	configPath     string
+	logLevel       slog.Level // -v, --log-level: what reaches stderr (default warn)
 	// interrupts delivers Ctrl-C. chat uses it to cancel a turn; every
 	// other command cancels its context on the first one. Nil in tests.
 	interrupts <-chan os.Signal
@@ -115,6 +119,7 @@ func init() {
 		{"chat", errs((*cli).chat)},
 		{"tools", errs((*cli).tools)},
 		{"call", (*cli).call},
+		{"init", errs(func(c *cli, _ context.Context, args []string) error { return c.initConfig(args) })},
 		{"sessions", errs(func(c *cli, _ context.Context, args []string) error { return c.sessions(args) })},
 		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
@@ -134,13 +139,16 @@ func lookupCommand(name string) (command, bool) {
 }
 
 func (c *cli) main(ctx context.Context, args []string) int {
-	fs, showVersion := c.globalFlags()
+	fs, showVersion, verbose, level := c.globalFlagSet()
 	rest, err := c.parseGlobal(fs, args)
 	if err != nil {
 		return c.exit(err)
 	}
 	if *showVersion {
 		return c.exit(c.version(nil))
+	}
+	if err := c.setLogLevel(*level, *verbose); err != nil {
+		return c.exit(usageOf(fs, "%v", err))
 	}
 	if len(rest) == 0 {
 		fmt.Fprint(c.stderr, helpText(fs))
@@ -168,10 +176,18 @@ func (c *cli) main(ctx context.Context, args []string) int {
 
 // globalFlags are the flags before the command, set on c.
 func (c *cli) globalFlags() (fs *flag.FlagSet, showVersion *bool) {
+	fs, showVersion, _, _ = c.globalFlagSet()
+	return fs, showVersion
+}
+
+// globalFlagSet is globalFlags with the logging flags' values.
+func (c *cli) globalFlagSet() (fs *flag.FlagSet, showVersion, verbose *bool, level *string) {
 	fs = newFlags("agrun")
 	fs.StringVar(&c.configPath, "c", "", "read the config from `FILE` (default $AGRUN_CONFIG, else ./agrun.toml)")
 	showVersion = fs.Bool("version", false, "print the version and exit (as: agrun version)")
-	return fs, showVersion
+	verbose = fs.Bool("v", false, "verbose: the same as --log-level debug")
+	level = fs.String("log-level", "warn", "what is logged on stderr: `LEVEL` debug, info, warn or error (guest logs are info and debug)")
+	return fs, showVersion, verbose, level
 }
 
 // parseGlobal parses the flags before the command: unlike parseFlags it

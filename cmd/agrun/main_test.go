@@ -178,12 +178,16 @@ func TestCall(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(e.dir, "notes", "n1.txt")); err != nil || string(b) != "note text" {
 		t.Fatalf("note on the host: %q, %v", b, err)
 	}
+	// An unknown name is a configuration-type failure: exit 2.
+	r = e.run("", "call", "nope", "{}").wantCode(t, exitUsage)
+	if r.stdout != "" || !strings.Contains(r.stderr, `not_found: no tool named "nope" in `+e.config) {
+		t.Fatalf("unknown tool: %+v", r)
+	}
 	// Failures: message on stderr, exit 1, nothing on stdout.
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"call", "nope", "{}"}, `not_found: no tool named "nope"`},
 		{[]string{"call", "word_count", `{"txt":1}`}, "invalid_arguments: /text: missing"},
 		{[]string{"call", "word_count", `not json`}, "invalid_arguments: not JSON"},
 	} {
@@ -203,7 +207,7 @@ func TestCallJSONShapes(t *testing.T) {
 	}{
 		{exitOK, []string{"call", "--json", "word_count", `{"text":"a b"}`}},
 		{exitOK, []string{"call", "word_count", `{"text":"flags after"}`, "--json"}},
-		{exitFailure, []string{"call", "--json", "nope", "{}"}},
+		{exitUsage, []string{"call", "--json", "nope", "{}"}},
 		{exitFailure, []string{"call", "--json", "word_count", `{"text":1}`}},
 		{exitFailure, []string{"call", "--json", "read_file", `{"path":"/nope/x"}`}},
 		{exitUsage, []string{"call", "--json"}},
@@ -219,7 +223,7 @@ func TestCallJSONShapes(t *testing.T) {
 	os.WriteFile(bad, []byte("[tools.x]\nwasm = \"x.wasm\"\nbogus = 1\n"), 0o644)
 	r := runIn(t, "", "-c", bad, "call", "--json", "x", "{}").wantCode(t, exitUsage)
 	lines = append(lines, r.stdout)
-	golden(t, "call_json.txt", strings.Join(lines, ""), bad, "$BAD")
+	golden(t, "call_json.txt", strings.Join(lines, ""), bad, "$BAD", e.dir, "$DIR")
 }
 
 func TestTools(t *testing.T) {
@@ -239,15 +243,23 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 	sum := sha256.Sum256(wc) // changes with every rebuild of the example
 	golden(t, "tools.json", r.stdout, repoRoot(t), "$ROOT", e.dir, "$DIR", hex.EncodeToString(sum[:]), "$WORD_COUNT_SHA256")
 	r = e.run("", "tools").wantCode(t, exitOK)
-	for _, want := range []string{"word_count", "read_file", "filesystem,read", "broken: ", "no such file", "pinned", "integrity mismatch"} {
+	// Reasons lead with what to change; long ones are cut in the table
+	// (whole in --json, above).
+	for _, want := range []string{"word_count", "read_file", "filesystem,read", "broken: no such file or directory ([tools.broken] wasm)",
+		"broken: [tools.pinned] sha256 does not match the module", "`agrun tools --json` has them whole"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("tools output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// A broken tool fails when called, with the reason; the others work.
-	r = e.run("", "call", "broken", "{}").wantCode(t, exitFailure)
-	if !strings.Contains(r.stderr, "failed to load") {
+	// A broken tool fails when called, with the reason and the key to
+	// fix (a configuration problem: exit 2); the others work.
+	r = e.run("", "call", "broken", "{}").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "module_refused: the tool failed to load") || !strings.Contains(r.stderr, "([tools.broken] wasm)") {
 		t.Fatalf("call broken: %+v", r)
+	}
+	r = e.run("", "call", "--json", "broken", "{}").wantCode(t, exitUsage)
+	if !strings.Contains(r.stdout, `{"ok":false,"error":{"kind":"module_refused","message":"the tool failed to load: open `) {
+		t.Fatalf("call --json broken: %+v", r)
 	}
 	e.run("", "call", "word_count", `{"text":"x"}`).wantCode(t, exitOK)
 }
@@ -270,7 +282,7 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 		}
 	}
 	r = e.run("", "call", "read_file", `{"path":"/docs/hello.txt"}`).wantCode(t, exitFailure)
-	if !strings.Contains(r.stderr, "permission_denied") || !strings.Contains(r.stderr, `needs "filesystem"`) {
+	if !strings.Contains(r.stderr, "permission_denied") || !strings.Contains(r.stderr, `needs "filesystem": filesystem is not in [permissions] allowed`) {
 		t.Fatalf("denied call: %+v", r)
 	}
 }

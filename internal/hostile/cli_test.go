@@ -180,7 +180,8 @@ func TestCLIEscapes(t *testing.T) {
 }
 
 // TestCLIBrokenTool: a tool the sandbox refuses is listed as broken, calls
-// to it fail with a kind, and the other tools work.
+// to it fail with module_refused (a configuration problem: exit 2), and
+// the other tools work.
 func TestCLIBrokenTool(t *testing.T) {
 	e := newCLIEnv(t, "", "")
 	r := e.run("", "tools")
@@ -195,7 +196,7 @@ func TestCLIBrokenTool(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(r.stdout, &res); err != nil || res.OK || res.Error.Kind == "" || r.code != 1 {
+	if err := json.Unmarshal(r.stdout, &res); err != nil || res.OK || res.Error.Kind != "module_refused" || r.code != 2 {
 		t.Errorf("call broken: exit %d, %q (%v)", r.code, r.stdout, err)
 	}
 	t.Logf("a call to a broken tool: %s: %s", res.Error.Kind, res.Error.Message)

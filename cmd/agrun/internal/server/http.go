@@ -112,6 +112,8 @@ func callStatus(err error) int {
 		return http.StatusBadRequest
 	case registry.PermissionDenied:
 		return http.StatusForbidden
+	case registry.ModuleRefused: // the tool's module failed to load: same status as a refused upload
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusOK
 }

@@ -405,10 +405,16 @@ func (s *Server) describe(name string, t registry.Tool, source string, withParam
 			info.AllowedHosts = slices.Clone(caps.Network.AllowedHosts)
 		}
 	}
-	// The policy check Invoke makes (a nil checker allows everything).
-	if err := s.reg.Checker().Check(name, t.Permissions()); err != nil {
+	// The checks Invoke makes before running: a tool that cannot run
+	// (registry.Unavailable: its module failed to load), then the policy.
+	if err := s.reg.Allowed(name); err != nil {
 		info.Runnable = false
-		info.Denied = err.Error()
+		var d *permission.DeniedError
+		if errors.As(err, &d) {
+			info.Denied = d.Error()
+		} else {
+			info.Error = registry.AsError(name, err).Message()
+		}
 	}
 	if withParams {
 		info.Parameters = t.Parameters()

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/mcp"
+)
+
+// noConfig runs the test in an empty folder with no config to find, and
+// the compilation cache in a temp folder (the default is the user's).
+func noConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("AGRUN_CONFIG", "")
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, ".cache"))
+	return dir
+}
+
+// hostileTool writes the hostile guest (one misbehaviour per "op") and a
+// manifest for it into dir, output "json" or "text".
+func hostileTool(t *testing.T, dir, output string) (wasm, manifest string) {
+	t.Helper()
+	wasm = filepath.Join(dir, "hostile.wasm")
+	manifest = filepath.Join(dir, "hostile.toml")
+	if err := os.WriteFile(wasm, testguest.Hostile(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(manifest, []byte(fmt.Sprintf("name = \"hostile\"\ndescription = \"misbehaves\"\noutput = %q\n[parameters]\ntype = \"object\"\n", output)), 0o644)
+	return wasm, manifest
+}
+
+// TestCallFile: `agrun call FILE.wasm` with no config at all, with exactly
+// the grants given on the command line.
+func TestCallFile(t *testing.T) {
+	dir := noConfig(t)
+	root := repoRoot(t)
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	os.WriteFile(filepath.Join(dir, "data", "x.txt"), []byte("mounted text\n"), 0o644)
+	wc := filepath.Join(root, "testdata/word_count.wasm")
+	readFile := filepath.Join(root, "testdata/read_file.wasm")
+
+	r := runIn(t, "", "call", wc, `{"text":"one two"}`).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `"words":2`) {
+		t.Fatalf("word_count file: %+v", r)
+	}
+	// Nothing is granted by default: a filesystem tool is refused, and
+	// the message says which flag grants it.
+	r = runIn(t, "", "call", readFile, `{"path":"/data/x.txt"}`).wantCode(t, exitFailure)
+	for _, want := range []string{"permission_denied", "filesystem is not in [permissions] allowed (the default policy: no config file; `agrun init` writes one)", "--mount HOST:GUEST[:MODE]"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("no mount: stderr lacks %q: %s", want, r.stderr)
+		}
+	}
+	r = runIn(t, "", "call", readFile, `{"path":"/data/x.txt"}`, "--mount", "./data:/data:ro").wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "mounted text") {
+		t.Fatalf("with --mount: %+v", r)
+	}
+	// Only what was mounted exists.
+	r = runIn(t, "", "call", readFile, `{"path":"/etc/passwd"}`, "--mount", "./data:/data").wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "execution_failed") {
+		t.Fatalf("outside the mount: %+v", r)
+	}
+	// A writable mount consents to "write" for this call.
+	os.MkdirAll(filepath.Join(dir, "notes"), 0o755)
+	runIn(t, "", "call", filepath.Join(root, "testdata/write_note.wasm"), `{"name":"n","text":"hi"}`, "--mount", "notes:/notes:rw").wantCode(t, exitOK)
+	if b, err := os.ReadFile(filepath.Join(dir, "notes", "n.txt")); err != nil || string(b) != "hi" {
+		t.Fatalf("note: %q %v", b, err)
+	}
+	// A grant the tool cannot use is a warning, not silence.
+	r = runIn(t, "", "call", wc, `{"text":"x"}`, "--mount", "./data:/data", "--allow-host", "example.com").wantCode(t, exitOK)
+	if !strings.Contains(r.stderr, `warning: --mount HOST:GUEST[:MODE] has no effect: the tool does not declare "filesystem"`) ||
+		!strings.Contains(r.stderr, `warning: --allow-host HOST has no effect: the tool does not declare "network"`) {
+		t.Fatalf("no warning for unusable grants: %q", r.stderr)
+	}
+	// Grant flags on a configured tool's name, a missing file, a bad mount.
+	r = runIn(t, "", "call", "word_count", "--allow-host", "a.example", "{}").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "--allow-host applies to a FILE.wasm only") {
+		t.Fatalf("grant flag on a name: %q", r.stderr)
+	}
+	r = runIn(t, "", "call", "--json", "./missing.wasm", "{}").wantCode(t, exitUsage)
+	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"module_refused","message":"./missing.wasm: open ./missing.wasm: no such file`) {
+		t.Fatalf("missing file: %q", r.stdout)
+	}
+	runIn(t, "", "call", wc, "--mount", "nocolon", "{}").wantCode(t, exitUsage)
+	r = runIn(t, "", "call", wc, "--mount", "nocolon", "--json", "{}").wantCode(t, exitUsage)
+	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"usage","message":"call: invalid value \"nocolon\" for flag -mount: mount \"nocolon\": want HOST:GUEST[:MODE]"}}`) {
+		t.Fatalf("a flag error before --json: %q", r.stdout)
+	}
+	// A module without a manifest says how to give one; --manifest does.
+	wasm, man := hostileTool(t, dir, "json")
+	r = runIn(t, "", "call", wasm, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "module_refused") || !strings.Contains(r.stderr, "--manifest FILE") {
+		t.Fatalf("no manifest: %q", r.stderr)
+	}
+	r = runIn(t, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitOK)
+	if r.stdout != `{"a":1}`+"\n" {
+		t.Fatalf("--manifest: %+v", r)
+	}
+}
+
+// TestErrorsNameTheSetting: each limit's message names its value and the
+// setting that changes it, for a file (flags) and a configured tool
+// (keys).
+func TestErrorsNameTheSetting(t *testing.T) {
+	dir := noConfig(t)
+	wasm, man := hostileTool(t, dir, "json")
+	for _, tc := range []struct {
+		name string
+		args []string
+		kind string
+		want string
+	}{
+		{"timeout", []string{"--timeout", "1s", `{"op":"spin"}`}, "timeout", "timeout after 1s (--timeout)"},
+		{"memory", []string{"--memory", "8MiB", `{"op":"alloc"}`}, "memory_limit", "memory limit 8MiB exceeded"},
+		{"stderr", []string{`{"op":"errflood"}`}, "output_limit", "stderr exceeded 64KiB"},
+		{"no network grant", []string{`{"op":"http","url":"http://example.com/"}`}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runIn(t, "", append([]string{"call", "--json", wasm, "--manifest", man}, tc.args...)...)
+			if tc.kind == "" {
+				return // the guest reports its own refusal; only no crash matters
+			}
+			r.wantCode(t, exitFailure)
+			var res struct {
+				Error struct{ Kind, Message string }
+			}
+			json.Unmarshal([]byte(r.stdout), &res)
+			if res.Error.Kind != tc.kind || !strings.Contains(res.Error.Message, tc.want) {
+				t.Fatalf("got %s: %q, want %s containing %q", res.Error.Kind, res.Error.Message, tc.kind, tc.want)
+			}
+		})
+	}
+	if r := runIn(t, "", "call", wasm, "--manifest", man, "--memory", "8MiB", `{"op":"alloc"}`); !strings.Contains(r.stderr, "memory limit 8MiB exceeded (--memory)") {
+		t.Fatalf("memory hint: %q", r.stderr)
+	}
+
+	// A configured tool: the keys of its section, or [sandbox]'s.
+	cfg := filepath.Join(dir, "agrun.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`[sandbox]
+cache_dir = %q
+memory = "8MiB"
+[tools.slow]
+wasm = %q
+manifest = %q
+timeout = "1s"
+`, testguest.CompilationCacheDir(t), wasm, man)), 0o644)
+	r := runIn(t, "", "call", "slow", `{"op":"spin"}`).wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, `tool "slow": timeout: timeout after 1s ([tools.slow] timeout)`) {
+		t.Fatalf("timeout: %q", r.stderr)
+	}
+	r = runIn(t, "", "call", "slow", `{"op":"alloc"}`).wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "memory limit 8MiB exceeded ([sandbox] memory, or [tools.slow] memory for this tool)") {
+		t.Fatalf("memory: %q", r.stderr)
+	}
+}
+
+// TestLoopbackNamesAllowPrivate: a host that resolves to a loopback
+// address is refused, and the message names allow_private.
+func TestLoopbackNamesAllowPrivate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	e := newTestEnv(t, "", fmt.Sprintf("\n[tools.get_weather]\nwasm = %q\nallowed_hosts = [%q]\n", filepath.Join(repoRoot(t), "testdata/get_weather.wasm"), host))
+	r := e.run("", "call", "get_weather", fmt.Sprintf(`{"latitude":1,"longitude":2,"api_base":%q}`, srv.URL)).wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "loopback") || !strings.Contains(r.stderr, "[tools.get_weather] allow_private = true") {
+		t.Fatalf("loopback refusal: %q", r.stderr)
+	}
+}
+
+// TestTextOutputAndVerbose: output = "text" prints the text itself (a JSON
+// string with --json); -v shows guest logs and a failing tool's stderr
+// under the tool's name.
+func TestTextOutputAndVerbose(t *testing.T) {
+	dir := noConfig(t)
+	wasm, man := hostileTool(t, dir, "text")
+	r := runIn(t, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
+	if r.stdout != "line one\nline two\n" {
+		t.Fatalf("text output: %q", r.stdout)
+	}
+	r = runIn(t, "", "call", "--json", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
+	if r.stdout != `{"ok":true,"result":"line one\nline two"}`+"\n" {
+		t.Fatalf("text --json: %q", r.stdout)
+	}
+	// Quiet by default; -v: the guest's log and the stderr of a failure.
+	r = runIn(t, "", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
+	if strings.Contains(r.stderr, "hello-token") {
+		t.Fatalf("guest log shown without -v: %q", r.stderr)
+	}
+	r = runIn(t, "", "-v", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "agrun: info hostile: hello-token") {
+		t.Fatalf("-v: no guest log by tool name: %q", r.stderr)
+	}
+	r = runIn(t, "", "--log-level", "debug", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"error\":\"bad\"}","stderr":"stderr-tail-token","exit":3}`).wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "agrun: debug hostile: failed call's stderr: stderr-tail-token") {
+		t.Fatalf("debug: no stderr tail: %q", r.stderr)
+	}
+	runIn(t, "", "--log-level", "loud", "tools").wantCode(t, exitUsage)
+}
+
+// TestInit: agrun init writes a config that loads, and never overwrites.
+func TestInit(t *testing.T) {
+	dir := noConfig(t)
+	r := runIn(t, "", "tools").wantCode(t, exitOK)
+	if !strings.Contains(r.stderr, "no config file found") || !strings.Contains(r.stderr, "agrun init") {
+		t.Fatalf("tools without a config: %q", r.stderr)
+	}
+	runIn(t, "", "init").wantCode(t, exitOK)
+	p := filepath.Join(dir, "agrun.toml")
+	if _, err := config.Load(p); err != nil {
+		t.Fatalf("the written config does not load: %v", err)
+	}
+	os.WriteFile(p, []byte("# mine\n"), 0o644)
+	r = runIn(t, "", "init").wantCode(t, exitUsage)
+	if b, _ := os.ReadFile(p); string(b) != "# mine\n" || !strings.Contains(r.stderr, "not overwritten") {
+		t.Fatalf("init overwrote: %q, %q", b, r.stderr)
+	}
+	r = runIn(t, "", "tools").wantCode(t, exitOK)
+	if strings.Contains(r.stderr, "no config file") {
+		t.Fatalf("config not found after init: %q", r.stderr)
+	}
+}
+
+// TestUnavailableToolsNotOffered: a tool that failed to load and one the
+// policy denies are not sent to the model, nor listed by mcp serve; the
+// model calling the broken one gets module_refused, as call --json does.
+func TestUnavailableToolsNotOffered(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "broken", Args: `{}`}}},
+		chattest.Reply{Text: "done"},
+	)
+	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
+[tools.broken]
+wasm = "missing.wasm"
+
+[tools.wc_mounted]
+wasm = %q
+mounts = ["./docs:/docs"]
+`, filepath.Join(repoRoot(t), "testdata/word_count.wasm")))
+	b, _ := os.ReadFile(e.config)
+	os.WriteFile(e.config, []byte(strings.Replace(string(b), `allowed = ["read", "network", "filesystem", "write"]`, `allowed = ["read", "network", "write"]`, 1)), 0o644)
+	t.Setenv("AGRUN_TEST_KEY", "k")
+	r := e.run("", "run", "go").wantCode(t, exitOK)
+	for _, want := range []string{"tool broken not available: the tool failed to load", "tool read_file not offered", "filesystem is not in [permissions] allowed",
+		`warning: tool wc_mounted: [tools.wc_mounted] mounts has no effect: the tool does not declare "filesystem"`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("run stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	reqs := srv.Requests()
+	var offered []string
+	for _, tl := range reqs[0].Tools {
+		offered = append(offered, tl.Function.Name)
+	}
+	if got := strings.Join(offered, ","); got != "sum_c,wc_mounted,word_count" {
+		t.Fatalf("offered %s", got)
+	}
+	if msg := *reqs[1].Messages[len(reqs[1].Messages)-1].Content; !strings.HasPrefix(msg, "error (module_refused): the tool failed to load") {
+		t.Fatalf("model's tool message: %q", msg)
+	}
+	// agrun tools still shows them, with the reason and the warning.
+	r = e.run("", "tools", "--json").wantCode(t, exitOK)
+	var infos []toolInfo
+	json.Unmarshal([]byte(r.stdout), &infos)
+	byName := map[string]toolInfo{}
+	for _, ti := range infos {
+		byName[ti.Name] = ti
+	}
+	if ti := byName["broken"]; ti.Kind != "module_refused" || ti.Error == "" {
+		t.Errorf("broken: %+v", ti)
+	}
+	if ti := byName["read_file"]; ti.Allowed || ti.Kind != "permission_denied" {
+		t.Errorf("read_file: %+v", ti)
+	}
+	if ti := byName["wc_mounted"]; len(ti.Warnings) != 1 {
+		t.Errorf("wc_mounted: %+v", ti)
+	}
+	// mcp serve (the binary, over stdio): tools/list has neither.
+	cl, err := mcp.NewClient("agrun", mcp.Stdio{Command: binary(t), Args: []string{"-c", e.config, "mcp", "serve"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tl := range cl.Tools() {
+		listed = append(listed, strings.TrimPrefix(tl.Name(), "agrun__"))
+	}
+	if got := strings.Join(listed, ","); got != "sum_c,wc_mounted,word_count" {
+		t.Fatalf("mcp tools/list: %q", got)
+	}
+}
+
+// TestServeRefusedTool: `agrun serve` lists a configured tool that failed
+// to load as not runnable, with the reason, and answers its calls with
+// module_refused, as `agrun call --json` does.
+func TestServeRefusedTool(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n[serve]\ndata_dir = \"served\"\n[tools.word_count]\nwasm = %q\n[tools.broken]\nwasm = \"missing.wasm\"\n",
+		testguest.CompilationCacheDir(t), filepath.Join(repoRoot(t), "testdata/word_count.wasm"))), 0o644)
+	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGRUN_TOKENS=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	var base, line string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			line = sc.Text()
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line on stderr")
+	}
+	go io.Copy(io.Discard, stderr)
+	if !strings.Contains(line, "(tools: 1,") {
+		t.Errorf("start-up line counts the refused tool: %s", line)
+	}
+	resp, err := http.Get(base + "/v1/tools/broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Runnable bool
+		Error    string
+	}
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if info.Runnable || !strings.Contains(info.Error, "the tool failed to load") {
+		t.Fatalf("GET broken: %+v", info)
+	}
+	resp, err = http.Post(base+"/v1/tools/broken/call", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"kind":"module_refused"`) {
+		t.Fatalf("call broken: %d %s", resp.StatusCode, body)
+	}
+}

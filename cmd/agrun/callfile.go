@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
+)
+
+// `agrun call FILE.wasm`: a module run with no config entry.
+//
+// An argument is a file, not a tool name, when it contains a path
+// separator or ends in ".wasm": tool names match ^[a-zA-Z0-9_-]{1,64}$, so
+// no name looks like a file (call ./x.wasm, dir/x.wasm or x.wasm).
+//
+// The tool gets exactly the grants given as flags — nothing by default: no
+// hosts, no mounts — and its manifest from the module (or --manifest).
+// The config, if one is found, supplies the rest ([sandbox]: cache, limits
+// not given as flags; [permissions]); without one the defaults apply:
+// policy allowed = ["read", "network"], denied = ["delete", "shell"],
+// allow_unspecified = true. A grant on the command line is the operator's
+// consent for this call: the permissions it needs (--allow-host: network;
+// --mount: filesystem and read, rw: write, rwd: write and delete) are
+// allowed for it, even if the policy denies them. The call then takes the
+// registry's path: permission check, schema validation, execution.
+
+// isFile reports whether call's argument names a .wasm file.
+func isFile(arg string) bool {
+	return strings.ContainsRune(arg, '/') || strings.ContainsRune(arg, filepath.Separator) || strings.HasSuffix(arg, ".wasm")
+}
+
+// fileGrant is what the flags of `call FILE.wasm` grant.
+type fileGrant struct {
+	hosts    stringList
+	private  bool
+	mounts   mountList
+	timeout  durationFlag
+	memory   sizeFlag
+	manifest string
+	set      []string // the grant flags given, for the error when NAME is not a file
+}
+
+// flagsSet lists the FILE-only flags that were given.
+func flagsSet(fs *flag.FlagSet) []string {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "json" {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	return set
+}
+
+// openFileEnv builds the env of one file: the config's sandbox and policy
+// (or the defaults), no configured tool loaded, and the file's tool
+// registered under its manifest's name, which it returns.
+func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, string, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	t := config.Tool{Wasm: path, Manifest: g.manifest, AllowedHosts: g.hosts, AllowPrivate: g.private, Timeout: g.timeout.Duration, Memory: g.memory.Size}
+	for _, m := range g.mounts {
+		if abs, err := filepath.Abs(m.Host); err == nil {
+			m.Host = abs
+		}
+		t.Mounts = append(t.Mounts, m)
+	}
+	cfg.Permissions = consent(cfg.Permissions, cfg.PermissionConfig(), t)
+	e, err := newEnv(ctx, cfg, c.logger(), func(string, string) bool { return false })
+	if err != nil {
+		return nil, "", err
+	}
+	tool, err := e.openWasm(ctx, t, fileSettings)
+	if err != nil {
+		e.close()
+		return nil, "", &configError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", path, err)}
+	}
+	name := tool.Name()
+	e.fileTool = name
+	warnings := grantWarnings(t, fileSettings, tool)
+	e.register(name, "wasm:"+path, tool, nil, warnings)
+	for _, w := range warnings {
+		fmt.Fprintf(c.stderr, "agrun: warning: %s\n", safe(w))
+	}
+	return e, name, nil
+}
+
+// consent adds to the policy the permissions the grants of t need.
+func consent(p config.Permissions, pc permission.Config, t config.Tool) config.Permissions {
+	var need []permission.Permission
+	if len(t.AllowedHosts) > 0 {
+		need = append(need, permission.Network)
+	}
+	for _, m := range t.Mounts {
+		need = append(need, permission.Filesystem, permission.Read)
+		if m.Writable {
+			need = append(need, permission.Write)
+		}
+		if m.AllowDelete {
+			need = append(need, permission.Delete)
+		}
+	}
+	p.Denied = slices.DeleteFunc(slices.Clone(p.Denied), func(d permission.Permission) bool { return slices.Contains(need, d) })
+	// With an empty allow-list the policy allows what is not denied (if
+	// allow_unspecified): adding to it would switch to allow-list mode.
+	if len(pc.Allowed) > 0 || !pc.AllowUnspecified {
+		for _, n := range need {
+			if !slices.Contains(p.Allowed, n) {
+				p.Allowed = append(p.Allowed, n)
+			}
+		}
+	}
+	return p
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// mountList is a repeatable HOST:GUEST[:MODE] flag.
+type mountList []config.Mount
+
+func (l *mountList) String() string {
+	var s []string
+	for _, m := range *l {
+		s = append(s, m.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *mountList) Set(v string) error {
+	var m config.Mount
+	if err := m.UnmarshalText([]byte(v)); err != nil {
+		return err
+	}
+	*l = append(*l, m)
+	return nil
+}
+
+// durationFlag is a config.Duration flag ("5s").
+type durationFlag struct{ config.Duration }
+
+func (d *durationFlag) Set(v string) error { return d.UnmarshalText([]byte(v)) }
+func (d *durationFlag) String() string {
+	if d.Duration == 0 {
+		return ""
+	}
+	return d.Std().String()
+}
+
+// sizeFlag is a config.Size flag ("32MiB").
+type sizeFlag struct{ config.Size }
+
+func (s *sizeFlag) Set(v string) error { return s.UnmarshalText([]byte(v)) }
+func (s *sizeFlag) String() string {
+	if s.Size == 0 {
+		return ""
+	}
+	return runtime.FormatBytes(int64(s.Size))
+}

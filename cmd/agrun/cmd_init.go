@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// initConfig is `agrun init [FILE]`: write a commented agrun.toml (FILE,
+// else -c FILE, else ./agrun.toml) to start from. It never overwrites a
+// file: an existing one is a configuration error (exit 2).
+func (c *cli) initConfig(args []string) error {
+	fl := newFlags("init")
+	pos, err := parseFlags(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageOf(fl, "takes at most one FILE")
+	}
+	path := "agrun.toml"
+	switch {
+	case len(pos) == 1:
+		path = pos[0]
+	case c.configPath != "":
+		path = c.configPath
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return &configError{fmt.Errorf("%s exists; not overwritten (remove it, or name another file: agrun init FILE)", path)}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(initTemplate); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "agrun: wrote %s: add your tools under [tools.NAME]; `agrun tools` lists them, docs/CONFIG.md explains every key\n", path)
+	return nil
+}
+
+// initTemplate is what `agrun init` writes: every section with its
+// defaults, commented, and one example of each kind of tool. It decodes
+// as is (TestInit).
+const initTemplate = `# agrun.toml: what agrun runs, and what each tool may do.
+# Read from -c FILE, else $AGRUN_CONFIG, else ./agrun.toml. Relative paths
+# are relative to this file's folder. Every key: docs/CONFIG.md.
+
+[llm]
+# Any OpenAI-compatible Chat Completions endpoint. Local servers need no
+# key, e.g. Ollama: base_url = "http://127.0.0.1:11434/v1", model = "llama3.1".
+base_url = "https://api.openai.com/v1"
+model = "gpt-4.1-mini"
+api_key_env = "OPENAI_API_KEY"   # the variable holding the key (never the key itself)
+max_turns = 10
+# system = "You are a helpful assistant."
+
+[sandbox]
+# cache_dir = ""        # compiled modules; default: the user cache dir + /agrun
+timeout = "10s"         # per call
+memory = "64MiB"        # guest memory
+max_output = "1MiB"     # stdout cap (stderr is capped at 64KiB)
+max_parallel = 8        # tool calls of one turn run at once
+
+[permissions]
+# A tool runs only if every permission it declares passes: denied wins,
+# then allowed; with a non-empty allow-list nothing else passes.
+allowed = ["read", "network"]
+denied = ["delete", "shell"]
+allow_unspecified = true   # tools that declare nothing (pure compute) may run
+
+# One section per tool; the name is what the model calls. Examples:
+#
+# [tools.word_count]                  # pure compute: nothing to grant
+# wasm = "tools/word_count.wasm"
+#
+# [tools.get_weather]                 # declares "network": only these hosts
+# wasm = "tools/get_weather.wasm"
+# allowed_hosts = ["api.open-meteo.com"]
+# timeout = "15s"                     # per-tool limits: timeout, memory, max_output
+#
+# [tools.read_file]                   # declares "filesystem": only these folders
+# wasm = "tools/read_file.wasm"       # (add "filesystem" to [permissions] allowed)
+# mounts = ["./docs:/docs:ro"]        # HOST:GUEST[:MODE], MODE ro | rw | rwd
+#
+# MCP servers add their tools as <server>__<tool>:
+# [mcp.everything]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-everything"]
+# permissions = ["read"]
+
+[sessions]
+# dir = ""              # default: $XDG_DATA_HOME/agrun/sessions
+
+[serve]
+addr = "127.0.0.1:8080"
+tokens_env = "AGRUN_TOKENS"   # comma-separated bearer tokens; none = loopback only
+`
