@@ -35,7 +35,7 @@ func (c *cli) inspect(args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("usage: agrun inspect [--json] FILE.wasm")
+		return usageOf(fs, "needs one FILE.wasm")
 	}
 	wasm, err := readWasm(pos[0])
 	if err != nil {
@@ -113,7 +113,7 @@ func (c *cli) pack(args []string) error {
 		return err
 	}
 	if len(pos) != 1 || *manifest == "" || *out == "" {
-		return usagef("usage: agrun pack -m MANIFEST IN.wasm -o OUT.wasm")
+		return usageOf(fs, "needs -m MANIFEST, one IN.wasm and -o OUT.wasm")
 	}
 	m, err := wasmtools.ReadManifestFile(*manifest)
 	if err != nil {

@@ -42,7 +42,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("usage: agrun mcp serve [--http ADDR]")
+		return usageOf(fs, "takes no arguments")
 	}
 	if *addr == "" {
 		e, err := c.openEnv(ctx, nil, true)

@@ -26,7 +26,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("usage: agrun serve [--addr ADDR]")
+		return usageOf(fs, "takes no arguments")
 	}
 	cfg, err := c.loadConfig()
 	if err != nil {

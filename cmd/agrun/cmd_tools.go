@@ -36,7 +36,7 @@ func (c *cli) call(ctx context.Context, args []string) int {
 		return c.exit(err)
 	}
 	if err == nil && (len(pos) < 1 || len(pos) > 2) {
-		err = usagef("usage: agrun call [--json] NAME|FILE.wasm [ARGS_JSON]")
+		err = usageOf(fs, "needs a tool NAME or a FILE.wasm, then optionally ARGS_JSON")
 	}
 	if err == nil {
 		g.set = flagsSet(fs)
@@ -218,7 +218,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usagef("usage: agrun tools [--json]")
+		return usageOf(fs, "takes no arguments")
 	}
 	e, err := c.openEnv(ctx, nil, false)
 	if err != nil {
