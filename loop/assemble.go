@@ -84,6 +84,11 @@ func (a *assembler) add(chunk *openai.ChatCompletionChunk) error {
 			a.content.WriteString(ch.Delta.Refusal)
 		}
 		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal)
+		for _, k := range reasoningKeys { // reasoning is never kept, but shown and sent on: it counts
+			if f, ok := ch.Delta.JSON.ExtraFields[k]; ok {
+				a.size += len(f.Raw())
+			}
+		}
 		for j := range ch.Delta.ToolCalls {
 			f := &ch.Delta.ToolCalls[j]
 			a.size += fragmentCost + len(f.ID) + len(f.Function.Name) + len(f.Function.Arguments)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"net/http"
 	"runtime"
 	"strings"
@@ -534,6 +535,31 @@ func TestNoGoroutineLeftAfterEarlyStop(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunawayReasoningIsCut: reasoning counts against the reply's cap
+// too: a provider streaming reasoning for ever ends the request.
+func TestRunawayReasoningIsCut(t *testing.T) {
+	old := maxReplyBytes
+	maxReplyBytes = 1000
+	defer func() { maxReplyBytes = old }()
+	var chunks []string
+	for range 100 {
+		chunks = append(chunks, chattest.ReasoningChunk("reasoning_content", strings.Repeat("r", 50)))
+	}
+	srv := newServer(t, sseChunks(append(chunks, textChunk("late"), stopChunk)...))
+	c := newCycle(t, srv, Config{MaxRetries: -1})
+	var err error
+	shown := 0
+	for ev, e := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
+		if r, ok := ev.(*ReasoningDelta); ok {
+			shown += len(r.Text)
+		}
+		err = e
+	}
+	if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "too large") || shown > 1000 {
+		t.Fatalf("err = %v after %d bytes of reasoning", err, shown)
 	}
 }
 

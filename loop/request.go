@@ -366,8 +366,11 @@ const interruptedNote = " [interrupted by the user]"
 
 // reasoningText is the reasoning fragment of a delta, under either name
 // providers use ("reasoning_content", "reasoning"), or "".
+// reasoningKeys are the delta fields providers stream reasoning in.
+var reasoningKeys = [...]string{"reasoning_content", "reasoning"}
+
 func reasoningText(fields map[string]respjson.Field) string {
-	for _, k := range [...]string{"reasoning_content", "reasoning"} {
+	for _, k := range reasoningKeys {
 		f, ok := fields[k]
 		if !ok {
 			continue

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,12 +112,15 @@ func (a *auditState) request(ra RequestAudit) {
 		a.moreReqs++
 		return
 	}
+	// Cut and copied: a cut substring would keep the guest's whole
+	// request (up to 1 MiB) alive with the audit.
 	if len(ra.Host) > maxAuditHost {
 		ra.Host = ra.Host[:maxAuditHost]
 	}
 	if len(ra.Method) > 32 {
 		ra.Method = ra.Method[:32]
 	}
+	ra.Host, ra.Method = strings.Clone(ra.Host), strings.Clone(ra.Method)
 	a.reqs = append(a.reqs, ra)
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -128,3 +130,24 @@ func mustHost(t *testing.T, u string) string {
 func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func equalJSON(a, b any) bool { return js(a) == js(b) }
+
+// TestAuditHoldsNoGuestStrings: the hosts and methods an audit keeps are
+// cut copies, not substrings holding the guest's whole request alive.
+func TestAuditHoldsNoGuestStrings(t *testing.T) {
+	var a auditState
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	for i := range MaxAuditRequests {
+		big := fmt.Sprintf("h%04d.example", i) + strings.Repeat("x", 1<<20)
+		a.request(RequestAudit{Method: big, Host: big})
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 8<<20 {
+		t.Fatalf("the audit holds %d MiB for %d requests", grown>>20, MaxAuditRequests)
+	}
+	if len(a.reqs) != MaxAuditRequests || len(a.reqs[0].Host) != maxAuditHost {
+		t.Fatalf("%d requests, host %d bytes", len(a.reqs), len(a.reqs[0].Host))
+	}
+}

@@ -37,7 +37,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		doc, ra := c.do(ctx, raw)
-		if len(ra.Host) > len(raw) || len(ra.Method) > len(raw) {
+		if len(ra.Host) > len(raw) || (ra.Method != "GET" && len(ra.Method) > len(raw)) { // GET: the default
 			t.Fatalf("audit %+v holds more than the request", ra)
 		}
 		b, err := json.Marshal(doc)

@@ -22,7 +22,29 @@ import (
 // upstream bugs; FuzzWASI is how they were found.
 
 // WASI errno values (wasi_snapshot_preview1 $errno) the checks answer with.
-const errnoBadf = 8
+const (
+	errnoBadf        = 8
+	errnoNameTooLong = 37
+)
+
+// maxGuestPath is the longest path a WASI path function is handed:
+// Linux's PATH_MAX. wazero copies a path of any length out of the guest's
+// memory (up to all of it) into a host string before anything looks at
+// it; a longer one is answered ENAMETOOLONG, as the kernel would.
+const maxGuestPath = 4096
+
+// pathLen returns the check of a WASI path function whose path lengths
+// are its parameters at the indices given.
+func pathLen(idx ...int) wasiCheck {
+	return func(_ api.Module, p []uint64) (uint32, string) {
+		for _, i := range idx {
+			if uint32(p[i]) > maxGuestPath {
+				return errnoNameTooLong, ""
+			}
+		}
+		return 0, ""
+	}
+}
 
 // maxGuestFD is the largest descriptor number fd_renumber may move a file
 // to. wazero's file table grows to the target number at once, 8 bytes per
@@ -68,6 +90,17 @@ var wasiChecks = map[string]wasiCheck{
 		}
 		return 0, ""
 	},
+	// The path functions: a path longer than PATH_MAX (see maxGuestPath).
+	"path_create_directory":   pathLen(2),
+	"path_filestat_get":       pathLen(3),
+	"path_filestat_set_times": pathLen(3),
+	"path_link":               pathLen(3, 6),
+	"path_open":               pathLen(3),
+	"path_readlink":           pathLen(2),
+	"path_remove_directory":   pathLen(2),
+	"path_rename":             pathLen(2, 5),
+	"path_symlink":            pathLen(1, 4),
+	"path_unlink_file":        pathLen(2),
 	// fd_renumber(from, to) grows the file table to slot to at once.
 	"fd_renumber": func(_ api.Module, p []uint64) (uint32, string) {
 		if to := int32(uint32(p[1])); to > maxGuestFD {

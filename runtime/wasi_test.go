@@ -276,3 +276,45 @@ func TestGuardHidesPanicText(t *testing.T) {
 		t.Errorf("the panic was not logged:\n%s", l)
 	}
 }
+
+// TestWASIPathTooLong: a path longer than PATH_MAX is answered
+// ENAMETOOLONG before wazero copies it out of the guest's memory, for
+// every path function (the checks' indices name each "path_len"
+// parameter), and a real guest sees "file name too long".
+func TestWASIPathTooLong(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, Config{})
+	for name, d := range r.wz.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
+		if !strings.HasPrefix(name, "path_") {
+			continue
+		}
+		check := wasiChecks[name]
+		if check == nil {
+			t.Errorf("%s has no path length check", name)
+			continue
+		}
+		params := make([]uint64, len(d.ParamTypes()))
+		for i, pn := range d.ParamNames() {
+			if strings.HasSuffix(pn, "path_len") {
+				params[i] = maxGuestPath + 1
+			}
+		}
+		if errno, _ := check(nil, params); errno != errnoNameTooLong {
+			t.Errorf("%s(%v): errno %d, want ENAMETOOLONG", name, d.ParamNames(), errno)
+		}
+		for i := range params {
+			params[i] = maxGuestPath
+		}
+		if errno, refusal := check(nil, params); errno != 0 || refusal != "" {
+			t.Errorf("%s: a path of PATH_MAX bytes refused (%d %q)", name, errno, refusal)
+		}
+	}
+	m := compile(t, r, probe(t))
+	out, err := r.Run(ctx, m, Input{
+		Args:   []string{"probe", "write", "/data/" + strings.Repeat("n", 5000), "x"},
+		Mounts: []Mount{{Host: t.TempDir(), Guest: "/data", Writable: true}},
+	})
+	if err != nil || !strings.Contains(strings.ToLower(string(out.Stdout)), "file name too long") {
+		t.Fatalf("Run: %v, stdout %.200q", err, out.Stdout)
+	}
+}

@@ -537,6 +537,9 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 	}
 	_, err = c.turn(ctx, conv, reg, prompt, asJSON)
 	if conv.fresh && !conv.replied {
+		if !asJSON {
+			fmt.Fprintf(c.stderr, "agrun: session %s not kept: its first request failed (name a session with --session to keep it)\n", conv.id)
+		}
 		return "", conv.last, err // removed on close: no session to name
 	}
 	return conv.id, conv.last, err

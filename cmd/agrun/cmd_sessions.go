@@ -324,13 +324,17 @@ func (c *cli) sessionsPrune(args []string) error {
 		if !in.Updated.Before(cutoff) {
 			continue
 		}
-		if err := st.Remove(in.ID); err != nil {
+		ok, err := st.RemoveUnusedSince(in.ID, cutoff) // decided again under the lock
+		if err != nil {
 			if errors.Is(err, session.ErrNotFound) {
 				continue // removed meanwhile
 			}
 			skipped++
 			fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(in.ID, err))
 			continue
+		}
+		if !ok {
+			continue // used since it was listed
 		}
 		removed++
 		fmt.Fprintf(c.stdout, "removed %s (last used %s)\n", in.ID, in.Updated.Local().Format(time.DateTime))

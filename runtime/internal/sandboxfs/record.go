@@ -2,6 +2,7 @@ package sandboxfs
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -103,7 +104,7 @@ const maxCountedMore = 4096
 // path returns the record of p, or nil past MaxPaths.
 func (rc *Recorder) path(p string) *PathRecord {
 	if len(p) > maxRecordedPathBytes {
-		p = p[:maxRecordedPathBytes]
+		p = p[:maxRecordedPathBytes] // cloned below, when kept: never hold the guest's whole string
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -120,7 +121,7 @@ func (rc *Recorder) path(p string) *PathRecord {
 				rc.more = map[string]struct{}{}
 			}
 			if len(rc.more) < maxCountedMore {
-				rc.more[p] = struct{}{}
+				rc.more[strings.Clone(p)] = struct{}{}
 			}
 			rc.moreN = max(rc.moreN, len(rc.more))
 		}
@@ -130,6 +131,7 @@ func (rc *Recorder) path(p string) *PathRecord {
 		rc.paths = map[string]*PathRecord{}
 	}
 	pr := &PathRecord{}
+	p = strings.Clone(p)
 	rc.paths[p] = pr
 	rc.order = append(rc.order, p)
 	return pr

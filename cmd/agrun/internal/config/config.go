@@ -276,6 +276,11 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// DefaultLLMTimeout bounds one model request attempt, streamed reply
+// included, when [llm] timeout is unset: long enough for a reasoning
+// model's long answer, short enough that no provider holds a run forever.
+const DefaultLLMTimeout = 10 * time.Minute
+
 // Default returns the configuration used when no file exists: no tools, the
 // default permission policy, OpenAI's endpoint.
 func Default() *Config {
@@ -446,6 +451,11 @@ func (c *Config) applyDefaults() {
 	}
 	if c.LLM.MaxTurns == 0 {
 		c.LLM.MaxTurns = 10
+	}
+	if c.LLM.Timeout == 0 {
+		// A provider that trickles a byte a minute stays under the idle
+		// timeout; this bounds one attempt however it streams.
+		c.LLM.Timeout = Duration(DefaultLLMTimeout)
 	}
 	if c.Permissions.AllowUnspecified == nil && c.Permissions.Allowed == nil && c.Permissions.Denied == nil {
 		d := permission.DefaultConfig()

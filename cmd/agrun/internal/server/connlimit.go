@@ -88,8 +88,17 @@ func refuseConn(c net.Conn) {
 	c.Write([]byte(busyResponse))
 }
 
+// clientIP is the key of a's share: its IPv4 address, or the /64 of its
+// IPv6 address (one host commonly holds a whole /64, so a key per address
+// would give it as many shares as it likes).
 func clientIP(a net.Addr) string {
 	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			return ip4.String()
+		}
+		if len(ta.IP) == net.IPv6len {
+			return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+		}
 		return ta.IP.String()
 	}
 	if host, _, err := net.SplitHostPort(a.String()); err == nil {

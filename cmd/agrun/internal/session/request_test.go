@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // requestInfo has the shape of loop.RequestInfo that Info reads.
@@ -149,4 +150,33 @@ func TestRemove(t *testing.T) {
 		t.Fatal(hist, err)
 	}
 	s.Close()
+}
+
+// TestRemoveUnusedSince: the decision is made under the lock on the
+// file's own time: a session used after the cutoff is kept.
+func TestRemoveUnusedSince(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _, err := st.Open("old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Record(map[string]string{"role": "user", "content": "hi"})
+	s.Close()
+	cutoff := time.Now().Add(-time.Hour)
+	if ok, err := st.RemoveUnusedSince("old", cutoff); err != nil || ok {
+		t.Fatalf("a session used just now was removed: %v %v", ok, err)
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(st.Dir(), "old.jsonl"), past, past); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.RemoveUnusedSince("old", cutoff); err != nil || !ok {
+		t.Fatalf("an unused session was kept: %v %v", ok, err)
+	}
+	if _, err := st.RemoveUnusedSince("old", cutoff); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err %v", err)
+	}
 }

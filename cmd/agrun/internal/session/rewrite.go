@@ -6,11 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agcore/agrun/internal/atomicfile"
 )
+
+// ErrDamaged is returned by Rewrite for a session with lines the reader
+// drops or cuts (a torn or foreign line, a line over 64 MiB): rewriting
+// would lose them for good, so the file is left as it is.
+var ErrDamaged = errors.New("the session has damaged lines; it is left as it is")
 
 // Rewrite replaces the messages of session id with what fn returns from
 // them, atomically (a temporary file, fsynced, renamed over the session:
@@ -42,9 +48,13 @@ func (st *Store) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessag
 	if err != nil {
 		return 0, 0, fmt.Errorf("session %q: %w", id, err)
 	}
-	all, _, _, err := readRecords(f)
+	all, _, warnings, err := readRecords(f)
 	if err != nil {
 		return 0, 0, fmt.Errorf("session %q: %w", id, err)
+	}
+	if len(warnings) > 0 {
+		// Rewriting would make what the reader dropped or cut final.
+		return 0, 0, fmt.Errorf("session %q: %w: %s", id, ErrDamaged, strings.Join(warnings, "; "))
 	}
 	// fn sees the messages; the request records (usage) are kept as they
 	// are, in time order among the messages.

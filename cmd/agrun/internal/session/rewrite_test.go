@@ -81,3 +81,30 @@ func TestRewrite(t *testing.T) {
 		t.Errorf("a failed rewrite changed the session")
 	}
 }
+
+// TestRewriteRefusesDamaged: a session with a line the reader drops is
+// not rewritten (that would lose the line for good).
+func TestRewriteRefusesDamaged(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _, err := st.Open("d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Record(map[string]string{"role": "user", "content": "hi"})
+	s.Close()
+	path := filepath.Join(st.Dir(), "d1.jsonl")
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("not a record\n")
+	f.Close()
+	before, _ := os.ReadFile(path)
+	keep := func(m []json.RawMessage) ([]json.RawMessage, error) { return m, nil }
+	if _, _, err := st.Rewrite("d1", keep); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("err %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("the damaged session was changed")
+	}
+}

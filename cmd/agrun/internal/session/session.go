@@ -595,26 +595,49 @@ func (st *Store) openRead(id string) (*os.File, error) {
 // if a process has the session open; with ErrNotFound if there is no such
 // session; with ErrBadID for an invalid id.
 func (st *Store) Remove(id string) error {
+	_, err := st.remove(id, time.Time{})
+	return err
+}
+
+// RemoveUnusedSince removes session id if it was last used (its file
+// changed) before cutoff, deciding under the session's lock, so that a
+// session used since the caller listed it is kept. It reports whether it
+// removed it; errors as Remove.
+func (st *Store) RemoveUnusedSince(id string, cutoff time.Time) (bool, error) {
+	return st.remove(id, cutoff)
+}
+
+// remove is Remove, and with a non-zero cutoff RemoveUnusedSince.
+func (st *Store) remove(id string, cutoff time.Time) (bool, error) {
 	if !ValidID(id) {
-		return fmt.Errorf("session %q: %w", id, ErrBadID)
+		return false, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
 	f, err := os.OpenFile(st.path(id), os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return false, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("session %q: %w", id, err)
+		return false, fmt.Errorf("session %q: %w", id, err)
 	}
 	defer f.Close()
 	if err := lockCurrent(f, st.path(id)); errors.Is(err, errReplaced) { // removed (and maybe re-created) meanwhile
-		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return false, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	} else if err != nil {
-		return fmt.Errorf("session %q: %w", id, err)
+		return false, fmt.Errorf("session %q: %w", id, err)
+	}
+	if !cutoff.IsZero() {
+		fi, err := f.Stat()
+		if err != nil {
+			return false, fmt.Errorf("session %q: %w", id, err)
+		}
+		if !fi.ModTime().Before(cutoff) {
+			return false, nil // used since the caller looked
+		}
 	}
 	if err := os.Remove(st.path(id)); err != nil {
-		return fmt.Errorf("session %q: %w", id, err)
+		return false, fmt.Errorf("session %q: %w", id, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Remove deletes the open session's file, then closes it: for a session
