@@ -68,7 +68,7 @@ var cmdDocs = map[string]cmdDoc{
 		synopsis: "agrun [-c FILE] call [--json] NAME [ARGS_JSON]\n       agrun call [--json] [--allow-host H]... [--mount HOST:GUEST[:MODE]]... [--timeout D] [--memory S] [--manifest FILE] FILE.wasm [ARGS_JSON]",
 		summary:  "Run one tool directly, without a model (ARGS_JSON from stdin if omitted): a configured tool by name, or a .wasm file with exactly the grants given as flags.",
 		detail:   "An argument with a / or ending in .wasm is a file. A file's grant flags also allow the permissions they need for that call.",
-		example:  `agrun call --json sum_c '{"numbers":[1,2,3]}'` + "\n  agrun call ./testdata/read_file.wasm '{\"path\":\"/docs/README.md\"}' --mount ./docs:/docs:ro",
+		example:  `agrun call --json sum_c '{"numbers":[1,2,3]}'` + "\n  agrun call ./testdata/read_file.wasm '{\"path\":\"/docs/API.md\"}' --mount ./docs:/docs:ro",
 	},
 	"init": {
 		synopsis: "agrun init [FILE]",
