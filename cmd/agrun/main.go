@@ -38,6 +38,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 )
 
 // Exit codes.
@@ -91,6 +93,8 @@ type cli struct {
 	// showReasoning shows the model's reasoning deltas (run and chat
 	// --show-reasoning).
 	showReasoning bool
+	// tel traces run and chat turns ([telemetry]); nil: off.
+	tel *telemetry.Telemetry
 }
 
 // run is the whole command, testable with buffers: it returns the exit
