@@ -310,3 +310,36 @@ func TestRunTrace(t *testing.T) {
 		t.Fatalf("a tree without --trace:\n%s", r.stderr)
 	}
 }
+
+// TestChatTurnsTracedAndRecorded: agrun chat traces each turn as a run
+// (its own trace, the session as conversation id) and records its tool
+// calls in the session.
+func TestChatTurnsTracedAndRecorded(t *testing.T) {
+	rcv, url := newOTLPReceiver(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"a b"}`}}},
+		chattest.Reply{Text: "Two."},
+		chattest.Reply{Text: "Bye."},
+	)
+	e := newTestEnv(t, srv.URL, fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\n", url))
+	e.run("count a b\nthanks\n", "chat", "--session", "ch1").wantCode(t, exitOK)
+	rcv.mu.Lock()
+	var runs []*span
+	tools := 0
+	for _, s := range rcv.spans {
+		switch s.name {
+		case "invoke_agent agrun":
+			runs = append(runs, s)
+		case "execute_tool word_count":
+			tools++
+		}
+	}
+	rcv.mu.Unlock()
+	if len(runs) != 2 || runs[0].trace == runs[1].trace || runs[0].attrs["gen_ai.conversation.id"] != "ch1" || tools != 1 {
+		t.Fatalf("chat spans: %d runs %+v, %d tool calls", len(runs), runs, tools)
+	}
+	st, _ := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	if calls, _, err := st.Calls("ch1"); err != nil || len(calls) != 1 || calls[0].Tool != "word_count" || calls[0].Audit == nil {
+		t.Fatalf("chat call records %+v, %v", calls, err)
+	}
+}
