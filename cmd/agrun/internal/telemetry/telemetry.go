@@ -374,8 +374,10 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Name),
-		attribute.String("gen_ai.tool.call.id", c.ID),
 		attribute.String("gen_ai.tool.type", "function"),
+	}
+	if c.ID != "" { // a direct call (serve's /call) has no call id
+		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", c.ID))
 	}
 	attrs = append(attrs, auditAttributes(c.Audit)...)
 	if t.cfg.CaptureContent {
