@@ -248,7 +248,7 @@ func TestTelemetryOverOTLP(t *testing.T) {
 	if run.attrs["gen_ai.conversation.id"] != "t1" || run.attrs["gen_ai.request.model"] != "test-model" {
 		t.Errorf("run attributes %v", run.attrs)
 	}
-	if tool.attrs["gen_ai.tool.name"] != "word_count" || tool.attrs["gen_ai.tool.call.id"] != "call_1" || tool.attrs["agrun.sandbox.source"] != "wasm" || tool.attrs["agrun.sandbox.memory.peak"] == "" {
+	if tool.attrs["gen_ai.tool.name"] != "word_count" || tool.attrs["gen_ai.tool.call.id"] != "call_1" || tool.attrs["agrun.sandbox.source"] != "wasm" || tool.attrs["agrun.sandbox.memory.peak"] == "" || tool.attrs["agrun.permission.decision"] != "allowed" {
 		t.Errorf("tool attributes %v", tool.attrs)
 	}
 	if chat.attrs["gen_ai.usage.input_tokens"] != "10" || chat.attrs["gen_ai.usage.output_tokens"] != "5" {

@@ -379,6 +379,9 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	if c.ID != "" { // a direct call (serve's /call) has no call id
 		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", c.ID))
 	}
+	if d := permissionDecision(c.ErrorKind); d != "" {
+		attrs = append(attrs, attribute.String("agrun.permission.decision", d))
+	}
 	attrs = append(attrs, auditAttributes(c.Audit)...)
 	if t.cfg.CaptureContent {
 		attrs = append(attrs, content("gen_ai.tool.call.arguments", ts.input), content("gen_ai.tool.call.result", string(c.Output)))
@@ -446,6 +449,22 @@ func auditAttributes(a *registry.Audit) []attribute.KeyValue {
 		attribute.Int("agrun.sandbox.http.requests", len(a.Requests)+a.MoreRequests),
 		attribute.StringSlice("agrun.sandbox.http.hosts", hosts),
 	)
+}
+
+// permissionDecision is what the permission policy decided for a call
+// that ended with kind: "denied" (permission_denied: by the policy before
+// the call, or by the sandbox when the guest used a capability it was not
+// granted), "" when the call never reached the check (not_found), else
+// "allowed" (the registry checks permissions before validating and
+// running).
+func permissionDecision(kind string) string {
+	switch registry.Kind(kind) {
+	case registry.PermissionDenied:
+		return "denied"
+	case registry.NotFound:
+		return ""
+	}
+	return "allowed"
 }
 
 func content(key, s string) attribute.KeyValue {
