@@ -64,6 +64,18 @@ func TestLoopAdapter(t *testing.T) {
 	if len(spans) != 2 || attrs(spans[0])["error.type"].AsString() != "_OTHER" || attrs(spans[1])["error.type"].AsString() != string(loop.KindOther) {
 		t.Fatalf("failed run: %v", spans)
 	}
+	// A direct call (serve): its span under ctx, the policy's decision.
+	rec = tracetest.NewSpanRecorder()
+	tel, _ = setup(context.Background(), Config{}, sdkmetric.NewManualReader(), rec)
+	tel.Call(context.Background(), time.Now(), []byte(`{}`), Tool{Name: "get_weather", ErrorKind: "permission_denied"})
+	tel.Call(context.Background(), time.Now(), []byte(`{}`), Tool{Name: "nosuch", ErrorKind: "not_found"})
+	spans = rec.Ended()
+	if len(spans) != 2 || attrs(spans[0])["agrun.permission.decision"].AsString() != "denied" || attrs(spans[1])["agrun.permission.decision"].Type() != 0 {
+		t.Fatalf("direct calls: %v %v", attrs(spans[0]), attrs(spans[1]))
+	}
+	if _, ok := attrs(spans[0])["gen_ai.tool.call.id"]; ok {
+		t.Errorf("a direct call has no call id: %v", attrs(spans[0]))
+	}
 	// Off: a nil Run takes every call.
 	var off *Telemetry
 	_, nr := off.StartRun(context.Background(), "s", "m")
