@@ -51,7 +51,7 @@ type fileGrant struct {
 func flagsSet(fs *flag.FlagSet) []string {
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "json" {
+		if f.Name != "json" && f.Name != "audit" { // output flags, for every call
 			set = append(set, "--"+f.Name)
 		}
 	})

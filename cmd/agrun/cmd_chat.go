@@ -37,6 +37,12 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
+	tel, err := c.setupTelemetry(ctx, e.cfg, false)
+	if err != nil {
+		return err
+	}
+	c.tel = tel
+	defer c.shutdownTelemetry(tel)
 	st, err := c.sessionStoreFor(e.cfg)
 	if err != nil {
 		return err

@@ -101,4 +101,12 @@ allow_unspecified = true   # tools that declare nothing (pure compute) may run
 [serve]
 addr = "127.0.0.1:8080"
 tokens_env = "AGRUN_TOKENS"   # comma-separated bearer tokens; none = loopback only
+
+# OpenTelemetry traces and metrics over OTLP/HTTP; off unless an endpoint
+# is set here or in OTEL_EXPORTER_OTLP_ENDPOINT (docs/OBSERVABILITY.md).
+# [telemetry]
+# otlp_endpoint = "http://localhost:4318"
+# headers_env = "AGRUN_OTLP_HEADERS"   # the variable holding "k=v,k2=v2"
+# sampling = 1.0
+# capture_content = false               # prompts, replies, tool arguments and results in spans
 `

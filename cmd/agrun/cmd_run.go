@@ -15,11 +15,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
@@ -43,6 +45,10 @@ type conversation struct {
 	// that failed) is removed on close, so a failed first run leaves no
 	// orphan session behind; a session the user named is kept.
 	fresh, replied bool
+	model          string // [llm] model, for the run's span
+	// trace is the span of the turn under way (nil: telemetry off, or no
+	// turn running), which the loop's callbacks feed.
+	trace atomic.Pointer[telemetry.Run]
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -69,7 +75,7 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	}
 	// Only a session agrun named itself is removed when its first
 	// request fails: one the user named (--session) is theirs to resume.
-	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named}
+	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named, model: cfg.LLM.Model}
 	lc := loopConfig(cfg)
 	lc.History = history
 	lc.OnMessage = func(m loop.Message) {
@@ -77,10 +83,15 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 			conv.replied = true
 		}
 		sess.Record(m)
+		conv.trace.Load().Message(m)
 	}
 	// Each model request's model, usage, duration, retries and
-	// finish_reason, beside the messages (agrun sessions shows tokens).
-	lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
+	// finish_reason, beside the messages (agrun sessions shows tokens),
+	// and as a span of the turn's trace.
+	lc.OnRequest = func(r loop.RequestInfo) {
+		sess.RecordRequest(r)
+		conv.trace.Load().LoopRequest(r)
+	}
 	if len(schema) > 0 && len(schema[0]) > 0 {
 		lc.ResponseSchema, conv.schema = schema[0], true
 	}
@@ -145,6 +156,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "end the run once it has used `N` tokens (default: [llm] max_total_tokens)")
 	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most `N` tool calls (default: [llm] max_tool_calls)")
 	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
+	fs.BoolVar(&o.trace, "trace", false, "print the run's span tree (model requests, tool calls, durations, tokens) on stderr at the end")
 	pos, err := parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
@@ -233,6 +245,7 @@ type runOptions struct {
 	maxTokens, maxToolCalls int64
 	schemaArg               string
 	schema                  json.RawMessage
+	trace                   bool // --trace: the span tree on stderr at the end
 }
 
 func (o *runOptions) define(fs *flag.FlagSet) {
@@ -513,6 +526,12 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		return "", turnStats{}, err
 	}
 	defer e.close()
+	tel, err := c.setupTelemetry(ctx, e.cfg, o.trace)
+	if err != nil {
+		return "", turnStats{}, err
+	}
+	c.tel = tel
+	defer c.shutdownTelemetry(tel)
 	if o.maxTokens > 0 {
 		e.cfg.LLM.MaxTotalTokens = o.maxTokens
 	}
@@ -536,6 +555,9 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
 	}
 	_, err = c.turn(ctx, conv, reg, prompt, asJSON)
+	if o.trace {
+		tel.WriteTree(c.stderr)
+	}
 	if conv.fresh && !conv.replied {
 		if !asJSON {
 			fmt.Fprintf(c.stderr, "agrun: session %s not kept: its first request failed (name a session with --session to keep it)\n", conv.id)
@@ -568,11 +590,20 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	var lastReason string
 	inputs := map[string]json.RawMessage{} // arguments of the calls in flight, by id
 	var runErr error
+	// The turn's span (telemetry on): the loop's callbacks feed it the
+	// requests, the events its tool calls.
+	ctx, trace := c.tel.StartRun(ctx, conv.id, conv.model)
+	conv.trace.Store(trace)
+	defer func() {
+		conv.trace.Store(nil)
+		trace.Finish(runErr)
+	}()
 	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
 		if err != nil {
 			runErr = err
 			break
 		}
+		trace.Event(ev)
 		if asJSON {
 			writeJSONLine(c.stdout, ev)
 		}
@@ -624,6 +655,8 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			inputs[ev.ID] = ev.Input
 		case *loop.ToolExecutionCompleted:
 			prog.done(ev.ID)
+			// What the call did, for `agrun audit`, beside the messages.
+			conv.sess.RecordCall(session.CallOf(ev))
 			if !asJSON {
 				// One line per call: name, arguments, outcome, duration.
 				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(inputs[ev.ID]), 60)),

@@ -54,9 +54,15 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
+	tel, err := c.setupTelemetry(ctx, cfg, false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
 	lc := loopConfig(cfg)
 	opts := serveOptions(cfg.Serve)
-	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger = e.rt, e.reg, tokens, &lc, e.log
+	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel
 	srv, err := server.New(ctx, opts)
 	if err != nil {
 		ln.Close()

@@ -122,7 +122,7 @@ func oneID(fs *flag.FlagSet, args []string) (string, error) {
 // a person, or its raw records (messages and requests) as one JSON array.
 func (c *cli) sessionsShow(args []string) error {
 	fs := newFlags("sessions show")
-	asJSON := fs.Bool("json", false, "print the raw records (messages and requests) as one JSON array")
+	asJSON := fs.Bool("json", false, "print the raw records (messages, requests and tool calls) as one JSON array")
 	id, err := oneID(fs, args)
 	if err != nil {
 		return err

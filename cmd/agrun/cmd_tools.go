@@ -24,6 +24,7 @@ import (
 func (c *cli) call(ctx context.Context, args []string) int {
 	fs := newFlags("call")
 	asJSON := fs.Bool("json", false, "print one JSON object for every outcome: {\"ok\":true,\"result\":...} or {\"ok\":false,\"error\":{\"kind\",\"message\"}}")
+	withAudit := fs.Bool("audit", false, "with --json: add \"audit\", what the call did as the sandbox saw it (files, HTTP requests, memory, CPU, bytes)")
 	var g fileGrant
 	fs.Var(&g.hosts, "allow-host", "FILE.wasm only: let the tool reach HOST (a name or host:port; repeatable)")
 	fs.BoolVar(&g.private, "allow-private", false, "FILE.wasm only: let allowed hosts resolve to loopback and private addresses")
@@ -41,15 +42,23 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	if err == nil {
 		g.set = flagsSet(fs)
 	}
+	if err == nil && *withAudit && !*asJSON {
+		err = usageOf(fs, "--audit needs --json (the audit is a field of its object)")
+	}
 	var out json.RawMessage
 	var text bool
+	var audit *registry.Audit
 	if err == nil {
-		out, text, err = c.callTool(ctx, pos, g)
+		out, text, audit, err = c.callTool(ctx, pos, g)
 	}
 	// A flag error can stop parsing before --json is read: the contract
 	// (one object for every outcome) holds for it too.
 	if *asJSON || err != nil && (slices.Contains(args, "--json") || slices.Contains(args, "-json")) {
-		writeJSONLine(c.stdout, callResult(out, err))
+		res := callResult(out, err)
+		if *withAudit {
+			res.Audit = audit
+		}
+		writeJSONLine(c.stdout, res)
 		c.usageHint(err)
 		switch {
 		case err == nil:
@@ -79,15 +88,17 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-// callTool runs the call; text reports a tool whose output is "text".
-func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json.RawMessage, text bool, err error) {
+// callTool runs the call; text reports a tool whose output is "text",
+// audit what the call did (nil when it did not run or its tool reports
+// none).
+func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json.RawMessage, text bool, audit *registry.Audit, err error) {
 	target := pos[0]
 	var args []byte
 	if len(pos) == 2 {
 		args = []byte(pos[1])
 	} else {
 		if args, err = io.ReadAll(io.LimitReader(c.stdin, registry.DefaultMaxArgsBytes+1)); err != nil {
-			return nil, false, fmt.Errorf("reading arguments from stdin: %w", err)
+			return nil, false, nil, fmt.Errorf("reading arguments from stdin: %w", err)
 		}
 	}
 	var e *env
@@ -100,32 +111,32 @@ func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json
 			if len(g.set) > 1 {
 				verb = "apply"
 			}
-			return nil, false, usagef("call: %s %s to a FILE.wasm only; %q is a configured tool, whose grants are set in its [tools.%s] section", strings.Join(g.set, ", "), verb, target, target)
+			return nil, false, nil, usagef("call: %s %s to a FILE.wasm only; %q is a configured tool, whose grants are set in its [tools.%s] section", strings.Join(g.set, ", "), verb, target, target)
 		}
 		e, err = c.openEnv(ctx, only(target), false)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	defer e.close()
 	if berr := e.brokenFor(name); berr != nil {
 		if registry.KindOf(berr) != registry.ModuleRefused {
 			berr = registry.Errorf(registry.ModuleRefused, name, "the tool failed to load: %s", berr.Error())
 		}
-		return nil, false, &configError{explained{berr, e.explain(name, berr)}}
+		return nil, false, nil, &configError{explained{berr, e.explain(name, berr)}}
 	}
 	t, ok := e.reg.Get(name)
 	if !ok {
-		return nil, false, &configError{registry.Errorf(registry.NotFound, name, "no tool named %q %s", textsafe.Truncate(name, 80), e.whereTools())}
+		return nil, false, nil, &configError{registry.Errorf(registry.NotFound, name, "no tool named %q %s", textsafe.Truncate(name, 80), e.whereTools())}
 	}
 	if wt, ok := t.(*wasmtools.Tool); ok {
 		text = wt.Manifest().Output == wasmtools.OutputText
 	}
 	inv := e.reg.Invoke(ctx, name, args)
 	if inv.Err != nil {
-		return nil, text, explained{inv.Err, e.explain(name, inv.Err)}
+		return nil, text, inv.Audit, explained{inv.Err, e.explain(name, inv.Err)}
 	}
-	return inv.Output, text, nil
+	return inv.Output, text, inv.Audit, nil
 }
 
 // whereTools says where the tools of a call by name come from.

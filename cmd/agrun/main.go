@@ -7,6 +7,7 @@
 //	agrun [-c agrun.toml] call [--json] NAME [ARGS_JSON]
 //	agrun [-c agrun.toml] sessions [--json]
 //	agrun [-c agrun.toml] sessions show|rm|export|prune|compact ...
+//	agrun [-c agrun.toml] audit [--session ID] [--tool NAME] [--since AGE] [--json]
 //	agrun [-c agrun.toml] call [--allow-host H] [--mount H:G[:MODE]] [--timeout D] [--memory S] FILE.wasm [ARGS_JSON]
 //	agrun init [FILE]
 //	agrun inspect FILE.wasm
@@ -38,6 +39,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 )
 
 // Exit codes.
@@ -91,6 +94,8 @@ type cli struct {
 	// showReasoning shows the model's reasoning deltas (run and chat
 	// --show-reasoning).
 	showReasoning bool
+	// tel traces run and chat turns ([telemetry]); nil: off.
+	tel *telemetry.Telemetry
 }
 
 // run is the whole command, testable with buffers: it returns the exit
@@ -121,6 +126,7 @@ func init() {
 		{"call", (*cli).call},
 		{"init", errs(func(c *cli, _ context.Context, args []string) error { return c.initConfig(args) })},
 		{"sessions", errs(func(c *cli, _ context.Context, args []string) error { return c.sessions(args) })},
+		{"audit", errs((*cli).audit)},
 		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
 		{"serve", errs((*cli).serve)},

@@ -32,6 +32,17 @@ func (e *testEnv) addRequest(id, model string, total int64) {
 	}
 }
 
+// countCalls counts the call records among recs.
+func countCalls(recs []session.Record) int {
+	n := 0
+	for _, r := range recs {
+		if len(r.Call) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestSessionsListShowExport: the list has last use, turns (user
@@ -75,8 +86,9 @@ func TestSessionsListShowExport(t *testing.T) {
 	for _, args := range [][]string{{"sessions", "show", "--json", "s1"}, {"sessions", "--json", "show", "s1"}} {
 		r = e.run("", args...).wantCode(t, exitOK)
 		var recs []session.Record
-		// 6 messages, the 3 runs' request records, the 2 added ones.
-		if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 11 || len(recs[10].Request) == 0 || len(recs[0].Message) == 0 {
+		// 6 messages, the 3 runs' request records, the word_count call's
+		// record, the 2 added ones.
+		if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 12 || len(recs[11].Request) == 0 || len(recs[0].Message) == 0 || countCalls(recs) != 1 {
 			t.Fatalf("%v: %d records, %v\n%s", args, len(recs), err, r.stdout)
 		}
 	}

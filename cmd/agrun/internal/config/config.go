@@ -36,6 +36,7 @@ type Config struct {
 	MCP         map[string]MCPServer `toml:"mcp"`
 	Sessions    Sessions             `toml:"sessions"`
 	Serve       Serve                `toml:"serve"`
+	Telemetry   Telemetry            `toml:"telemetry"`
 
 	// Path is the config file's absolute path ("" for Default()).
 	Path string `toml:"-"`
@@ -151,6 +152,24 @@ type Serve struct {
 	// serve --http).
 	MaxConnections          int `toml:"max_connections"`
 	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
+}
+
+// Telemetry is the [telemetry] section: OpenTelemetry traces and metrics
+// over OTLP/HTTP (docs/OBSERVABILITY.md). Off unless OTLPEndpoint or the
+// standard OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set.
+type Telemetry struct {
+	// OTLPEndpoint is the collector's OTLP/HTTP base URL
+	// ("http://localhost:4318"); traces go to /v1/traces, metrics to
+	// /v1/metrics. Empty: the OTEL_EXPORTER_OTLP_* variables.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// HeadersEnv names the variable holding the export's headers,
+	// "k=v,k2=v2" (an API key never sits in the config).
+	HeadersEnv string `toml:"headers_env"`
+	// Sampling is the fraction of runs traced, 0 < sampling <= 1; nil: 1.
+	Sampling *float64 `toml:"sampling"`
+	// CaptureContent records prompts, replies, tool arguments and results
+	// in spans. Off by default.
+	CaptureContent bool `toml:"capture_content"`
 }
 
 // Uploads is [serve.uploads]: what uploaded tools are granted (default:
@@ -395,6 +414,12 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			return errAt("url must start with http:// or https://", "mcp", name, "url")
 		}
+	}
+	if e := c.Telemetry.OTLPEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return errAt("must be an http:// or https:// URL (OTLP over HTTP), e.g. \"http://localhost:4318\"", "telemetry", "otlp_endpoint")
+	}
+	if p := c.Telemetry.Sampling; p != nil && (*p <= 0 || *p > 1) {
+		return errAt("must be more than 0 and at most 1 (the fraction of runs traced)", "telemetry", "sampling")
 	}
 	if c.LLM.MaxTurns < 0 {
 		return errAt("must be positive", "llm", "max_turns")

@@ -58,6 +58,10 @@ type Result struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *ErrorInfo      `json:"error,omitempty"`
+	// Audit is what the call did as its host saw it, only when asked for
+	// (`agrun call --json --audit`, POST /v1/tools/{name}/call?audit=true)
+	// and the tool ran and reported one.
+	Audit *registry.Audit `json:"audit,omitempty"`
 }
 
 // CallResult returns the Result of a call that gave out and err.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
@@ -85,8 +86,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = session.NewID()
 	}
-	conv, warnings, err := s.openConversation(id, req.Schema)
+	// The run's span (telemetry on), a child of the client's trace
+	// context; the loop's callbacks feed it the requests, the events its
+	// tool calls.
+	ctx, trace := s.tel.StartRun(s.traceContext(r), id, s.loopCfg.Model)
+	var runErr error
+	defer func() { trace.Finish(runErr) }()
+	conv, warnings, err := s.openConversation(id, req.Schema, trace)
 	if err != nil {
+		runErr = err
 		s.writeError(w, err)
 		return
 	}
@@ -104,15 +112,29 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 
 	var final strings.Builder
-	var runErr error
 	var usage loop.Usage
 	var lastReason string
-	for ev, err := range conv.cycle.SubmitStreamWithTools(r.Context(), req.Prompt, s.reg) {
+	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, req.Prompt, s.reg) {
 		if err != nil {
 			runErr = err
 			break
 		}
+		trace.Event(ev)
 		switch ev := ev.(type) {
+		case *loop.ToolExecutionCompleted:
+			// What the call did, for `agrun audit`, beside the messages;
+			// the client's copy without the operator's directories.
+			conv.sess.RecordCall(session.CallOf(ev))
+			if ev.Audit != nil {
+				c := *ev
+				c.Audit = clientAudit(ev.Audit)
+				ev = &c
+			}
+			if !sw.send(ev.EventType(), ev) {
+				runErr = errClientGone
+				return
+			}
+			continue
 		case *loop.TextDelta:
 			final.WriteString(ev.Text)
 		case *loop.Retry:
@@ -127,6 +149,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 			final.Write(ev.Output) // the checked JSON, or nothing before a retry
 		}
 		if !sw.send(ev.EventType(), ev) {
+			runErr = errClientGone
 			return // the client is gone: stopping the range cancels the run
 		}
 	}
@@ -145,6 +168,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String(), Truncated: lastReason == "length", Usage: usage})
 }
 
+// errClientGone ends the span of a run whose client stopped reading.
+var errClientGone = errors.New("server: the client went away")
+
 // conversation is one open session and the cycle that records in it.
 type conversation struct {
 	sess  *session.Session
@@ -153,7 +179,7 @@ type conversation struct {
 
 // openConversation opens (or creates) session id, locked, and builds a
 // cycle that continues it and appends each new message as it completes.
-func (s *Server) openConversation(id string, schema json.RawMessage) (*conversation, []string, error) {
+func (s *Server) openConversation(id string, schema json.RawMessage, trace *telemetry.Run) (*conversation, []string, error) {
 	if !session.ValidID(id) {
 		return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
 	}
@@ -174,8 +200,14 @@ func (s *Server) openConversation(id string, schema json.RawMessage) (*conversat
 	conv := &conversation{sess: sess}
 	cfg := *s.loopCfg
 	cfg.History = history
-	cfg.OnMessage = func(m loop.Message) { sess.Record(m) }
-	cfg.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) } // usage, beside the messages
+	cfg.OnMessage = func(m loop.Message) {
+		sess.Record(m)
+		trace.Message(m)
+	}
+	cfg.OnRequest = func(r loop.RequestInfo) {
+		sess.RecordRequest(r) // usage, beside the messages
+		trace.LoopRequest(r)
+	}
 	if len(schema) > 0 {
 		cfg.ResponseSchema = schema
 	}

@@ -56,7 +56,16 @@ type sseEvent struct {
 // postRun starts a run and reads its whole event stream.
 func (ts *testServer) postRun(t *testing.T, body string) (int, []sseEvent, string) {
 	t.Helper()
+	return ts.postRunWith(t, body, nil)
+}
+
+// postRunWith is postRun with more request headers.
+func (ts *testServer) postRunWith(t *testing.T, body string, header http.Header) (int, []sseEvent, string) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", ts.url+"/v1/runs", strings.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	req.Header.Set("Content-Type", "application/json")
 	if ts.token != "" {
 		req.Header.Set("Authorization", "Bearer "+ts.token)

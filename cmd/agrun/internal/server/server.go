@@ -58,6 +58,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -183,6 +184,9 @@ type Options struct {
 	// than MaxConnections). Behind a reverse proxy, where every connection
 	// comes from the proxy, set MaxConnectionsPerClient to MaxConnections.
 	MaxConnections, MaxConnectionsPerClient int
+	// Telemetry traces runs and calls (a run's span is the child of the
+	// W3C trace context of the request that started it). Nil: off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -226,6 +230,7 @@ type Server struct {
 	uploadsC  *quota // a slot per upload in progress
 	bodyBytes *quota // the bytes of request bodies held in memory
 	loopCfg   *loop.Config
+	tel       *telemetry.Telemetry
 	sessions  *session.Store
 	log       *slog.Logger
 	dataDir   string
@@ -322,6 +327,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		uploadsC:  newQuota(int64(lim.MaxConcurrentUploads), int64(max(1, lim.MaxConcurrentUploads/2))),
 		bodyBytes: newQuota(lim.MaxBodyMemory, max(lim.MaxBodyMemory/2, lim.MaxUpload)),
 		loopCfg:   opts.Loop,
+		tel:       opts.Telemetry,
 		sessions:  sessions,
 		log:       log,
 		dataDir:   dataDir,

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Sources of a tool in ToolInfo.
@@ -326,18 +328,30 @@ func (s *Server) remove(name string) error {
 
 // callTool is POST /v1/tools/{name}/call: the body is the arguments (a
 // JSON object sent as application/json; empty means {}); the answer is a
-// Result. The body is read before a slot is taken.
+// Result, with the call's audit when ?audit=true. The body is read before
+// a slot is taken.
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	withAudit := false
+	if v := r.URL.Query().Get("audit"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "audit=%q: want true or false", textsafe.Clean(v, 40)))
+			return
+		}
+		withAudit = b
+	}
 	args, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(r.Context(), s.limits.CallTimeout)
+	ctx, cancel := context.WithTimeout(s.traceContext(r), s.limits.CallTimeout)
 	defer cancel()
+	start := time.Now()
 	inv := s.reg.Invoke(ctx, name, args)
+	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit})
 	if registry.KindOf(inv.Err) == registry.NotFound {
 		s.mu.Lock()
 		berr := s.broken[name]
@@ -346,7 +360,44 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 			inv.Err = registry.NewError(registry.NotFound, name, fmt.Errorf("the stored tool could not be restored: %w", berr))
 		}
 	}
-	s.writeJSON(w, callStatus(inv.Err), CallResult(inv.Output, inv.Err))
+	res := CallResult(inv.Output, inv.Err)
+	if withAudit {
+		res.Audit = clientAudit(inv.Audit)
+	}
+	s.writeJSON(w, callStatus(inv.Err), res)
+}
+
+// errorKind is err's registry kind, "" for nil.
+func errorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(registry.KindOf(err))
+}
+
+// clientAudit is a call's audit as an API client sees it: without the
+// mounts' host directories (the operator's file system layout is not the
+// client's business; the guest paths say what the tool touched).
+func clientAudit(a *registry.Audit) *registry.Audit {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Mounts = slices.Clone(a.Mounts)
+	for i := range c.Mounts {
+		c.Mounts[i].Host = ""
+	}
+	return &c
+}
+
+// traceContext is r's context with the W3C trace context (traceparent,
+// tracestate, baggage) of its headers when telemetry is on, so that the
+// spans of a call or a run are children of the client's.
+func (s *Server) traceContext(r *http.Request) context.Context {
+	if s.tel == nil {
+		return r.Context()
+	}
+	return telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 }
 
 // info describes the tool called name, or returns nil if there is none.

@@ -23,7 +23,7 @@ var ErrDamaged = errors.New("the session has damaged lines; it is left as it is"
 // a crash leaves the old file or the new one, never half of either). It
 // holds the session's lock while it works, so it fails with ErrLocked
 // when another process has the session open, and with ErrNotFound when
-// there is no such session. Request records are kept. fn gets the messages as Load returns them
+// there is no such session. Request and call records are kept. fn gets the messages as Load returns them
 // (lines Load would drop are dropped); when it returns as many messages as
 // it got, each keeps its recorded time. before and after are the file's
 // sizes. A message that does not fit a line even with its long strings
@@ -56,8 +56,9 @@ func (st *Store) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessag
 		// Rewriting would make what the reader dropped or cut final.
 		return 0, 0, fmt.Errorf("session %q: %w: %s", id, ErrDamaged, strings.Join(warnings, "; "))
 	}
-	// fn sees the messages; the request records (usage) are kept as they
-	// are, in time order among the messages.
+	// fn sees the messages; the other records (requests' usage, tool
+	// calls' audits) are kept as they are, in time order among the
+	// messages.
 	var recs, requests []record
 	for _, r := range all {
 		if len(r.Message) != 0 {

@@ -3,10 +3,13 @@
 // and fsynced as each record completes, mode 0600.
 //
 // A record is a message of the conversation, {"time":...,"message":{...}}
-// (Append, Record), or what one model request cost,
+// (Append, Record); what one model request cost,
 // {"time":...,"request":{...}} (RecordRequest: the model, the usage, the
-// duration). History readers (Open, Load, Decode) return only the
-// messages; Info sums the requests; Records returns both.
+// duration); or what one tool call did, {"time":...,"call":{...}}
+// (RecordCall: the tool, the call id, the duration, the error kind and
+// the host's audit, for `agrun audit`). History readers (Open, Load,
+// Decode) return only the messages; Info sums the requests; Records
+// returns them all.
 //
 // Killing the process at any instant leaves a file that loads: a torn last
 // line (a write cut short) is dropped with a warning, and nothing before it
@@ -40,6 +43,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 )
 
 // ErrLocked is returned by Open when another process holds the session.
@@ -79,19 +85,51 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "agrun-sessions")
 }
 
-// Record is one line of a session file: a message of the conversation, or
-// a model request's summary (exactly one of Message and Request is set).
+// Record is one line of a session file: a message of the conversation, a
+// model request's summary, or a tool call's outcome and audit (exactly one
+// of Message, Request and Call is set).
 type Record struct {
 	Time    time.Time       `json:"time"`
 	Message json.RawMessage `json:"message,omitempty"`
 	Request json.RawMessage `json:"request,omitempty"`
+	Call    json.RawMessage `json:"call,omitempty"`
+}
+
+// Call is what a call record holds: one tool call of a run, as the loop
+// reported it when the call completed (loop.ToolExecutionCompleted). It
+// never holds the call's arguments or result (they are in the messages).
+type Call struct {
+	Tool       string `json:"tool"`
+	ID         string `json:"id"`
+	DurationMS int64  `json:"duration_ms"`
+	// ErrorKind is the registry's kind of a failed call, "" on success.
+	ErrorKind registry.Kind `json:"error_kind,omitempty"`
+	// Audit is what the call did as its host saw it (nil: none reported,
+	// or the call did not run).
+	Audit *registry.Audit `json:"audit,omitempty"`
+}
+
+// CallOf is the call record of a completed tool call.
+func CallOf(ev *loop.ToolExecutionCompleted) Call {
+	return Call{Tool: ev.Name, ID: ev.ID, DurationMS: ev.Duration.Milliseconds(), ErrorKind: ev.ErrorKind, Audit: ev.Audit}
+}
+
+// DecodeCall returns the call r holds; ok is false when r is not a call
+// record or its call does not decode (a reader skips it).
+func (r *Record) DecodeCall() (c Call, ok bool) {
+	if len(r.Call) == 0 || json.Unmarshal(r.Call, &c) != nil {
+		return Call{}, false
+	}
+	return c, true
 }
 
 // record is the package's name for Record.
 type record = Record
 
 // valid reports whether r is a record a reader keeps.
-func (r *Record) valid() bool { return len(r.Message) != 0 || len(r.Request) != 0 }
+func (r *Record) valid() bool {
+	return len(r.Message) != 0 || len(r.Request) != 0 || len(r.Call) != 0
+}
 
 // Store is a folder of sessions. It is safe for concurrent use.
 type Store struct {
@@ -175,16 +213,20 @@ func (s *Session) Append(msg json.RawMessage) error {
 	return s.append("message", msg)
 }
 
-// append writes one record of the given kind ("message" or "request").
+// append writes one record of the given kind ("message", "request" or
+// "call").
 func (s *Session) append(kind string, v json.RawMessage) error {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, v); err != nil {
 		return fmt.Errorf("session %q: %s is not JSON: %w", s.ID, kind, err)
 	}
 	rec := record{Time: time.Now().UTC()}
-	if kind == "request" {
+	switch kind {
+	case "request":
 		rec.Request = buf.Bytes()
-	} else {
+	case "call":
+		rec.Call = buf.Bytes()
+	default:
 		rec.Message = buf.Bytes()
 	}
 	line, err := json.Marshal(rec)
@@ -220,6 +262,11 @@ func (s *Session) Record(msg any) { s.record("message", msg) }
 // "duration_ms", "retries", "finish_reason"). It handles errors as Record
 // does. History readers skip request records; Info sums them.
 func (s *Session) RecordRequest(v any) { s.record("request", v) }
+
+// RecordCall appends c as a call record: what one tool call did (see
+// Call). It handles errors as Record does. History readers skip call
+// records; Store.Calls and Records return them.
+func (s *Session) RecordCall(c Call) { s.record("call", c) }
 
 func (s *Session) record(kind string, v any) {
 	b, err := json.Marshal(v)
@@ -560,7 +607,7 @@ func (st *Store) Info(id string) (Info, error) {
 	return info, nil
 }
 
-// Records returns every record of session id, messages and requests in
+// Records returns every record of session id, messages, requests and calls in
 // file order, without locking it, and warnings for lines dropped or cut.
 // An unknown id is an error matching ErrNotFound.
 func (st *Store) Records(id string) ([]Record, []string, error) {
@@ -651,4 +698,29 @@ func (s *Session) Remove() error {
 		err = cerr
 	}
 	return err
+}
+
+// CallAt is one call record of a stored session: when it was written
+// (when the call completed) and what it holds.
+type CallAt struct {
+	Session string
+	Time    time.Time
+	Call
+}
+
+// Calls returns the call records of session id in file order (a record
+// that does not decode is skipped), without locking it, and warnings for
+// lines dropped or cut. An unknown id is an error matching ErrNotFound.
+func (st *Store) Calls(id string) ([]CallAt, []string, error) {
+	recs, warnings, err := st.Records(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []CallAt
+	for i := range recs {
+		if c, ok := recs[i].DecodeCall(); ok {
+			out = append(out, CallAt{Session: id, Time: recs[i].Time, Call: c})
+		}
+	}
+	return out, warnings, nil
 }

@@ -228,6 +228,10 @@ type Run struct {
 
 	mu    sync.Mutex
 	tools map[string]toolStart
+	// With CaptureContent: the messages since the last request (its
+	// input) and the reply text streamed so far (its output).
+	input []string
+	text  strings.Builder
 }
 
 type toolStart struct {
@@ -347,17 +351,42 @@ func (r *Run) ToolCompleted(c Tool) {
 	if !ok {
 		ts = toolStart{name: c.Name, start: end.Add(-c.Duration)}
 	}
+	r.t.toolSpan(r.ctx, ts, end, c)
+}
+
+// Call records a tool call made outside a run (agrun serve's POST
+// /v1/tools/{name}/call) as an "execute_tool {name}" span under whatever
+// span ctx carries, from start to now. input is recorded only with
+// CaptureContent.
+func (t *Telemetry) Call(ctx context.Context, start time.Time, input []byte, c Tool) {
+	if t == nil {
+		return
+	}
+	ts := toolStart{name: c.Name, start: start}
+	if t.cfg.CaptureContent {
+		ts.input = string(input)
+	}
+	t.toolSpan(ctx, ts, time.Now(), c)
+}
+
+// toolSpan records one tool call's span and metrics.
+func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c Tool) {
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", c.Name),
-		attribute.String("gen_ai.tool.call.id", c.ID),
 		attribute.String("gen_ai.tool.type", "function"),
 	}
+	if c.ID != "" { // a direct call (serve's /call) has no call id
+		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", c.ID))
+	}
+	if d := permissionDecision(c.ErrorKind); d != "" {
+		attrs = append(attrs, attribute.String("agrun.permission.decision", d))
+	}
 	attrs = append(attrs, auditAttributes(c.Audit)...)
-	if r.t.cfg.CaptureContent {
+	if t.cfg.CaptureContent {
 		attrs = append(attrs, content("gen_ai.tool.call.arguments", ts.input), content("gen_ai.tool.call.result", string(c.Output)))
 	}
-	_, span := r.t.tracer.Start(r.ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
+	_, span := t.tracer.Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
 	outcome := "ok"
 	if c.ErrorKind != "" {
 		outcome = c.ErrorKind
@@ -366,8 +395,8 @@ func (r *Run) ToolCompleted(c Tool) {
 	}
 	span.End(trace.WithTimestamp(end))
 	name := attribute.String("gen_ai.tool.name", c.Name)
-	r.t.toolCalls.Add(r.ctx, 1, metric.WithAttributes(name, attribute.String("agrun.outcome", outcome)))
-	r.t.toolDuration.Record(r.ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(name))
+	t.toolCalls.Add(ctx, 1, metric.WithAttributes(name, attribute.String("agrun.outcome", outcome)))
+	t.toolDuration.Record(ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(name))
 }
 
 // End ends the run's span; err (nil on success) sets its status.
@@ -420,6 +449,22 @@ func auditAttributes(a *registry.Audit) []attribute.KeyValue {
 		attribute.Int("agrun.sandbox.http.requests", len(a.Requests)+a.MoreRequests),
 		attribute.StringSlice("agrun.sandbox.http.hosts", hosts),
 	)
+}
+
+// permissionDecision is what the permission policy decided for a call
+// that ended with kind: "denied" (permission_denied: by the policy before
+// the call, or by the sandbox when the guest used a capability it was not
+// granted), "" when the call never reached the check (not_found), else
+// "allowed" (the registry checks permissions before validating and
+// running).
+func permissionDecision(kind string) string {
+	switch registry.Kind(kind) {
+	case registry.PermissionDenied:
+		return "denied"
+	case registry.NotFound:
+		return ""
+	}
+	return "allowed"
 }
 
 func content(key, s string) attribute.KeyValue {

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/lpriv"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/runtime"
+)
+
+// auditReport is what `agrun audit --json` prints.
+type auditReport struct {
+	// Since is the start of the window read (zero: every record).
+	Since time.Time `json:"since,omitzero"`
+	// Sessions is how many sessions were read.
+	Sessions int `json:"sessions"`
+	// Tools are the configured WebAssembly tools, sorted by name.
+	Tools []lpriv.Report `json:"tools"`
+	// Other are recorded tools that are not WebAssembly tools of this
+	// config (MCP tools, tools since removed): calls only, no grant to
+	// compare with.
+	Other []otherTool `json:"other"`
+	// Warnings are lines of the session files that could not be read.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// otherTool counts the recorded calls of a tool audit has no grant for.
+type otherTool struct {
+	Tool  string `json:"tool"`
+	Calls int    `json:"calls"`
+}
+
+// audit is `agrun audit [--session ID] [--tool NAME] [--since AGE]
+// [--json]`: the call records of the saved sessions (what each tool call
+// did, as the sandbox saw it) against each configured WebAssembly tool's
+// grant, and the smaller grant that would have let every recorded call do
+// what it did (package lpriv).
+//
+// It reads only call records, which `agrun run`, `agrun chat` and agrun
+// serve's runs write; a grant is only as well measured as the calls
+// recorded, which the report says (calls, first and last).
+func (c *cli) audit(ctx context.Context, args []string) error {
+	fs := newFlags("audit")
+	sessionID := fs.String("session", "", "read only session `ID`")
+	tool := fs.String("tool", "", "report only the tool `NAME`")
+	since := fs.String("since", "", "read only the calls of the last `AGE`: 7d, 12h, 90m (default: every recorded call)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageOf(fs, "takes no arguments (--session ID, --tool NAME)")
+	}
+	var from time.Time
+	if *since != "" {
+		age, err := parseAge(*since)
+		if err != nil {
+			return usageOf(fs, "--since: %v", err)
+		}
+		from = time.Now().Add(-age)
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	if *tool != "" {
+		if _, ok := cfg.Tools[*tool]; !ok {
+			return usageOf(fs, "--tool: no WebAssembly tool %q in the config (`agrun tools` lists them; the audit compares a [tools.NAME] grant with its calls)", safe(*tool))
+		}
+	}
+	st, err := c.sessionStoreFor(cfg)
+	if err != nil {
+		return err
+	}
+	calls, n, warnings, err := recordedCalls(st, *sessionID)
+	if err != nil {
+		if errors.Is(err, session.ErrBadID) {
+			return usageOf(fs, "%v", err)
+		}
+		return err
+	}
+	rep := auditReport{Since: from, Sessions: n, Tools: []lpriv.Report{}, Other: []otherTool{}, Warnings: warnings}
+	byTool := map[string][]lpriv.Observation{}
+	for _, call := range calls {
+		if call.Time.Before(from) || (*tool != "" && call.Tool != *tool) {
+			continue
+		}
+		byTool[call.Tool] = append(byTool[call.Tool], lpriv.Observation{
+			Time: call.Time, Duration: time.Duration(call.DurationMS) * time.Millisecond, Kind: call.ErrorKind, Audit: call.Audit,
+		})
+	}
+	for _, name := range sortedKeys(cfg.Tools) {
+		if *tool != "" && name != *tool {
+			continue
+		}
+		rep.Tools = append(rep.Tools, lpriv.Analyze(name, grantOf(cfg, cfg.Tools[name]), byTool[name]))
+	}
+	for _, name := range sortedKeys(byTool) {
+		if _, ok := cfg.Tools[name]; !ok {
+			rep.Other = append(rep.Other, otherTool{Tool: name, Calls: len(byTool[name])})
+		}
+	}
+	if *asJSON {
+		writeJSONLine(c.stdout, rep)
+		return nil
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.stderr, "agrun: %s\n", safe(w))
+	}
+	writeAudit(c.stdout, rep)
+	return nil
+}
+
+// recordedCalls reads the call records of session id, or of every saved
+// session when id is empty, and how many sessions it read. An unknown id
+// is an error.
+func recordedCalls(st *session.Store, id string) ([]session.CallAt, int, []string, error) {
+	ids := []string{id}
+	if id == "" {
+		infos, err := st.List()
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		ids = ids[:0]
+		for _, in := range infos {
+			ids = append(ids, in.ID)
+		}
+	}
+	var all []session.CallAt
+	var warnings []string
+	for _, sid := range ids {
+		calls, w, err := st.Calls(sid)
+		if errors.Is(err, session.ErrNotFound) && id == "" {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		for _, x := range w {
+			warnings = append(warnings, "session "+sid+": "+x)
+		}
+		all = append(all, calls...)
+	}
+	return all, len(ids), warnings, nil
+}
+
+// grantOf is what [tools.NAME] grants t, with the effective limits: the
+// tool's own, else [sandbox]'s, else the sandbox's defaults. The wasm path
+// is written relative to the config's folder when it is inside it, as a
+// hand-written config would have it.
+func grantOf(cfg *config.Config, t config.Tool) lpriv.Grant {
+	g := lpriv.Grant{
+		Wasm:         relToConfig(cfg, t.Wasm),
+		AllowedHosts: slices.Clone(t.AllowedHosts),
+		Timeout:      firstPositive(t.Timeout.Std(), cfg.Sandbox.Timeout.Std(), runtime.DefaultTimeout),
+		Memory:       firstPositive(int64(t.Memory), int64(cfg.Sandbox.Memory), runtime.DefaultMemoryBytes),
+		MaxOutput:    firstPositive(int64(t.MaxOutput), int64(cfg.Sandbox.MaxOutput), runtime.DefaultMaxStdout),
+	}
+	for _, m := range t.Mounts {
+		mode := "ro"
+		switch {
+		case m.AllowDelete:
+			mode = "rwd"
+		case m.Writable:
+			mode = "rw"
+		}
+		g.Mounts = append(g.Mounts, lpriv.Mount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: mode})
+	}
+	return g
+}
+
+func firstPositive[T int64 | time.Duration](vs ...T) T {
+	for _, v := range vs {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+// relToConfig is p relative to the config file's folder ("./docs") when p
+// is inside it, else p.
+func relToConfig(cfg *config.Config, p string) string {
+	if cfg.Path == "" || p == "" {
+		return p
+	}
+	rel, err := filepath.Rel(filepath.Dir(cfg.Path), p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return p
+	}
+	return "./" + filepath.ToSlash(rel)
+}
+
+// writeAudit prints rep for a person: per tool its calls, each mount,
+// host and limit against what the calls used, the notes, and the
+// suggested block to paste into agrun.toml.
+func writeAudit(w io.Writer, rep auditReport) {
+	window := "every recorded call"
+	if !rep.Since.IsZero() {
+		window = "calls since " + rep.Since.Local().Format("2006-01-02 15:04")
+	}
+	fmt.Fprintf(w, "# agrun audit: %s, %s\n", window, plural(rep.Sessions, "session"))
+	if len(rep.Tools) == 0 {
+		fmt.Fprintln(w, "\nNo WebAssembly tools are configured.")
+	}
+	for _, r := range rep.Tools {
+		fmt.Fprintf(w, "\n## %s: %s", safe(r.Tool), plural(r.Calls, "call"))
+		if r.Calls == 0 {
+			fmt.Fprintln(w, " recorded: nothing to compare its grant with (a tool never called may not be needed at all)")
+			continue
+		}
+		if r.Failed > 0 {
+			fmt.Fprintf(w, " (%d failed)", r.Failed)
+		}
+		fmt.Fprintf(w, ", %s .. %s\n", r.First.Local().Format("2006-01-02 15:04"), r.Last.Local().Format("2006-01-02 15:04"))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if len(r.Mounts) > 0 {
+			fmt.Fprintln(tw, "  mount\tgranted\tused\tsuggest")
+			for _, m := range r.Mounts {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", safe(m.Guest), m.Mode, mountUse(m), orDrop(m.Suggest))
+			}
+		}
+		if len(r.Hosts) > 0 {
+			fmt.Fprintln(tw, "  host\t\tused\tsuggest")
+			for _, h := range r.Hosts {
+				used, keep := "never contacted", "drop"
+				if h.Keep {
+					used, keep = plural(h.Requests, "request"), "keep"
+				}
+				fmt.Fprintf(tw, "  %s\t\t%s\t%s\n", safe(h.Host), used, keep)
+			}
+		}
+		fmt.Fprintln(tw, "  limit\tgranted\tobserved max\tsuggest")
+		fmt.Fprintf(tw, "  timeout\t%s\t%s\t%s\n", time.Duration(r.Timeout.Current), time.Duration(r.Timeout.Observed).Round(time.Millisecond), limitSuggest(r.Timeout, func(v int64) string { return time.Duration(v).String() }))
+		fmt.Fprintf(tw, "  memory\t%s\t%s\t%s\n", sizeText(r.Memory.Current), sizeText(r.Memory.Observed), limitSuggest(r.Memory, sizeText))
+		fmt.Fprintf(tw, "  max_output\t%s\t%s\t%s\n", sizeText(r.Output.Current), sizeText(r.Output.Observed), limitSuggest(r.Output, sizeText))
+		tw.Flush()
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "  note: %s\n", safe(n))
+		}
+		fmt.Fprintf(w, "\n  suggested grant (paste over [tools.%s] in agrun.toml; keep any other keys it has):\n\n", safe(r.Tool))
+		for _, l := range strings.Split(strings.TrimSuffix(r.TOML, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", safe(l))
+		}
+	}
+	if len(rep.Other) > 0 {
+		fmt.Fprintln(w, "\nAlso recorded (no WebAssembly grant in this config to compare with):")
+		for _, o := range rep.Other {
+			fmt.Fprintf(w, "  %s: %s\n", safe(o.Tool), plural(o.Calls, "call"))
+		}
+	}
+}
+
+// mountUse says how the calls used a mount.
+func mountUse(m lpriv.MountUse) string {
+	var did []string
+	if m.Read {
+		did = append(did, "read")
+	}
+	if m.Wrote {
+		did = append(did, "wrote")
+	}
+	if m.Deleted {
+		did = append(did, "deleted")
+	}
+	if len(did) == 0 {
+		return "never touched"
+	}
+	s := strings.Join(did, ", ") + " (" + plural(m.Calls, "call") + ")"
+	if m.Mode != "ro" && !m.Wrote && !m.Deleted {
+		s = "only read (" + plural(m.Calls, "call") + ")"
+	}
+	return s
+}
+
+func orDrop(mode string) string {
+	if mode == "" {
+		return "drop"
+	}
+	return mode
+}
+
+func limitSuggest(l lpriv.Limit, show func(int64) string) string {
+	switch {
+	case l.Hit:
+		return show(l.Suggest) + " (a call hit it)"
+	case l.Observed == 0:
+		return show(l.Suggest) + " (nothing observed)"
+	}
+	return show(l.Suggest)
+}
+
+// sizeText shows n bytes as the config writes sizes.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
