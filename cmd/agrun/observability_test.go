@@ -300,7 +300,7 @@ func TestRunTrace(t *testing.T) {
 	if r.stdout != "Two.\n" {
 		t.Errorf("stdout %q", r.stdout)
 	}
-	for _, want := range []string{"\ntrace ", "\ninvoke_agent agrun", "\n  chat test", "10 in / 5 out tokens", "\n  execute_tool word_count", "\n  execute_tool nosuch", "error (not_found)"} {
+	for _, want := range []string{"\ntrace ", "\ninvoke_agent agrun", "\n  chat test", "10 in / 5 out tokens", "\n  execute_tool word_count", "\n  execute_tool unknown", "error (not_found)"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Fatalf("--trace output lacks %q:\n%s", want, r.stderr)
 		}

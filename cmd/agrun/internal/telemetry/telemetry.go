@@ -371,11 +371,21 @@ func (t *Telemetry) Call(ctx context.Context, start time.Time, input []byte, c T
 
 // toolSpan records one tool call's span and metrics.
 func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c Tool) {
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", c.Name),
-		attribute.String("gen_ai.tool.type", "function"),
+	// The name is the model's word: a call of no registered tool (or one
+	// not a valid name) is "unknown" in the span's name and the metrics,
+	// so that a model cannot create series or send text at will; what it
+	// asked for is kept, cleaned and cut, as one attribute.
+	toolName := c.Name
+	var requested []attribute.KeyValue
+	if !registry.ValidName(toolName) || c.ErrorKind == string(registry.NotFound) {
+		requested = append(requested, attribute.String("agrun.tool.requested", textsafe.Clean(toolName, 64)))
+		toolName = "unknown"
 	}
+	attrs := append([]attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", toolName),
+		attribute.String("gen_ai.tool.type", "function"),
+	}, requested...)
 	if c.ID != "" { // a direct call (serve's /call) has no call id
 		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", c.ID))
 	}
@@ -386,7 +396,7 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	if t.cfg.CaptureContent {
 		attrs = append(attrs, content("gen_ai.tool.call.arguments", ts.input), content("gen_ai.tool.call.result", string(c.Output)))
 	}
-	_, span := t.tracer.Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
+	_, span := t.tracer.Start(ctx, "execute_tool "+toolName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
 	outcome := "ok"
 	if c.ErrorKind != "" {
 		outcome = c.ErrorKind
@@ -394,7 +404,7 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 		span.SetStatus(codes.Error, c.ErrorKind)
 	}
 	span.End(trace.WithTimestamp(end))
-	name := attribute.String("gen_ai.tool.name", c.Name)
+	name := attribute.String("gen_ai.tool.name", toolName)
 	t.toolCalls.Add(ctx, 1, metric.WithAttributes(name, attribute.String("agrun.outcome", outcome)))
 	t.toolDuration.Record(ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(name))
 }

@@ -75,7 +75,7 @@ func TestSpans(t *testing.T) {
 		names = append(names, s.Name())
 		byName[s.Name()] = s
 	}
-	if strings.Join(names, ",") != "chat m1,execute_tool word_count,execute_tool nosuch,chat m1,invoke_agent agrun" {
+	if strings.Join(names, ",") != "chat m1,execute_tool word_count,execute_tool unknown,chat m1,invoke_agent agrun" {
 		t.Fatalf("spans %v", names)
 	}
 	root := byName["invoke_agent agrun"]
@@ -108,8 +108,8 @@ func TestSpans(t *testing.T) {
 	if _, ok := tool["gen_ai.tool.call.arguments"]; ok {
 		t.Error("arguments captured without CaptureContent")
 	}
-	failed := byName["execute_tool nosuch"]
-	if attrs(failed)["error.type"].AsString() != "not_found" || failed.Status().Code.String() != "Error" {
+	failed := byName["execute_tool unknown"] // no such tool: not the model's word in the span name
+	if attrs(failed)["error.type"].AsString() != "not_found" || failed.Status().Code.String() != "Error" || attrs(failed)["agrun.tool.requested"].AsString() != "nosuch" {
 		t.Errorf("failed tool %v %v", attrs(failed), failed.Status())
 	}
 
