@@ -189,8 +189,10 @@ type RequestInfo struct {
 	Retries int
 	// FinishReason is the provider's finish_reason ("" if the request failed).
 	FinishReason string
-	// Error is the message of the error that ended the request, "" on success.
-	Error string
+	// Error is the message of the error that ended the request, "" on
+	// success; ErrorKind its kind (KindOf).
+	Error     string
+	ErrorKind Kind
 }
 
 // MarshalJSON gives the form described on RequestInfo; "error" is left out
@@ -203,7 +205,8 @@ func (i RequestInfo) MarshalJSON() ([]byte, error) {
 		Retries      int    `json:"retries"`
 		FinishReason string `json:"finish_reason"`
 		Error        string `json:"error,omitempty"`
-	}{i.Model, i.Usage, i.Duration.Milliseconds(), i.Retries, i.FinishReason, i.Error})
+		ErrorKind    Kind   `json:"error_kind,omitempty"`
+	}{i.Model, i.Usage, i.Duration.Milliseconds(), i.Retries, i.FinishReason, i.Error, i.ErrorKind})
 }
 
 // request makes one model request with the current history, retrying
@@ -225,7 +228,7 @@ func (r *runState) request(ctx context.Context, stream bool) (rep reply, err err
 			info.Model = cfg.Model
 		}
 		if err != nil {
-			info.Error = textsafe.Clean(err.Error(), 1024)
+			info.Error, info.ErrorKind = textsafe.Clean(err.Error(), 1024), KindOf(err)
 		} else {
 			info.Usage, info.FinishReason = rep.Usage, rep.FinishReason
 		}

@@ -66,6 +66,10 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		r.release(sum, c)
 		return nil, err
 	}
+	r.compiles.Add(1)
+	if ok {
+		r.compileHits.Add(1)
+	}
 	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 }
 

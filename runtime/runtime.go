@@ -26,12 +26,15 @@ type Runtime struct {
 	// preparedDir keeps prepared modules (prepared.go) beside wazero's
 	// cache; empty without the disk cache.
 	preparedDir string
-	// preparedHits counts the modules compiled from a prepared file.
-	preparedHits atomic.Int64
-	wasiSigs     map[string]wasmbin.FuncType
-	modCfg       wazero.ModuleConfig
-	sem          chan struct{}
-	pool         *memPool // guest memories kept for reuse
+	// preparedHits counts the modules compiled from a prepared file;
+	// compiles and compileHits the successful Compile calls and those an
+	// already compiled module answered (Stats).
+	preparedHits          atomic.Int64
+	compiles, compileHits atomic.Int64
+	wasiSigs              map[string]wasmbin.FuncType
+	modCfg                wazero.ModuleConfig
+	sem                   chan struct{}
+	pool                  *memPool // guest memories kept for reuse
 
 	closing context.Context // done when Close starts
 	stop    context.CancelFunc

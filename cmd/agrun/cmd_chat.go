@@ -37,7 +37,7 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
-	tel, err := c.setupTelemetry(ctx, e.cfg, false)
+	tel, err := c.setupTelemetry(ctx, e.cfg, false, e.rt)
 	if err != nil {
 		return err
 	}

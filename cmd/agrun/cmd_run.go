@@ -526,7 +526,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		return "", turnStats{}, err
 	}
 	defer e.close()
-	tel, err := c.setupTelemetry(ctx, e.cfg, o.trace)
+	tel, err := c.setupTelemetry(ctx, e.cfg, o.trace, e.rt)
 	if err != nil {
 		return "", turnStats{}, err
 	}

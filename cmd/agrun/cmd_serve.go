@@ -54,7 +54,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
-	tel, err := c.setupTelemetry(ctx, cfg, false)
+	tel, err := c.setupTelemetry(ctx, cfg, false, e.rt)
 	if err != nil {
 		ln.Close()
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/runtime"
 	"go.opentelemetry.io/otel"
 )
 
@@ -22,7 +23,7 @@ const telemetryFlushTimeout = 5 * time.Second
 // asks for anything. The caller calls shutdown at exit: it flushes what
 // is pending, for at most telemetryFlushTimeout. Export failures are
 // warnings on stderr, never a failed command.
-func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool) (*telemetry.Telemetry, error) {
+func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool, rt *runtime.Runtime) (*telemetry.Telemetry, error) {
 	tc := cfg.Telemetry
 	headers, err := exportHeaders(tc.HeadersEnv)
 	if err != nil {
@@ -41,6 +42,16 @@ func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool)
 	tel, err := telemetry.Setup(ctx, tcfg)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("[telemetry]: %w", err)}
+	}
+	if tel != nil && rt != nil {
+		err := tel.ObserveRuntime(func() telemetry.RuntimeStats {
+			st := rt.Stats()
+			return telemetry.RuntimeStats{InstancesInUse: int64(st.InstancesInUse), InstancesPrepared: st.InstancesPrepared,
+				Compiles: st.Compiles, CompileHits: st.CompileHits, PreparedHits: st.PreparedHits}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: %w", err)
+		}
 	}
 	if tel != nil {
 		log := c.logger()

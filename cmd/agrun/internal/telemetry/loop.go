@@ -68,9 +68,8 @@ func (r *Run) Message(m loop.Message) {
 
 // LoopRequest records a model request the loop reported
 // (loop.Config.OnRequest): its span ends when the request ended, and
-// starts its Duration earlier. A failed request's error.type is "_OTHER"
-// (RequestInfo carries its message, not its kind; the run's span has the
-// kind the run ended with).
+// starts its Duration earlier. A failed request's error.type is its loop
+// kind ("_OTHER" if it has none).
 func (r *Run) LoopRequest(info loop.RequestInfo) {
 	if r == nil {
 		return
@@ -78,7 +77,10 @@ func (r *Run) LoopRequest(info loop.RequestInfo) {
 	q := Request{Model: info.Model, Duration: info.Duration, InputTokens: info.Usage.PromptTokens,
 		OutputTokens: info.Usage.CompletionTokens, FinishReason: info.FinishReason, Retries: info.Retries}
 	if info.Error != "" {
-		q.ErrorKind = "_OTHER"
+		q.ErrorKind = string(info.ErrorKind)
+		if q.ErrorKind == "" {
+			q.ErrorKind = "_OTHER"
+		}
 	}
 	if r.t.cfg.CaptureContent {
 		r.mu.Lock()

@@ -58,10 +58,10 @@ func TestLoopAdapter(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tel, _ := setup(context.Background(), Config{}, sdkmetric.NewManualReader(), rec)
 	_, r := tel.StartRun(context.Background(), "s", "m")
-	r.LoopRequest(loop.RequestInfo{Model: "m", Duration: time.Millisecond, Error: "loop: 401 Unauthorized"})
+	r.LoopRequest(loop.RequestInfo{Model: "m", Duration: time.Millisecond, Error: "loop: 401 Unauthorized", ErrorKind: loop.KindProvider})
 	r.Finish(errors.New("failed"))
 	spans := rec.Ended()
-	if len(spans) != 2 || attrs(spans[0])["error.type"].AsString() != "_OTHER" || attrs(spans[1])["error.type"].AsString() != string(loop.KindOther) {
+	if len(spans) != 2 || attrs(spans[0])["error.type"].AsString() != string(loop.KindProvider) || attrs(spans[1])["error.type"].AsString() != string(loop.KindOther) {
 		t.Fatalf("failed run: %v", spans)
 	}
 	// A direct call (serve): its span under ctx, the policy's decision.

@@ -205,6 +205,44 @@ func (t *Telemetry) instruments() error {
 	return errors.Join(errs...)
 }
 
+// RuntimeStats is what ObserveRuntime reports: the sandbox's counters
+// (runtime.Stats, copied by the caller so that this package does not
+// import the runtime).
+type RuntimeStats struct {
+	InstancesInUse, InstancesPrepared   int64
+	Compiles, CompileHits, PreparedHits int64
+}
+
+// ObserveRuntime reports stats at every metric collection:
+// agrun.sandbox.instances (gauge, by state in_use|prepared) and
+// agrun.sandbox.compiles (counter, by result compiled|memory_hit|
+// prepared_hit: a compile answered by a module already held, or started
+// from a prepared module on disk). Safe on a nil Telemetry.
+func (t *Telemetry) ObserveRuntime(stats func() RuntimeStats) error {
+	if t == nil || stats == nil {
+		return nil
+	}
+	m := t.mp.Meter("github.com/agcore/agrun")
+	inst, err := m.Int64ObservableGauge("agrun.sandbox.instances", metric.WithDescription("WebAssembly instances, by state (in_use: a call holds it; prepared: made ahead of its call)."))
+	if err != nil {
+		return err
+	}
+	comp, err := m.Int64ObservableCounter("agrun.sandbox.compiles", metric.WithDescription("Module compiles, by result (compiled, memory_hit, prepared_hit)."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := stats()
+		o.ObserveInt64(inst, st.InstancesInUse, metric.WithAttributes(attribute.String("state", "in_use")))
+		o.ObserveInt64(inst, st.InstancesPrepared, metric.WithAttributes(attribute.String("state", "prepared")))
+		o.ObserveInt64(comp, st.Compiles-st.CompileHits-st.PreparedHits, metric.WithAttributes(attribute.String("result", "compiled")))
+		o.ObserveInt64(comp, st.CompileHits, metric.WithAttributes(attribute.String("result", "memory_hit")))
+		o.ObserveInt64(comp, st.PreparedHits, metric.WithAttributes(attribute.String("result", "prepared_hit")))
+		return nil
+	}, inst, comp)
+	return err
+}
+
 // Shutdown exports what is pending and stops the exporters.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {

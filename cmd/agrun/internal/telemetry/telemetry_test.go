@@ -264,3 +264,53 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestObserveRuntime: the sandbox's counters are collected as metrics:
+// instances by state, compiles by result.
+func TestObserveRuntime(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tel, err := setup(context.Background(), Config{}, reader, tracetest.NewSpanRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.ObserveRuntime(func() RuntimeStats {
+		return RuntimeStats{InstancesInUse: 2, InstancesPrepared: 1, Compiles: 5, CompileHits: 3, PreparedHits: 1}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("state")
+					got[m.Name+"/"+v.AsString()] = p.Value
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if v, ok := p.Attributes.Value("result"); ok {
+						got[m.Name+"/"+v.AsString()] = p.Value
+					}
+				}
+			}
+		}
+	}
+	want := map[string]int64{
+		"agrun.sandbox.instances/in_use": 2, "agrun.sandbox.instances/prepared": 1,
+		"agrun.sandbox.compiles/compiled": 1, "agrun.sandbox.compiles/memory_hit": 3, "agrun.sandbox.compiles/prepared_hit": 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	var off *Telemetry
+	if err := off.ObserveRuntime(func() RuntimeStats { return RuntimeStats{} }); err != nil {
+		t.Fatal(err)
+	}
+}
