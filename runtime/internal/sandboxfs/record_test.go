@@ -45,3 +45,28 @@ func TestRecorderHoldsNoGuestStrings(t *testing.T) {
 	}
 	runtime.KeepAlive(rec)
 }
+
+// TestRecorderBounded100k: 100,000 distinct paths leave 64 kept paths,
+// a count capped at 4,096 names and exact totals.
+func TestRecorderBounded100k(t *testing.T) {
+	rec := &Recorder{}
+	fsys, err := New(t.TempDir(), Options{Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.(interface{ Close() error }).Close()
+	const n = 100_000
+	for i := range n {
+		fsys.Mkdir(fmt.Sprintf("d%06d", i), 0o755) // refused: read-only
+	}
+	st := rec.Stats()
+	if len(st.Paths) != DefaultMaxRecordedPaths || st.MorePaths != maxCountedMore || st.Refused != n {
+		t.Fatalf("paths %d, more %d, refused %d", len(st.Paths), st.MorePaths, st.Refused)
+	}
+	rec.mu.Lock()
+	kept := len(rec.paths) + len(rec.more)
+	rec.mu.Unlock()
+	if kept > DefaultMaxRecordedPaths+maxCountedMore {
+		t.Fatalf("%d names held", kept)
+	}
+}
