@@ -152,6 +152,16 @@ type Config struct {
 	// reply, each tool message), from the goroutine running the Submit
 	// method. It must not call Submit methods of the same Cycle.
 	OnMessage func(Message)
+	// Approver, if set, decides which tool calls need a person's yes and
+	// gives the decisions (see Approver); a denied call is answered
+	// "error (denied_by_user): <reason>" and the run goes on. Nil runs
+	// every call without asking.
+	Approver Approver
+	// OnDecision, if set, is called with every decision about a call
+	// (Approver's answers, and calls run because their tool was approved
+	// for the session), from the goroutine running the Submit method,
+	// before the call runs or is answered.
+	OnDecision func(DecisionRecord)
 	// OnRequest, if set, is called after each model request (retries
 	// included, failed requests too) with what it cost, from the goroutine
 	// running the Submit method.
@@ -204,6 +214,7 @@ type Cycle struct {
 	schemaFallback bool            // SchemaAuto fell back to the prompt instruction
 	learnedBudget  int             // token budget learnt from a context overflow; 0 none
 	lastEstimate   int             // estimated tokens of the last request's messages
+	approved       map[string]bool // tools approved for the session (approve.go); under mu
 }
 
 // New returns a Cycle for cfg. It fails if Model is empty, BaseURL is not

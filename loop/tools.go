@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,15 +28,16 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	prior := r.calls
 	r.calls += len(calls)
 	toRun, runIdx, local := r.runnable(b, stop, prior)
-	for _, idx := range [2][]int{local, runIdx} {
-		for _, i := range idx {
-			c := calls[i]
-			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
-				return errStopped
-			}
-		}
+	toRun, runIdx, ask := r.needsApproval(b, toRun, runIdx)
+	if !r.started(calls, local, runIdx) {
+		return errStopped
 	}
-	stopped := !r.invoke(ctx, b, toRun, runIdx)
+	var stopped bool
+	if len(ask) == 0 {
+		stopped = !r.invoke(ctx, b, toRun, runIdx)
+	} else {
+		stopped = !r.invokeAsking(ctx, b, toRun, runIdx, ask)
+	}
 	for i, c := range calls {
 		var full string
 		if b.full != nil {
@@ -176,6 +178,66 @@ func (r *runState) invoke(ctx context.Context, b *toolBatch, toRun []registry.Ca
 			}
 		}
 	})
+	return !stopped
+}
+
+// started emits ToolExecutionStarted for the calls at the indices, in
+// order; false if the consumer stopped.
+func (r *runState) started(calls []ToolCall, idx ...[]int) bool {
+	for _, is := range idx {
+		for _, i := range is {
+			c := calls[i]
+			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// invokeAsking is invoke when some calls (ask, by batch index) need a
+// decision: the others start at once, in the background, while the
+// Approver is asked about these in call order; the approved ones then
+// start too. Completions are emitted as they come once the questions are
+// answered (events come from this goroutine only). Like invoke it returns
+// false if the consumer stopped.
+func (r *runState) invokeAsking(ctx context.Context, b *toolBatch, now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) bool {
+	type result struct {
+		i   int
+		inv registry.Invocation
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, len(now)+len(ask))
+	start := func(calls []registry.Call, idx []int) {
+		if len(calls) == 0 {
+			return
+		}
+		go r.reg.InvokeEach(tctx, calls, func(k int, inv registry.Invocation) { results <- result{idx[k], inv} })
+	}
+	start(now, nowIdx)
+	order := make([]int, 0, len(ask))
+	for i := range ask {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	later, laterIdx := r.decide(ctx, b, order, ask)
+	stopped := !r.started(b.calls, laterIdx)
+	if stopped {
+		cancel()
+	}
+	start(later, laterIdx)
+	for range len(now) + len(later) {
+		res := <-results
+		b.done(res.i, res.inv)
+		if !stopped {
+			b.emitted[res.i] = true
+			if !r.emit(b.results[res.i]) {
+				stopped = true
+				cancel()
+			}
+		}
+	}
 	return !stopped
 }
 

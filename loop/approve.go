@@ -1,0 +1,192 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/registry"
+)
+
+// Answer is what a person decided about a tool call.
+type Answer string
+
+// The answers. ApproveOnce runs this call; ApproveSession runs it and
+// every later call of the same tool in this Cycle without asking;
+// ApproveAlways is ApproveSession that the Approver is expected to
+// persist (the loop treats both alike: the Approver remembers "always"
+// across Cycles, e.g. agrun's approvals file); Deny does not run the call.
+const (
+	ApproveOnce    Answer = "once"
+	ApproveSession Answer = "session"
+	ApproveAlways  Answer = "always"
+	Deny           Answer = "deny"
+)
+
+// Approved reports whether a runs the call.
+func (a Answer) Approved() bool {
+	return a == ApproveOnce || a == ApproveSession || a == ApproveAlways
+}
+
+// Decision is an Approver's answer about one call.
+type Decision struct {
+	// Answer is the decision. Any value other than the approving ones
+	// denies the call.
+	Answer Answer `json:"answer"`
+	// Reason is why (a denial's reason reaches the model as
+	// "error (denied_by_user): <reason>"). Empty: "denied by the user".
+	Reason string `json:"reason,omitempty"`
+	// By says who decided, for the record: e.g. "user" (a person at a
+	// terminal), "policy" (a configured rule), "non-interactive" (no one
+	// could be asked). Free text.
+	By string `json:"by,omitempty"`
+}
+
+// ApprovalRequest is what an Approver is asked about: one tool call the
+// model made, and what the call will be able to touch.
+type ApprovalRequest struct {
+	// CallID is the call's id in the history.
+	CallID string `json:"call_id"`
+	// Tool is the registry name of the tool.
+	Tool string `json:"tool"`
+	// Arguments are the call's arguments as the model sent them, cleaned
+	// of unsafe runes (textsafe) but otherwise raw: they may not be valid
+	// JSON.
+	Arguments string `json:"arguments"`
+	// Grant is what the call will run with (registry.DescribeGrant of the
+	// tool).
+	Grant registry.Grant `json:"grant"`
+}
+
+// An Approver decides which tool calls need a person's yes and gives the
+// decision. The loop calls it from the goroutine running a Submit
+// method, one call at a time, for the calls of a reply in call order.
+//
+// NeedsApproval is asked about each call the run would otherwise run
+// (calls not run anyway — unknown tool, over a budget — are not asked
+// about); a call it says no to runs at once, in parallel with the
+// questions about the others. Approve is then asked about the calls that
+// need it, unless the tool was approved for the session (ApproveSession,
+// ApproveAlways) earlier in this Cycle. An error from Approve denies the
+// call (kind denied_by_user, "no decision: <error>") and is recorded like
+// a decision; a cancelled ctx answers the call "cancelled".
+type Approver interface {
+	NeedsApproval(req ApprovalRequest) bool
+	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
+}
+
+// DecisionRecord is one decision as Config.OnDecision receives it: who
+// decided what about which call, when, and with which grant in view.
+type DecisionRecord struct {
+	ApprovalRequest
+	Decision
+	// Time is when the decision was made.
+	Time time.Time `json:"time"`
+	// Remembered: the tool was approved for the session earlier in this
+	// Cycle, so no one was asked (Decision.By is "session").
+	Remembered bool `json:"remembered,omitempty"`
+}
+
+// approvalRequest describes call c for the Approver.
+func (r *runState) approvalRequest(c ToolCall) (ApprovalRequest, bool) {
+	t, ok := r.reg.Get(c.Name)
+	if !ok {
+		return ApprovalRequest{}, false // answered not_found by the registry
+	}
+	return ApprovalRequest{
+		CallID:    c.ID,
+		Tool:      c.Name,
+		Arguments: textsafe.Clean(c.Arguments, 0),
+		Grant:     registry.DescribeGrant(t),
+	}, true
+}
+
+// needsApproval splits the runnable calls (toRun, runIdx: indices in the
+// batch) into those that run at once and those (ask: their requests, by
+// batch index) an Approver must decide.
+func (r *runState) needsApproval(b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
+	a := r.c.cfg.Approver
+	if a == nil {
+		return toRun, runIdx, nil
+	}
+	for k, call := range toRun {
+		i := runIdx[k]
+		req, ok := r.approvalRequest(b.calls[i])
+		if ok && a.NeedsApproval(req) {
+			if ask == nil {
+				ask = map[int]ApprovalRequest{}
+			}
+			ask[i] = req
+			continue
+		}
+		now = append(now, call)
+		nowIdx = append(nowIdx, i)
+	}
+	return now, nowIdx, ask
+}
+
+// decide asks the Approver about the calls of ask in call order (order:
+// the batch indices of ask, ascending), records each decision, answers
+// the denied calls and returns the approved ones. It returns ok false if
+// ctx ended (the undecided calls are answered "cancelled").
+func (r *runState) decide(ctx context.Context, b *toolBatch, order []int, ask map[int]ApprovalRequest) (run []registry.Call, runIdx []int) {
+	for _, i := range order {
+		req := ask[i]
+		if err := ctx.Err(); err != nil {
+			b.fail(i, registry.Cancelled, "the run was cancelled before the call was decided")
+			continue
+		}
+		rec := DecisionRecord{ApprovalRequest: req}
+		if r.c.sessionApproved(req.Tool) {
+			rec.Decision = Decision{Answer: ApproveSession, By: "session"}
+			rec.Remembered = true
+		} else {
+			d, err := r.c.cfg.Approver.Approve(ctx, req)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				b.fail(i, registry.Cancelled, "the run was cancelled before the call was decided")
+				continue
+			case err != nil:
+				d = Decision{Answer: Deny, Reason: "no decision: " + err.Error(), By: d.By}
+			}
+			d.Reason = textsafe.Clean(d.Reason, 1024)
+			d.By = textsafe.Clean(d.By, 64)
+			rec.Decision = d
+		}
+		rec.Time = time.Now()
+		if rec.Answer == ApproveSession || rec.Answer == ApproveAlways {
+			r.c.approveSession(req.Tool)
+		}
+		if f := r.c.cfg.OnDecision; f != nil {
+			f(rec)
+		}
+		if !rec.Answer.Approved() {
+			reason := rec.Reason
+			if reason == "" {
+				reason = "denied by the user"
+			}
+			b.fail(i, registry.DeniedByUser, reason)
+			continue
+		}
+		run = append(run, registry.Call{ID: req.CallID, Name: req.Tool, Args: json.RawMessage(b.calls[i].Arguments)})
+		runIdx = append(runIdx, i)
+	}
+	return run, runIdx
+}
+
+// sessionApproved reports whether tool was approved for the session.
+func (c *Cycle) sessionApproved(tool string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.approved[tool]
+}
+
+func (c *Cycle) approveSession(tool string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.approved == nil {
+		c.approved = map[string]bool{}
+	}
+	c.approved[tool] = true
+}
