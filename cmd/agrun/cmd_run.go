@@ -81,6 +81,9 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	// Each model request's model, usage, duration, retries and
 	// finish_reason, beside the messages (agrun sessions shows tokens).
 	lc.OnRequest = func(r loop.RequestInfo) { sess.RecordRequest(r) }
+	// Approvals ([approvals], approve keys): who decided what, recorded.
+	lc.Approver = c.approverFor(cfg, id)
+	lc.OnDecision = func(r loop.DecisionRecord) { sess.RecordDecision(r) }
 	if len(schema) > 0 && len(schema[0]) > 0 {
 		lc.ResponseSchema, conv.schema = schema[0], true
 	}
@@ -411,7 +414,7 @@ const maxStdinPrompt = 1 << 20
 func (c *cli) readPrompt(fs *flag.FlagSet, pos []string) (string, error) {
 	prompt := strings.Join(pos, " ")
 	dash := len(pos) == 1 && pos[0] == "-"
-	if !dash && isTerminal(c.stdin) {
+	if !dash && c.isTTY(c.stdin) {
 		if prompt == "" {
 			return "", usageOf(fs, "needs a PROMPT (or - to read it from stdin)")
 		}

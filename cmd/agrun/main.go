@@ -91,6 +91,11 @@ type cli struct {
 	// showReasoning shows the model's reasoning deltas (run and chat
 	// --show-reasoning).
 	showReasoning bool
+	// lineIn answers approval questions (approvals.go): chat's line
+	// reader, or stdin's once it is found to be a terminal. terminal, if
+	// set, replaces isTerminal (tests drive the prompt with a fake one).
+	lineIn   func(ctx context.Context) (string, error)
+	terminal func(any) bool
 }
 
 // run is the whole command, testable with buffers: it returns the exit
@@ -121,6 +126,7 @@ func init() {
 		{"call", (*cli).call},
 		{"init", errs(func(c *cli, _ context.Context, args []string) error { return c.initConfig(args) })},
 		{"sessions", errs(func(c *cli, _ context.Context, args []string) error { return c.sessions(args) })},
+		{"approvals", errs(func(c *cli, _ context.Context, args []string) error { return c.approvals(args) })},
 		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
 		{"serve", errs((*cli).serve)},

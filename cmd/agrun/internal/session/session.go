@@ -5,7 +5,8 @@
 // A record is a message of the conversation, {"time":...,"message":{...}}
 // (Append, Record), or what one model request cost,
 // {"time":...,"request":{...}} (RecordRequest: the model, the usage, the
-// duration). History readers (Open, Load, Decode) return only the
+// duration), or an approval decision about a tool call,
+// {"time":...,"decision":{...}} (RecordDecision). History readers (Open, Load, Decode) return only the
 // messages; Info sums the requests; Records returns both.
 //
 // Killing the process at any instant leaves a file that loads: a torn last
@@ -79,19 +80,24 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "agrun-sessions")
 }
 
-// Record is one line of a session file: a message of the conversation, or
-// a model request's summary (exactly one of Message and Request is set).
+// Record is one line of a session file: a message of the conversation, a
+// model request's summary or an approval decision (exactly one of
+// Message, Request and Decision is set).
 type Record struct {
 	Time    time.Time       `json:"time"`
 	Message json.RawMessage `json:"message,omitempty"`
 	Request json.RawMessage `json:"request,omitempty"`
+	// Decision is an approval decision (RecordDecision).
+	Decision json.RawMessage `json:"decision,omitempty"`
 }
 
 // record is the package's name for Record.
 type record = Record
 
 // valid reports whether r is a record a reader keeps.
-func (r *Record) valid() bool { return len(r.Message) != 0 || len(r.Request) != 0 }
+func (r *Record) valid() bool {
+	return len(r.Message) != 0 || len(r.Request) != 0 || len(r.Decision) != 0
+}
 
 // Store is a folder of sessions. It is safe for concurrent use.
 type Store struct {
@@ -182,9 +188,12 @@ func (s *Session) append(kind string, v json.RawMessage) error {
 		return fmt.Errorf("session %q: %s is not JSON: %w", s.ID, kind, err)
 	}
 	rec := record{Time: time.Now().UTC()}
-	if kind == "request" {
+	switch kind {
+	case "request":
 		rec.Request = buf.Bytes()
-	} else {
+	case "decision":
+		rec.Decision = buf.Bytes()
+	default:
 		rec.Message = buf.Bytes()
 	}
 	line, err := json.Marshal(rec)
@@ -220,6 +229,12 @@ func (s *Session) Record(msg any) { s.record("message", msg) }
 // "duration_ms", "retries", "finish_reason"). It handles errors as Record
 // does. History readers skip request records; Info sums them.
 func (s *Session) RecordRequest(v any) { s.record("request", v) }
+
+// RecordDecision appends v, encoded as JSON, as a decision record: who
+// decided what about a tool call, when, with which grant in view (for the
+// CLI, a loop.DecisionRecord). It handles errors as Record does. History
+// readers skip decision records; Records returns them.
+func (s *Session) RecordDecision(v any) { s.record("decision", v) }
 
 func (s *Session) record(kind string, v any) {
 	b, err := json.Marshal(v)
