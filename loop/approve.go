@@ -3,6 +3,12 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
@@ -107,13 +113,14 @@ func (r *runState) approvalRequest(c ToolCall) (ApprovalRequest, bool) {
 // batch index) an Approver must decide.
 func (r *runState) needsApproval(b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
 	a := r.c.cfg.Approver
-	if a == nil {
+	if a == nil && r.decisions == nil {
 		return toRun, runIdx, nil
 	}
 	for k, call := range toRun {
 		i := runIdx[k]
 		req, ok := r.approvalRequest(b.calls[i])
-		if ok && a.NeedsApproval(req) {
+		_, decided := r.decisions[req.CallID]
+		if ok && (decided || (a != nil && a.NeedsApproval(req))) {
 			if ask == nil {
 				ask = map[int]ApprovalRequest{}
 			}
@@ -138,12 +145,19 @@ func (r *runState) decide(ctx context.Context, b *toolBatch, order []int, ask ma
 			continue
 		}
 		rec := DecisionRecord{ApprovalRequest: req}
-		if r.c.sessionApproved(req.Tool) {
+		given, decided := r.decisions[req.CallID]
+		if !decided && r.c.sessionApproved(req.Tool) {
 			rec.Decision = Decision{Answer: ApproveSession, By: "session"}
 			rec.Remembered = true
 		} else {
-			d, err := r.c.cfg.Approver.Approve(ctx, req)
+			d, err := given, error(nil)
+			if !decided {
+				d, err = r.c.cfg.Approver.Approve(ctx, req)
+			}
 			switch {
+			case errors.Is(err, ErrApprovalPending):
+				r.paused = append(r.paused, req)
+				continue
 			case err != nil && ctx.Err() != nil:
 				b.fail(i, registry.Cancelled, "the run was cancelled before the call was decided")
 				continue
@@ -189,4 +203,154 @@ func (c *Cycle) approveSession(tool string) {
 		c.approved = map[string]bool{}
 	}
 	c.approved[tool] = true
+}
+
+// ErrApprovalPending, returned (wrapped) by an Approver's Approve, says
+// that the decision will come later, from outside this run (a script, an
+// HTTP client): the call is neither run nor answered. The other calls of
+// the reply run as usual; then the run emits an ApprovalRequired event
+// per call waiting and ends with an *ApprovalPendingError. The history
+// then ends with those calls unanswered: ResumeStreamWithTools continues
+// the run with the decisions, without a new model request (for a saved
+// session, with Config.ResumePending). A Submit method instead answers
+// them "cancelled" and starts a new run.
+var ErrApprovalPending = errors.New("loop: approval pending")
+
+// ApprovalPendingError ends a run whose calls wait for a decision; it
+// matches ErrApprovalPending.
+type ApprovalPendingError struct {
+	// Calls are the calls waiting, in call order.
+	Calls []ApprovalRequest
+}
+
+func (e *ApprovalPendingError) Error() string {
+	ids := make([]string, len(e.Calls))
+	for i, c := range e.Calls {
+		ids[i] = c.CallID + " (" + c.Tool + ")"
+	}
+	return "loop: the run waits for approval of " + strings.Join(ids, ", ")
+}
+
+// Is makes errors.Is(err, ErrApprovalPending) true.
+func (e *ApprovalPendingError) Is(target error) bool { return target == ErrApprovalPending }
+
+// ApprovalRequired is the event of a call that waits for a decision
+// (ErrApprovalPending), emitted after the reply's other calls completed.
+type ApprovalRequired struct {
+	ApprovalRequest
+}
+
+// EventType implements Event.
+func (*ApprovalRequired) EventType() string { return "approval_required" }
+
+// MarshalJSON gives {"type":"approval_required","call_id":...,"tool":...,
+// "input":<JSON>,"grant":{...}}; input that is not valid JSON is given as
+// a JSON string.
+func (e *ApprovalRequired) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type   string          `json:"type"`
+		CallID string          `json:"call_id"`
+		Tool   string          `json:"tool"`
+		Input  json.RawMessage `json:"input"`
+		Grant  registry.Grant  `json:"grant"`
+	}{e.EventType(), e.CallID, e.Tool, safeJSON(json.RawMessage(e.Arguments)), e.Grant})
+}
+
+// ErrNothingPending is returned by ResumeStreamWithTools when no call
+// waits for a decision, or a decision names a call that does not.
+var ErrNothingPending = errors.New("loop: no tool call waits for a decision")
+
+// Pending returns the calls waiting for a decision (see
+// ErrApprovalPending), in call order; nil if none. Safe to call at any
+// time.
+func (c *Cycle) Pending() []ToolCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.pending)
+}
+
+// ResumeStreamWithTools continues a run that ended with
+// ErrApprovalPending: the waiting calls are decided — by decisions (call
+// id -> Decision, recorded through OnDecision like an Approver's), the
+// others by the Approver — run or denied, answered, and the run goes on
+// with its next model request, as SubmitStreamWithTools does. A decision
+// for a call that does not wait, or no call waiting, is ErrNothingPending
+// (nothing is changed).
+func (c *Cycle) ResumeStreamWithTools(ctx context.Context, reg *registry.Registry, decisions map[string]Decision) iter.Seq2[Event, error] {
+	var used atomic.Bool
+	return func(yield func(Event, error) bool) {
+		if used.Swap(true) {
+			yield(nil, ErrConsumed)
+			return
+		}
+		stopped := false
+		emit := func(e Event) bool {
+			if !yield(e, nil) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		if err := c.resume(ctx, reg, decisions, emit); err != nil && !stopped {
+			yield(nil, err)
+		}
+	}
+}
+
+func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions map[string]Decision, emit func(Event) bool) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrBusy
+	}
+	defer c.running.Store(false)
+	pending := c.Pending()
+	if len(pending) == 0 {
+		return ErrNothingPending
+	}
+	for id := range decisions {
+		if !slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id }) {
+			return fmt.Errorf("%w: %q", ErrNothingPending, id)
+		}
+	}
+	c.mu.Lock()
+	c.pending = nil
+	c.mu.Unlock()
+	r := &runState{c: c, reg: reg, emit: emit, decisions: decisions, open: pending}
+	defer r.closeOpen(ctx)
+	if err := r.runTools(ctx, pending); err != nil {
+		return err
+	}
+	_, err := r.turns(ctx, true)
+	return err
+}
+
+// cancelPending answers the calls left waiting by an earlier run
+// "cancelled", before a new run starts.
+func (c *Cycle) cancelPending() {
+	c.mu.Lock()
+	open := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, tc := range open {
+		c.appendMessage(toolMessage(tc, errorContent(string(registry.Cancelled), "the call was never decided: a new prompt came first")))
+	}
+}
+
+// pause keeps the calls still open (those waiting for a decision) for
+// Resume; closeOpen calls it when the run paused.
+func (r *runState) pause() {
+	r.c.mu.Lock()
+	r.c.pending = r.open
+	r.c.mu.Unlock()
+	r.open = nil
+}
+
+// pausedError emits an ApprovalRequired per waiting call and returns the
+// error that ends the run.
+func (r *runState) pausedError() error {
+	for i := range r.paused {
+		if !r.emit(&ApprovalRequired{ApprovalRequest: r.paused[i]}) {
+			return errStopped
+		}
+	}
+	return &ApprovalPendingError{Calls: slices.Clone(r.paused)}
 }

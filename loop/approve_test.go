@@ -201,3 +201,81 @@ func TestApprovalErrorDenies(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 }
+
+// pendingApprover defers every decision (ErrApprovalPending).
+type pendingApprover struct{}
+
+func (pendingApprover) NeedsApproval(req ApprovalRequest) bool { return req.Tool == "writer" }
+func (pendingApprover) Approve(context.Context, ApprovalRequest) (Decision, error) {
+	return Decision{}, ErrApprovalPending
+}
+
+// TestApprovalPendingAndResume: an Approver that defers stops the run
+// after the other calls ran, with an ApprovalRequired event and an
+// ApprovalPendingError; the history keeps the call open; a Cycle built
+// from that saved history (ResumePending) resumes it with the decision,
+// without repeating the model request; the calls answered before the
+// pause keep their place, the resumed ones follow.
+func TestApprovalPendingAndResume(t *testing.T) {
+	srv := newServer(t,
+		step{ToolCalls: []chattest.Call{{ID: "c1", Name: "writer", Args: `{"t":1}`}, {ID: "c2", Name: "reader", Args: `{}`}}},
+		expect(func(t testing.TB, got received) {
+			ids, content := toolContents(got)
+			// c2 was answered before the pause, c1 when resumed.
+			if strings.Join(ids, ",") != "c2,c1" || content["c1"] != "error (denied_by_user): use the other folder" || content["c2"] != `{"ok":"reader"}` {
+				t.Errorf("tool messages %v %v", ids, content)
+			}
+		}, streamText("done")),
+	)
+	reg := newRegistry(t, okTool("writer", nil), okTool("reader", nil))
+	c := newCycle(t, srv, Config{Approver: pendingApprover{}})
+	evs, err := collect(t, c, context.Background(), "x", reg)
+	var pe *ApprovalPendingError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrApprovalPending) || len(pe.Calls) != 1 || pe.Calls[0].CallID != "c1" {
+		t.Fatalf("err %v", err)
+	}
+	last := evs[len(evs)-1]
+	b, _ := json.Marshal(last)
+	if _, ok := last.(*ApprovalRequired); !ok || !strings.HasPrefix(string(b), `{"type":"approval_required","call_id":"c1","tool":"writer","input":{"t":1},"grant":{`) {
+		t.Fatalf("last event %s", b)
+	}
+	if p := c.Pending(); len(p) != 1 || p[0].ID != "c1" {
+		t.Fatalf("pending %+v", p)
+	}
+	saved := c.Messages()
+	if n := len(saved); n != 3 || saved[2].ToolCallID != "c2" { // user, assistant, c2's answer
+		t.Fatalf("history %+v", saved)
+	}
+
+	// As a new process would: the saved history, the decision.
+	var recs []DecisionRecord
+	c2 := newCycle(t, srv, Config{History: saved, ResumePending: true, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }})
+	if p := c2.Pending(); len(p) != 1 {
+		t.Fatalf("pending after reload %+v", p)
+	}
+	for _, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"nope": {Answer: ApproveOnce}}) {
+		if !errors.Is(err, ErrNothingPending) {
+			t.Fatalf("unknown call: %v", err)
+		}
+	}
+	var text strings.Builder
+	for ev, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"c1": {Answer: Deny, Reason: "use the other folder", By: "script"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*TextDelta); ok {
+			text.WriteString(d.Text)
+		}
+	}
+	if text.String() != "done" || len(srv.Requests()) != 2 {
+		t.Fatalf("text %q after %d requests", text.String(), len(srv.Requests()))
+	}
+	if len(recs) != 1 || recs[0].By != "script" || recs[0].Answer != Deny {
+		t.Fatalf("records %+v", recs)
+	}
+	// Without ResumePending an open call is answered "cancelled".
+	c3 := newCycle(t, srv, Config{History: saved})
+	if m := c3.Messages(); len(m) != 4 || !strings.HasPrefix(m[3].Content, "error (cancelled)") {
+		t.Fatalf("history %+v", m)
+	}
+}

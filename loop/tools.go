@@ -39,6 +39,9 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 		stopped = !r.invokeAsking(ctx, b, toRun, runIdx, ask)
 	}
 	for i, c := range calls {
+		if b.results[i] == nil {
+			continue // waits for a decision (ErrApprovalPending)
+		}
 		var full string
 		if b.full != nil {
 			full = b.full[i]
@@ -49,12 +52,15 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 		return errStopped
 	}
 	for i, ev := range b.results { // the calls that were not run
-		if !b.emitted[i] && !r.emit(ev) {
+		if ev != nil && !b.emitted[i] && !r.emit(ev) {
 			return errStopped
 		}
 	}
 	if stop != nil {
 		return stop
+	}
+	if len(r.paused) > 0 {
+		return r.pausedError()
 	}
 	if limit := r.c.cfg.MaxToolCalls; limit > 0 && r.calls > limit {
 		return &BudgetError{Budget: "tool_calls", Limit: int64(limit), Used: int64(r.calls)}
