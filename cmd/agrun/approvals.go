@@ -52,6 +52,9 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 			return loop.Decision{Answer: loop.ApproveAlways, By: "approvals file"}, nil
 		}
 	}
+	if a.c.deferApprovals {
+		return loop.Decision{}, loop.ErrApprovalPending // decided by run --approve/--deny
+	}
 	read := a.c.answers()
 	if read == nil {
 		fmt.Fprintf(a.c.stderr, "agrun: %s needs approval and there is no terminal to ask: denied (approve = \"always\" in its [tools] or [mcp] section, or run on a terminal)\n", safe(req.Tool))

@@ -264,3 +264,77 @@ func TestApprovalQuestionIsClean(t *testing.T) {
 		t.Fatalf("unsafe question:\n%q", r.stderr)
 	}
 }
+
+// TestApprovalJSONPauseAndResume: `run --json` prints an
+// approval_required event for the call that needs a yes (the call that
+// needs none runs), then approval_pending with the session, and exits 3;
+// `--approve` resumes the saved session from the waiting call without
+// repeating the model request; `--deny ID:reason` sends the reason.
+func TestApprovalJSONPauseAndResume(t *testing.T) {
+	for _, tc := range []struct {
+		name, flag, want string
+	}{
+		{"approve", "--approve=call_w", `{"path":"/notes/n1.txt","bytes":2}`},
+		{"deny", "--deny=call_w:not today", "error (denied_by_user): not today"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, srv := approvalEnv(t, "", chattest.Reply{Text: "Finished."})
+			r := e.run("", "run", "--json", "--session", "j1", "write a note").wantCode(t, exitApproval)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			var ev struct {
+				Type, CallID, Tool string
+				Input              map[string]any
+				Grant              struct {
+					Mounts []struct{ Guest, Host, Mode string }
+				}
+			}
+			var req, last map[string]any
+			for _, l := range lines {
+				if strings.HasPrefix(l, `{"type":"approval_required"`) {
+					json.Unmarshal([]byte(l), &req)
+					if err := json.Unmarshal([]byte(strings.ReplaceAll(l, `"call_id"`, `"callid"`)), &ev); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+			if req["call_id"] != "call_w" || ev.Tool != "write_note" || ev.Input["name"] != "n1" || len(ev.Grant.Mounts) != 1 || ev.Grant.Mounts[0].Mode != "rw" {
+				t.Fatalf("approval_required: %v\n%s", req, r.stdout)
+			}
+			if last["type"] != "approval_pending" || last["session"] != "j1" || !strings.Contains(mustJSON(last["calls"]), "call_w") {
+				t.Fatalf("last line %v", last)
+			}
+			if !strings.Contains(r.stdout, `"type":"tool_completed","id":"call_c"`) {
+				t.Fatalf("word_count did not run: %s", r.stdout)
+			}
+			if n := len(srv.Requests()); n != 1 {
+				t.Fatalf("%d requests", n)
+			}
+
+			r = e.run("", "run", "--json", "--session", "j1", tc.flag).wantCode(t, exitOK)
+			if n := len(srv.Requests()); n != 2 {
+				t.Fatalf("%d requests after resume: the model request was repeated or not made", n)
+			}
+			if m := toolMessage(t, srv, 1, "call_w"); m != tc.want {
+				t.Fatalf("tool message %q", m)
+			}
+			if m := toolMessage(t, srv, 1, "call_c"); !strings.Contains(m, `"words":2`) {
+				t.Fatalf("word_count's answer lost: %q", m)
+			}
+			if !strings.Contains(r.stdout, `"type":"done","session":"j1","text":"Finished."`) {
+				t.Fatalf("resume output %s", r.stdout)
+			}
+			if d := decisions(t, e, "j1"); len(d) != 1 || !strings.HasPrefix(d[0]["by"].(string), "--") {
+				t.Fatalf("decisions %v", d)
+			}
+			// Nothing waits any more.
+			r = e.run("", "run", "--json", "--session", "j1", tc.flag).wantCode(t, exitFailure)
+			if !strings.Contains(r.stdout, "no tool call waits") {
+				t.Fatalf("second resume: %s", r.stdout)
+			}
+		})
+	}
+	e, _ := approvalEnv(t, "")
+	e.run("", "run", "--approve", "call_1").wantCode(t, exitUsage)
+	e.run("", "run", "--session", "x", "--approve", "call_1", "a prompt").wantCode(t, exitUsage)
+}

@@ -43,6 +43,8 @@ type conversation struct {
 	// that failed) is removed on close, so a failed first run leaves no
 	// orphan session behind; a session the user named is kept.
 	fresh, replied bool
+	// resume: run --approve/--deny, the decisions for the paused calls.
+	resume map[string]loop.Decision
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -84,6 +86,7 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	// Approvals ([approvals], approve keys): who decided what, recorded.
 	lc.Approver = c.approverFor(cfg, id)
 	lc.OnDecision = func(r loop.DecisionRecord) { sess.RecordDecision(r) }
+	lc.ResumePending = true // a run paused for approvals can be resumed
 	if len(schema) > 0 && len(schema[0]) > 0 {
 		lc.ResponseSchema, conv.schema = schema[0], true
 	}
@@ -147,6 +150,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	alias(fs, "quiet", "q")
 	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "end the run once it has used `N` tokens (default: [llm] max_total_tokens)")
 	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most `N` tool calls (default: [llm] max_tool_calls)")
+	o.defineResume(fs)
 	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
 	pos, err := parseFlags(fs, args)
 	if isHelp(err) {
@@ -155,6 +159,10 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	if err == nil {
 		err = o.check(fs, pos)
 	}
+	if err == nil {
+		err = o.checkResume(fs, pos)
+	}
+	c.deferApprovals = *asJSON // scripts decide with --approve/--deny
 	if err == nil && (o.maxTokens < 0 || o.maxToolCalls < 0 || o.maxToolCalls > math.MaxInt32) {
 		err = usageOf(fs, "--max-tokens and --max-tool-calls must be positive")
 	}
@@ -164,7 +172,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		}
 	}
 	var prompt string
-	if err == nil {
+	if err == nil && o.resume == nil {
 		prompt, err = c.readPrompt(fs, pos)
 	}
 	var id string
@@ -181,6 +189,10 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		if interrupted {
 			writeJSONLine(c.stdout, runError{"error", "interrupted", "interrupted", id})
 			return exitInterrupted
+		}
+		if p, ok := pendingLine(err, id); ok {
+			writeJSONLine(c.stdout, p)
+			return exitApproval
 		}
 		if err != nil {
 			e := errorOf(err)
@@ -236,6 +248,7 @@ type runOptions struct {
 	maxTokens, maxToolCalls int64
 	schemaArg               string
 	schema                  json.RawMessage
+	resume                  map[string]loop.Decision // --approve, --deny (run_resume.go)
 }
 
 func (o *runOptions) define(fs *flag.FlagSet) {
@@ -535,6 +548,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		return "", turnStats{}, err
 	}
 	defer conv.close()
+	conv.resume = o.resume
 	if !asJSON {
 		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
 	}
@@ -571,7 +585,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	var lastReason string
 	inputs := map[string]json.RawMessage{} // arguments of the calls in flight, by id
 	var runErr error
-	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
+	for ev, err := range conv.events(ctx, prompt, reg) {
 		if err != nil {
 			runErr = err
 			break

@@ -96,6 +96,9 @@ type cli struct {
 	// set, replaces isTerminal (tests drive the prompt with a fake one).
 	lineIn   func(ctx context.Context) (string, error)
 	terminal func(any) bool
+	// deferApprovals: run --json pauses calls that need a yes
+	// (approval_required) instead of asking.
+	deferApprovals bool
 }
 
 // run is the whole command, testable with buffers: it returns the exit
