@@ -29,6 +29,9 @@ type cliApprover struct {
 	cfg     *config.Config
 	store   *approvalStore
 	session string
+	// server: the approver of `agrun serve` runs, which cannot ask yet: a
+	// call that needs a yes is denied (unless approved "always").
+	server bool
 }
 
 var _ loop.Approver = (*cliApprover)(nil)
@@ -54,6 +57,9 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 	}
 	if a.c.deferApprovals {
 		return loop.Decision{}, loop.ErrApprovalPending // decided by run --approve/--deny
+	}
+	if a.server {
+		return loop.Decision{Answer: loop.Deny, By: "non-interactive", Reason: "the call needs a person's approval, which agrun serve runs cannot ask for yet"}, nil
 	}
 	read := a.c.answers()
 	if read == nil {
@@ -253,6 +259,16 @@ func (c *cli) approverFor(cfg *config.Config, id string) loop.Approver {
 		return nil
 	}
 	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), session: id}
+}
+
+// serveApprover is the Approver of `agrun serve` runs: the same policy,
+// the approvals file, and a denial where run would ask. Nil when the
+// configuration asks about nothing. Safe for concurrent runs.
+func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
+	if !asksAnything(cfg) {
+		return nil
+	}
+	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), server: true}
 }
 
 // asksAnything reports whether cfg can ask about any call.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -337,4 +340,47 @@ func TestApprovalJSONPauseAndResume(t *testing.T) {
 	e, _ := approvalEnv(t, "")
 	e.run("", "run", "--approve", "call_1").wantCode(t, exitUsage)
 	e.run("", "run", "--session", "x", "--approve", "call_1", "a prompt").wantCode(t, exitUsage)
+}
+
+// TestApprovalServeDenies: `agrun serve` runs cannot ask yet, so under
+// the same policy a call that needs a yes is denied (denied_by_user, the
+// run goes on) rather than run unasked.
+func TestApprovalServeDenies(t *testing.T) {
+	e, srv := approvalEnv(t, "", chattest.Reply{Text: "Not written."})
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	t.Setenv("AGRUN_TOKENS", "")
+	go func() {
+		done <- run(ctx, []string{"-c", e.config, "serve", "--addr", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw)
+		pw.Close()
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	sc := bufio.NewScanner(pr)
+	var base string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line")
+	}
+	go io.Copy(io.Discard, pr)
+	resp, err := http.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"prompt":"write a note"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"error_kind":"denied_by_user"`) || !strings.Contains(string(body), "Not written.") {
+		t.Fatalf("run stream: %s", body)
+	}
+	if m := toolMessage(t, srv, 1, "call_w"); !strings.Contains(m, "agrun serve runs cannot ask") {
+		t.Fatalf("tool message %q", m)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, "notes")); len(ents) != 0 {
+		t.Fatalf("written: %v", ents)
+	}
 }

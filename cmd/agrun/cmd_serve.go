@@ -55,6 +55,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	defer e.close()
 	e.warnBroken(c.stderr)
 	lc := loopConfig(cfg)
+	lc.Approver = c.serveApprover(cfg) // calls that need a yes are denied: serve cannot ask yet
 	opts := serveOptions(cfg.Serve)
 	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger = e.rt, e.reg, tokens, &lc, e.log
 	srv, err := server.New(ctx, opts)
