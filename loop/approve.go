@@ -223,6 +223,7 @@ type ApprovalPendingError struct {
 	Calls []ApprovalRequest
 }
 
+// Error names the waiting calls.
 func (e *ApprovalPendingError) Error() string {
 	ids := make([]string, len(e.Calls))
 	for i, c := range e.Calls {

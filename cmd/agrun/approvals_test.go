@@ -133,6 +133,12 @@ func TestApprovalPromptDeny(t *testing.T) {
 			if d := decisions(t, e, "d1"); len(d) != 1 || d[0]["answer"] != "deny" {
 				t.Fatalf("decisions %v", d)
 			}
+			if r := e.run("", "sessions", "show", "d1"); !strings.Contains(r.stdout, "# approval: write_note call_w: deny by user") {
+				t.Fatalf("sessions show: %s", r.stdout)
+			}
+			if r := e.run("", "sessions", "show", "d1"); tc.reason != "denied by the user" && !strings.Contains(r.stdout, "("+tc.reason+")") {
+				t.Fatalf("sessions show: %s", r.stdout)
+			}
 		})
 	}
 }
