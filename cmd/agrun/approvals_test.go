@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // runTTY runs the CLI in-process as run does, with stdin taken for a
@@ -388,5 +390,31 @@ func TestApprovalServeDenies(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(e.dir, "notes")); len(ents) != 0 {
 		t.Fatalf("written: %v", ents)
+	}
+}
+
+// TestApprovalMCPAnnotations: a real stdio MCP server's annotations
+// decide what is asked: with ask = ["delete"], its destructive tool (no
+// destructiveHint: MCP's default) is asked about, shown as running on
+// that server with its hints, and its read-only tool runs unasked.
+func TestApprovalMCPAnnotations(t *testing.T) {
+	server := testguest.BuildNative(t, filepath.Join("testdata", "mcp-annotated"))
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{
+			{ID: "call_rm", Name: "files__rm", Args: `{"path":"/x"}`},
+			{ID: "call_read", Name: "files__read", Args: `{"path":"/y"}`},
+		}},
+		chattest.Reply{Text: "done"})
+	t.Setenv("AGRUN_TEST_KEY", "k")
+	e := newTestEnv(t, srv.URL, fmt.Sprintf("\n[approvals]\nask = [\"delete\"]\n\n[mcp.files]\ncommand = %q\npermissions = [\"read\"]\n", server))
+	r := e.runTTY("n keep it\n", "run", "tidy up").wantCode(t, exitOK)
+	if n := strings.Count(r.stderr, "approve? "); n != 1 || !strings.Contains(r.stderr, "agrun: files__rm wants to run on MCP server files (it says: destructive) with {\"path\":\"/x\"}") {
+		t.Fatalf("asked %d times:\n%s", n, r.stderr)
+	}
+	if m := toolMessage(t, srv, 1, "call_rm"); m != "error (denied_by_user): keep it" {
+		t.Fatalf("rm: %q", m)
+	}
+	if m := toolMessage(t, srv, 1, "call_read"); !strings.Contains(m, "contents of /y") {
+		t.Fatalf("read: %q", m)
 	}
 }
