@@ -152,6 +152,21 @@ type Config struct {
 	// reply, each tool message), from the goroutine running the Submit
 	// method. It must not call Submit methods of the same Cycle.
 	OnMessage func(Message)
+	// Approver, if set, decides which tool calls need a person's yes and
+	// gives the decisions (see Approver); a denied call is answered
+	// "error (denied_by_user): <reason>" and the run goes on. Nil runs
+	// every call without asking.
+	Approver Approver
+	// OnDecision, if set, is called with every decision about a call
+	// (Approver's answers, and calls run because their tool was approved
+	// for the session), from the goroutine running the Submit method,
+	// before the call runs or is answered.
+	OnDecision func(DecisionRecord)
+	// ResumePending: if History ends with tool calls left unanswered (a
+	// run that stopped with ErrApprovalPending, saved), New keeps them
+	// open for ResumeStreamWithTools instead of answering them
+	// "cancelled". A Submit method answers them "cancelled" first.
+	ResumePending bool
 	// OnRequest, if set, is called after each model request (retries
 	// included, failed requests too) with what it cost, from the goroutine
 	// running the Submit method.
@@ -204,6 +219,8 @@ type Cycle struct {
 	schemaFallback bool            // SchemaAuto fell back to the prompt instruction
 	learnedBudget  int             // token budget learnt from a context overflow; 0 none
 	lastEstimate   int             // estimated tokens of the last request's messages
+	approved       map[string]bool // tools approved for the session (approve.go); under mu
+	pending        []ToolCall      // calls left open by ErrApprovalPending, for Resume; under mu
 }
 
 // New returns a Cycle for cfg. It fails if Model is empty, BaseURL is not
@@ -268,14 +285,18 @@ func New(cfg Config) (*Cycle, error) {
 			history[i].Content, history[i].FullContent = toolContent(history[i], c.toolLimit(history[i].Name))
 		}
 	}
-	tail, err := repairHistory(history)
+	open, err := repairHistory(history)
 	if err != nil {
 		return nil, err
 	}
 	c.cfg.History = nil
 	c.client, c.history = openai.NewClient(opts...), history
 	c.ids = newIDAllocator(history)
-	for _, m := range tail {
+	if cfg.ResumePending && len(open) > 0 {
+		c.pending = open // for Resume (approve.go)
+		return c, nil
+	}
+	for _, m := range cancelledTail(open) {
 		c.appendMessage(m)
 	}
 	return c, nil
@@ -370,11 +391,19 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 
 	r := &runState{c: c, reg: reg, emit: emit}
 	defer func() {
-		// Whatever ended the run, answer the calls still open.
+		// Whatever ended the run, answer the calls still open (unless
+		// they wait for a decision: approve.go).
 		r.closeOpen(ctx)
 	}()
 
+	c.cancelPending()
 	c.appendMessage(Message{Role: RoleUser, Content: prompt})
+	return r.turns(ctx, stream)
+}
+
+// turns is the tool cycle of a run from its next model request on.
+func (r *runState) turns(ctx context.Context, stream bool) (*Response, error) {
+	c, emit := r.c, r.emit
 	for turn := 1; ; turn++ {
 		if turn > c.cfg.MaxTurns {
 			return nil, fmt.Errorf("%w (%d)", ErrMaxTurns, c.cfg.MaxTurns)
@@ -447,11 +476,18 @@ type runState struct {
 	repeats map[string]int // call signature -> consecutive turns it was made
 
 	schemaRetried bool // a final answer failed the schema and was asked again
+
+	decisions map[string]Decision // given to ResumeStreamWithTools, by call id
+	paused    []ApprovalRequest   // calls waiting for a decision (ErrApprovalPending)
 }
 
 // closeOpen answers the calls still open when a run ends early.
 func (r *runState) closeOpen(ctx context.Context) {
 	if len(r.open) == 0 {
+		return
+	}
+	if len(r.paused) > 0 && ctx.Err() == nil {
+		r.pause()
 		return
 	}
 	why := "the run stopped before the call ran"

@@ -110,6 +110,38 @@
 // the same way. The name is reserved: a registry tool named
 // agrun_result_page is never offered to the model.
 //
+// # Approvals
+//
+// With Config.Approver set, a person (or a program acting for one)
+// decides tool calls before they run. For each call the run would
+// otherwise make, the loop asks [Approver].NeedsApproval with an
+// [ApprovalRequest]: the call id, the tool, its arguments (cleaned) and
+// the [registry.Grant] it would run with ([registry.DescribeGrant]: for a
+// WASM tool the mounts with host paths and modes, allowed hosts and
+// limits; for an MCP tool the server and its annotation hints). The calls
+// that need no yes start at once; Approve is then asked about the others,
+// one at a time in call order, and the approved ones start too; the tool
+// messages stay in call order. Answers are [ApproveOnce],
+// [ApproveSession] (the tool is not asked about again in this Cycle),
+// [ApproveAlways] (the same here; the Approver persists it) and [Deny]
+// with a reason: a denied call is not run and is answered
+// "error (denied_by_user): <reason>" ([registry.DeniedByUser]); the run
+// goes on. An error from Approve denies the call ("no decision: ...").
+// Every decision, remembered session approvals included, goes to
+// Config.OnDecision as a [DecisionRecord] (who, when, grant, answer).
+// Nil Approver: every call runs unasked, as before approvals.
+//
+// An Approve that returns [ErrApprovalPending] defers the decision: the
+// reply's other calls run and are answered, an [*ApprovalRequired] event
+// is emitted per waiting call, and the run ends with an
+// [*ApprovalPendingError]; the waiting calls stay open ([Cycle.Pending]).
+// [Cycle.ResumeStreamWithTools] decides them (its decisions by call id,
+// the Approver for the others), answers them after the ones already
+// answered, and goes on with the next model request — the request that
+// asked for the calls is not repeated. A Cycle built from the saved
+// history with Config.ResumePending resumes the same way; a Submit
+// method instead answers waiting calls "cancelled" first.
+//
 // # Context window
 //
 // With Config.ContextWindow (tokens), each request — messages, system
@@ -163,7 +195,7 @@
 //
 // # Concurrency
 //
-// A Cycle runs one Submit at a time (a concurrent one gets [ErrBusy]);
+// A Cycle runs one Submit (or Resume) at a time (a concurrent one gets [ErrBusy]);
 // Messages and Usage may be called from any goroutine. Streaming runs in
 // the goroutine that ranges over the sequence: no goroutine is left behind
 // when it stops early.

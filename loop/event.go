@@ -9,7 +9,9 @@ import (
 
 // Event is one step of a streamed run: *TextDelta, *ReasoningDelta,
 // *Retry, *ToolExecutionStarted, *ToolExecutionCompleted, *TurnComplete
-// or, with Config.ResponseSchema, *StructuredOutput (always pointers).
+// or, with Config.ResponseSchema, *StructuredOutput, or, with an Approver
+// that defers (ErrApprovalPending), *ApprovalRequired, after the reply's
+// ToolExecutionCompleted events and last of the run (always pointers).
 // Each event marshals to the JSON line of `agrun run --json`, "type"
 // first.
 //

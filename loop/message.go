@@ -73,16 +73,16 @@ type ToolCall struct {
 // be sent to a provider and cannot be repaired by appending.
 var ErrInvalidHistory = errors.New("loop: invalid history")
 
-// repairHistory checks a saved history and returns the messages to append
-// so that every assistant tool call is answered by exactly one tool message.
+// repairHistory checks a saved history and returns the calls of its last
+// assistant message left unanswered (cancelledTail answers them, so that
+// every assistant tool call is answered by exactly one tool message).
 // Only a missing tail can be repaired (a session file cut short while tools
 // ran); anything else is ErrInvalidHistory. It also rejects empty or
 // duplicate call ids within one assistant message.
-func repairHistory(msgs []Message) (tail []Message, err error) {
+func repairHistory(msgs []Message) (open []ToolCall, err error) {
 	invalid := func(i int, format string, args ...any) error {
 		return fmt.Errorf("%w: message %d: %s", ErrInvalidHistory, i, fmt.Sprintf(format, args...))
 	}
-	var open []ToolCall // calls of the last assistant message still unanswered
 	for i, m := range msgs {
 		switch m.Role {
 		case RoleSystem, RoleUser:
@@ -120,10 +120,15 @@ func repairHistory(msgs []Message) (tail []Message, err error) {
 			return nil, invalid(i, "unknown role %q", m.Role)
 		}
 	}
+	return open, nil
+}
+
+// cancelledTail answers the calls a saved history left open.
+func cancelledTail(open []ToolCall) (tail []Message) {
 	for _, c := range open {
 		tail = append(tail, toolMessage(c, errorContent("cancelled", "the call did not run: the session ended before its result was recorded")))
 	}
-	return tail, nil
+	return tail
 }
 
 // toolMessage is the tool message answering c.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,16 +28,20 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	prior := r.calls
 	r.calls += len(calls)
 	toRun, runIdx, local := r.runnable(b, stop, prior)
-	for _, idx := range [2][]int{local, runIdx} {
-		for _, i := range idx {
-			c := calls[i]
-			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
-				return errStopped
-			}
-		}
+	toRun, runIdx, ask := r.needsApproval(b, toRun, runIdx)
+	if !r.started(calls, local, runIdx) {
+		return errStopped
 	}
-	stopped := !r.invoke(ctx, b, toRun, runIdx)
+	var stopped bool
+	if len(ask) == 0 {
+		stopped = !r.invoke(ctx, b, toRun, runIdx)
+	} else {
+		stopped = !r.invokeAsking(ctx, b, toRun, runIdx, ask)
+	}
 	for i, c := range calls {
+		if b.results[i] == nil {
+			continue // waits for a decision (ErrApprovalPending)
+		}
 		var full string
 		if b.full != nil {
 			full = b.full[i]
@@ -47,12 +52,15 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 		return errStopped
 	}
 	for i, ev := range b.results { // the calls that were not run
-		if !b.emitted[i] && !r.emit(ev) {
+		if ev != nil && !b.emitted[i] && !r.emit(ev) {
 			return errStopped
 		}
 	}
 	if stop != nil {
 		return stop
+	}
+	if len(r.paused) > 0 {
+		return r.pausedError()
 	}
 	if limit := r.c.cfg.MaxToolCalls; limit > 0 && r.calls > limit {
 		return &BudgetError{Budget: "tool_calls", Limit: int64(limit), Used: int64(r.calls)}
@@ -176,6 +184,66 @@ func (r *runState) invoke(ctx context.Context, b *toolBatch, toRun []registry.Ca
 			}
 		}
 	})
+	return !stopped
+}
+
+// started emits ToolExecutionStarted for the calls at the indices, in
+// order; false if the consumer stopped.
+func (r *runState) started(calls []ToolCall, idx ...[]int) bool {
+	for _, is := range idx {
+		for _, i := range is {
+			c := calls[i]
+			if !r.emit(&ToolExecutionStarted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments)}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// invokeAsking is invoke when some calls (ask, by batch index) need a
+// decision: the others start at once, in the background, while the
+// Approver is asked about these in call order; the approved ones then
+// start too. Completions are emitted as they come once the questions are
+// answered (events come from this goroutine only). Like invoke it returns
+// false if the consumer stopped.
+func (r *runState) invokeAsking(ctx context.Context, b *toolBatch, now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) bool {
+	type result struct {
+		i   int
+		inv registry.Invocation
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, len(now)+len(ask))
+	start := func(calls []registry.Call, idx []int) {
+		if len(calls) == 0 {
+			return
+		}
+		go r.reg.InvokeEach(tctx, calls, func(k int, inv registry.Invocation) { results <- result{idx[k], inv} })
+	}
+	start(now, nowIdx)
+	order := make([]int, 0, len(ask))
+	for i := range ask {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	later, laterIdx := r.decide(ctx, b, order, ask)
+	stopped := !r.started(b.calls, laterIdx)
+	if stopped {
+		cancel()
+	}
+	start(later, laterIdx)
+	for range len(now) + len(later) {
+		res := <-results
+		b.done(res.i, res.inv)
+		if !stopped {
+			b.emitted[res.i] = true
+			if !r.emit(b.results[res.i]) {
+				stopped = true
+				cancel()
+			}
+		}
+	}
 	return !stopped
 }
 

@@ -664,6 +664,7 @@ func (c *Client) adapters(list []*sdk.Tool) ([]registry.Tool, error) {
 			desc:   SanitizeText(t.Description, MaxDescriptionBytes),
 			params: params,
 			perms:  c.opts.Permissions,
+			hints:  annotationHints(t.Annotations),
 		})
 	}
 	slices.SortFunc(out, func(a, b registry.Tool) int { return strings.Compare(a.Name(), b.Name()) })
@@ -819,6 +820,7 @@ type tool struct {
 	desc   string
 	params json.RawMessage
 	perms  []permission.Permission
+	hints  []string // from the server's annotations (hints.go)
 }
 
 func (t *tool) Name() string                         { return t.name }

@@ -32,7 +32,12 @@ const (
 	// (missing, unreadable, invalid, failing its sha256 pin, without a
 	// manifest): every call fails with it (see [Unavailable]).
 	ModuleRefused Kind = "module_refused"
-	Other         Kind = "other"
+	// DeniedByUser: a person (or the approval policy acting for one)
+	// refused the call; the reason they gave follows in the message. The
+	// loop sends it to the model as "error (denied_by_user): <reason>";
+	// the run goes on.
+	DeniedByUser Kind = "denied_by_user"
+	Other        Kind = "other"
 )
 
 // Sentinels, one per Kind: errors.Is(err, ErrTimeout) is true for every
@@ -51,6 +56,7 @@ var (
 	ErrIO                = &sentinel{IO}
 	ErrCancelled         = &sentinel{Cancelled}
 	ErrModuleRefused     = &sentinel{ModuleRefused}
+	ErrDeniedByUser      = &sentinel{DeniedByUser}
 	ErrOther             = &sentinel{Other}
 )
 

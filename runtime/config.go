@@ -190,3 +190,8 @@ type NetworkGrant struct {
 	// MaxRequests caps the requests of one call. If zero, 16.
 	MaxRequests int
 }
+
+// Effective returns the limits a call given l runs with on r: each zero
+// field of l is r's default (Config.Limits, itself defaulted). It is
+// what a description of a call's grant shows.
+func (r *Runtime) Effective(l Limits) Limits { return l.withDefaults(r.cfg.Limits) }

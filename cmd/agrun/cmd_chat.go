@@ -74,8 +74,11 @@ type chatSession struct {
 // loop reads lines until /exit, EOF, a Ctrl-C at the prompt or the end of
 // ctx: each is a command or a prompt for one turn.
 func (s *chatSession) loop(ctx context.Context) error {
-	interactive := isTerminal(s.stdin)
+	interactive := s.isTTY(s.stdin)
 	lines, readErr := s.readLines(ctx)
+	if interactive { // approval questions read the same lines (approvals.go)
+		s.lineIn = func(ctx context.Context) (string, error) { return nextLine(ctx, lines, readErr) }
+	}
 	for {
 		if interactive {
 			fmt.Fprint(s.stderr, "> ")
@@ -112,7 +115,7 @@ func (s *chatSession) loop(ctx context.Context) error {
 
 // readLines reads stdin on its own goroutine, so that a Ctrl-C at the
 // prompt is seen while a read waits. The error channel gets nil at EOF.
-func (s *chatSession) readLines(ctx context.Context) (<-chan string, <-chan error) {
+func (s *chatSession) readLines(ctx context.Context) (chan string, chan error) {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
 	go func() {

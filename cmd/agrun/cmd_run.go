@@ -49,6 +49,8 @@ type conversation struct {
 	// trace is the span of the turn under way (nil: telemetry off, or no
 	// turn running), which the loop's callbacks feed.
 	trace atomic.Pointer[telemetry.Run]
+	// resume: run --approve/--deny, the decisions for the paused calls.
+	resume map[string]loop.Decision
 }
 
 // openConversation opens (or creates) session id and builds a cycle that
@@ -92,6 +94,10 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 		sess.RecordRequest(r)
 		conv.trace.Load().LoopRequest(r)
 	}
+	// Approvals ([approvals], approve keys): who decided what, recorded.
+	lc.Approver = c.approverFor(cfg, id)
+	lc.OnDecision = func(r loop.DecisionRecord) { sess.RecordDecision(r) }
+	lc.ResumePending = true // a run paused for approvals can be resumed
 	if len(schema) > 0 && len(schema[0]) > 0 {
 		lc.ResponseSchema, conv.schema = schema[0], true
 	}
@@ -155,6 +161,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	alias(fs, "quiet", "q")
 	fs.Int64Var(&o.maxTokens, "max-tokens", 0, "end the run once it has used `N` tokens (default: [llm] max_total_tokens)")
 	fs.Int64Var(&o.maxToolCalls, "max-tool-calls", 0, "run at most `N` tool calls (default: [llm] max_tool_calls)")
+	o.defineResume(fs)
 	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
 	fs.BoolVar(&o.trace, "trace", false, "print the run's span tree (model requests, tool calls, durations, tokens) on stderr at the end")
 	pos, err := parseFlags(fs, args)
@@ -164,6 +171,10 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	if err == nil {
 		err = o.check(fs, pos)
 	}
+	if err == nil {
+		err = o.checkResume(fs, pos)
+	}
+	c.deferApprovals = *asJSON // scripts decide with --approve/--deny
 	if err == nil && (o.maxTokens < 0 || o.maxToolCalls < 0 || o.maxToolCalls > math.MaxInt32) {
 		err = usageOf(fs, "--max-tokens and --max-tool-calls must be positive")
 	}
@@ -173,7 +184,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		}
 	}
 	var prompt string
-	if err == nil {
+	if err == nil && o.resume == nil {
 		prompt, err = c.readPrompt(fs, pos)
 	}
 	var id string
@@ -190,6 +201,10 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		if interrupted {
 			writeJSONLine(c.stdout, runError{"error", "interrupted", "interrupted", id})
 			return exitInterrupted
+		}
+		if p, ok := pendingLine(err, id); ok {
+			writeJSONLine(c.stdout, p)
+			return exitApproval
 		}
 		if err != nil {
 			e := errorOf(err)
@@ -245,7 +260,8 @@ type runOptions struct {
 	maxTokens, maxToolCalls int64
 	schemaArg               string
 	schema                  json.RawMessage
-	trace                   bool // --trace: the span tree on stderr at the end
+	trace                   bool                     // --trace: the span tree on stderr at the end
+	resume                  map[string]loop.Decision // --approve, --deny (run_resume.go)
 }
 
 func (o *runOptions) define(fs *flag.FlagSet) {
@@ -424,7 +440,7 @@ const maxStdinPrompt = 1 << 20
 func (c *cli) readPrompt(fs *flag.FlagSet, pos []string) (string, error) {
 	prompt := strings.Join(pos, " ")
 	dash := len(pos) == 1 && pos[0] == "-"
-	if !dash && isTerminal(c.stdin) {
+	if !dash && c.isTTY(c.stdin) {
 		if prompt == "" {
 			return "", usageOf(fs, "needs a PROMPT (or - to read it from stdin)")
 		}
@@ -551,6 +567,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		return "", turnStats{}, err
 	}
 	defer conv.close()
+	conv.resume = o.resume
 	if !asJSON {
 		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
 	}
@@ -598,7 +615,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 		conv.trace.Store(nil)
 		trace.Finish(runErr)
 	}()
-	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, prompt, reg) {
+	for ev, err := range conv.events(ctx, prompt, reg) {
 		if err != nil {
 			runErr = err
 			break

@@ -153,6 +153,9 @@ func (c *cli) sessionsShow(args []string) error {
 		if len(r.Message) != 0 {
 			printMessage(c.stdout, r.Message)
 		}
+		if len(r.Decision) != 0 {
+			printDecision(c.stdout, r.Decision)
+		}
 	}
 	return nil
 }

@@ -82,6 +82,23 @@ var cmdDocs = map[string]cmdDoc{
 			"Subcommands: show ID, rm ID..., export ID, prune --older-than AGE, compact ID (`agrun help sessions show`).",
 		example: "agrun sessions",
 	},
+	"approvals": {
+		synopsis: "agrun [-c FILE] approvals [list|revoke] [FLAGS] ...",
+		summary:  "List the standing approvals (tools answered [a] always), or revoke them.",
+		detail: "A standing approval holds for the grant it was given for: a tool whose grant changed is asked about again.\n" +
+			"The file is approvals.json in the sessions folder. Subcommands: list [--json], revoke TOOL...",
+		example: "agrun approvals revoke write_note",
+	},
+	"approvals list": {
+		synopsis: "agrun [-c FILE] approvals list [--json]",
+		summary:  "List the standing approvals: tool, when, by whom, and the grant they hold for.",
+		example:  "agrun approvals list --json",
+	},
+	"approvals revoke": {
+		synopsis: "agrun [-c FILE] approvals revoke TOOL...",
+		summary:  "Remove the standing approvals of tools: their calls are asked about again.",
+		example:  "agrun approvals revoke write_note get_weather",
+	},
 	"sessions show": {
 		synopsis: "agrun [-c FILE] sessions show [--json] ID",
 		summary:  "Print one saved conversation, readable; --json prints its raw records.",

@@ -96,6 +96,14 @@ type cli struct {
 	showReasoning bool
 	// tel traces run and chat turns ([telemetry]); nil: off.
 	tel *telemetry.Telemetry
+	// lineIn answers approval questions (approvals.go): chat's line
+	// reader, or stdin's once it is found to be a terminal. terminal, if
+	// set, replaces isTerminal (tests drive the prompt with a fake one).
+	lineIn   func(ctx context.Context) (string, error)
+	terminal func(any) bool
+	// deferApprovals: run --json pauses calls that need a yes
+	// (approval_required) instead of asking.
+	deferApprovals bool
 }
 
 // run is the whole command, testable with buffers: it returns the exit
@@ -127,6 +135,7 @@ func init() {
 		{"init", errs(func(c *cli, _ context.Context, args []string) error { return c.initConfig(args) })},
 		{"sessions", errs(func(c *cli, _ context.Context, args []string) error { return c.sessions(args) })},
 		{"audit", errs((*cli).audit)},
+		{"approvals", errs(func(c *cli, _ context.Context, args []string) error { return c.approvals(args) })},
 		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
 		{"serve", errs((*cli).serve)},

@@ -37,6 +37,7 @@ type Config struct {
 	Sessions    Sessions             `toml:"sessions"`
 	Serve       Serve                `toml:"serve"`
 	Telemetry   Telemetry            `toml:"telemetry"`
+	Approvals   Approvals            `toml:"approvals"`
 
 	// Path is the config file's absolute path ("" for Default()).
 	Path string `toml:"-"`
@@ -104,6 +105,8 @@ type Tool struct {
 	Mounts       []Mount  `toml:"mounts"`
 	// MaxToolResult overrides [llm] max_tool_result for this tool.
 	MaxToolResult *Size `toml:"max_tool_result"`
+	// Approve is "ask", "always" or "never" (approvals.go); "" follows [approvals].
+	Approve string `toml:"approve"`
 }
 
 // MCPServer is one [mcp.NAME] section.
@@ -118,6 +121,8 @@ type MCPServer struct {
 	Permissions []permission.Permission `toml:"permissions"`
 	// MaxToolResult overrides [llm] max_tool_result for this server's tools.
 	MaxToolResult *Size `toml:"max_tool_result"`
+	// Approve is "ask", "always" or "never" for every tool of the server.
+	Approve string `toml:"approve"`
 }
 
 // Sessions is the [sessions] section.
@@ -452,7 +457,7 @@ func (c *Config) check(path string, lines *lineIndex) error {
 			return errAt("must be positive (0: the [sandbox] fuel)", "tools", name, "fuel")
 		}
 	}
-	return nil
+	return c.checkApprovals(errAt)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -5,11 +5,12 @@
 // A record is a message of the conversation, {"time":...,"message":{...}}
 // (Append, Record); what one model request cost,
 // {"time":...,"request":{...}} (RecordRequest: the model, the usage, the
-// duration); or what one tool call did, {"time":...,"call":{...}}
+// duration); what one tool call did, {"time":...,"call":{...}}
 // (RecordCall: the tool, the call id, the duration, the error kind and
-// the host's audit, for `agrun audit`). History readers (Open, Load,
-// Decode) return only the messages; Info sums the requests; Records
-// returns them all.
+// the host's audit, for `agrun audit`); or an approval decision about a
+// tool call, {"time":...,"decision":{...}} (RecordDecision). History
+// readers (Open, Load, Decode) return only the messages; Info sums the
+// requests; Records returns them all.
 //
 // Killing the process at any instant leaves a file that loads: a torn last
 // line (a write cut short) is dropped with a warning, and nothing before it
@@ -86,13 +87,16 @@ func DefaultDir() string {
 }
 
 // Record is one line of a session file: a message of the conversation, a
-// model request's summary, or a tool call's outcome and audit (exactly one
-// of Message, Request and Call is set).
+// model request's summary, a tool call's outcome and audit, or an
+// approval decision (exactly one of Message, Request, Call and Decision
+// is set).
 type Record struct {
 	Time    time.Time       `json:"time"`
 	Message json.RawMessage `json:"message,omitempty"`
 	Request json.RawMessage `json:"request,omitempty"`
 	Call    json.RawMessage `json:"call,omitempty"`
+	// Decision is an approval decision (RecordDecision).
+	Decision json.RawMessage `json:"decision,omitempty"`
 }
 
 // Call is what a call record holds: one tool call of a run, as the loop
@@ -128,7 +132,7 @@ type record = Record
 
 // valid reports whether r is a record a reader keeps.
 func (r *Record) valid() bool {
-	return len(r.Message) != 0 || len(r.Request) != 0 || len(r.Call) != 0
+	return len(r.Message) != 0 || len(r.Request) != 0 || len(r.Call) != 0 || len(r.Decision) != 0
 }
 
 // Store is a folder of sessions. It is safe for concurrent use.
@@ -226,6 +230,8 @@ func (s *Session) append(kind string, v json.RawMessage) error {
 		rec.Request = buf.Bytes()
 	case "call":
 		rec.Call = buf.Bytes()
+	case "decision":
+		rec.Decision = buf.Bytes()
 	default:
 		rec.Message = buf.Bytes()
 	}
@@ -267,6 +273,12 @@ func (s *Session) RecordRequest(v any) { s.record("request", v) }
 // Call). It handles errors as Record does. History readers skip call
 // records; Store.Calls and Records return them.
 func (s *Session) RecordCall(c Call) { s.record("call", c) }
+
+// RecordDecision appends v, encoded as JSON, as a decision record: who
+// decided what about a tool call, when, with which grant in view (for the
+// CLI, a loop.DecisionRecord). It handles errors as Record does. History
+// readers skip decision records; Records returns them.
+func (s *Session) RecordDecision(v any) { s.record("decision", v) }
 
 func (s *Session) record(kind string, v any) {
 	b, err := json.Marshal(v)

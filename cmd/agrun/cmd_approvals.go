@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// approvals is `agrun approvals [list|revoke]`: the standing ("always")
+// approvals of the sessions folder's approvals file.
+func (c *cli) approvals(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return c.approvalsList(args[1:])
+		case "revoke":
+			return c.approvalsRevoke(args[1:])
+		}
+	}
+	fs := newFlags("approvals")
+	asJSON := fs.Bool("json", false, "print the list as one JSON array")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageOf(fs, "unknown subcommand %q (list, revoke)", pos[0])
+	}
+	return c.printApprovals(*asJSON)
+}
+
+func (c *cli) approvalsList(args []string) error {
+	fs := newFlags("approvals list")
+	asJSON := fs.Bool("json", false, "print the list as one JSON array")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageOf(fs, "takes no arguments")
+	}
+	return c.printApprovals(*asJSON)
+}
+
+func (c *cli) approvalStore() (*approvalStore, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return newApprovalStore(sessionsDir(cfg)), nil
+}
+
+// printApprovals lists the standing approvals: tool, when, by whom, and
+// the grant they were given for.
+func (c *cli) printApprovals(asJSON bool) error {
+	st, err := c.approvalStore()
+	if err != nil {
+		return err
+	}
+	list, err := st.load()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if list == nil {
+			list = []standingApproval{}
+		}
+		writeJSONLine(c.stdout, list)
+		return nil
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(c.stderr, "agrun: no standing approvals (answer [a] to an approval question to add one)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tAPPROVED\tBY\tGRANT")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", oneLine(a.Tool), a.Time.Local().Format(time.DateTime), oneLine(a.By), oneLine(grantSummary(a.Grant)))
+	}
+	return tw.Flush()
+}
+
+// grantSummary is a grant on one short line: mounts, hosts, server.
+func grantSummary(g registry.Grant) string {
+	var parts []string
+	for _, m := range g.Mounts {
+		parts = append(parts, m.Guest+"="+m.Host+":"+m.Mode)
+	}
+	if len(g.AllowedHosts) > 0 {
+		parts = append(parts, "hosts "+strings.Join(g.AllowedHosts, ","))
+	}
+	if g.Server != "" {
+		parts = append(parts, "mcp "+g.Server)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// approvalsRevoke is `agrun approvals revoke TOOL...`: each tool's
+// standing approval is removed (its calls are asked about again); a tool
+// without one is an error, after the others were tried.
+func (c *cli) approvalsRevoke(args []string) error {
+	fs := newFlags("approvals revoke")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageOf(fs, "name the tools to revoke (agrun approvals list shows them)")
+	}
+	st, err := c.approvalStore()
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, tool := range pos {
+		ok, err := st.revoke(tool)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, tool)
+			continue
+		}
+		fmt.Fprintf(c.stderr, "agrun: revoked %s\n", oneLine(tool))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no standing approval for %s", oneLine(strings.Join(missing, ", ")))
+	}
+	return nil
+}
