@@ -30,8 +30,9 @@ type cliApprover struct {
 	cfg     *config.Config
 	store   *approvalStore
 	session string
-	// server: the approver of `agrun serve` runs, which cannot ask yet: a
-	// call that needs a yes is denied (unless approved "always").
+	// server: the approver of `agrun serve` runs: a call that needs a yes
+	// (and is not approved "always") is left to the server, which asks
+	// the run's client.
 	server bool
 }
 
@@ -60,7 +61,9 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 		return loop.Decision{}, loop.ErrApprovalPending // decided by run --approve/--deny
 	}
 	if a.server {
-		return loop.Decision{Answer: loop.Deny, By: "non-interactive", Reason: "the call needs a person's approval, which agrun serve runs cannot ask for yet"}, nil
+		// agrun serve asks the run's client (server.runApprover: an
+		// approval_required event, POST /v1/runs/ID/approvals).
+		return loop.Decision{}, loop.ErrApprovalPending
 	}
 	read := a.c.answers()
 	if read == nil {

@@ -350,15 +350,118 @@ func TestApprovalJSONPauseAndResume(t *testing.T) {
 	e.run("", "run", "--session", "x", "--approve", "call_1", "a prompt").wantCode(t, exitUsage)
 }
 
-// TestApprovalServeDenies: `agrun serve` runs cannot ask yet, so under
-// the same policy a call that needs a yes is denied (denied_by_user, the
-// run goes on) rather than run unasked.
-func TestApprovalServeDenies(t *testing.T) {
-	e, srv := approvalEnv(t, "", chattest.Reply{Text: "Not written."})
+// TestApprovalServeAsksClient: an `agrun serve` run asks its client about
+// a call that needs a yes: the stream carries approval_required (the grant
+// without the operator's host directories), GET /v1/runs/ID lists the
+// pending call, POST /v1/runs/ID/approvals decides it and the run goes on;
+// a denial reaches the model as denied_by_user and nothing is written; a
+// decision about no pending call is a 404, a bad answer a 400.
+func TestApprovalServeAsksClient(t *testing.T) {
+	for _, tc := range []struct {
+		answer, wantTool string
+		written          bool
+	}{
+		{"once", "", true},
+		{"deny", "not today", false},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			e, srv := approvalEnv(t, "", chattest.Reply{Text: "Done."})
+			base := startServe(t, e)
+			type sseEvent struct{ typ, data string }
+			events := make(chan sseEvent, 64)
+			go func() {
+				defer close(events)
+				resp, err := http.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"prompt":"write a note","session":"srv1"}`))
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				sc := bufio.NewScanner(resp.Body)
+				var typ string
+				for sc.Scan() {
+					line := sc.Text()
+					if v, ok := strings.CutPrefix(line, "event: "); ok {
+						typ = v
+					} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+						events <- sseEvent{typ, v}
+					}
+				}
+			}()
+			var asked string
+			for ev := range events {
+				if ev.typ == "approval_required" {
+					asked = ev.data
+					break
+				}
+			}
+			if !strings.Contains(asked, `"call_id":"call_w"`) || !strings.Contains(asked, `"tool":"write_note"`) || strings.Contains(asked, e.dir) {
+				t.Fatalf("approval_required: %s", asked)
+			}
+			get := func(path string) (int, string) {
+				resp, err := http.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			post := func(body string) (int, string) {
+				resp, err := http.Post(base+"/v1/runs/srv1/approvals", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			if code, body := get("/v1/runs/srv1"); code != 200 || !strings.Contains(body, `"state":"awaiting_approval"`) || !strings.Contains(body, `"call_id":"call_w"`) {
+				t.Fatalf("GET run: %d %s", code, body)
+			}
+			if code, _ := get("/v1/runs/nosuch"); code != 404 {
+				t.Fatalf("GET unknown run: %d", code)
+			}
+			if code, _ := post(`{"call_id":"call_w","answer":"always"}`); code != 400 {
+				t.Fatalf("always over the API: %d", code)
+			}
+			if code, _ := post(`{"call_id":"call_x","answer":"once"}`); code != 404 {
+				t.Fatalf("no such pending call: %d", code)
+			}
+			if code, body := post(fmt.Sprintf(`{"call_id":"call_w","answer":%q,"reason":%q}`, tc.answer, tc.wantTool)); code != 200 {
+				t.Fatalf("decide: %d %s", code, body)
+			}
+			var rest strings.Builder
+			for ev := range events {
+				rest.WriteString(ev.typ + " " + ev.data + "\n")
+			}
+			if !strings.Contains(rest.String(), "done ") {
+				t.Fatalf("the run did not finish: %s", rest.String())
+			}
+			m := toolMessage(t, srv, 1, "call_w")
+			ents, _ := os.ReadDir(filepath.Join(e.dir, "notes"))
+			if tc.written {
+				if strings.HasPrefix(m, "error") || len(ents) != 1 {
+					t.Fatalf("approved: tool message %q, notes %v", m, ents)
+				}
+			} else if !strings.Contains(m, "denied_by_user") || !strings.Contains(m, "not today") || len(ents) != 0 {
+				t.Fatalf("denied: tool message %q, notes %v", m, ents)
+			}
+			if code, _ := get("/v1/runs/srv1"); code != 404 {
+				t.Fatalf("the finished run is still listed: %d", code)
+			}
+		})
+	}
+}
+
+// startServe runs `agrun serve` on e's config on a free loopback port and
+// returns its base URL; it stops with the test.
+func startServe(t *testing.T, e *testEnv) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	t.Setenv("AGRUN_TOKENS", "")
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // serve's data directory (its runs' sessions): the test's own
 	go func() {
 		done <- run(ctx, []string{"-c", e.config, "serve", "--addr", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw)
 		pw.Close()
@@ -376,21 +479,7 @@ func TestApprovalServeDenies(t *testing.T) {
 		t.Fatal("no serving line")
 	}
 	go io.Copy(io.Discard, pr)
-	resp, err := http.Post(base+"/v1/runs", "application/json", strings.NewReader(`{"prompt":"write a note"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `"error_kind":"denied_by_user"`) || !strings.Contains(string(body), "Not written.") {
-		t.Fatalf("run stream: %s", body)
-	}
-	if m := toolMessage(t, srv, 1, "call_w"); !strings.Contains(m, "agrun serve runs cannot ask") {
-		t.Fatalf("tool message %q", m)
-	}
-	if ents, _ := os.ReadDir(filepath.Join(e.dir, "notes")); len(ents) != 0 {
-		t.Fatalf("written: %v", ents)
-	}
+	return base
 }
 
 // TestApprovalMCPAnnotations: a real stdio MCP server's annotations

@@ -61,7 +61,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
 	lc := loopConfig(cfg)
-	lc.Approver = c.serveApprover(cfg) // calls that need a yes are denied: serve cannot ask yet
+	lc.Approver = c.serveApprover(cfg) // calls that need a yes are asked of the run's client (docs/API.md)
 	opts := serveOptions(cfg.Serve)
 	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel
 	srv, err := server.New(ctx, opts)
@@ -107,5 +107,6 @@ func serveOptions(sv config.Serve) server.Options {
 		UploadsPerMinute:        sv.UploadsPerMinute,
 		MaxConnections:          sv.MaxConnections,
 		MaxConnectionsPerClient: sv.MaxConnectionsPerClient,
+		ApprovalTimeout:         sv.ApprovalTimeout.Std(),
 	}
 }

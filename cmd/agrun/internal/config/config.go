@@ -157,6 +157,9 @@ type Serve struct {
 	// serve --http).
 	MaxConnections          int `toml:"max_connections"`
 	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
+	// ApprovalTimeout is how long a run waits for its client's decision
+	// about a call that needs approval (then it is denied); unset: 10m.
+	ApprovalTimeout Duration `toml:"approval_timeout"`
 }
 
 // Telemetry is the [telemetry] section: OpenTelemetry traces and metrics

@@ -43,6 +43,7 @@ const (
 	KindUnavailable      Kind = "unavailable"            // runs are not configured, or the server is closing
 	KindInternal         Kind = "internal"               // the server failed (disk, ...)
 	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
+	KindConflict         Kind = "conflict"               // the call was already decided
 )
 
 // ErrorInfo is the error part of every failed answer.
@@ -173,6 +174,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/tools/{name}", s.deleteTool)
 	mux.HandleFunc("POST /v1/tools/{name}/call", s.callTool)
 	mux.HandleFunc("POST /v1/runs", s.run)
+	mux.HandleFunc("GET /v1/runs/{id}", s.runState)
+	mux.HandleFunc("POST /v1/runs/{id}/approvals", s.decideApproval)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

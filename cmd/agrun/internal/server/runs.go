@@ -92,15 +92,20 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	ctx, trace := s.tel.StartRun(s.traceContext(r), id, s.loopCfg.Model)
 	var runErr error
 	defer func() { trace.Finish(runErr) }()
-	conv, warnings, err := s.openConversation(id, req.Schema, trace)
+	// The run, for approvals (approvals.go): registered once its session
+	// is locked (one run per session), its questions sent on its stream.
+	var sw *eventWriter
+	lr := &liveRun{id: id, started: time.Now(), send: func(typ string, v any) bool { return sw != nil && sw.send(typ, v) }}
+	conv, warnings, err := s.openConversation(id, req.Schema, trace, lr)
 	if err != nil {
 		runErr = err
 		s.writeError(w, err)
 		return
 	}
 	defer conv.sess.Close()
+	defer s.registerLive(lr)()
 
-	sw := newEventWriter(w, s.limits.WriteTimeout)
+	sw = newEventWriter(w, s.limits.WriteTimeout)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -179,7 +184,7 @@ type conversation struct {
 
 // openConversation opens (or creates) session id, locked, and builds a
 // cycle that continues it and appends each new message as it completes.
-func (s *Server) openConversation(id string, schema json.RawMessage, trace *telemetry.Run) (*conversation, []string, error) {
+func (s *Server) openConversation(id string, schema json.RawMessage, trace *telemetry.Run, lr *liveRun) (*conversation, []string, error) {
 	if !session.ValidID(id) {
 		return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
 	}
@@ -210,6 +215,11 @@ func (s *Server) openConversation(id string, schema json.RawMessage, trace *tele
 	}
 	if len(schema) > 0 {
 		cfg.ResponseSchema = schema
+	}
+	if cfg.Approver != nil && lr != nil {
+		// Calls the policy cannot decide are asked of the run's client.
+		cfg.Approver = &runApprover{inner: cfg.Approver, lr: lr, timeout: s.limits.ApprovalTimeout}
+		cfg.OnDecision = func(d loop.DecisionRecord) { sess.RecordDecision(d) }
 	}
 	cyc, err := loop.New(cfg)
 	if err != nil {

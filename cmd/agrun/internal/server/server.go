@@ -187,6 +187,10 @@ type Options struct {
 	// Telemetry traces runs and calls (a run's span is the child of the
 	// W3C trace context of the request that started it). Nil: off.
 	Telemetry *telemetry.Telemetry
+	// ApprovalTimeout is how long a run waits for a client's decision
+	// about a call that needs approval (then the call is denied). Zero:
+	// DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -214,6 +218,8 @@ type Limits struct {
 	// Serve holds open at once, in all and from one client address (see
 	// LimitListener).
 	MaxConnections, MaxConnectionsPerClient int
+	// ApprovalTimeout is how long a run waits for a decision (approvals.go).
+	ApprovalTimeout time.Duration
 }
 
 // Server is the HTTP service. It is safe for concurrent use. Close it to
@@ -231,6 +237,8 @@ type Server struct {
 	bodyBytes *quota // the bytes of request bodies held in memory
 	loopCfg   *loop.Config
 	tel       *telemetry.Telemetry
+	liveMu    sync.Mutex
+	live      map[string]*liveRun // runs in progress, by session id (approvals.go)
 	sessions  *session.Store
 	log       *slog.Logger
 	dataDir   string
@@ -284,6 +292,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		ShutdownTimeout:      orDefault(opts.ShutdownTimeout, DefaultShutdownTimeout),
 		BodyTimeout:          orDefault(sv.BodyTimeout, DefaultBodyTimeout),
 		MaxConnections:       orDefault(sv.MaxConnections, DefaultMaxConnections),
+		ApprovalTimeout:      orDefault(sv.ApprovalTimeout, DefaultApprovalTimeout),
 	}
 	lim.MaxConnectionsPerClient = min(lim.MaxConnections, orDefault(sv.MaxConnectionsPerClient, DefaultMaxConnectionsPerClient))
 	lim.MaxCallsPerClient = min(lim.MaxConcurrentCalls, orDefault(sv.MaxCallsPerClient, max(1, lim.MaxConcurrentCalls/2)))
@@ -328,6 +337,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		bodyBytes: newQuota(lim.MaxBodyMemory, max(lim.MaxBodyMemory/2, lim.MaxUpload)),
 		loopCfg:   opts.Loop,
 		tel:       opts.Telemetry,
+		live:      map[string]*liveRun{},
 		sessions:  sessions,
 		log:       log,
 		dataDir:   dataDir,
