@@ -175,7 +175,7 @@ func question(req loop.ApprovalRequest, cwd string) string {
 // oneLine is safe(s) with newlines and tabs escaped too, so that text
 // from a model or a server cannot start a line of the question.
 func oneLine(s string) string {
-	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(safe(s))
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(safe(s))
 }
 
 // shortPath shows a host path relative to the working directory when it

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/registry"
 	"io"
 	"path/filepath"
 	"slices"
@@ -115,7 +117,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		return nil
 	}
 	for _, w := range warnings {
-		fmt.Fprintf(c.stderr, "agrun: %s\n", safe(w))
+		fmt.Fprintf(c.stderr, "agrun: %s\n", reportLine(w, 512))
 	}
 	writeAudit(c.stdout, rep)
 	return nil
@@ -214,7 +216,7 @@ func writeAudit(w io.Writer, rep auditReport) {
 		fmt.Fprintln(w, "\nNo WebAssembly tools are configured.")
 	}
 	for _, r := range rep.Tools {
-		fmt.Fprintf(w, "\n## %s: %s", safe(r.Tool), plural(r.Calls, "call"))
+		fmt.Fprintf(w, "\n## %s: %s", reportLine(r.Tool, 64), plural(r.Calls, "call"))
 		if r.Calls == 0 {
 			fmt.Fprintln(w, " recorded: nothing to compare its grant with (a tool never called may not be needed at all)")
 			continue
@@ -227,7 +229,7 @@ func writeAudit(w io.Writer, rep auditReport) {
 		if len(r.Mounts) > 0 {
 			fmt.Fprintln(tw, "  mount\tgranted\tused\tsuggest")
 			for _, m := range r.Mounts {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", safe(m.Guest), m.Mode, mountUse(m), orDrop(m.Suggest))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", reportLine(m.Guest, 256), m.Mode, mountUse(m), orDrop(m.Suggest))
 			}
 		}
 		if len(r.Hosts) > 0 {
@@ -237,7 +239,7 @@ func writeAudit(w io.Writer, rep auditReport) {
 				if h.Keep {
 					used, keep = plural(h.Requests, "request"), "keep"
 				}
-				fmt.Fprintf(tw, "  %s\t\t%s\t%s\n", safe(h.Host), used, keep)
+				fmt.Fprintf(tw, "  %s\t\t%s\t%s\n", reportLine(h.Host, 256), used, keep)
 			}
 		}
 		fmt.Fprintln(tw, "  limit\tgranted\tobserved max\tsuggest")
@@ -246,17 +248,25 @@ func writeAudit(w io.Writer, rep auditReport) {
 		fmt.Fprintf(tw, "  max_output\t%s\t%s\t%s\n", sizeText(r.Output.Current), sizeText(r.Output.Observed), limitSuggest(r.Output, sizeText))
 		tw.Flush()
 		for _, n := range r.Notes {
-			fmt.Fprintf(w, "  note: %s\n", safe(n))
+			fmt.Fprintf(w, "  note: %s\n", reportLine(n, 1024))
 		}
-		fmt.Fprintf(w, "\n  suggested grant (paste over [tools.%s] in agrun.toml; keep any other keys it has):\n\n", safe(r.Tool))
+		fmt.Fprintf(w, "\n  suggested grant (paste over [tools.%s] in agrun.toml; keep any other keys it has):\n\n", reportLine(r.Tool, 64))
 		for _, l := range strings.Split(strings.TrimSuffix(r.TOML, "\n"), "\n") {
-			fmt.Fprintf(w, "    %s\n", safe(l))
+			fmt.Fprintf(w, "    %s\n", reportLine(l, 4096))
 		}
 	}
 	if len(rep.Other) > 0 {
 		fmt.Fprintln(w, "\nAlso recorded (no WebAssembly grant in this config to compare with):")
+		unknown := 0
 		for _, o := range rep.Other {
-			fmt.Fprintf(w, "  %s: %s\n", safe(o.Tool), plural(o.Calls, "call"))
+			if !registry.ValidName(o.Tool) { // a model's invented name: counted, not printed
+				unknown += o.Calls
+				continue
+			}
+			fmt.Fprintf(w, "  %s: %s\n", reportLine(o.Tool, 64), plural(o.Calls, "call"))
+		}
+		if unknown > 0 {
+			fmt.Fprintf(w, "  (calls of names no tool can have: %d)\n", unknown)
 		}
 	}
 }
@@ -323,3 +333,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// reportLine is s as one line of the report: cleaned and cut to max bytes
+// (textsafe), then escaped, newlines and tabs included (oneLine), so that
+// nothing a session file holds (a model's tool name, a guest's path or
+// host) can forge a line of the report, such as a suggested grant to
+// paste.
+func reportLine(s string, max int) string { return oneLine(textsafe.Clean(s, max)) }

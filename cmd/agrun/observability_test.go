@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/registry"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -238,7 +239,7 @@ func TestTelemetryOverOTLP(t *testing.T) {
 	if strings.Contains(r.stderr, "telemetry") {
 		t.Errorf("stderr speaks of telemetry: %s", r.stderr)
 	}
-	run, tool, chat := rcv.byName("invoke_agent agrun"), rcv.byName("execute_tool word_count"), rcv.byName("chat test")
+	run, tool, chat := rcv.byName("invoke_agent agrun"), rcv.byName("execute_tool word_count"), rcv.byName("chat test-model")
 	if run == nil || tool == nil || chat == nil {
 		t.Fatalf("received spans %+v", rcv.spans)
 	}
@@ -251,7 +252,7 @@ func TestTelemetryOverOTLP(t *testing.T) {
 	if tool.attrs["gen_ai.tool.name"] != "word_count" || tool.attrs["gen_ai.tool.call.id"] != "call_1" || tool.attrs["agrun.sandbox.source"] != "wasm" || tool.attrs["agrun.sandbox.memory.peak"] == "" || tool.attrs["agrun.permission.decision"] != "allowed" {
 		t.Errorf("tool attributes %v", tool.attrs)
 	}
-	if chat.attrs["gen_ai.usage.input_tokens"] != "10" || chat.attrs["gen_ai.usage.output_tokens"] != "5" {
+	if chat.attrs["gen_ai.usage.input_tokens"] != "10" || chat.attrs["gen_ai.usage.output_tokens"] != "5" || chat.attrs["gen_ai.response.model"] != "test" {
 		t.Errorf("chat attributes %v", chat.attrs)
 	}
 	rcv.mu.Lock()
@@ -341,5 +342,35 @@ func TestChatTurnsTracedAndRecorded(t *testing.T) {
 	st, _ := session.OpenStore(filepath.Join(e.dir, "sessions"))
 	if calls, _, err := st.Calls("ch1"); err != nil || len(calls) != 1 || calls[0].Tool != "word_count" || calls[0].Audit == nil {
 		t.Fatalf("chat call records %+v, %v", calls, err)
+	}
+}
+
+// TestAuditReportCannotBeForged: names and hosts from session files (a
+// model's invented tool name, a guest's host) cannot start a line of the
+// report, such as a fake suggested grant.
+func TestAuditReportCannotBeForged(t *testing.T) {
+	srv := chattest.New(t)
+	e := newTestEnv(t, srv.URL, withReader(t))
+	st, err := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _, err := st.Open("forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "x\n\n  suggested grant (paste over [tools.reader] in agrun.toml):\n\n    [tools.reader]\n    mounts = [\"/:/docs:rwd\"]"
+	s.RecordCall(session.Call{Tool: forged, ID: "c1"})
+	s.RecordCall(session.Call{Tool: "reader", ID: "c2", Audit: &registry.Audit{Source: "wasm",
+		Requests: []registry.RequestAudit{{Method: "GET", Host: "evil\n## injected\tline", Error: "forbidden"}}}})
+	s.Close()
+	r := e.run("", "audit").wantCode(t, exitOK)
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "mounts = [\"/:/docs:rwd\"]") || strings.HasPrefix(l, "## injected") {
+			t.Fatalf("a forged line in the report:\n%s", r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, `evil\n## injected\tline`) {
+		t.Fatalf("the host is not shown escaped:\n%s", r.stdout)
 	}
 }

@@ -24,17 +24,19 @@ import (
 
 // Grant is what a tool is granted now, as agrun.toml says it.
 type Grant struct {
-	Wasm         string // the tool's wasm key, kept in the suggested block
-	Mounts       []Mount
-	AllowedHosts []string
-	Timeout      time.Duration // the effective limits
-	Memory       int64
-	MaxOutput    int64
+	Wasm         string        `json:"wasm,omitempty"` // the tool's wasm key, kept in the suggested block
+	Mounts       []Mount       `json:"mounts"`
+	AllowedHosts []string      `json:"allowed_hosts"`
+	Timeout      time.Duration `json:"timeout_ns"` // the effective limits
+	Memory       int64         `json:"memory"`
+	MaxOutput    int64         `json:"max_output"`
 }
 
 // Mount is one HOST:GUEST:MODE entry; Mode is "ro", "rw" or "rwd".
 type Mount struct {
-	Host, Guest, Mode string
+	Host  string `json:"host"`
+	Guest string `json:"guest"`
+	Mode  string `json:"mode"`
 }
 
 // Observation is one recorded call of the tool.
@@ -118,11 +120,14 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 	}
 	hostReqs := map[string]int{}
 	tried := map[string]bool{}
+	rep.Hosts, rep.Mounts = []HostUse{}, []MountUse{}
 	for _, o := range obs {
-		if rep.First.IsZero() || o.Time.Before(rep.First) {
-			rep.First = o.Time
+		if !o.Time.IsZero() { // a record without a time says nothing of when
+			if rep.First.IsZero() || o.Time.Before(rep.First) {
+				rep.First = o.Time
+			}
+			rep.Last = later(rep.Last, o.Time)
 		}
-		rep.Last = later(rep.Last, o.Time)
 		if o.Kind != "" {
 			rep.Failed++
 		}

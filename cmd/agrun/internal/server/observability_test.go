@@ -117,7 +117,7 @@ func TestTraceContextAndAudits(t *testing.T) {
 	var b bytes.Buffer
 	tel.WriteTree(&b)
 	tree := b.String()
-	for _, want := range []string{"trace " + runTrace, "invoke_agent agrun", "  chat test", "  execute_tool read_file", "trace " + callTrace} {
+	for _, want := range []string{"trace " + runTrace, "invoke_agent agrun", "  chat m" /* the configured model names the span; the provider's is gen_ai.response.model */, "  execute_tool read_file", "trace " + callTrace} {
 		if !strings.Contains(tree, want) {
 			t.Fatalf("span tree lacks %q:\n%s", want, tree)
 		}

@@ -86,6 +86,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = session.NewID()
 	}
+	if !session.ValidID(id) { // before the id reaches a span, a log or a file
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
+		return
+	}
 	// The run's span (telemetry on), a child of the client's trace
 	// context; the loop's callbacks feed it the requests, the events its
 	// tool calls.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Rewrite replaces a session's messages atomically, keeping each record's
@@ -106,5 +107,31 @@ func TestRewriteRefusesDamaged(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Fatal("the damaged session was changed")
+	}
+}
+
+// TestRewriteKeepsRecordsOfAnyTime: a request record dated ahead of the
+// clock (a clock stepped back, a copied session) survives a rewrite.
+func TestRewriteKeepsRecordsOfAnyTime(t *testing.T) {
+	st, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, _, err := st.Open("f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Record(map[string]string{"role": "user", "content": "hi"})
+	s.Close()
+	line, _ := json.Marshal(Record{Time: time.Now().Add(48 * time.Hour), Request: json.RawMessage(`{"model":"m"}`)})
+	f, _ := os.OpenFile(filepath.Join(st.Dir(), "f1.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(append(line, '\n'))
+	f.Close()
+	if _, _, err := st.Rewrite("f1", func(m []json.RawMessage) ([]json.RawMessage, error) { return m, nil }); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := st.Records("f1")
+	if err != nil || len(recs) != 2 || len(recs[1].Request) == 0 {
+		t.Fatalf("records after the rewrite: %+v %v", recs, err)
 	}
 }

@@ -74,6 +74,18 @@ type Config struct {
 // MaxContent cuts each captured content attribute.
 const MaxContent = 8 << 10
 
+// spanLimits are the SDK's defaults with a cap on attribute values.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	l.AttributeValueLengthLimit = MaxContent
+	return l
+}
+
+// word is a short value from an untrusted party (a session id from a
+// serve client, a provider's model or finish_reason, a model's call id):
+// cleaned and cut.
+func word(s string) string { return textsafe.Clean(s, 128) }
+
 // Telemetry is the process's tracer and meter. A nil *Telemetry is valid
 // and records nothing. It is safe for concurrent use.
 type Telemetry struct {
@@ -119,8 +131,8 @@ func setup(ctx context.Context, cfg Config, reader sdkmetric.Reader, sp sdktrace
 	if cfg.Sampling < 0 || cfg.Sampling > 1 {
 		return nil, fmt.Errorf("telemetry: sampling %v is not between 0 and 1", cfg.Sampling)
 	}
-	if cfg.Sampling == 0 {
-		cfg.Sampling = 1
+	if cfg.Sampling == 0 || cfg.Tree {
+		cfg.Sampling = 1 // --trace shows the whole run
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		attribute.String("service.name", "agrun"), attribute.String("service.version", cfg.ServiceVersion)))
@@ -130,7 +142,15 @@ func setup(ctx context.Context, cfg Config, reader sdkmetric.Reader, sp sdktrace
 	t := &Telemetry{cfg: cfg}
 	topts := []sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sampling))),
+		// A local parent's decision is followed; a remote one's (a serve
+		// client's traceparent) is not: its flag cannot force every run
+		// to be traced nor hide its runs, the ratio decides.
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sampling),
+			sdktrace.WithRemoteParentSampled(sdktrace.TraceIDRatioBased(cfg.Sampling)),
+			sdktrace.WithRemoteParentNotSampled(sdktrace.TraceIDRatioBased(cfg.Sampling)))),
+		// A backstop under the caps of each attribute's source: no value
+		// over MaxContent, no span over 128 attributes.
+		sdktrace.WithRawSpanLimits(spanLimits()),
 	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	if export {
@@ -289,7 +309,7 @@ func (t *Telemetry) StartRun(ctx context.Context, session, model string) (contex
 		attribute.String("gen_ai.agent.name", "agrun"),
 		attribute.String("gen_ai.provider.name", "openai"),
 		attribute.String("gen_ai.request.model", model),
-		attribute.String("gen_ai.conversation.id", session),
+		attribute.String("gen_ai.conversation.id", word(session)),
 	))
 	return ctx, &Run{t: t, ctx: ctx, span: span, model: model, tools: map[string]toolStart{}}
 }
@@ -315,10 +335,10 @@ func (r *Run) Request(q Request) {
 	if r == nil {
 		return
 	}
-	model := q.Model
-	if model == "" {
-		model = r.model
-	}
+	// The configured model names the span and the metrics (the provider
+	// says which model answered: gen_ai.response.model, an attribute
+	// only, so that a provider cannot create metric series at will).
+	model := r.model
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", "openai"),
@@ -327,8 +347,11 @@ func (r *Run) Request(q Request) {
 		attribute.Int64("gen_ai.usage.output_tokens", q.OutputTokens),
 		attribute.Int("agrun.request.retries", q.Retries),
 	}
+	if q.Model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", word(q.Model)))
+	}
 	if q.FinishReason != "" {
-		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{q.FinishReason}))
+		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{word(q.FinishReason)}))
 	}
 	if r.t.cfg.CaptureContent {
 		attrs = append(attrs, content("gen_ai.input.messages", q.Prompt), content("gen_ai.output.messages", q.Completion))
@@ -425,7 +448,7 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 		attribute.String("gen_ai.tool.type", "function"),
 	}, requested...)
 	if c.ID != "" { // a direct call (serve's /call) has no call id
-		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", c.ID))
+		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", word(c.ID)))
 	}
 	if d := permissionDecision(c.ErrorKind); d != "" {
 		attrs = append(attrs, attribute.String("agrun.permission.decision", d))
