@@ -70,7 +70,8 @@ var (
 // requestAdapting is request, made once more after a refusal the loop
 // can answer: a context overflow (the request is trimmed to a smaller
 // budget) and, under SchemaAuto, a provider that refuses response_format
-// (the schema moves to the system prompt).
+// (the schema moves to the system prompt). Each such retry is a Retry
+// event (Max 1, no wait), so that it is seen.
 func (r *runState) requestAdapting(ctx context.Context, stream bool) (reply, error) {
 	overflowRetried, schemaRetried := false, false
 	for {
@@ -81,8 +82,14 @@ func (r *runState) requestAdapting(ctx context.Context, stream bool) (reply, err
 		case !overflowRetried && errors.Is(err, ErrContextOverflow):
 			overflowRetried = true
 			r.c.learnOverflow(err, r.c.lastEstimate)
+			if !r.emit(&Retry{Attempt: 1, Max: 1, Reason: "the provider refused the request as too long for the model: trimmed, once more"}) {
+				return rep, errStopped
+			}
 		case !schemaRetried && r.c.schemaRefused(err):
 			schemaRetried = true
+			if !r.emit(&Retry{Attempt: 1, Max: 1, Reason: "the provider refused response_format: the schema goes in the system prompt instead"}) {
+				return rep, errStopped
+			}
 		default:
 			return rep, err
 		}

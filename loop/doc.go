@@ -155,7 +155,7 @@
 // then the current turn's results. Tool calls always keep their tool
 // messages. A provider that refuses a request as too long (OpenAI's
 // context_length_exceeded and the forms of vLLM, DeepSeek, OpenRouter,
-// Anthropic, llama.cpp, HTTP 413: [ErrContextOverflow]) gets it once more,
+// Anthropic, llama.cpp, HTTP 413: [ErrContextOverflow]; a [Retry] event says so) gets it once more,
 // trimmed to what fits in the window it names (scaled by how far the
 // estimate was from its count), else to three quarters of the estimate,
 // with or without ContextWindow; the Cycle keeps the smaller bound. A

@@ -483,3 +483,23 @@ func TestBoundOutputFits(t *testing.T) {
 		t.Errorf("a result that fits: %s %v", c, cut)
 	}
 }
+
+// TestOverflowRetryIsSeen: the retry after a context overflow is a Retry
+// event, as other retries are.
+func TestOverflowRetryIsSeen(t *testing.T) {
+	srv := newServer(t, status(400, overflowBody), jsonReply("trimmed", ""))
+	c := newCycle(t, srv, Config{})
+	var retries []*Retry
+	var err error
+	for ev, e := range c.SubmitStreamWithTools(context.Background(), "go", nil) {
+		if r, ok := ev.(*Retry); ok {
+			retries = append(retries, r)
+		}
+		if e != nil {
+			err = e
+		}
+	}
+	if err != nil || len(retries) != 1 || !strings.Contains(retries[0].Reason, "too long") || retries[0].Max != 1 {
+		t.Fatalf("err %v, retries %+v", err, retries)
+	}
+}
