@@ -320,6 +320,9 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions ma
 	if err := r.runTools(ctx, pending); err != nil {
 		return err
 	}
+	// The decisions were for the paused calls only: a later call that
+	// reuses one of their ids is asked about like any other.
+	r.decisions = nil
 	_, err := r.turns(ctx, true)
 	return err
 }

@@ -279,3 +279,53 @@ func TestApprovalPendingAndResume(t *testing.T) {
 		t.Fatalf("history %+v", m)
 	}
 }
+
+// askCounter asks about every call of tool and denies it, counting.
+type askCounter struct {
+	tool  string
+	asked int
+}
+
+func (a *askCounter) NeedsApproval(req ApprovalRequest) bool { return req.Tool == a.tool }
+func (a *askCounter) Approve(context.Context, ApprovalRequest) (Decision, error) {
+	a.asked++
+	return Decision{Answer: Deny, Reason: "no", By: "test"}, nil
+}
+
+// TestResumeDecisionCoversOnlyThePausedCall: a decision given to resume a
+// paused call does not decide a later call that reuses its id (the
+// review's bypass): the later call gets an id of its own and is asked.
+func TestResumeDecisionCoversOnlyThePausedCall(t *testing.T) {
+	srv := newServer(t,
+		step{ToolCalls: []chattest.Call{{ID: "c1", Name: "writer", Args: `{}`}}},
+		step{ToolCalls: []chattest.Call{{ID: "c1", Name: "deleter", Args: `{}`}}}, // the id again
+		streamText("done"),
+	)
+	reg := newRegistry(t, okTool("writer", nil), okTool("deleter", nil))
+	c := newCycle(t, srv, Config{Approver: pendingApprover{}})
+	if _, err := collect(t, c, context.Background(), "x", reg); !errors.Is(err, ErrApprovalPending) {
+		t.Fatalf("err %v", err)
+	}
+	ask := &askCounter{tool: "deleter"}
+	c2 := newCycle(t, srv, Config{History: c.Messages(), ResumePending: true, Approver: ask})
+	for _, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"c1": {Answer: ApproveOnce, By: "script"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ask.asked != 1 {
+		t.Fatalf("the later call was asked about %d times, want 1", ask.asked)
+	}
+	msgs := c2.Messages()
+	ids := map[string]int{}
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			ids[tc.ID]++
+		}
+	}
+	for id, n := range ids {
+		if n > 1 {
+			t.Fatalf("call id %s used %d times in the history", id, n)
+		}
+	}
+}

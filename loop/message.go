@@ -169,13 +169,16 @@ func (a *idAllocator) fresh() string {
 }
 
 // fixCalls makes the calls of one reply safe to store and send back: every
-// call gets a non-empty id unique within the message, and an empty arguments
-// string becomes "{}".
+// call gets a non-empty id unique in the whole history, and an empty
+// arguments string becomes "{}".
 func (a *idAllocator) fixCalls(calls []ToolCall) {
 	seen := make(map[string]bool, len(calls))
 	for i := range calls {
 		c := &calls[i]
-		if c.ID == "" || seen[c.ID] {
+		// An id the history already holds is replaced too: a decision,
+		// a result or a page request about one call must never be taken
+		// for another's (some servers number calls per reply).
+		if c.ID == "" || seen[c.ID] || a.used[c.ID] {
 			c.ID = a.fresh()
 		}
 		seen[c.ID] = true
