@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,7 +148,7 @@ func (r *runState) decide(ctx context.Context, b *toolBatch, order []int, ask ma
 		}
 		rec := DecisionRecord{ApprovalRequest: req}
 		given, decided := r.decisions[req.CallID]
-		if !decided && r.c.sessionApproved(req.Tool) {
+		if !decided && r.c.sessionApproved(req) {
 			rec.Decision = Decision{Answer: ApproveSession, By: "session"}
 			rec.Remembered = true
 		} else {
@@ -170,7 +172,7 @@ func (r *runState) decide(ctx context.Context, b *toolBatch, order []int, ask ma
 		}
 		rec.Time = time.Now()
 		if rec.Answer == ApproveSession || rec.Answer == ApproveAlways {
-			r.c.approveSession(req.Tool)
+			r.c.approveSession(req)
 		}
 		if f := r.c.cfg.OnDecision; f != nil {
 			f(rec)
@@ -189,20 +191,31 @@ func (r *runState) decide(ctx context.Context, b *toolBatch, order []int, ask ma
 	return run, runIdx
 }
 
-// sessionApproved reports whether tool was approved for the session.
-func (c *Cycle) sessionApproved(tool string) bool {
+// sessionApproved reports whether req's tool was approved for the
+// session with the grant req shows: a grant that changed since (an MCP
+// server's new hints, a tool replaced under the same name) is asked about
+// again.
+func (c *Cycle) sessionApproved(req ApprovalRequest) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.approved[tool]
+	return c.approved[approvalKey(req)]
 }
 
-func (c *Cycle) approveSession(tool string) {
+func (c *Cycle) approveSession(req ApprovalRequest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.approved == nil {
 		c.approved = map[string]bool{}
 	}
-	c.approved[tool] = true
+	c.approved[approvalKey(req)] = true
+}
+
+// approvalKey names what a session approval holds for: the tool and the
+// grant it was shown with.
+func approvalKey(req ApprovalRequest) string {
+	g, _ := json.Marshal(req.Grant)
+	sum := sha256.Sum256(g)
+	return req.Tool + "\x00" + hex.EncodeToString(sum[:])
 }
 
 // ErrApprovalPending, returned (wrapped) by an Approver's Approve, says

@@ -219,7 +219,7 @@ type Cycle struct {
 	schemaFallback bool            // SchemaAuto fell back to the prompt instruction
 	learnedBudget  int             // token budget learnt from a context overflow; 0 none
 	lastEstimate   int             // estimated tokens of the last request's messages
-	approved       map[string]bool // tools approved for the session (approve.go); under mu
+	approved       map[string]bool // tool+grant keys approved for the session (approve.go); under mu
 	pending        []ToolCall      // calls left open by ErrApprovalPending, for Resume; under mu
 }
 
