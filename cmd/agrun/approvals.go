@@ -106,6 +106,9 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 	return loop.Decision{Answer: loop.Deny, By: "user", Reason: "no valid answer was given"}, nil
 }
 
+// maxQuestionArgs is how much of a call's arguments the question shows.
+const maxQuestionArgs = 2 << 10
+
 // question is what a person is asked about a call, on one line of what
 // the call can do and one of its limits, everything cleaned for the
 // terminal: e.g. "write_note wants to write to /notes (host ./notes, rw,
@@ -161,7 +164,13 @@ func question(req loop.ApprovalRequest, cwd string) string {
 	if g.MaxOutputBytes > 0 {
 		limits = append(limits, "output "+runtime.FormatBytes(g.MaxOutputBytes))
 	}
-	args := oneLine(textsafe.Truncate(compact([]byte(req.Arguments)), 300))
+	// Arguments up to 2 KiB, whole; longer ones cut with their full size
+	// said, so that nothing after the cut passes for absent.
+	full := compact([]byte(req.Arguments))
+	args := oneLine(textsafe.Truncate(full, maxQuestionArgs))
+	if len(full) > maxQuestionArgs {
+		args += fmt.Sprintf(" [cut: the arguments are %d bytes; the tool receives them all — answer n if you cannot see what it will do]", len(full))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "agrun: %s wants to %s with %s\n", oneLine(req.Tool), oneLine(strings.Join(does, ", ")), args)
 	fmt.Fprintf(&b, "  permissions: %s", oneLine(strings.Join(perms, ", ")))
