@@ -50,6 +50,7 @@ type pendingApproval struct {
 	req    loop.ApprovalRequest
 	asked  time.Time
 	decide chan loop.Decision // buffered (1): the first decision wins
+	done   chan struct{}      // closed when the run stopped waiting (decided, timed out, cancelled)
 }
 
 // approvalEvent is the stream's event for a call that waits for a
@@ -113,7 +114,7 @@ func (a *runApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 		return d, err // decided by the policy (never, a standing approval)
 	}
 	lr := a.lr
-	p := &pendingApproval{req: req, asked: time.Now().UTC(), decide: make(chan loop.Decision, 1)}
+	p := &pendingApproval{req: req, asked: time.Now().UTC(), decide: make(chan loop.Decision, 1), done: make(chan struct{})}
 	lr.mu.Lock()
 	if len(lr.pending) >= maxPendingApprovals {
 		lr.mu.Unlock()
@@ -124,6 +125,7 @@ func (a *runApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 	defer func() {
 		lr.mu.Lock()
 		lr.pending = slices.DeleteFunc(lr.pending, func(q *pendingApproval) bool { return q == p })
+		close(p.done)
 		lr.mu.Unlock()
 	}()
 	ev := approvalView(p)
@@ -234,6 +236,17 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.writeError(w, errorf(http.StatusConflict, KindConflict, "call %q is already decided", textsafe.Clean(req.CallID, 80)))
 		return
+	}
+	// The run may have stopped waiting meanwhile (timed out, cancelled):
+	// then this decision was not the one used. A run that is still
+	// waiting takes the decision at once.
+	select {
+	case <-p.done:
+		if len(p.decide) > 0 { // nobody took it
+			s.writeError(w, errorf(http.StatusConflict, KindConflict, "call %q was decided by the server first (timed out or cancelled)", textsafe.Clean(req.CallID, 80)))
+			return
+		}
+	case <-time.After(time.Second):
 	}
 	s.writeJSON(w, http.StatusOK, struct {
 		Session string `json:"session"`
