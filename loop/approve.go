@@ -10,7 +10,6 @@ import (
 	"iter"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
@@ -291,24 +290,7 @@ func (c *Cycle) Pending() []ToolCall {
 // for a call that does not wait, or no call waiting, is ErrNothingPending
 // (nothing is changed).
 func (c *Cycle) ResumeStreamWithTools(ctx context.Context, reg *registry.Registry, decisions map[string]Decision) iter.Seq2[Event, error] {
-	var used atomic.Bool
-	return func(yield func(Event, error) bool) {
-		if used.Swap(true) {
-			yield(nil, ErrConsumed)
-			return
-		}
-		stopped := false
-		emit := func(e Event) bool {
-			if !yield(e, nil) {
-				stopped = true
-				return false
-			}
-			return true
-		}
-		if err := c.resume(ctx, reg, decisions, emit); err != nil && !stopped {
-			yield(nil, err)
-		}
-	}
+	return eventSeq(func(emit func(Event) bool) error { return c.resume(ctx, reg, decisions, emit) })
 }
 
 func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions map[string]Decision, emit func(Event) bool) error {

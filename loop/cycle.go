@@ -353,6 +353,16 @@ func (c *Cycle) SubmitWithTools(ctx context.Context, prompt string, reg *registr
 // After the sequence ends, Messages holds the run and its last assistant
 // message is the final reply.
 func (c *Cycle) SubmitStreamWithTools(ctx context.Context, prompt string, reg *registry.Registry) iter.Seq2[Event, error] {
+	return eventSeq(func(emit func(Event) bool) error {
+		_, err := c.run(ctx, prompt, reg, emit)
+		return err
+	})
+}
+
+// eventSeq is the sequence of the events body emits, ranged over once
+// (then ErrConsumed), ending with body's error unless the consumer
+// stopped first.
+func eventSeq(body func(emit func(Event) bool) error) iter.Seq2[Event, error] {
 	var used atomic.Bool
 	return func(yield func(Event, error) bool) {
 		if used.Swap(true) {
@@ -367,8 +377,7 @@ func (c *Cycle) SubmitStreamWithTools(ctx context.Context, prompt string, reg *r
 			}
 			return true
 		}
-		_, err := c.run(ctx, prompt, reg, emit)
-		if err != nil && !stopped {
+		if err := body(emit); err != nil && !stopped {
 			yield(nil, err)
 		}
 	}
