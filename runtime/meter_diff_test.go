@@ -89,8 +89,8 @@ func TestInstrumentedBehavesAsOriginal(t *testing.T) {
 			got := runPlain(ctx, metered, cm, in, 300*time.Millisecond)
 			if want != got && strings.Contains(want+got, "time limit") {
 				// Near the limit on a loaded machine: again, with time.
-				want = runPlain(ctx, plain, orig, in, 5*time.Second)
-				got = runPlain(ctx, metered, cm, in, 5*time.Second)
+				want = runPlain(ctx, plain, orig, in, 20*time.Second)
+				got = runPlain(ctx, metered, cm, in, 20*time.Second)
 			}
 			if want != got {
 				t.Errorf("%s, stdin %q:\n original:     %s\n instrumented: %s", mod.name, in, want, got)
@@ -128,7 +128,9 @@ func runPlain(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, 
 	end := "ok"
 	var exit *sys.ExitError
 	switch {
-	case ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
+		// Interrupted. (A run that ended just after the deadline, e.g.
+		// inside one long table.grow, is judged by its own result.)
 		end = "time limit"
 	case errors.As(err, &exit):
 		end = fmt.Sprintf("exit %d", exit.ExitCode())

@@ -249,6 +249,11 @@ func (c *netClient) exchange(ctx context.Context, raw []byte) (any, RequestAudit
 	if in.Method == "" {
 		in.Method = http.MethodGet
 	}
+	if !validMethod(in.Method) {
+		// Refused before it is recorded: the audit keeps only a method
+		// that could have been sent.
+		return errorResponse("bad_request", "invalid method: an HTTP token of at most 32 bytes is required"), ra
+	}
 	ra.Method = in.Method
 	u, err := url.Parse(in.URL)
 	if err != nil {
@@ -297,4 +302,23 @@ func requestError(ctx context.Context, err error) any {
 		return errorResponse("timeout", "the call's deadline passed during the request")
 	}
 	return errorResponse("network", err.Error())
+}
+
+// validMethod reports whether m is an HTTP method token (RFC 9110
+// section 5.6.2) of at most 32 bytes: what net/http would send, and what
+// an audit may record.
+func validMethod(m string) bool {
+	if m == "" || len(m) > 32 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
