@@ -1,0 +1,15 @@
+// Package cluster runs agrun sessions on Temporal (issue 21): a session
+// is a Temporal workflow, each model request an activity on the llm task
+// queue, each WebAssembly tool call an activity on the wasm queue, each
+// MCP call one on the mcp queue, so that a pool of worker processes
+// (`agrun worker`) shares the load and a session survives the loss of the
+// machine running it without repeating the model requests and tool calls
+// that completed.
+//
+// The package owns the workflow, the activities and the stores they share:
+// an ObjectStore for modules (ModuleStore) and payloads passed by reference,
+// and a SessionStore for transcripts. It knows nothing of agrun.toml: the
+// caller (cmd/agrun) builds the registry and the loop configuration and
+// hands them in. loop, registry, runtime and wasmtools never import it
+// (internal/archtest). See docs/SCALING.md.
+package cluster

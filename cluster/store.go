@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound is returned (wrapped) by a store for a key or session it
+// does not hold.
+var ErrNotFound = errors.New("cluster: not found")
+
+// ErrTooLarge is returned (wrapped) by ObjectStore.Get for an object over
+// the size the caller accepts, and by stores for records over their cap.
+var ErrTooLarge = errors.New("cluster: too large")
+
+// ErrSeqGap is returned (wrapped) by SessionStore.Append for a batch that
+// does not start at the session's next record or at one it holds.
+var ErrSeqGap = errors.New("cluster: records out of sequence")
+
+// ErrDigest is returned (wrapped) when stored content does not hash to the
+// digest it is stored under (corruption, or tampering with the store).
+var ErrDigest = errors.New("cluster: content does not match its digest")
+
+// An ObjectStore keeps immutable objects by key: a directory (DirObjects)
+// or S3-compatible object storage (S3Objects). Keys are slash-separated
+// paths of [a-z0-9._-] segments (ValidKey). It is safe for concurrent use
+// by many processes.
+type ObjectStore interface {
+	// Put stores data under key, replacing nothing that is there: keys
+	// are content-addressed, so a second Put of a key writes the same
+	// bytes and may be skipped.
+	Put(ctx context.Context, key string, data []byte) error
+	// Get returns the object under key: ErrNotFound if none, ErrTooLarge
+	// if it is over max bytes (max > 0).
+	Get(ctx context.Context, key string, max int64) ([]byte, error)
+	// List returns the keys under prefix (a folder, ending in "/"),
+	// sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// A SessionStore keeps each session's records — the JSON lines of a
+// local session file (a message, a request, a call, a decision) —
+// numbered from 0 in the order they were appended: JSON-lines files in a
+// directory (the default; cmd/agrun adapts its session package) or
+// PostgreSQL (PGSessions). It is safe for concurrent use by many
+// processes.
+//
+// Appends are idempotent under retries: a step of a session workflow
+// writes its records at the seq the workflow gave it, and a retried step
+// whose first attempt already wrote them finds them there (first writer
+// wins: Append reports written false, and the step returns what is
+// stored instead of doing its work again).
+type SessionStore interface {
+	// Append writes recs at seq, seq+1, ... as one atomic batch. If the
+	// session already holds a record at seq, nothing is written and
+	// written is false. A seq past the session's next record is
+	// ErrSeqGap. A session is created by its first Append (seq 0).
+	Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error)
+	// Load returns the session's records from seq from on, in order:
+	// ErrNotFound if the session has none.
+	Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error)
+	// List returns the ids of the sessions, sorted.
+	List(ctx context.Context) ([]string, error)
+	// Delete removes a session and its records (ErrNotFound if none).
+	Delete(ctx context.Context, session string) error
+}
+
+// ValidKey reports whether key is a store key: one to eight segments of
+// 1 to 128 bytes of [a-z0-9._-], not "." or "..", joined by "/".
+func ValidKey(key string) bool {
+	segs := strings.Split(key, "/")
+	if len(segs) == 0 || len(segs) > 8 {
+		return false
+	}
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." || len(s) > 128 {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Digest is the hex SHA-256 of data, the name content is stored under.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// validDigest reports whether d is a hex SHA-256.
+func validDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(d)
+	return err == nil && strings.ToLower(d) == d
+}
+
+// ModuleKey and ManifestKey are where ModuleStore keeps a module and
+// the manifest uploaded with it.
+func ModuleKey(digest string) string   { return "sha256/" + digest + ".wasm" }
+func ManifestKey(digest string) string { return "sha256/" + digest + ".manifest.json" }
+
+// blobKey is where a payload passed by reference is kept.
+func blobKey(digest string) string { return "blobs/sha256/" + digest }
+
+// ModuleStore keeps WebAssembly modules content-addressed in an
+// ObjectStore (sha256/<digest>.wasm), each with the manifest it was
+// uploaded with beside it (sha256/<digest>.manifest.json; absent when the
+// manifest is inside the module). Every read is verified against its
+// digest.
+type ModuleStore struct {
+	Objects ObjectStore
+	// MaxModuleBytes caps what Get reads (0: 64 MiB).
+	MaxModuleBytes int64
+}
+
+// Put stores wasm and its manifest (nil: none) and returns the module's
+// digest.
+func (m ModuleStore) Put(ctx context.Context, wasm, manifest []byte) (string, error) {
+	d := Digest(wasm)
+	if manifest != nil {
+		if err := m.Objects.Put(ctx, ManifestKey(d), manifest); err != nil {
+			return "", err
+		}
+	}
+	if err := m.Objects.Put(ctx, ModuleKey(d), wasm); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// Get fetches the module stored under digest and its manifest (nil if it
+// was stored without one), verifying the module's hash.
+func (m ModuleStore) Get(ctx context.Context, digest string) (wasm, manifest []byte, err error) {
+	if !validDigest(digest) {
+		return nil, nil, fmt.Errorf("cluster: module digest %q: not a lowercase hex sha256", digest)
+	}
+	limit := m.MaxModuleBytes
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	wasm, err = m.Objects.Get(ctx, ModuleKey(digest), limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	if Digest(wasm) != digest {
+		return nil, nil, fmt.Errorf("%w: module %s", ErrDigest, digest)
+	}
+	manifest, err = m.Objects.Get(ctx, ManifestKey(digest), 1<<20)
+	if errors.Is(err, ErrNotFound) {
+		return wasm, nil, nil
+	}
+	return wasm, manifest, err
+}
+
+// List returns the digests of the stored modules, sorted.
+func (m ModuleStore) List(ctx context.Context) ([]string, error) {
+	keys, err := m.Objects.List(ctx, "sha256/")
+	if err != nil {
+		return nil, err
+	}
+	var ds []string
+	for _, k := range keys {
+		if d, ok := strings.CutSuffix(strings.TrimPrefix(k, "sha256/"), ".wasm"); ok && validDigest(d) {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
+}
