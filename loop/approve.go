@@ -113,6 +113,23 @@ func (r *runState) approvalRequest(c ToolCall) (ApprovalRequest, bool) {
 // batch) into those that run at once and those (ask: their requests, by
 // batch index) an Approver must decide.
 func (r *runState) needsApproval(b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
+	if r.supplied != nil {
+		return toRun, runIdx, nil // ran elsewhere (ResumeStreamWithResults)
+	}
+	if r.c.cfg.DeferCalls {
+		for k, call := range toRun {
+			i := runIdx[k]
+			req, ok := r.approvalRequest(b.calls[i])
+			if !ok {
+				now = append(now, call) // answered not_found by the registry
+				nowIdx = append(nowIdx, i)
+				continue
+			}
+			r.paused = append(r.paused, req)
+			r.deferred = true
+		}
+		return now, nowIdx, nil
+	}
 	a := r.c.cfg.Approver
 	if a == nil && r.decisions == nil {
 		return toRun, runIdx, nil
@@ -322,6 +339,81 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions ma
 	return err
 }
 
+// ErrCallsDeferred is matched by the *CallsDeferredError that ends a run
+// of a Cycle with Config.DeferCalls whose reply asked for tool calls.
+var ErrCallsDeferred = errors.New("loop: tool calls deferred")
+
+// CallsDeferredError ends a run whose calls are to run elsewhere
+// (Config.DeferCalls). The history ends with those calls unanswered, as
+// with ErrApprovalPending; ResumeStreamWithResults answers them.
+type CallsDeferredError struct {
+	// Calls are the deferred calls, in call order, each with the grant
+	// it will run with (its Source says which kind of tool it is).
+	Calls []ApprovalRequest
+}
+
+// Error names the deferred calls.
+func (e *CallsDeferredError) Error() string {
+	ids := make([]string, len(e.Calls))
+	for i, c := range e.Calls {
+		ids[i] = c.CallID + " (" + c.Tool + ")"
+	}
+	return "loop: tool calls deferred: " + strings.Join(ids, ", ")
+}
+
+// Is makes errors.Is(err, ErrCallsDeferred) true.
+func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDeferred }
+
+// ResumeStreamWithResults continues a run that ended with
+// ErrCallsDeferred (or a saved history that ends with unanswered calls,
+// with Config.ResumePending): each waiting call is answered with
+// results[its id] — the Invocation it returned where it ran; its Output,
+// or its Err (a *registry.Error: the kind reaches the model as usual) —
+// exactly as if the registry had run it here (the same caps, events and
+// tool messages), and the run goes on with its next model request. Every
+// waiting call needs a result, and every result a waiting call;
+// otherwise the error wraps ErrNothingPending and nothing is changed.
+func (c *Cycle) ResumeStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
+	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit) })
+}
+
+func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation, emit func(Event) bool) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrBusy
+	}
+	defer c.running.Store(false)
+	pending := c.Pending()
+	if len(pending) == 0 {
+		return ErrNothingPending
+	}
+	for _, tc := range pending {
+		if _, ok := results[tc.ID]; !ok {
+			return fmt.Errorf("%w: no result for call %q", ErrNothingPending, tc.ID)
+		}
+	}
+	if len(results) != len(pending) {
+		for id := range results {
+			if !slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id }) {
+				return fmt.Errorf("%w: %q", ErrNothingPending, id)
+			}
+		}
+	}
+	c.mu.Lock()
+	c.pending = nil
+	c.mu.Unlock()
+	if results == nil {
+		results = map[string]registry.Invocation{}
+	}
+	r := &runState{c: c, reg: reg, emit: emit, open: pending, supplied: results}
+	defer r.closeOpen(ctx)
+	if err := r.runTools(ctx, pending); err != nil {
+		return err
+	}
+	r.supplied = nil
+	_, err := r.turns(ctx, true)
+	return err
+}
+
 // cancelPending answers the calls left waiting by an earlier run
 // "cancelled", before a new run starts.
 func (c *Cycle) cancelPending() {
@@ -346,6 +438,9 @@ func (r *runState) pause() {
 // pausedError emits an ApprovalRequired per waiting call and returns the
 // error that ends the run.
 func (r *runState) pausedError() error {
+	if r.deferred {
+		return &CallsDeferredError{Calls: slices.Clone(r.paused)}
+	}
 	for i := range r.paused {
 		if !r.emit(&ApprovalRequired{ApprovalRequest: r.paused[i]}) {
 			return errStopped

@@ -171,6 +171,14 @@ type Config struct {
 	// included, failed requests too) with what it cost, from the goroutine
 	// running the Submit method.
 	OnRequest func(RequestInfo)
+	// DeferCalls: the calls of a reply that the loop would run through
+	// the registry are not run here; the run ends with a
+	// *CallsDeferredError listing them (the calls the loop answers itself
+	// — unknown tools, calls over a budget, the page tool — are answered
+	// as usual), and ResumeStreamWithResults answers them with what they
+	// returned where they did run (a cluster's workers: package cluster)
+	// and goes on. Approvals are not asked in this mode.
+	DeferCalls bool
 }
 
 // defaultHTTPClient is shared by every Cycle without Config.HTTPClient, so
@@ -487,7 +495,11 @@ type runState struct {
 	schemaRetried bool // a final answer failed the schema and was asked again
 
 	decisions map[string]Decision // given to ResumeStreamWithTools, by call id
-	paused    []ApprovalRequest   // calls waiting for a decision (ErrApprovalPending)
+	paused    []ApprovalRequest   // calls waiting for a decision (ErrApprovalPending), or deferred
+	deferred  bool                // paused holds deferred calls (Config.DeferCalls)
+	// supplied answers the calls of this batch instead of the registry
+	// (ResumeStreamWithResults), by call id; nil: the registry runs them.
+	supplied map[string]registry.Invocation
 }
 
 // closeOpen answers the calls still open when a run ends early.

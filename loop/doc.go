@@ -142,6 +142,19 @@
 // history with Config.ResumePending resumes the same way; a Submit
 // method instead answers waiting calls "cancelled" first.
 //
+// # Calls that run elsewhere
+//
+// With Config.DeferCalls the loop makes the model requests but leaves the
+// calls it would run through the registry to someone else: the run ends
+// with a *CallsDeferredError (ErrCallsDeferred) listing them, each with
+// its registry.Grant, and the history ends with them unanswered.
+// ResumeStreamWithResults, on that Cycle or on one built from the saved
+// history with Config.ResumePending, answers them with the
+// registry.Invocation each returned where it ran, and the run goes on
+// exactly as if they had run here (the same caps, paging, events, repeat
+// checks and budgets). Package cluster runs each call as a Temporal
+// activity on a worker this way, and each model request as another.
+//
 // # Context window
 //
 // With Config.ContextWindow (tokens), each request — messages, system

@@ -173,7 +173,7 @@ func (r *runState) invoke(ctx context.Context, b *toolBatch, toRun []registry.Ca
 	stopped := false
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r.reg.InvokeEach(tctx, toRun, func(k int, inv registry.Invocation) {
+	r.invokeEach(tctx, toRun, func(k int, inv registry.Invocation) {
 		i := runIdx[k]
 		b.done(i, inv)
 		if !stopped {
@@ -219,7 +219,7 @@ func (r *runState) invokeAsking(ctx context.Context, b *toolBatch, now []registr
 		if len(calls) == 0 {
 			return
 		}
-		go r.reg.InvokeEach(tctx, calls, func(k int, inv registry.Invocation) { results <- result{idx[k], inv} })
+		go r.invokeEach(tctx, calls, func(k int, inv registry.Invocation) { results <- result{idx[k], inv} })
 	}
 	start(now, nowIdx)
 	order := make([]int, 0, len(ask))
@@ -359,4 +359,21 @@ func marshalString(s string) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// invokeEach runs calls through the registry, or answers them with the
+// supplied invocations (ResumeStreamWithResults).
+func (r *runState) invokeEach(ctx context.Context, calls []registry.Call, done func(int, registry.Invocation)) {
+	if r.supplied == nil {
+		r.reg.InvokeEach(ctx, calls, done)
+		return
+	}
+	for k, c := range calls {
+		inv := r.supplied[c.ID] // resume checked that every call has one
+		inv.ID, inv.Tool, inv.Input = c.ID, c.Name, c.Args
+		if inv.Err == nil && inv.Output == nil {
+			inv.Output = json.RawMessage("null")
+		}
+		done(k, inv)
+	}
 }
