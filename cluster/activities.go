@@ -1,0 +1,323 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
+)
+
+// Activities are the work a worker does for the session workflows: the
+// model steps (ModelActivity) and the tool calls (ToolActivity), with the
+// worker's registry, loop configuration and stores. One value serves any
+// number of concurrent activities.
+type Activities struct {
+	// Registry is the worker's tools: built from the same configuration
+	// as the local path's, with the same policy and sandbox.
+	Registry *registry.Registry
+	// Loop is the model configuration (the provider, model, caps,
+	// retries). History, ResumePending, DeferCalls, OnMessage and
+	// OnRequest are set by each step.
+	Loop loop.Config
+	// Sessions holds the transcripts; Blobs the payloads passed by
+	// reference (nil: payloads over InlineLimit fail the step).
+	Sessions SessionStore
+	Blobs    ObjectStore
+	Records  Records
+	// InlineLimit (0: DefaultInlineLimit).
+	InlineLimit int
+}
+
+func (a *Activities) blobs() blobs { return blobs{store: a.Blobs, limit: a.InlineLimit} }
+
+// errPermanent is the Temporal error type of a step failure that a retry
+// cannot cure (a damaged session, a store that lost records).
+const errPermanent = "agrun.permanent"
+
+func permanent(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), errPermanent, err)
+}
+
+// Model runs one model step: it loads the session's history from the
+// session store, answers the calls the last step deferred with their
+// results (or adds the run's prompt), makes the next model request, and
+// appends what that produced to the session store at in.Seq. The calls of
+// the reply are not run: they are returned, for tool activities.
+//
+// A step is done once its records are stored: a retried step (its first
+// attempt's worker was lost after the write) finds them and returns what
+// they say without a new model request, and of two attempts racing, the
+// first to store wins and the other returns what it stored.
+func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, error) {
+	recs, err := a.load(ctx, in.Session)
+	if err != nil {
+		return ModelOutput{}, err
+	}
+	if int64(len(recs)) > in.Seq {
+		return a.recovered(ctx, in, recs)
+	}
+	if int64(len(recs)) < in.Seq {
+		return ModelOutput{}, permanent(fmt.Errorf("%w: session %s holds %d records, the run expected %d", ErrSeqGap, in.Session, len(recs), in.Seq))
+	}
+	history, err := a.Records.History(recs)
+	if err != nil {
+		return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: %w", in.Session, err))
+	}
+	var out []json.RawMessage
+	var recErr error
+	keep := func(b json.RawMessage, err error) {
+		if err != nil && recErr == nil {
+			recErr = err
+		}
+		if err == nil {
+			out = append(out, b)
+		}
+	}
+	var usage loop.Usage
+	cfg := a.Loop
+	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
+	cfg.OnMessage = func(m loop.Message) { keep(a.Records.Message(m)) }
+	cfg.OnRequest = func(ri loop.RequestInfo) {
+		usage = addUsage(usage, ri.Usage)
+		keep(a.Records.Request(ri))
+	}
+	cyc, err := loop.New(cfg)
+	if err != nil {
+		return ModelOutput{}, permanent(err)
+	}
+	var events iter.Seq2[loop.Event, error]
+	if len(in.Results) > 0 {
+		results, err := a.invocations(ctx, in.Results)
+		if err != nil {
+			return ModelOutput{}, err
+		}
+		events = cyc.ResumeStreamWithResults(ctx, a.Registry, results)
+	} else {
+		events = cyc.SubmitStreamWithTools(ctx, in.Prompt, a.Registry)
+	}
+	var runErr error
+	for ev, err := range events {
+		if err != nil {
+			runErr = err
+			break
+		}
+		activity.RecordHeartbeat(ctx)
+		if tc, ok := ev.(*loop.ToolExecutionCompleted); ok {
+			keep(a.Records.Call(tc))
+		}
+	}
+	if recErr != nil {
+		return ModelOutput{}, permanent(recErr)
+	}
+	if runErr != nil && !errors.Is(runErr, loop.ErrCallsDeferred) {
+		if ctx.Err() != nil {
+			return ModelOutput{}, ctx.Err() // cancelled or timed out: Temporal decides
+		}
+		if transient(runErr) {
+			// Nothing is stored: the next attempt, on any worker, starts
+			// the step over from the same records.
+			return ModelOutput{}, temporal.NewApplicationErrorWithCause(textsafe.Clean(runErr.Error(), 1024), string(loop.KindOf(runErr)), runErr)
+		}
+	}
+	written, err := a.Sessions.Append(ctx, in.Session, in.Seq, out)
+	if err != nil {
+		return ModelOutput{}, err
+	}
+	if !written {
+		if recs, err = a.load(ctx, in.Session); err != nil {
+			return ModelOutput{}, err
+		}
+		return a.recovered(ctx, in, recs)
+	}
+	o, err := a.outputOf(ctx, in.Seq+int64(len(out)), cyc.Messages(), runErr)
+	o.Usage = usage
+	return o, err
+}
+
+// transient reports whether a run error may pass on another attempt: the
+// provider or the network failing after the loop's own retries.
+func transient(err error) bool {
+	switch loop.KindOf(err) {
+	case loop.KindTransport, loop.KindStreamIdle:
+		return true
+	case loop.KindProvider:
+		var ae *loop.APIError
+		if errors.As(err, &ae) {
+			return ae.StatusCode == 408 || ae.StatusCode == 409 || ae.StatusCode == 429 || ae.StatusCode >= 500
+		}
+		return errors.Is(err, loop.ErrIncompleteStream)
+	}
+	return false
+}
+
+// load returns the session's records (none for a new session).
+func (a *Activities) load(ctx context.Context, session string) ([]json.RawMessage, error) {
+	recs, err := a.Sessions.Load(ctx, session, 0)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return recs, err
+}
+
+// recovered is the output of a step whose records an earlier attempt
+// stored.
+func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.RawMessage) (ModelOutput, error) {
+	history, err := a.Records.History(recs)
+	if err != nil {
+		return ModelOutput{}, permanent(err)
+	}
+	o, err := a.outputOf(ctx, int64(len(recs)), history, nil)
+	o.Recovered = true
+	return o, err
+}
+
+// outputOf says what a step ended with from the history it left: calls
+// left unanswered at its end are to run; a last assistant message without
+// calls is the answer; anything else (runErr, or a recovered step whose
+// attempt failed) is the run's error.
+func (a *Activities) outputOf(ctx context.Context, seq int64, history []loop.Message, runErr error) (ModelOutput, error) {
+	o := ModelOutput{Seq: seq}
+	if runErr != nil && !errors.Is(runErr, loop.ErrCallsDeferred) {
+		o.ErrorKind, o.Error = string(loop.KindOf(runErr)), textsafe.Clean(runErr.Error(), 4096)
+		return o, nil
+	}
+	open := openCalls(history)
+	if len(open) > 0 {
+		for _, c := range open {
+			args, err := a.blobs().put(ctx, []byte(c.Arguments))
+			if err != nil {
+				return ModelOutput{}, err
+			}
+			pc := PendingCall{ID: c.ID, Tool: c.Name, Args: args}
+			if t, ok := a.Registry.Get(c.Name); ok {
+				g := registry.DescribeGrant(t)
+				pc.Source, pc.SideEffects, pc.Timeout = g.Source, SideEffects(g), g.Timeout
+			}
+			o.Calls = append(o.Calls, pc)
+		}
+		return o, nil
+	}
+	if n := len(history); n > 0 && history[n-1].Role == loop.RoleAssistant && len(history[n-1].ToolCalls) == 0 && !history[n-1].Interrupted {
+		text, err := a.blobs().put(ctx, []byte(history[n-1].Content))
+		if err != nil {
+			return ModelOutput{}, err
+		}
+		o.Done, o.Text, o.FinishReason = true, text, "stop"
+		return o, nil
+	}
+	o.ErrorKind, o.Error = string(loop.KindOther), "the model step ended without an answer (its worker failed after storing its records)"
+	return o, nil
+}
+
+// openCalls returns the calls of the last assistant message that no tool
+// message answers.
+func openCalls(history []loop.Message) []loop.ToolCall {
+	last := -1
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == loop.RoleAssistant {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	answered := map[string]bool{}
+	for _, m := range history[last+1:] {
+		if m.Role == loop.RoleTool {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var open []loop.ToolCall
+	for _, c := range history[last].ToolCalls {
+		if !answered[c.ID] {
+			open = append(open, c)
+		}
+	}
+	return open
+}
+
+// invocations turns tool results into what the loop answers calls with.
+func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map[string]registry.Invocation, error) {
+	m := make(map[string]registry.Invocation, len(results))
+	for _, r := range results {
+		inv := registry.Invocation{ID: r.ID, Duration: time.Duration(r.DurationMS) * time.Millisecond, Audit: r.Audit}
+		if r.Kind != "" {
+			inv.Err = registry.NewError(r.Kind, "", errors.New(r.Message))
+		} else {
+			out, err := a.blobs().get(ctx, r.Output)
+			if err != nil {
+				return nil, err
+			}
+			inv.Output = out
+		}
+		m[r.ID] = inv
+	}
+	return m, nil
+}
+
+// Tool runs one tool call through the worker's registry (argument
+// validation, policy, sandbox: as locally), heartbeating while it runs so
+// that a lost worker is noticed within the heartbeat timeout. A failed
+// call is a result (its kind and message), not an activity error.
+func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) {
+	args, err := a.blobs().get(ctx, in.Call.Args)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	beat := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if beat <= 0 || beat > 10*time.Second {
+		beat = 10 * time.Second
+	}
+	done := make(chan registry.Invocation, 1)
+	go func() {
+		done <- a.Registry.InvokeAll(ctx, []registry.Call{{ID: in.Call.ID, Name: in.Call.Tool, Args: json.RawMessage(args)}})[0]
+	}()
+	tick := time.NewTicker(beat)
+	defer tick.Stop()
+	activity.RecordHeartbeat(ctx)
+	for {
+		select {
+		case inv := <-done:
+			return a.result(ctx, inv)
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+func (a *Activities) result(ctx context.Context, inv registry.Invocation) (ToolResult, error) {
+	r := ToolResult{ID: inv.ID, DurationMS: inv.Duration.Milliseconds(), Audit: inv.Audit, Worker: workerName()}
+	if inv.Err != nil {
+		r.Kind = registry.KindOf(inv.Err)
+		var re *registry.Error
+		if errors.As(inv.Err, &re) {
+			r.Message = re.Message()
+		} else {
+			r.Message = inv.Err.Error()
+		}
+		return r, nil
+	}
+	out, err := a.blobs().put(ctx, inv.Output)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	r.Output = out
+	return r, nil
+}
+
+// workerName names this process in results, for the record.
+func workerName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s", os.Getpid(), h)
+}

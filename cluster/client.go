@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+)
+
+// ErrSessionBusy is returned by Client.Run when a run of the session is
+// already going on somewhere in the cluster.
+var ErrSessionBusy = errors.New("cluster: the session is running elsewhere in the cluster")
+
+// Client starts runs of sessions on a cluster and reads their results.
+type Client struct {
+	Temporal client.Client
+	Sessions SessionStore
+	Blobs    ObjectStore
+	// Defaults holds the run settings (Queues, MaxTurns, timeouts,
+	// RetrySideEffects) each run starts from.
+	Defaults RunInput
+}
+
+// Start starts a run of session with prompt, at the session's next
+// record, and returns its handle. A run of the same session already
+// going on is ErrSessionBusy.
+func (c *Client) Start(ctx context.Context, session, prompt string) (client.WorkflowRun, error) {
+	recs, err := c.Sessions.Load(ctx, session, 0)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	in := c.Defaults
+	in.Session, in.Prompt, in.Seq = session, prompt, int64(len(recs))
+	if in.Queues == (Queues{}) {
+		in.Queues = QueuesFor("")
+	}
+	run, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       WorkflowID(session),
+		TaskQueue:                in.Queues.Sessions,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, fmt.Errorf("%w: %s", ErrSessionBusy, session)
+	}
+	return run, err
+}
+
+// Run starts a run and waits for its result.
+func (c *Client) Run(ctx context.Context, session, prompt string) (RunResult, error) {
+	run, err := c.Start(ctx, session, prompt)
+	if err != nil {
+		return RunResult{}, err
+	}
+	var res RunResult
+	err = run.Get(ctx, &res)
+	return res, err
+}
+
+// Text returns the final answer of res (fetched from the blob store when
+// it was passed by reference).
+func (c *Client) Text(ctx context.Context, res RunResult) (string, error) {
+	b, err := blobs{store: c.Blobs}.get(ctx, res.Text)
+	return string(b), err
+}

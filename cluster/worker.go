@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Queue names for WorkerOptions.Serve.
+const (
+	ServeLLM  = "llm"
+	ServeWASM = "wasm"
+	ServeMCP  = "mcp"
+)
+
+// WorkerOptions configure RunWorker.
+type WorkerOptions struct {
+	Queues Queues
+	// Serve lists the activity queues this worker takes tasks from:
+	// ServeLLM, ServeWASM, ServeMCP (empty: all three). Every worker also
+	// serves the session workflows' tasks (Queues.Sessions): they are
+	// light, and a pool of any shape then runs sessions.
+	Serve []string
+	// Concurrency bounds the activities this worker runs at once, per
+	// queue (0: 8). The sandbox's own bound (runtime MaxInstances) still
+	// holds below it.
+	Concurrency int
+	// Identity names the worker in Temporal (empty: the SDK's pid@host).
+	Identity string
+}
+
+// RunWorker serves the session workflow and the activities of a on c until
+// ctx is done, then stops the workers (letting running activities see
+// their context end) and returns nil; or returns the first worker's
+// error.
+func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOptions) error {
+	serve := o.Serve
+	if len(serve) == 0 {
+		serve = []string{ServeLLM, ServeWASM, ServeMCP}
+	}
+	for _, s := range serve {
+		if s != ServeLLM && s != ServeWASM && s != ServeMCP {
+			return fmt.Errorf("cluster: unknown queue %q (llm, wasm, mcp)", s)
+		}
+	}
+	n := o.Concurrency
+	if n <= 0 {
+		n = 8
+	}
+	fatal := make(chan error, 8)
+	opts := worker.Options{MaxConcurrentActivityExecutionSize: n, Identity: o.Identity,
+		OnFatalError: func(err error) {
+			select {
+			case fatal <- err:
+			default:
+			}
+		}}
+	queues := map[string]string{ServeLLM: o.Queues.LLM, ServeWASM: o.Queues.WASM, ServeMCP: o.Queues.MCP}
+	var ws []worker.Worker
+	sw := worker.New(c, o.Queues.Sessions, opts)
+	sw.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	ws = append(ws, sw)
+	done := map[string]bool{}
+	for _, s := range serve {
+		q := queues[s]
+		if done[q] {
+			continue
+		}
+		done[q] = true
+		w := worker.New(c, q, opts)
+		if s == ServeLLM {
+			w.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+		}
+		// Every activity worker runs tool calls: a call of a tool that is
+		// neither WASM nor MCP is routed to the LLM queue.
+		w.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		if err := w.Start(); err != nil {
+			for _, started := range ws[:i] {
+				started.Stop()
+			}
+			return fmt.Errorf("cluster: starting a worker: %w", err)
+		}
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-fatal:
+		err = fmt.Errorf("cluster: worker: %w", err)
+	}
+	for _, w := range ws {
+		w.Stop()
+	}
+	return err
+}

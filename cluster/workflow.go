@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
+)
+
+// SessionWorkflow is one run of a session (registered as WorkflowName):
+// a model step on the LLM queue; the calls it defers, in parallel, each
+// on its tool's queue (WASM, MCP); their results, in call order, to the
+// next model step; until a step answers or fails. It holds no transcript:
+// the steps read and append the session store, and the workflow carries
+// only the seq, the calls and their results (large ones by reference), so
+// its history stays small; past ContinueAfterEvents events or 10 MB, or
+// when the server suggests it, it continues as new between two steps.
+//
+// Retries: a model step is retried (up to 3 attempts, any worker) when its
+// worker is lost or the provider failed transiently (5xx, 429, a broken
+// stream) after the loop's own retries; a step that stored its records is
+// never repeated (see Activities.Model). A tool call's errors (timeout,
+// memory_limit, output_limit, permission_denied, invalid_arguments,
+// not_found, ...) are results for the model, never retried. A call whose
+// worker is lost (no heartbeat for HeartbeatTimeout) is retried on
+// another worker up to ToolAttempts times if its tool has no side effects
+// (SideEffects), or if RetrySideEffects; otherwise the model is told the
+// worker was lost and that the call may or may not have taken effect.
+func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
+	maxTurns := in.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 16
+	}
+	hb := in.HeartbeatTimeout
+	if hb <= 0 {
+		hb = 20 * time.Second
+	}
+	modelTimeout := in.ModelTimeout
+	if modelTimeout <= 0 {
+		modelTimeout = 15 * time.Minute
+	}
+	attempts := in.ToolAttempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	continueAfter := in.ContinueAfterEvents
+	if continueAfter <= 0 {
+		continueAfter = DefaultContinueAfterEvents
+	}
+	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
+	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, Results: in.Results}
+	for {
+		if res.Turns >= maxTurns {
+			res.ErrorKind, res.Error = string(loop.KindMaxTurns), fmt.Sprintf("%v (%d)", loop.ErrMaxTurns, maxTurns)
+			return res, nil
+		}
+		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           in.Queues.LLM,
+			StartToCloseTimeout: modelTimeout,
+			HeartbeatTimeout:    hb,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:        time.Second,
+				MaximumAttempts:        3,
+				NonRetryableErrorTypes: []string{errPermanent},
+			},
+		})
+		var out ModelOutput
+		if err := workflow.ExecuteActivity(mctx, ModelActivity, step).Get(ctx, &out); err != nil {
+			res.ErrorKind, res.Error = activityKind(err), err.Error()
+			return res, nil
+		}
+		res.Turns++
+		res.Seq = out.Seq
+		res.Usage = addUsage(res.Usage, out.Usage)
+		switch {
+		case out.ErrorKind != "":
+			res.ErrorKind, res.Error = out.ErrorKind, out.Error
+			return res, nil
+		case out.Done || len(out.Calls) == 0:
+			res.Text, res.FinishReason = out.Text, out.FinishReason
+			return res, nil
+		}
+		futures := make([]workflow.Future, len(out.Calls))
+		for i, c := range out.Calls {
+			timeout := c.Timeout + time.Minute
+			if c.Timeout <= 0 {
+				timeout = 10 * time.Minute
+			}
+			n := attempts
+			if c.SideEffects && !in.RetrySideEffects {
+				n = 1
+			}
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				TaskQueue:           in.Queues.forSource(c.Source),
+				StartToCloseTimeout: timeout,
+				HeartbeatTimeout:    hb,
+				RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
+			})
+			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c})
+		}
+		results := make([]ToolResult, len(out.Calls))
+		for i, f := range futures {
+			if err := f.Get(ctx, &results[i]); err != nil {
+				results[i] = lostResult(out.Calls[i], err, in.RetrySideEffects, attempts)
+			}
+			results[i].ID = out.Calls[i].ID
+		}
+		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results}
+		if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= continueAfter || info.GetCurrentHistorySize() >= continueAfterBytes {
+			next := in
+			next.Prompt, next.Seq, next.Turns, next.Results, next.Usage = "", res.Seq, res.Turns, results, res.Usage
+			next.ContinuedAsNew++
+			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+		}
+	}
+}
+
+// continueAfterBytes: a run continues as new once its history is this
+// large (Temporal's limit is 50 MB).
+const continueAfterBytes = 10 << 20
+
+// lostResult answers a call whose activity failed (its worker lost, or
+// its attempts spent) for the model.
+func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult {
+	var te *temporal.TimeoutError
+	what := "the call failed on the cluster: " + err.Error()
+	if errors.As(err, &te) {
+		what = "the worker running the call was lost (" + te.TimeoutType().String() + ")"
+	}
+	switch {
+	case c.SideEffects && !retrySE:
+		what += "; it was not run again because the tool may have side effects, so it may or may not have taken effect"
+	default:
+		what += fmt.Sprintf(" after %d attempts", attempts)
+	}
+	return ToolResult{ID: c.ID, Kind: registry.Other, Message: what}
+}
+
+// activityKind is the run error kind of a failed model step.
+func activityKind(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() != "" && ae.Type() != errPermanent {
+		return ae.Type() // a loop.Kind (Activities.Model)
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return string(loop.KindTimeout)
+	}
+	var ce *temporal.CanceledError
+	if errors.As(err, &ce) {
+		return string(loop.KindCancelled)
+	}
+	return string(loop.KindOther)
+}
+
+func addUsage(a, b loop.Usage) loop.Usage {
+	a.PromptTokens += b.PromptTokens
+	a.CompletionTokens += b.CompletionTokens
+	a.TotalTokens += b.TotalTokens
+	a.CachedTokens += b.CachedTokens
+	a.ReasoningTokens += b.ReasoningTokens
+	return a
+}

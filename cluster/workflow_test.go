@@ -1,0 +1,412 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// --- test doubles: a session store in memory, records as JSON ---
+
+type memStore struct {
+	mu   sync.Mutex
+	recs map[string][]json.RawMessage
+}
+
+func newMemStore() *memStore { return &memStore{recs: map[string][]json.RawMessage{}} }
+
+func (m *memStore) Append(_ context.Context, s string, seq int64, recs []json.RawMessage) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int64(len(m.recs[s]))
+	switch {
+	case seq < n:
+		return false, nil
+	case seq > n:
+		return false, ErrSeqGap
+	}
+	m.recs[s] = append(m.recs[s], recs...)
+	return true, nil
+}
+
+func (m *memStore) Load(_ context.Context, s string, from int64) ([]json.RawMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[s]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return append([]json.RawMessage(nil), r[from:]...), nil
+}
+
+func (m *memStore) List(context.Context) ([]string, error) { return nil, nil }
+func (m *memStore) Delete(context.Context, string) error   { return nil }
+
+type memObjects struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (o *memObjects) Put(_ context.Context, k string, b []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.m[k] = append([]byte(nil), b...)
+	return nil
+}
+
+func (o *memObjects) Get(_ context.Context, k string, max int64) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b, ok := o.m[k]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return b, nil
+}
+
+func (o *memObjects) List(context.Context, string) ([]string, error) { return nil, nil }
+
+type jsonRecords struct{}
+
+func (jsonRecords) Message(m loop.Message) (json.RawMessage, error) {
+	return json.Marshal(map[string]any{"message": m})
+}
+func (jsonRecords) Request(ri loop.RequestInfo) (json.RawMessage, error) {
+	return json.Marshal(map[string]any{"request": ri})
+}
+func (jsonRecords) Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, error) {
+	return json.Marshal(map[string]any{"call": map[string]any{"id": ev.ID, "tool": ev.Name, "error_kind": ev.ErrorKind}})
+}
+func (jsonRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
+	var h []loop.Message
+	for _, r := range recs {
+		var v struct {
+			Message *loop.Message `json:"message"`
+		}
+		if err := json.Unmarshal(r, &v); err != nil {
+			return nil, err
+		}
+		if v.Message != nil {
+			h = append(h, *v.Message)
+		}
+	}
+	return h, nil
+}
+
+// kindOfRecords counts the records by kind ("message", "request", "call").
+func kindOfRecords(t *testing.T, recs []json.RawMessage) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, r := range recs {
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(r, &v); err != nil {
+			t.Fatal(err)
+		}
+		for k := range v {
+			n[k]++
+		}
+	}
+	return n
+}
+
+// fakeTool is a registry tool that says which source it is (for queue
+// routing) and records the task queue it ran on.
+type fakeTool struct {
+	name, source string
+	perms        []permission.Permission
+	hints        []string
+	run          func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+	queues       *sync.Map // tool name -> task queue
+}
+
+func (f *fakeTool) Name() string                         { return f.name }
+func (f *fakeTool) Description() string                  { return f.name }
+func (f *fakeTool) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
+func (f *fakeTool) Permissions() []permission.Permission { return f.perms }
+func (f *fakeTool) Grant() registry.Grant {
+	return registry.Grant{Source: f.source, Permissions: f.perms, Hints: f.hints, Timeout: 5 * time.Second}
+}
+func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if f.queues != nil {
+		f.queues.Store(f.name, activity.GetInfo(ctx).TaskQueue)
+	}
+	if f.run != nil {
+		return f.run(ctx, args)
+	}
+	return json.RawMessage(`{"tool":"` + f.name + `"}`), nil
+}
+
+func newActivities(t *testing.T, srv *chattest.Server, tools ...registry.Tool) (*Activities, *memStore) {
+	t.Helper()
+	reg := registry.New()
+	for _, tl := range tools {
+		if err := reg.Register(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := newMemStore()
+	return &Activities{
+		Registry: reg,
+		Loop:     loop.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", MaxRetries: -1},
+		Sessions: st,
+		Blobs:    &memObjects{m: map[string][]byte{}},
+		Records:  jsonRecords{},
+	}, st
+}
+
+// quietSuite is a test suite that logs nothing (the SDK's default test
+// logger writes every activity result).
+func quietSuite() *testsuite.WorkflowTestSuite {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	return &s
+}
+
+func newEnv(t *testing.T, a *Activities) *testsuite.TestWorkflowEnvironment {
+	s := quietSuite()
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	if a != nil {
+		env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+		env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+	}
+	env.SetTestTimeout(time.Minute)
+	return env
+}
+
+// TestWorkflowParallelCallsInOrderOnTheirQueues runs a session through the
+// workflow with the real activities (a scripted model, a registry, stores
+// in memory): the reply's two calls run as parallel activities, each on
+// its tool's queue (wasm, mcp); the slower first call's result still comes
+// first in the next request; the session store holds the transcript
+// (messages, one request record per model request, one call record per
+// call) in the order the local path writes it.
+func TestWorkflowParallelCallsInOrderOnTheirQueues(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "slow", Args: `{}`}, {ID: "c2", Name: "fast", Args: `{}`}}},
+		chattest.Reply{Text: "done", Check: func(t testing.TB, r chattest.Request) {
+			var ids []string
+			for _, m := range r.Messages {
+				if m.Role == "tool" {
+					ids = append(ids, m.ToolCallID+"="+*m.Content)
+				}
+			}
+			if strings.Join(ids, ",") != `c1={"tool":"slow"},c2={"tool":"fast"}` {
+				t.Errorf("tool messages %v", ids)
+			}
+		}},
+	)
+	var queues sync.Map
+	var fastDone atomic.Bool
+	slow := &fakeTool{name: "slow", source: "wasm", perms: []permission.Permission{permission.Read}, queues: &queues,
+		run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			deadline := time.Now().Add(5 * time.Second)
+			for !fastDone.Load() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if !fastDone.Load() {
+				return nil, errors.New("the calls did not run in parallel")
+			}
+			return json.RawMessage(`{"tool":"slow"}`), nil
+		}}
+	fast := &fakeTool{name: "fast", source: "mcp", hints: []string{"read_only"}, queues: &queues,
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			fastDone.Store(true)
+			return json.RawMessage(`{"tool":"fast"}`), nil
+		}}
+	a, st := newActivities(t, srv, slow, fast)
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s1", Prompt: "go", Queues: QueuesFor("")})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Text.Data) != "done" || res.ErrorKind != "" || res.Turns != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if q, _ := queues.Load("slow"); q != "agrun-wasm" {
+		t.Errorf("slow ran on %v", q)
+	}
+	if q, _ := queues.Load("fast"); q != "agrun-mcp" {
+		t.Errorf("fast ran on %v", q)
+	}
+	recs, _ := st.Load(context.Background(), "s1", 0)
+	if res.Seq != int64(len(recs)) {
+		t.Errorf("result seq %d, %d records", res.Seq, len(recs))
+	}
+	h, _ := jsonRecords{}.History(recs)
+	var roles []string
+	for _, m := range h {
+		roles = append(roles, string(m.Role)+":"+m.ToolCallID)
+	}
+	if strings.Join(roles, ",") != "user:,assistant:,tool:c1,tool:c2,assistant:" {
+		t.Errorf("history %v", roles)
+	}
+	if n := kindOfRecords(t, recs); n["request"] != 2 || n["call"] != 2 || n["message"] != 5 {
+		t.Errorf("records %v", n)
+	}
+}
+
+// TestModelStepIsNotRepeated: a model step whose records were stored (its
+// worker lost before it could report) is answered from the store by the
+// next attempt: the provider sees one request.
+func TestModelStepIsNotRepeated(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{"a":1}`}}})
+	a, _ := newActivities(t, srv, &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Write}})
+	env := quietSuite().NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+	var outs [2]ModelOutput
+	for i := range outs {
+		v, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Seq: 0, Prompt: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Get(&outs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("%d model requests for one step", n)
+	}
+	for i, o := range outs {
+		if len(o.Calls) != 1 || o.Calls[0].ID != "c1" || string(o.Calls[0].Args.Data) != `{"a":1}` || !o.Calls[0].SideEffects || o.Calls[0].Source != "wasm" {
+			t.Fatalf("attempt %d: %+v", i+1, o)
+		}
+	}
+	if outs[0].Recovered || !outs[1].Recovered || outs[0].Seq != outs[1].Seq {
+		t.Fatalf("outputs %+v", outs)
+	}
+}
+
+// TestLostWorkerRetriesBySideEffects: a tool call whose activity fails
+// (its worker lost) is tried again when its tool has no side effects, and
+// not when it has: the model is told the call may or may not have taken
+// effect. Tool errors are results, never retried.
+func TestLostWorkerRetriesBySideEffects(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		side     bool
+		retrySE  bool
+		attempts int
+	}{{"read-only", false, false, 3}, {"side effects", true, false, 1}, {"side effects, retry_side_effects", true, true, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newEnv(t, nil)
+			env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) { return ModelOutput{}, nil },
+				activity.RegisterOptions{Name: ModelActivity})
+			env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) { return ToolResult{}, nil },
+				activity.RegisterOptions{Name: ToolActivity})
+			var tries atomic.Int32
+			var final ModelStep
+			env.OnActivity(ModelActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, in ModelStep) (ModelOutput, error) {
+				if len(in.Results) == 0 {
+					return ModelOutput{Seq: 2, Calls: []PendingCall{{ID: "c1", Tool: "t", Source: "wasm", SideEffects: tc.side}}}, nil
+				}
+				final = in
+				return ModelOutput{Seq: 5, Done: true, Text: Payload{Data: []byte("ok")}}, nil
+			})
+			env.OnActivity(ToolActivity, mock.Anything, mock.Anything).Return(func(context.Context, ToolStep) (ToolResult, error) {
+				tries.Add(1)
+				return ToolResult{}, errors.New("worker lost")
+			})
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor(""), RetrySideEffects: tc.retrySE})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if int(tries.Load()) != tc.attempts {
+				t.Fatalf("%d attempts, want %d", tries.Load(), tc.attempts)
+			}
+			if len(final.Results) != 1 || final.Results[0].Kind != registry.Other || final.Results[0].ID != "c1" {
+				t.Fatalf("results %+v", final.Results)
+			}
+			may := strings.Contains(final.Results[0].Message, "may or may not have taken effect")
+			if may != (tc.side && !tc.retrySE) {
+				t.Fatalf("message %q", final.Results[0].Message)
+			}
+		})
+	}
+}
+
+// TestContinueAsNewCarriesTheRun: when the server suggests it (or past
+// ContinueAfterEvents: the end-to-end test) the run continues as new between two steps, carrying the seq, the turns and the
+// results the next model step needs.
+func TestContinueAsNewCarriesTheRun(t *testing.T) {
+	env := newEnv(t, nil)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) {
+		return ModelOutput{Seq: 3, Calls: []PendingCall{{ID: "c1", Tool: "t"}}, Usage: loop.Usage{TotalTokens: 7}}, nil
+	}, activity.RegisterOptions{Name: ModelActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) {
+		return ToolResult{Output: Payload{Data: []byte(`{"x":1}`)}}, nil
+	}, activity.RegisterOptions{Name: ToolActivity})
+	env.SetContinueAsNewSuggested(true) // as the server does near its limits
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("err %v", err)
+	}
+	var next RunInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.Prompt != "" || next.Seq != 3 || next.Turns != 1 || len(next.Results) != 1 || next.Results[0].ID != "c1" ||
+		string(next.Results[0].Output.Data) != `{"x":1}` || next.Usage.TotalTokens != 7 || next.ContinuedAsNew != 1 {
+		t.Fatalf("next %+v", next)
+	}
+}
+
+// TestLargeResultsGoByReference: a tool result over the inline limit is
+// stored in the blob store and its reference travels through the
+// workflow; the next model step reads it back whole (the session keeps the
+// full result; the model is sent the loop's capped view).
+func TestLargeResultsGoByReference(t *testing.T) {
+	big := `{"s":"` + strings.Repeat("x", 300<<10) + `"}`
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "big", Args: `{}`}}},
+		chattest.Reply{Text: "read it"},
+	)
+	a, st := newActivities(t, srv, &fakeTool{name: "big", source: "wasm", run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(big), nil
+	}})
+	var refs atomic.Int32
+	env := newEnv(t, nil)
+	env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) {
+		r, err := a.Tool(ctx, in)
+		if r.Output.Ref != "" && r.Output.Data == nil && r.Output.Size == len(big) {
+			refs.Add(1)
+		}
+		return r, err
+	}, activity.RegisterOptions{Name: ToolActivity})
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if refs.Load() != 1 {
+		t.Fatalf("the result did not go by reference")
+	}
+	recs, _ := st.Load(context.Background(), "s", 0)
+	h, _ := jsonRecords{}.History(recs)
+	if len(h) != 4 || h[2].Role != loop.RoleTool || len(h[2].FullContent) < len(big) {
+		t.Fatalf("the session does not keep the whole result (%d messages)", len(h))
+	}
+}
