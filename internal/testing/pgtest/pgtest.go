@@ -23,13 +23,14 @@
 // is listened on (no unix socket: t.TempDir paths are too long for
 // one), with a random password (scram-sha-256) since other users of the
 // machine can reach the port; durability is off (fsync, full pages) —
-// the cluster is thrown away.
+// the cluster is thrown away. Its directory, which a killed test process
+// cannot remove, is removed by the next Start on the machine.
 //
 // PostgreSQL refuses to run as root. Run as root (the CI and this
 // project's machines), pgtest runs initdb and postgres as the `postgres`
 // user the Debian package creates, or else as `nobody`, through the
 // process credentials (no sudo or runuser needed); the directory, made
-// under os.TempDir(), is given to that user, so os.TempDir() must be
+// under os.TempDir() (agrun-pg-*), is given to that user, so os.TempDir() must be
 // reachable by it (/tmp is).
 //
 // If the binaries are missing the test is skipped with a message naming
@@ -218,6 +219,31 @@ func account() (*syscall.Credential, error) {
 	return nil, errors.New("running as root, and there is no postgres or nobody user to run PostgreSQL as (it refuses root)")
 }
 
+const (
+	dirPattern = "agrun-pg-"
+	ownerFile  = "owner.pid" // the pid of the test process that made the directory
+)
+
+// removeStale removes the directories of servers whose test process was
+// killed (its server went with it, see the package doc, but not the
+// directory). A directory whose owner is alive, or unknown, is kept.
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPattern+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 // startServer makes a cluster in a new temporary directory and starts
 // it, retrying on another port if the one picked was taken meanwhile.
 func startServer(bin string) (*server, error) {
@@ -225,8 +251,13 @@ func startServer(bin string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "agrun-pg-")
+	removeStale()
+	dir, err := os.MkdirTemp("", dirPattern)
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	ok := false
