@@ -55,7 +55,9 @@ var migrationFS embed.FS
 
 // NewPGSessions connects to the PostgreSQL database dsn names (a URL
 // "postgres://user:pass@host:port/db?sslmode=..." or key=value pairs, as
-// libpq and pgx read them, PG* environment variables included), checks
+// libpq and pgx read them, PG* environment variables included; the
+// pool holds up to pgx's default of max(4, CPUs) connections unless the
+// DSN sets pool_max_conns), checks
 // the connection and applies the migrations it has not applied yet. Many
 // processes may start at once: the migrations run one process at a time
 // under an advisory lock, each in one transaction, and each is recorded

@@ -147,7 +147,7 @@ func findBin() (string, error) {
 		if has(d) {
 			return d, nil
 		}
-		return "", fmt.Errorf("no initdb and postgres in $AGRUN_PG_BIN (%s)", d)
+		return "", fmt.Errorf("PostgreSQL's server binaries (initdb, postgres) not in $AGRUN_PG_BIN (%s)", d)
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	// Newest major version first (numeric: 9.6 < 15 < 17).

@@ -3,6 +3,8 @@ package pgtest_test
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -55,5 +57,36 @@ func TestStart(t *testing.T) {
 	}
 	if uid := statUID(fi); uid == 0 {
 		t.Errorf("data directory %s is root's: the server would refuse to run", dataDir)
+	}
+}
+
+// TestStartWithoutPostgres: without the binaries Start skips, naming the
+// setup script, and fails instead under AGRUN_REQUIRE_CLUSTER=1. The
+// test binary runs itself with $AGRUN_PG_BIN pointing at nothing.
+func TestStartWithoutPostgres(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		pgtest.Start(t)
+		t.Fatal("Start returned without PostgreSQL")
+	}
+	for _, c := range []struct {
+		require  string
+		wantFail bool
+		want     string
+	}{
+		{"", false, "--- SKIP: TestStartWithoutPostgres"},
+		{"1", true, "AGRUN_REQUIRE_CLUSTER=1"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStartWithoutPostgres$", "-test.v")
+		cmd.Env = append(os.Environ(), "PGTEST_CHILD=1", "AGRUN_PG_BIN="+t.TempDir(), "AGRUN_REQUIRE_CLUSTER="+c.require)
+		out, err := cmd.CombinedOutput()
+		if failed := err != nil; failed != c.wantFail {
+			t.Errorf("AGRUN_REQUIRE_CLUSTER=%q: failed %v, want %v:\n%s", c.require, failed, c.wantFail, out)
+		}
+		if !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "PostgreSQL") {
+			t.Errorf("AGRUN_REQUIRE_CLUSTER=%q: output lacks %q:\n%s", c.require, c.want, out)
+		}
+		if c.require == "" && !strings.Contains(string(out), "scripts/setup-cluster.sh") {
+			t.Errorf("the skip does not name scripts/setup-cluster.sh:\n%s", out)
+		}
 	}
 }
