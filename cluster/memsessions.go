@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"sync"
 )
 
-// checkAppend is the validation every SessionStore does before writing:
-// the id, the seq, a non-empty batch of valid JSON records within
-// MaxRecordBytes.
-func checkAppend(session string, seq int64, recs []json.RawMessage) error {
+// CheckAppend is the validation every SessionStore does before it writes
+// anything: a ValidSessionID (ErrBadID), a seq >= 0, a non-empty batch of
+// records each of valid JSON on one line (no raw newline: the JSON-lines
+// store keeps a record a line) within MaxRecordBytes (ErrTooLarge).
+// Stores outside this package (cmd/agrun's JSON-lines adapter) call it
+// too, so that all refuse the same batches.
+func CheckAppend(session string, seq int64, recs []json.RawMessage) error {
 	if !ValidSessionID(session) {
 		return fmt.Errorf("%w: %q", ErrBadID, session)
 	}
@@ -27,6 +31,9 @@ func checkAppend(session string, seq int64, recs []json.RawMessage) error {
 		}
 		if !json.Valid(r) {
 			return fmt.Errorf("cluster: append to session %s: record %d is not valid JSON", session, seq+int64(i))
+		}
+		if bytes.ContainsAny(r, "\r\n") {
+			return fmt.Errorf("cluster: append to session %s: record %d is not on one line", session, seq+int64(i))
 		}
 	}
 	return nil
@@ -56,7 +63,7 @@ type MemSessions struct {
 
 // Append writes recs at seq, seq+1, ... (see SessionStore).
 func (m *MemSessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (bool, error) {
-	if err := checkAppend(session, seq, recs); err != nil {
+	if err := CheckAppend(session, seq, recs); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -176,7 +176,7 @@ func lockSession(ctx context.Context, tx pgx.Tx, session string) error {
 // SessionStore): written false if the session holds a record at seq,
 // ErrSeqGap past its end.
 func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error) {
-	if err := checkAppend(session, seq, recs); err != nil {
+	if err := CheckAppend(session, seq, recs); err != nil {
 		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

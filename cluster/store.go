@@ -61,9 +61,9 @@ type ObjectStore interface {
 // PostgreSQL (PGSessions); MemSessions for tests. It is safe for
 // concurrent use by many processes.
 //
-// Records are kept byte for byte as appended; each must be valid JSON of
-// at most MaxRecordBytes (ErrTooLarge). Session ids are ValidSessionID
-// (ErrBadID).
+// Records are kept byte for byte as appended; each must be valid JSON on
+// one line, of at most MaxRecordBytes (ErrTooLarge). Session ids are
+// ValidSessionID (ErrBadID). CheckAppend is the common check.
 //
 // Appends are idempotent under retries: a step of a session workflow
 // writes its records at the seq the workflow gave it, and a retried step
