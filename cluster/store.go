@@ -22,6 +22,15 @@ var ErrTooLarge = errors.New("cluster: too large")
 // does not start at the session's next record or at one it holds.
 var ErrSeqGap = errors.New("cluster: records out of sequence")
 
+// ErrBadKey is returned (wrapped) by an ObjectStore for a key that is not
+// ValidKey, or a List prefix that is not a valid key followed by "/". A
+// bad key never reaches the file system or the network.
+var ErrBadKey = errors.New("cluster: invalid store key")
+
+// ErrBadID is returned (wrapped) by a SessionStore for a session id that
+// is not ValidSessionID.
+var ErrBadID = errors.New("cluster: invalid session id")
+
 // ErrDigest is returned (wrapped) when stored content does not hash to the
 // digest it is stored under (corruption, or tampering with the store).
 var ErrDigest = errors.New("cluster: content does not match its digest")
@@ -29,17 +38,19 @@ var ErrDigest = errors.New("cluster: content does not match its digest")
 // An ObjectStore keeps immutable objects by key: a directory (DirObjects)
 // or S3-compatible object storage (S3Objects). Keys are slash-separated
 // paths of [a-z0-9._-] segments (ValidKey). It is safe for concurrent use
-// by many processes.
+// by many processes. Every method refuses a bad key with ErrBadKey.
 type ObjectStore interface {
-	// Put stores data under key, replacing nothing that is there: keys
-	// are content-addressed, so a second Put of a key writes the same
-	// bytes and may be skipped.
+	// Put stores data under key atomically: a reader sees the whole
+	// object or none (or what was there before). Keys are
+	// content-addressed, so a second Put of a key writes the same bytes;
+	// the stores replace the object (last writer wins).
 	Put(ctx context.Context, key string, data []byte) error
 	// Get returns the object under key: ErrNotFound if none, ErrTooLarge
-	// if it is over max bytes (max > 0).
+	// if it is over max bytes (max > 0; max <= 0 means no cap).
 	Get(ctx context.Context, key string, max int64) ([]byte, error)
-	// List returns the keys under prefix (a folder, ending in "/"),
-	// sorted.
+	// List returns the keys under prefix (a folder, ending in "/"; ""
+	// for every key), sorted byte-wise. Objects whose names are not
+	// valid keys (put there by something else) are left out.
 	List(ctx context.Context, prefix string) ([]string, error)
 }
 
@@ -47,8 +58,12 @@ type ObjectStore interface {
 // local session file (a message, a request, a call, a decision) —
 // numbered from 0 in the order they were appended: JSON-lines files in a
 // directory (the default; cmd/agrun adapts its session package) or
-// PostgreSQL (PGSessions). It is safe for concurrent use by many
-// processes.
+// PostgreSQL (PGSessions); MemSessions for tests. It is safe for
+// concurrent use by many processes.
+//
+// Records are kept byte for byte as appended; each must be valid JSON on
+// one line, of at most MaxRecordBytes (ErrTooLarge). Session ids are
+// ValidSessionID (ErrBadID). CheckAppend is the common check.
 //
 // Appends are idempotent under retries: a step of a session workflow
 // writes its records at the seq the workflow gave it, and a retried step
@@ -59,10 +74,12 @@ type SessionStore interface {
 	// Append writes recs at seq, seq+1, ... as one atomic batch. If the
 	// session already holds a record at seq, nothing is written and
 	// written is false. A seq past the session's next record is
-	// ErrSeqGap. A session is created by its first Append (seq 0).
+	// ErrSeqGap. A session is created by its first Append (seq 0). An
+	// empty batch is an error.
 	Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error)
 	// Load returns the session's records from seq from on, in order:
-	// ErrNotFound if the session has none.
+	// ErrNotFound if the session has none; an empty slice if from is at
+	// or past its end.
 	Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error)
 	// List returns the ids of the sessions, sorted.
 	List(ctx context.Context) ([]string, error)
@@ -70,15 +87,22 @@ type SessionStore interface {
 	Delete(ctx context.Context, session string) error
 }
 
+// MaxRecordBytes caps one session record (ErrTooLarge): the JSON of one
+// message, request or call record. Payloads larger than Temporal's limits
+// go by reference to the ObjectStore, so a record near this cap is
+// already unusual.
+const MaxRecordBytes = 64 << 20
+
 // ValidKey reports whether key is a store key: one to eight segments of
-// 1 to 128 bytes of [a-z0-9._-], not "." or "..", joined by "/".
+// 1 to 128 bytes of [a-z0-9._-], each starting with a letter or a digit
+// (so no ".", "..", hidden or temporary file names), joined by "/".
 func ValidKey(key string) bool {
 	segs := strings.Split(key, "/")
 	if len(segs) == 0 || len(segs) > 8 {
 		return false
 	}
 	for _, s := range segs {
-		if s == "" || s == "." || s == ".." || len(s) > 128 {
+		if s == "" || len(s) > 128 || !('a' <= s[0] && s[0] <= 'z' || '0' <= s[0] && s[0] <= '9') {
 			return false
 		}
 		for i := 0; i < len(s); i++ {
@@ -89,6 +113,31 @@ func ValidKey(key string) bool {
 		}
 	}
 	return true
+}
+
+// ValidSessionID reports whether id may name a session: 1 to 64 bytes of
+// [A-Za-z0-9_.-], starting with a letter or a digit — the rule of the
+// local session files (cmd/agrun/internal/session.ValidID), so that a
+// session moves between the stores under its name.
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validPrefix reports whether p is a List prefix: "" or a valid key
+// followed by "/".
+func validPrefix(p string) bool {
+	k, ok := strings.CutSuffix(p, "/")
+	return p == "" || ok && ValidKey(k)
 }
 
 // Digest is the hex SHA-256 of data, the name content is stored under.
@@ -106,9 +155,11 @@ func validDigest(d string) bool {
 	return err == nil && strings.ToLower(d) == d
 }
 
-// ModuleKey and ManifestKey are where ModuleStore keeps a module and
-// the manifest uploaded with it.
-func ModuleKey(digest string) string   { return "sha256/" + digest + ".wasm" }
+// ModuleKey is where ModuleStore keeps the module of digest.
+func ModuleKey(digest string) string { return "sha256/" + digest + ".wasm" }
+
+// ManifestKey is where ModuleStore keeps the manifest uploaded with the
+// module of digest, beside it.
 func ManifestKey(digest string) string { return "sha256/" + digest + ".manifest.json" }
 
 // blobKey is where a payload passed by reference is kept.

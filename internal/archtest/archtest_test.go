@@ -32,6 +32,15 @@ var layers = map[string]struct {
 	"mcp":        {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
 	"loop":       {project: []string{"registry", "permission"}, external: []string{"github.com/openai/openai-go/v3"}},
 	"guest-sdk":  {},
+	// cluster (issue 21): the Temporal workflow and activities over the
+	// loop and the registry, and the stores they share (S3 or a directory
+	// for modules, PostgreSQL or JSON lines for sessions). Its tests may
+	// use anything (gofakes3, internal/testing/pgtest).
+	"cluster": {project: []string{"loop", "registry", "permission"}, external: []string{
+		"go.temporal.io/sdk", "go.temporal.io/api",
+		"github.com/jackc/pgx/v5",
+		"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go",
+	}},
 }
 
 // transitive lists, for each layer, every project folder it may reach at
@@ -44,6 +53,7 @@ var transitive = map[string][]string{
 	"mcp":        {"registry", "permission"},
 	"loop":       {"registry", "permission"},
 	"guest-sdk":  {},
+	"cluster":    {"loop", "registry", "permission"},
 }
 
 // touchSources opens every folder and stats every Go file of the module, so

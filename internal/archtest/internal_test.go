@@ -14,7 +14,7 @@ import (
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
 	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun"},
-	"internal/atomicfile": {"runtime", "cmd/agrun"}, // runtime: prepared modules (prepared.go)
+	"internal/atomicfile": {"runtime", "cmd/agrun", "cluster"}, // runtime: prepared modules (prepared.go); cluster: DirObjects
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages

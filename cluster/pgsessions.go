@@ -1,0 +1,311 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PGSessions is a SessionStore in PostgreSQL, through a pgx connection
+// pool: table session_events(session_id, seq, data, created_at) with
+// (session_id, seq) as the primary key, created by the embedded
+// migrations (migrations/*.sql) when the store is opened.
+//
+// Records are stored as bytea, byte for byte: jsonb would reorder keys,
+// drop duplicate keys and whitespace and so change the bytes a replayed
+// session is compared with (JSON is still a convert_from(data,
+// 'UTF8')::jsonb away for an operator's query).
+//
+// Append runs in one transaction holding a transaction-level advisory
+// lock on the session (pg_advisory_xact_lock), so that concurrent appends
+// to one session from any number of processes are serialised: of two at
+// the same seq exactly one writes, the other finds the records there and
+// reports written false. Delete takes the same lock. Appends to different
+// sessions do not wait for each other (but for a hash collision of their
+// ids, which only serialises them).
+//
+// It is safe for concurrent use. Close releases the pool.
+type PGSessions struct {
+	pool *pgxpool.Pool
+}
+
+// Advisory lock keys: the migration lock (one bigint key) and the
+// namespace of the per-session locks (the first of two int4 keys; the
+// second is hashtext(session_id)). PostgreSQL keeps the one-key and
+// two-key spaces apart.
+const (
+	migrateLockKey    int64 = 0x6167_7275_6e5f_6d67 // "agrun_mg"
+	sessionLockSpace  int32 = 0x6167_7273           // "agrs"
+	schemaMigrationsT       = "schema_migrations"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// NewPGSessions connects to the PostgreSQL database dsn names (a URL
+// "postgres://user:pass@host:port/db?sslmode=..." or key=value pairs, as
+// libpq and pgx read them, PG* environment variables included; the
+// pool holds up to pgx's default of max(4, CPUs) connections unless the
+// DSN sets pool_max_conns), checks
+// the connection and applies the migrations it has not applied yet. Many
+// processes may start at once: the migrations run one process at a time
+// under an advisory lock, each in one transaction, and each is recorded
+// in schema_migrations. A database with migrations newer than this build
+// knows is used as it is (migrations only add). Cancelling ctx aborts the
+// start; it is not kept.
+func NewPGSessions(ctx context.Context, dsn string) (*PGSessions, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: session store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: session store: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cluster: session store: connect: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &PGSessions{pool: pool}, nil
+}
+
+// Close closes the pool, waiting for the connections in use to be
+// returned. The store must not be used after.
+func (s *PGSessions) Close() { s.pool.Close() }
+
+// migration is one numbered file of migrations/.
+type migration struct {
+	version int64
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in order. Their names are
+// NNNN_what.sql with distinct numbers.
+func migrations() ([]migration, error) {
+	ents, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range ents {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("cluster: migration %s: name is not NNNN_what.sql", e.Name())
+		}
+		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	slices.SortFunc(ms, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("cluster: migrations %s and %s share a number", ms[i-1].name, ms[i].name)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations the database has not recorded, in one
+// transaction under the migration lock: a process that starts while
+// another migrates waits for it and then finds nothing to do, and a
+// failed migration leaves the schema as it was.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey); err != nil {
+			return fmt.Errorf("cluster: session store: migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schemaMigrationsT+` (
+			version    bigint PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+		}
+		rows, err := tx.Query(ctx, `SELECT version FROM `+schemaMigrationsT)
+		if err != nil {
+			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+		}
+		for _, m := range ms {
+			if slices.Contains(applied, m.version) {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("cluster: session store: migration %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+schemaMigrationsT+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return fmt.Errorf("cluster: session store: migration %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// lockSession takes the session's advisory lock for the rest of tx.
+func lockSession(ctx context.Context, tx pgx.Tx, session string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, sessionLockSpace, session)
+	return err
+}
+
+// Append writes recs at seq, seq+1, ... in one transaction (see
+// SessionStore): written false if the session holds a record at seq,
+// ErrSeqGap past its end.
+func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error) {
+	if err := CheckAppend(session, seq, recs); err != nil {
+		return false, err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockSession(ctx, tx, session); err != nil {
+			return err
+		}
+		var next int64
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq) + 1, 0) FROM session_events WHERE session_id = $1`, session).Scan(&next); err != nil {
+			return err
+		}
+		switch {
+		case seq < next:
+			return nil
+		case seq > next:
+			return fmt.Errorf("%w: session %s: append at %d, next is %d", ErrSeqGap, session, seq, next)
+		}
+		rows := make([][]any, len(recs))
+		for i, r := range recs {
+			rows[i] = []any{session, seq + int64(i), []byte(r)}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"session_events"}, []string{"session_id", "seq", "data"}, pgx.CopyFromRows(rows)); err != nil {
+			if isUniqueViolation(err) {
+				// A writer that does not take the lock got there
+				// first: its records stand, as with any first writer.
+				return errAppendConflict
+			}
+			return err
+		}
+		written = true
+		return nil
+	})
+	if errors.Is(err, errAppendConflict) {
+		return false, nil
+	}
+	if err != nil {
+		written = false
+		if !errors.Is(err, ErrSeqGap) {
+			err = fmt.Errorf("cluster: append to session %s: %w", session, err)
+		}
+	}
+	return written, err
+}
+
+// Load returns the session's records from seq from on, in order.
+func (s *PGSessions) Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error) {
+	if err := checkLoad(session, from); err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	// One snapshot for the records and the existence check, so that a
+	// Delete between the two cannot make an empty result look like a
+	// session that exists.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT data FROM session_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq`, session, from)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (json.RawMessage, error) {
+			var b []byte
+			err := r.Scan(&b)
+			return json.RawMessage(b), err
+		})
+		if err != nil || len(out) > 0 {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1)`, session).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("%w: session %s", ErrNotFound, session)
+		}
+		out = []json.RawMessage{}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cluster: load session %s: %w", session, err)
+	}
+	return out, nil
+}
+
+// List returns the ids of the sessions, sorted byte-wise.
+func (s *PGSessions) List(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT session_id FROM session_events ORDER BY session_id`)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list sessions: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list sessions: %w", err)
+	}
+	slices.Sort(ids) // the column is COLLATE "C" already; this keeps the promise whatever the schema
+	return ids, nil
+}
+
+// Delete removes the session's records (ErrNotFound if it has none),
+// under the session's lock so that it does not interleave with an Append.
+func (s *PGSessions) Delete(ctx context.Context, session string) error {
+	if !ValidSessionID(session) {
+		return fmt.Errorf("%w: %q", ErrBadID, session)
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockSession(ctx, tx, session); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = $1`, session)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: delete session %s: %w", session, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: session %s", ErrNotFound, session)
+	}
+	return nil
+}
+
+// errAppendConflict rolls back an Append whose rows exist already.
+var errAppendConflict = errors.New("cluster: records exist")
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+var _ SessionStore = (*PGSessions)(nil)

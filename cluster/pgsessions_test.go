@@ -1,0 +1,150 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cluster/storetest"
+	"github.com/agcore/agrun/internal/testing/pgtest"
+)
+
+func openPG(t *testing.T, dsn string) *cluster.PGSessions {
+	t.Helper()
+	s, err := cluster.NewPGSessions(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestPGSessions runs the session store suite against a real PostgreSQL
+// server (internal/testing/pgtest), a new database per subtest.
+func TestPGSessions(t *testing.T) {
+	storetest.TestSessionStore(t, func(t *testing.T) cluster.SessionStore { return openPG(t, pgtest.Start(t)) })
+}
+
+// TestPGSessionsTwoProcesses: stores with pools of their own on one
+// database (as two worker processes have) race to append at the same
+// seqs; exactly one wins each, the others see written false, and every
+// store reads the winner's records.
+func TestPGSessionsTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Start(t)
+	stores := []*cluster.PGSessions{openPG(t, dsn), openPG(t, dsn), openPG(t, dsn)}
+	for seq := int64(0); seq < 20; seq++ {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var winners []string
+		start := make(chan struct{})
+		for i, s := range stores {
+			for g := range 3 {
+				who := fmt.Sprintf("store%d-g%d", i, g)
+				wg.Go(func() {
+					<-start
+					w, err := s.Append(ctx, "shared", seq, []json.RawMessage{json.RawMessage(fmt.Sprintf(`{"by":%q}`, who))})
+					if err != nil {
+						t.Errorf("seq %d %s: %v", seq, who, err)
+					}
+					if w {
+						mu.Lock()
+						winners = append(winners, who)
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("seq %d: winners %q, want exactly one", seq, winners)
+		}
+		want := fmt.Sprintf(`{"by":%q}`, winners[0])
+		for i, s := range stores {
+			got, err := s.Load(ctx, "shared", seq)
+			if err != nil || len(got) != 1 || string(got[0]) != want {
+				t.Fatalf("store %d reads seq %d as %q, %v; want %s", i, seq, got, err, want)
+			}
+		}
+	}
+}
+
+// TestPGMigrations: many stores opening one new database at once apply
+// the migrations once (the advisory lock), record them in
+// schema_migrations, and a store opened later applies nothing.
+func TestPGMigrations(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Start(t)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			s, err := cluster.NewPGSessions(ctx, dsn)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			s.Close()
+		})
+	}
+	wg.Wait()
+	openPG(t, dsn)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)
+	type row struct {
+		Version int64
+		Name    string
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != (row{1, "0001_session_events.sql"}) {
+		t.Errorf("schema_migrations = %+v, want version 1 once", got)
+	}
+	// The data column is bytea: the bytes are kept, not re-encoded.
+	var typ string
+	if err := conn.QueryRow(ctx, `SELECT data_type FROM information_schema.columns WHERE table_name = 'session_events' AND column_name = 'data'`).Scan(&typ); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "bytea" {
+		t.Errorf("session_events.data is %s, want bytea", typ)
+	}
+}
+
+// TestPGSessionsErrors: a server that is not there fails at open with
+// the cause, and a bad DSN names the problem without the password.
+func TestPGSessionsErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cluster.NewPGSessions(ctx, "postgres://u:secretpw@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
+	if err == nil {
+		t.Fatal("NewPGSessions to a closed port succeeded")
+	}
+	if s := err.Error(); strings.Contains(s, "secretpw") {
+		t.Errorf("error shows the password: %s", s)
+	}
+	_, err = cluster.NewPGSessions(ctx, "postgres://u:secretpw@127.0.0.1:notaport/db")
+	if err == nil || strings.Contains(err.Error(), "secretpw") {
+		t.Errorf("bad DSN: %v", err)
+	}
+	// A cancelled context aborts an Append on an open store.
+	s := openPG(t, pgtest.Start(t))
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if _, err := s.Append(cctx, "s", 0, []json.RawMessage{json.RawMessage(`{}`)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Append with a cancelled context: %v", err)
+	}
+}

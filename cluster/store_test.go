@@ -1,0 +1,52 @@
+package cluster_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cluster/storetest"
+	"github.com/agcore/agrun/internal/testing/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func newDir(t *testing.T) cluster.ObjectStore {
+	s, err := cluster.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDirObjects(t *testing.T) { storetest.TestObjectStore(t, newDir) }
+
+func TestDirModules(t *testing.T) { storetest.TestModuleStore(t, newDir) }
+
+func TestMemSessions(t *testing.T) {
+	storetest.TestSessionStore(t, func(t *testing.T) cluster.SessionStore { return new(cluster.MemSessions) })
+}
+
+func TestValidKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"a": true, "sha256/0a.wasm": true, "blobs/sha256/ff": true, "a-b_c.d/e": true, "1/2/3/4/5/6/7/8": true,
+		"": false, "a/": false, "/a": false, "a//b": false, ".": false, "..": false, ".tmp-a": false,
+		"a/-b": false, "_a": false, "A": false, "1/2/3/4/5/6/7/8/9": false, "a\x00": false,
+	} {
+		if got := cluster.ValidKey(key); got != want {
+			t.Errorf("ValidKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestValidSessionID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"20261201-144202-0a1b2c3d": true, "A": true, "a.b-c_d": true, "9": true,
+		"": false, ".a": false, "-a": false, "_a": false, "a/b": false, "a b": false, "é": false,
+	} {
+		if got := cluster.ValidSessionID(id); got != want {
+			t.Errorf("ValidSessionID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

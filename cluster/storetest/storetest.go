@@ -1,0 +1,616 @@
+// Package storetest is the one test suite of the cluster stores' contracts
+// (cluster.ObjectStore, cluster.SessionStore and cluster.ModuleStore over
+// an object store): every implementation runs it, so that the directory
+// and S3 object stores, and the in-memory, PostgreSQL and JSON-lines
+// session stores, behave alike.
+//
+//	func TestDirObjects(t *testing.T) {
+//		storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore {
+//			s, err := cluster.NewDirObjects(t.TempDir())
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return s
+//		})
+//	}
+//
+// The factory is called once per subtest and must return a new, empty
+// store (a fresh directory, bucket prefix or database).
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agcore/agrun/cluster"
+)
+
+// badKeys are refused by every ObjectStore method.
+var badKeys = []string{
+	"", "/", "a/", "/a", "a//b", ".", "..", "../x", "a/../b", "a/./b", "./a",
+	".hidden", "a/.tmp-x", "-a", "_a", "A", "a/B", "a b", "a\\b", "a\x00b", "é",
+	"a/b/c/d/e/f/g/h/i", strings.Repeat("x", 129),
+}
+
+// badPrefixes are refused by List.
+var badPrefixes = []string{"a", "/", "a//", "../", "./", "A/", "/a/", ".x/"}
+
+// TestObjectStore runs the ObjectStore contract against the stores that
+// newStore makes: round trips of any bytes, ErrNotFound, ErrTooLarge at
+// Get's cap, ErrBadKey, sorted List confined to its prefix, concurrent
+// Puts of one key.
+func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+	ctx := context.Background()
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := newStore(t)
+		all := make([]byte, 256)
+		for i := range all {
+			all[i] = byte(i)
+		}
+		for key, data := range map[string][]byte{
+			"a":                      []byte("one"),
+			"sha256/x.wasm":          all,
+			"blobs/sha256/0":         {},
+			"deep/1/2/3/4/5/6/leaf":  bytes.Repeat([]byte("z"), 1<<20),
+			strings.Repeat("k", 128): []byte(`{"json": true}`),
+		} {
+			if err := s.Put(ctx, key, data); err != nil {
+				t.Fatalf("Put(%q): %v", key, err)
+			}
+			got, err := s.Get(ctx, key, 0)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Get(%q) = %d bytes, %v; want the %d bytes put", key, len(got), err, len(data))
+			}
+		}
+		// A second Put replaces (last writer wins).
+		if err := s.Put(ctx, "a", []byte("two")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, "a", 0); err != nil || string(got) != "two" {
+			t.Fatalf("Get after a second Put = %q, %v; want \"two\"", got, err)
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.Put(ctx, "dir/obj", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"missing", "dir/missing", "dir", "dir/obj/below", "other/obj"} {
+			if _, err := s.Get(ctx, key, 0); !errors.Is(err, cluster.ErrNotFound) {
+				t.Errorf("Get(%q) error %v, want ErrNotFound", key, err)
+			}
+		}
+	})
+
+	t.Run("TooLarge", func(t *testing.T) {
+		s := newStore(t)
+		data := bytes.Repeat([]byte("m"), 1000)
+		if err := s.Put(ctx, "big", data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "big", 999); !errors.Is(err, cluster.ErrTooLarge) {
+			t.Errorf("Get(max 999) of 1000 bytes: error %v, want ErrTooLarge", err)
+		}
+		for _, max := range []int64{1000, 1001, 0, -1} {
+			if got, err := s.Get(ctx, "big", max); err != nil || len(got) != 1000 {
+				t.Errorf("Get(max %d) of 1000 bytes = %d bytes, %v", max, len(got), err)
+			}
+		}
+		if _, err := s.Get(ctx, "missing", 1); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Get(missing, max 1): error %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("BadKeys", func(t *testing.T) {
+		s := newStore(t)
+		for _, key := range badKeys {
+			if err := s.Put(ctx, key, []byte("x")); !errors.Is(err, cluster.ErrBadKey) {
+				t.Errorf("Put(%q) error %v, want ErrBadKey", key, err)
+			}
+			if _, err := s.Get(ctx, key, 0); !errors.Is(err, cluster.ErrBadKey) {
+				t.Errorf("Get(%q) error %v, want ErrBadKey", key, err)
+			}
+		}
+		for _, p := range badPrefixes {
+			if _, err := s.List(ctx, p); !errors.Is(err, cluster.ErrBadKey) {
+				t.Errorf("List(%q) error %v, want ErrBadKey", p, err)
+			}
+		}
+		if keys, err := s.List(ctx, ""); err != nil || len(keys) != 0 {
+			t.Errorf("after refused Puts, List = %q, %v; want nothing", keys, err)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		s := newStore(t)
+		keys := []string{"m/b", "ma/x", "m/c/d", "n/y", "m/a", "m2/z", "m/c/a", "m-/q", "top"}
+		for _, k := range keys {
+			if err := s.Put(ctx, k, []byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for prefix, want := range map[string][]string{
+			"m/":     {"m/a", "m/b", "m/c/a", "m/c/d"},
+			"m/c/":   {"m/c/a", "m/c/d"},
+			"ma/":    {"ma/x"},
+			"m-/":    {"m-/q"},
+			"none/":  nil,
+			"m/a/":   nil,
+			"top/":   nil,
+			"":       {"m-/q", "m/a", "m/b", "m/c/a", "m/c/d", "m2/z", "ma/x", "n/y", "top"},
+			"n/y/z/": nil,
+		} {
+			got, err := s.List(ctx, prefix)
+			if err != nil {
+				t.Errorf("List(%q): %v", prefix, err)
+				continue
+			}
+			if len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
+				t.Errorf("List(%q) = %q, want %q", prefix, got, want)
+			}
+		}
+	})
+
+	t.Run("ConcurrentPuts", func(t *testing.T) {
+		s := newStore(t)
+		data := bytes.Repeat([]byte("c"), 64<<10)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() { errs <- s.Put(ctx, "same/key", data) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("concurrent Put: %v", err)
+			}
+		}
+		if got, err := s.Get(ctx, "same/key", 0); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Get after concurrent Puts = %d bytes, %v", len(got), err)
+		}
+		if keys, err := s.List(ctx, ""); err != nil || !slices.Equal(keys, []string{"same/key"}) {
+			t.Errorf("List after concurrent Puts = %q, %v (no temporary names)", keys, err)
+		}
+	})
+
+	t.Run("Cancelled", func(t *testing.T) {
+		s := newStore(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := s.Put(cctx, "a", []byte("x")); !errors.Is(err, context.Canceled) {
+			t.Errorf("Put with a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, err := s.Get(cctx, "a", 0); !errors.Is(err, context.Canceled) {
+			t.Errorf("Get with a cancelled context: %v, want context.Canceled", err)
+		}
+	})
+}
+
+// TestModuleStore runs cluster.ModuleStore over the object stores that
+// newStore makes: the digest it returns, the manifest beside the module
+// (or none), a module whose stored bytes were changed (ErrDigest), bad
+// and unknown digests, the cap, List.
+func TestModuleStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+	ctx := context.Background()
+	wasm := []byte("\x00asm\x01\x00\x00\x00 a module")
+	manifest := []byte(`{"name":"word_count","version":"1.0.0"}`)
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		objs := newStore(t)
+		ms := cluster.ModuleStore{Objects: objs}
+		d, err := ms.Put(ctx, wasm, manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != cluster.Digest(wasm) {
+			t.Fatalf("Put = %s, want the module's sha256 %s", d, cluster.Digest(wasm))
+		}
+		// Where the issue says they are: sha256/<digest>.wasm with the
+		// manifest beside it.
+		if got, err := objs.Get(ctx, "sha256/"+d+".wasm", 0); err != nil || !bytes.Equal(got, wasm) {
+			t.Errorf("object sha256/%s.wasm = %q, %v", d, got, err)
+		}
+		if got, err := objs.Get(ctx, "sha256/"+d+".manifest.json", 0); err != nil || !bytes.Equal(got, manifest) {
+			t.Errorf("object sha256/%s.manifest.json = %q, %v", d, got, err)
+		}
+		gw, gm, err := ms.Get(ctx, d)
+		if err != nil || !bytes.Equal(gw, wasm) || !bytes.Equal(gm, manifest) {
+			t.Fatalf("Get = %q, %q, %v", gw, gm, err)
+		}
+
+		other := []byte("\x00asm\x01\x00\x00\x00 another, manifest inside")
+		d2, err := ms.Put(ctx, other, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw, gm, err = ms.Get(ctx, d2)
+		if err != nil || !bytes.Equal(gw, other) || gm != nil {
+			t.Fatalf("Get of a module without manifest = %q, %q, %v; want the module and a nil manifest", gw, gm, err)
+		}
+		ds, err := ms.List(ctx)
+		want := []string{d, d2}
+		slices.Sort(want)
+		if err != nil || !slices.Equal(ds, want) {
+			t.Errorf("List = %q, %v; want %q", ds, err, want)
+		}
+	})
+
+	t.Run("Tampered", func(t *testing.T) {
+		objs := newStore(t)
+		ms := cluster.ModuleStore{Objects: objs}
+		d, err := ms.Put(ctx, wasm, manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evil := bytes.Clone(wasm)
+		evil[len(evil)-1] ^= 1
+		if err := objs.Put(ctx, cluster.ModuleKey(d), evil); err != nil {
+			t.Fatal(err)
+		}
+		if w, m, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrDigest) || w != nil || m != nil {
+			t.Errorf("Get of a tampered module = %q, %q, %v; want nothing and ErrDigest", w, m, err)
+		}
+	})
+
+	t.Run("Digests", func(t *testing.T) {
+		ms := cluster.ModuleStore{Objects: newStore(t)}
+		for _, d := range []string{"", "abc", strings.Repeat("A", 64), strings.Repeat("g", 64), "../" + strings.Repeat("a", 61), strings.Repeat("a", 65)} {
+			if _, _, err := ms.Get(ctx, d); err == nil || errors.Is(err, cluster.ErrNotFound) {
+				t.Errorf("Get(%q): error %v, want a refusal of the digest", d, err)
+			}
+		}
+		if _, _, err := ms.Get(ctx, cluster.Digest([]byte("never stored"))); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Get of an unknown digest: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("Cap", func(t *testing.T) {
+		ms := cluster.ModuleStore{Objects: newStore(t), MaxModuleBytes: int64(len(wasm) - 1)}
+		d, err := ms.Put(ctx, wasm, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrTooLarge) {
+			t.Errorf("Get of a module over MaxModuleBytes: %v, want ErrTooLarge", err)
+		}
+	})
+}
+
+// rec makes the JSON record n of a test.
+func rec(format string, a ...any) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(format, a...))
+}
+
+// TestSessionStore runs the SessionStore contract against the stores
+// that newStore makes: byte-exact round trips, Load from an offset,
+// ErrNotFound, idempotent Append (the first writer's records stay),
+// ErrSeqGap, ErrTooLarge, ErrBadID and refused batches, sorted List,
+// Delete, and concurrent Appends at one seq with exactly one winner.
+func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionStore) {
+	ctx := context.Background()
+
+	// Records that a normalising store (jsonb, a JSON re-encoder) would
+	// change: key order, duplicate keys, spaces, number spellings,
+	// escapes, NUL, non-ASCII.
+	exact := []json.RawMessage{
+		rec(`{"role":"user","content":"hello"}`),
+		rec(`{"b":1,"a":2}`),
+		rec(`{"a":1,"a":2}`),
+		rec(`{ "spaced" : [ 1 , 2 ] }`),
+		rec(`{"n":1.0e+02,"m":-0,"big":123456789012345678901234567890}`),
+		rec(`{"esc":"\u0000\u00e9\"\\\/\n","raw":"é 😀"}`),
+		rec(`[]`),
+		rec(`"just a string"`),
+		rec(`null`),
+	}
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := newStore(t)
+		if w, err := s.Append(ctx, "s1", 0, exact[:4]); err != nil || !w {
+			t.Fatalf("Append at 0 = %v, %v", w, err)
+		}
+		if w, err := s.Append(ctx, "s1", 4, exact[4:]); err != nil || !w {
+			t.Fatalf("Append at 4 = %v, %v", w, err)
+		}
+		got, err := s.Load(ctx, "s1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRecords(t, got, exact)
+	})
+
+	t.Run("LoadFrom", func(t *testing.T) {
+		s := newStore(t)
+		if _, err := s.Append(ctx, "s", 0, exact[:5]); err != nil {
+			t.Fatal(err)
+		}
+		for from, want := range map[int64][]json.RawMessage{0: exact[:5], 1: exact[1:5], 4: exact[4:5], 5: {}, 100: {}} {
+			got, err := s.Load(ctx, "s", from)
+			if err != nil {
+				t.Errorf("Load(from %d): %v", from, err)
+				continue
+			}
+			if got == nil {
+				t.Errorf("Load(from %d) = nil, want a non-nil (maybe empty) slice", from)
+			}
+			assertRecords(t, got, want)
+		}
+		if _, err := s.Load(ctx, "s", -1); err == nil {
+			t.Error("Load(from -1) succeeded")
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := newStore(t)
+		if _, err := s.Load(ctx, "nobody", 0); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Load of an unknown session: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "nobody"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Delete of an unknown session: %v, want ErrNotFound", err)
+		}
+		if ids, err := s.List(ctx); err != nil || len(ids) != 0 {
+			t.Errorf("List of an empty store = %q, %v", ids, err)
+		}
+	})
+
+	t.Run("Idempotent", func(t *testing.T) {
+		s := newStore(t)
+		first := []json.RawMessage{rec(`{"attempt":1,"i":0}`), rec(`{"attempt":1,"i":1}`)}
+		if w, err := s.Append(ctx, "s", 0, first); err != nil || !w {
+			t.Fatalf("first Append = %v, %v", w, err)
+		}
+		// A retried step writes at the same seq: nothing changes, and
+		// it is told so.
+		for _, retry := range []struct {
+			seq  int64
+			recs []json.RawMessage
+		}{
+			{0, []json.RawMessage{rec(`{"attempt":2,"i":0}`)}},
+			{0, []json.RawMessage{rec(`{"attempt":2,"i":0}`), rec(`{"attempt":2,"i":1}`), rec(`{"attempt":2,"i":2}`)}},
+			{1, []json.RawMessage{rec(`{"attempt":2,"i":1}`), rec(`{"attempt":2,"i":2}`)}},
+			{0, first},
+		} {
+			w, err := s.Append(ctx, "s", retry.seq, retry.recs)
+			if err != nil || w {
+				t.Errorf("Append of %d records at held seq %d = %v, %v; want false, nil", len(retry.recs), retry.seq, w, err)
+			}
+		}
+		got, err := s.Load(ctx, "s", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRecords(t, got, first)
+		if w, err := s.Append(ctx, "s", 2, []json.RawMessage{rec(`{"i":2}`)}); err != nil || !w {
+			t.Errorf("Append at the next seq after retries = %v, %v", w, err)
+		}
+	})
+
+	t.Run("SeqGap", func(t *testing.T) {
+		s := newStore(t)
+		if w, err := s.Append(ctx, "s", 1, []json.RawMessage{rec(`1`)}); !errors.Is(err, cluster.ErrSeqGap) || w {
+			t.Errorf("first Append at 1 = %v, %v; want ErrSeqGap", w, err)
+		}
+		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("a refused first Append created the session: Load error %v", err)
+		}
+		if _, err := s.Append(ctx, "s", 0, []json.RawMessage{rec(`0`), rec(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range []int64{3, 100} {
+			if w, err := s.Append(ctx, "s", seq, []json.RawMessage{rec(`9`)}); !errors.Is(err, cluster.ErrSeqGap) || w {
+				t.Errorf("Append at %d after 2 records = %v, %v; want ErrSeqGap", seq, w, err)
+			}
+		}
+		got, _ := s.Load(ctx, "s", 0)
+		assertRecords(t, got, []json.RawMessage{rec(`0`), rec(`1`)})
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		s := newStore(t)
+		big := make([]byte, cluster.MaxRecordBytes+1)
+		for i := range big {
+			big[i] = ' '
+		}
+		big[0] = '1' // valid JSON with trailing spaces
+		if w, err := s.Append(ctx, "s", 0, []json.RawMessage{rec(`{}`), big}); !errors.Is(err, cluster.ErrTooLarge) || w {
+			t.Errorf("Append of a record over MaxRecordBytes = %v, %v; want ErrTooLarge", w, err)
+		}
+		for name, recs := range map[string][]json.RawMessage{
+			"no records":      nil,
+			"invalid JSON":    {rec(`{}`), rec(`{"a":`)},
+			"empty record":    {rec(``)},
+			"two JSON values": {rec(`{} {}`)},
+		} {
+			if w, err := s.Append(ctx, "s", 0, recs); err == nil || w {
+				t.Errorf("Append of %s = %v, %v; want an error", name, w, err)
+			}
+		}
+		if w, err := s.Append(ctx, "s", -1, []json.RawMessage{rec(`{}`)}); err == nil || w {
+			t.Errorf("Append at -1 = %v, %v; want an error", w, err)
+		}
+		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("a refused batch wrote something: Load error %v", err)
+		}
+		// Large but within the cap: kept whole.
+		mib := rec(`{"blob":"%s"}`, strings.Repeat("x", 1<<20))
+		if w, err := s.Append(ctx, "s", 0, []json.RawMessage{mib}); err != nil || !w {
+			t.Fatalf("Append of a 1 MiB record = %v, %v", w, err)
+		}
+		got, err := s.Load(ctx, "s", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertRecords(t, got, []json.RawMessage{mib})
+	})
+
+	t.Run("BadIDs", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"", "-x", ".x", "_x", "a/b", "../x", "..", "a b", "é", "a\x00", strings.Repeat("a", 65)} {
+			if _, err := s.Append(ctx, id, 0, []json.RawMessage{rec(`{}`)}); !errors.Is(err, cluster.ErrBadID) {
+				t.Errorf("Append(%q): %v, want ErrBadID", id, err)
+			}
+			if _, err := s.Load(ctx, id, 0); !errors.Is(err, cluster.ErrBadID) {
+				t.Errorf("Load(%q): %v, want ErrBadID", id, err)
+			}
+			if err := s.Delete(ctx, id); !errors.Is(err, cluster.ErrBadID) {
+				t.Errorf("Delete(%q): %v, want ErrBadID", id, err)
+			}
+		}
+		long := strings.Repeat("a", 64)
+		if _, err := s.Append(ctx, long, 0, []json.RawMessage{rec(`{}`)}); err != nil {
+			t.Errorf("Append to a 64-byte id: %v", err)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		s := newStore(t)
+		ids := []string{"b", "a-1", "Z9", "a", "A", "a.b", "0", "a_"}
+		for _, id := range ids {
+			if _, err := s.Append(ctx, id, 0, []json.RawMessage{rec(`{"id":%q}`, id)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// More records in one session do not list it twice.
+		if _, err := s.Append(ctx, "a", 1, []json.RawMessage{rec(`1`), rec(`2`)}); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(ids)
+		slices.Sort(want) // byte order: "0" < "A" < "Z9" < "a" < "a-1" < "a.b" < "a_" < "b"
+		got, err := s.List(ctx)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("List = %q, %v; want %q", got, err, want)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		s := newStore(t)
+		for _, id := range []string{"keep", "drop"} {
+			if _, err := s.Append(ctx, id, 0, []json.RawMessage{rec(`{"id":%q}`, id), rec(`2`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Delete(ctx, "drop"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, "drop", 0); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Load after Delete: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "drop"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("second Delete: %v, want ErrNotFound", err)
+		}
+		if ids, err := s.List(ctx); err != nil || !slices.Equal(ids, []string{"keep"}) {
+			t.Errorf("List after Delete = %q, %v", ids, err)
+		}
+		if got, err := s.Load(ctx, "keep", 0); err != nil || len(got) != 2 {
+			t.Errorf("the other session after Delete: %d records, %v", len(got), err)
+		}
+		// The id can start again from 0.
+		if w, err := s.Append(ctx, "drop", 0, []json.RawMessage{rec(`"new"`)}); err != nil || !w {
+			t.Fatalf("Append at 0 after Delete = %v, %v", w, err)
+		}
+		got, _ := s.Load(ctx, "drop", 0)
+		assertRecords(t, got, []json.RawMessage{rec(`"new"`)})
+	})
+
+	t.Run("Copies", func(t *testing.T) {
+		s := newStore(t)
+		buf := []byte(`{"v":"original"}`)
+		if _, err := s.Append(ctx, "s", 0, []json.RawMessage{buf}); err != nil {
+			t.Fatal(err)
+		}
+		copy(buf, `{"v":"CHANGED!"}`)
+		got, _ := s.Load(ctx, "s", 0)
+		assertRecords(t, got, []json.RawMessage{rec(`{"v":"original"}`)})
+		got[0][2] = 'X'
+		again, _ := s.Load(ctx, "s", 0)
+		assertRecords(t, again, []json.RawMessage{rec(`{"v":"original"}`)})
+	})
+
+	t.Run("ConcurrentAppend", func(t *testing.T) {
+		s := newStore(t)
+		const writers = 8
+		for seq := int64(0); seq < 5; seq++ {
+			// Every writer has a batch for seq (of 1 to 3 records); one
+			// wins, the others find its records.
+			var wg sync.WaitGroup
+			type result struct {
+				w   bool
+				err error
+			}
+			results := make([]result, writers)
+			batches := make([][]json.RawMessage, writers)
+			for i := range writers {
+				for j := range 1 + i%3 {
+					batches[i] = append(batches[i], rec(`{"writer":%d,"seq":%d,"j":%d}`, i, seq, j))
+				}
+			}
+			start := make(chan struct{})
+			for i := range writers {
+				wg.Go(func() {
+					<-start
+					w, err := s.Append(ctx, "race", seq, batches[i])
+					results[i] = result{w, err}
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, r := range results {
+				switch {
+				case r.err != nil:
+					t.Fatalf("seq %d writer %d: %v", seq, i, r.err)
+				case r.w && winner >= 0:
+					t.Fatalf("seq %d: writers %d and %d both wrote", seq, winner, i)
+				case r.w:
+					winner = i
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("seq %d: no writer wrote", seq)
+			}
+			got, err := s.Load(ctx, "race", seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertRecords(t, got, batches[winner])
+			// The winner's batch may be several records: the next round
+			// appends after them.
+			seq += int64(len(batches[winner])) - 1
+		}
+	})
+}
+
+// assertRecords fails unless got holds exactly the bytes of want.
+func assertRecords(t *testing.T, got, want []json.RawMessage) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d:\n got %s\nwant %s", len(got), len(want), show(got), show(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d = %q, want the bytes %q", i, got[i], want[i])
+		}
+	}
+}
+
+func show(rs []json.RawMessage) string {
+	var b strings.Builder
+	for _, r := range rs {
+		if len(r) > 80 {
+			r = append(r[:80:80], "..."...)
+		}
+		b.WriteString(string(r))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
