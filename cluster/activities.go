@@ -129,9 +129,11 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			return ModelOutput{}, temporal.NewApplicationErrorWithCause(textsafe.Clean(runErr.Error(), 1024), string(loop.KindOf(runErr)), runErr)
 		}
 	}
-	written, err := a.Sessions.Append(ctx, in.Session, in.Seq, out)
-	if err != nil {
-		return ModelOutput{}, err
+	written := true
+	if len(out) > 0 {
+		if written, err = a.Sessions.Append(ctx, in.Session, in.Seq, out); err != nil {
+			return ModelOutput{}, err
+		}
 	}
 	if !written {
 		if recs, err = a.load(ctx, in.Session); err != nil {

@@ -25,12 +25,13 @@ type Client struct {
 }
 
 // Start starts a run of session with prompt, at the session's next
-// record, and returns its handle. A run of the same session already
-// going on is ErrSessionBusy.
-func (c *Client) Start(ctx context.Context, session, prompt string) (client.WorkflowRun, error) {
+// record, and returns its handle and that record's seq (where the run's
+// records begin). A run of the same session already going on is
+// ErrSessionBusy.
+func (c *Client) Start(ctx context.Context, session, prompt string) (client.WorkflowRun, int64, error) {
 	recs, err := c.Sessions.Load(ctx, session, 0)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, err
+		return nil, 0, err
 	}
 	in := c.Defaults
 	in.Session, in.Prompt, in.Seq = session, prompt, int64(len(recs))
@@ -45,14 +46,14 @@ func (c *Client) Start(ctx context.Context, session, prompt string) (client.Work
 	}, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, fmt.Errorf("%w: %s", ErrSessionBusy, session)
+		return nil, 0, fmt.Errorf("%w: %s", ErrSessionBusy, session)
 	}
-	return run, err
+	return run, in.Seq, err
 }
 
 // Run starts a run and waits for its result.
 func (c *Client) Run(ctx context.Context, session, prompt string) (RunResult, error) {
-	run, err := c.Start(ctx, session, prompt)
+	run, _, err := c.Start(ctx, session, prompt)
 	if err != nil {
 		return RunResult{}, err
 	}

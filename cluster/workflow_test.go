@@ -24,65 +24,7 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// --- test doubles: a session store in memory, records as JSON ---
-
-type memStore struct {
-	mu   sync.Mutex
-	recs map[string][]json.RawMessage
-}
-
-func newMemStore() *memStore { return &memStore{recs: map[string][]json.RawMessage{}} }
-
-func (m *memStore) Append(_ context.Context, s string, seq int64, recs []json.RawMessage) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := int64(len(m.recs[s]))
-	switch {
-	case seq < n:
-		return false, nil
-	case seq > n:
-		return false, ErrSeqGap
-	}
-	m.recs[s] = append(m.recs[s], recs...)
-	return true, nil
-}
-
-func (m *memStore) Load(_ context.Context, s string, from int64) ([]json.RawMessage, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[s]
-	if !ok {
-		return nil, ErrNotFound
-	}
-	return append([]json.RawMessage(nil), r[from:]...), nil
-}
-
-func (m *memStore) List(context.Context) ([]string, error) { return nil, nil }
-func (m *memStore) Delete(context.Context, string) error   { return nil }
-
-type memObjects struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (o *memObjects) Put(_ context.Context, k string, b []byte) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.m[k] = append([]byte(nil), b...)
-	return nil
-}
-
-func (o *memObjects) Get(_ context.Context, k string, max int64) ([]byte, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b, ok := o.m[k]
-	if !ok {
-		return nil, ErrNotFound
-	}
-	return b, nil
-}
-
-func (o *memObjects) List(context.Context, string) ([]string, error) { return nil, nil }
+// --- test doubles: records as JSON ---
 
 type jsonRecords struct{}
 
@@ -154,7 +96,7 @@ func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawM
 	return json.RawMessage(`{"tool":"` + f.name + `"}`), nil
 }
 
-func newActivities(t *testing.T, srv *chattest.Server, tools ...registry.Tool) (*Activities, *memStore) {
+func newActivities(t *testing.T, srv *chattest.Server, tools ...registry.Tool) (*Activities, *MemSessions) {
 	t.Helper()
 	reg := registry.New()
 	for _, tl := range tools {
@@ -162,12 +104,16 @@ func newActivities(t *testing.T, srv *chattest.Server, tools ...registry.Tool) (
 			t.Fatal(err)
 		}
 	}
-	st := newMemStore()
+	st := &MemSessions{}
+	objs, err := NewDirObjects(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &Activities{
 		Registry: reg,
 		Loop:     loop.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", MaxRetries: -1},
 		Sessions: st,
-		Blobs:    &memObjects{m: map[string][]byte{}},
+		Blobs:    objs,
 		Records:  jsonRecords{},
 	}, st
 }

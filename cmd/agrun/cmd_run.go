@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
@@ -484,6 +485,13 @@ func runErrorKind(err error, fallback string) string {
 	if errors.As(err, &re) {
 		return fallback
 	}
+	var ce *clusterRunError
+	if errors.As(err, &ce) {
+		return ce.kind
+	}
+	if errors.Is(err, cluster.ErrSessionBusy) {
+		return "session_locked"
+	}
 	return string(loop.KindOf(err))
 }
 
@@ -537,6 +545,9 @@ func (c *cli) sessionID(st *session.Store, o *runOptions) (string, error) {
 // new session removed because its first request failed), and what the
 // run did.
 func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *runOptions, asJSON bool) (string, turnStats, error) {
+	if cfg, err := c.loadConfig(); err == nil && cfg.Cluster.Enabled() {
+		return c.runOnCluster(ctx, fs, cfg, prompt, o, asJSON)
+	}
 	e, reg, err := c.prepareRun(ctx, fs, o)
 	if err != nil {
 		return "", turnStats{}, err

@@ -150,6 +150,14 @@ var cmdDocs = map[string]cmdDoc{
 		summary:  "Serve the HTTP API: upload, list and call tools; runs (docs/API.md).",
 		example:  "agrun serve --addr 127.0.0.1:8080",
 	},
+	"worker": {
+		synopsis: "agrun [-c FILE] worker [--queues llm,wasm,mcp] [--concurrency N] [--identity NAME]",
+		summary:  "Serve a cluster's session workflows and activities (model requests, WASM and MCP tool calls) on Temporal.",
+		detail: "Needs [cluster] temporal_address; the tools, policy and sandbox are the config's, as for the local path.\n" +
+			"Every worker runs session workflows; --queues chooses the activity queues. SIGINT or SIGTERM stops it;\n" +
+			"its running activities go to another worker after [cluster] heartbeat_timeout (docs/SCALING.md).",
+		example: "agrun worker --queues wasm --concurrency 4",
+	},
 	"mcp": {
 		synopsis: "agrun [-c FILE] mcp serve [FLAGS]",
 		summary:  "The tools as an MCP server (`agrun help mcp serve`).",

@@ -140,6 +140,7 @@ func init() {
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
 		{"serve", errs((*cli).serve)},
 		{"mcp", errs((*cli).mcpServe)},
+		{"worker", errs((*cli).worker)},
 		{"version", errs(func(c *cli, _ context.Context, args []string) error { return c.version(args) })},
 		{"help", errs((*cli).help)},
 	}

@@ -13,6 +13,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,7 @@ type Config struct {
 	Serve       Serve                `toml:"serve"`
 	Telemetry   Telemetry            `toml:"telemetry"`
 	Approvals   Approvals            `toml:"approvals"`
+	Cluster     Cluster              `toml:"cluster"`
 
 	// Path is the config file's absolute path ("" for Default()).
 	Path string `toml:"-"`
@@ -179,6 +181,49 @@ type Telemetry struct {
 	// in spans. Off by default.
 	CaptureContent bool `toml:"capture_content"`
 }
+
+// Cluster is the [cluster] section: run sessions on Temporal
+// (docs/SCALING.md). Off unless TemporalAddress is set; then `run` and
+// `chat` start each run as a workflow on the cluster's workers (`agrun
+// worker`), and the stores below are shared by every process.
+type Cluster struct {
+	// TemporalAddress is the Temporal frontend, host:port
+	// ("127.0.0.1:7233"). Setting it switches the cluster on.
+	TemporalAddress string `toml:"temporal_address"`
+	// Namespace is the Temporal namespace; "": "default".
+	Namespace string `toml:"namespace"`
+	// TaskQueuePrefix names the task queues (<prefix>sessions, llm, wasm,
+	// mcp); "": "agrun-".
+	TaskQueuePrefix string `toml:"task_queue_prefix"`
+	// RetrySideEffects: a call of a tool with side effects (declared
+	// write, delete, network, ...; an MCP tool not marked read-only) whose
+	// worker was lost is run again. Off: the model is told.
+	RetrySideEffects bool `toml:"retry_side_effects"`
+	// HeartbeatTimeout: a worker silent this long is lost and its
+	// activity retried elsewhere; unset: 20s.
+	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
+	// ModuleStore is where uploaded modules and payloads passed by
+	// reference are kept: a directory, or "s3://bucket/prefix" (the AWS
+	// SDK's credentials chain: AWS_ACCESS_KEY_ID, ...). "": a directory
+	// in the data dir (one machine only).
+	ModuleStore string `toml:"module_store"`
+	// S3Endpoint, S3Region and S3PathStyle reach S3-compatible storage
+	// other than AWS (MinIO, R2, Ceph): its URL, region, path-style
+	// addressing.
+	S3Endpoint  string `toml:"s3_endpoint"`
+	S3Region    string `toml:"s3_region"`
+	S3PathStyle bool   `toml:"s3_path_style"`
+	// SessionStore is "" (the [sessions] dir's JSON-lines files: one
+	// machine, or a shared file system) or "postgres".
+	SessionStore string `toml:"session_store"`
+	// PostgresDSNEnv names the variable that holds the PostgreSQL
+	// connection string (it holds a password: never in the config);
+	// "": AGRUN_POSTGRES_DSN.
+	PostgresDSNEnv string `toml:"postgres_dsn_env"`
+}
+
+// Enabled reports whether the cluster is configured.
+func (c Cluster) Enabled() bool { return c.TemporalAddress != "" }
 
 // Uploads is [serve.uploads]: what uploaded tools are granted (default:
 // nothing — pure compute).
@@ -459,6 +504,25 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if c.Tools[name].Fuel < 0 {
 			return errAt("must be positive (0: the [sandbox] fuel)", "tools", name, "fuel")
 		}
+	}
+	if a := c.Cluster.TemporalAddress; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil || strings.Contains(a, "/") {
+			return errAt(`must be host:port, e.g. "127.0.0.1:7233"`, "cluster", "temporal_address")
+		}
+	}
+	switch c.Cluster.SessionStore {
+	case "", "postgres":
+	default:
+		return errAt(`must be "" (the [sessions] dir) or "postgres"`, "cluster", "session_store")
+	}
+	if m := c.Cluster.ModuleStore; strings.Contains(m, "://") && !strings.HasPrefix(m, "s3://") {
+		return errAt(`must be a directory or "s3://bucket/prefix"`, "cluster", "module_store")
+	}
+	if m, ok := strings.CutPrefix(c.Cluster.ModuleStore, "s3://"); ok && (m == "" || strings.HasPrefix(m, "/")) {
+		return errAt(`"s3://" needs a bucket: "s3://bucket/prefix"`, "cluster", "module_store")
+	}
+	if e := c.Cluster.S3Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return errAt("must be an http:// or https:// URL", "cluster", "s3_endpoint")
 	}
 	return c.checkApprovals(errAt)
 }

@@ -235,9 +235,18 @@ func (s *Session) append(kind string, v json.RawMessage) error {
 	default:
 		rec.Message = buf.Bytes()
 	}
+	line, err := s.line(rec)
+	if err != nil {
+		return err
+	}
+	return s.write(line)
+}
+
+// line encodes rec as one session line, cut as the reader would cut it.
+func (s *Session) line(rec Record) ([]byte, error) {
 	line, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("session %q: %w", s.ID, err)
+		return nil, fmt.Errorf("session %q: %w", s.ID, err)
 	}
 	line = append(line, '\n')
 	if len(line) > maxLine {
@@ -245,17 +254,56 @@ func (s *Session) append(kind string, v json.RawMessage) error {
 		// the same way, or refuse it (the file stays as it was).
 		short, ok := shrink(line)
 		if !ok {
-			return fmt.Errorf("session %q: %w: %d bytes", s.ID, ErrTooLarge, len(line))
+			return nil, fmt.Errorf("session %q: %w: %d bytes", s.ID, ErrTooLarge, len(line))
 		}
 		line = short
 	}
-	if _, err := s.f.Write(line); err != nil {
+	return line, nil
+}
+
+// write appends lines to the file and syncs it.
+func (s *Session) write(lines []byte) error {
+	if _, err := s.f.Write(lines); err != nil {
 		return fmt.Errorf("session %q: write: %w", s.ID, err)
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("session %q: sync: %w", s.ID, err)
 	}
 	return nil
+}
+
+// AppendRecords appends recs as they are (their times kept), in one write
+// and one fsync: a step of a cluster run (package cluster) stores its
+// records this way. A record with no part set, or one that is not JSON,
+// is refused and nothing is written.
+func (s *Session) AppendRecords(recs []Record) error {
+	var all []byte
+	for i, rec := range recs {
+		parts := 0
+		for _, p := range []*json.RawMessage{&rec.Message, &rec.Request, &rec.Call, &rec.Decision} {
+			if len(*p) == 0 {
+				continue
+			}
+			parts++
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, *p); err != nil {
+				return fmt.Errorf("session %q: record %d is not JSON: %w", s.ID, i, err)
+			}
+			*p = buf.Bytes()
+		}
+		if parts != 1 {
+			return fmt.Errorf("session %q: record %d must hold exactly one of message, request, call, decision", s.ID, i)
+		}
+		line, err := s.line(rec)
+		if err != nil {
+			return err
+		}
+		all = append(all, line...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return s.write(all)
 }
 
 // Record appends msg, encoded as JSON, like Append. It is made to be a

@@ -6,6 +6,7 @@
 //	{"op":"emit","stdout":"...","stdout_b64":"...","stderr":"...","stderr_b64":"...","exit":3}  write, exit
 //	{"op":"spin","log":"token"}       log the token if any (so a test knows it runs), then loop forever
 //	{"op":"alloc"}                    allocate until the memory limit ends the call
+//	{"op":"sleep","n":N}              sleep N milliseconds (a slow call), then {"ok":true,"n":N}
 //	{"op":"flood"} / {"op":"errflood"} write to stdout / stderr forever
 //	{"op":"logflood","n":N}          N messages of 64 KiB (with escapes) through agrun.log
 //	{"op":"http","url":"..."}         GET through agrun.http_request
@@ -33,6 +34,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -95,6 +97,10 @@ func main() {
 		os.Stderr.Write(b)
 		os.Stderr.WriteString(a.Stderr)
 		os.Exit(a.Exit)
+	case "sleep": // n milliseconds (WASI poll_oneoff on a clock), then {"ok":true}
+		time.Sleep(time.Duration(a.N) * time.Millisecond)
+		json.NewEncoder(os.Stdout).Encode(reply{OK: true, N: a.N})
+		return
 	case "spin":
 		if a.Log != "" {
 			b := []byte(a.Log)

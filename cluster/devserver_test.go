@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/permission"
+)
+
+// TestRunOnARealServer runs a session on a real Temporal server (the dev
+// server) with a real worker: the run continues as new after each tool
+// step (ContinueAfterEvents 1) and still answers, with the transcript in
+// the session store.
+func TestRunOnARealServer(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c2", Name: "t", Args: `{"again":true}`}}},
+		chattest.Reply{Text: "answered"},
+	)
+	a, st := newActivities(t, srv, &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Read}})
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	q := QueuesFor("test-")
+	ctx, cancel := context.WithCancel(context.Background())
+	werr := make(chan error, 1)
+	go func() { werr <- RunWorker(ctx, tc, a, WorkerOptions{Queues: q}) }()
+	defer func() {
+		cancel()
+		if err := <-werr; err != nil {
+			t.Error(err)
+		}
+	}()
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, ContinueAfterEvents: 1}}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	res, err := cl.Run(rctx, "s1", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := cl.Text(rctx, res)
+	if err != nil || text != "answered" || res.Turns != 3 || res.ContinuedAsNew != 2 {
+		t.Fatalf("result %+v %q %v", res, text, err)
+	}
+	recs, _ := st.Load(rctx, "s1", 0)
+	h, _ := jsonRecords{}.History(recs)
+	if len(h) != 6 || res.Seq != int64(len(recs)) {
+		b, _ := json.Marshal(h)
+		t.Fatalf("history %s (seq %d, %d records)", b, res.Seq, len(recs))
+	}
+	if n := len(srv.Requests()); n != 3 {
+		t.Fatalf("%d model requests", n)
+	}
+}

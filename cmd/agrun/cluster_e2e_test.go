@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/loop"
+)
+
+// clusterEnv writes a config whose [cluster] is the dev server at addr,
+// with the hostile guest as tool "hostile" (pure compute: no side effects,
+// so a call whose worker is lost is retried) and a short heartbeat
+// timeout.
+func clusterTestEnv(t *testing.T, llmURL, addr string) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	wasm, manifest := hostileTool(t, dir, "json")
+	extra := fmt.Sprintf(`
+[tools.hostile]
+wasm = %q
+manifest = %q
+timeout = "30s"
+`, wasm, manifest)
+	if addr != "" {
+		extra += fmt.Sprintf(`
+[cluster]
+temporal_address = %q
+task_queue_prefix = "e2e-"
+heartbeat_timeout = "2s"
+module_store = "objects"
+`, addr)
+	}
+	return newTestEnv(t, llmURL, extra)
+}
+
+// startWorker starts `agrun worker` and waits until it serves.
+func startWorker(t *testing.T, e *testEnv, name string) *exec.Cmd {
+	t.Helper()
+	cmd := e.cmd("worker", "--identity", name)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var seen strings.Builder
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "agrun: worker serving") {
+				ready <- ""
+			}
+		}
+		ready <- seen.String()
+		io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case out := <-ready:
+		if out != "" {
+			t.Fatalf("worker %s exited: %s", name, out)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("worker %s did not start", name)
+	}
+	return cmd
+}
+
+// messagesOf returns a session's messages as JSON, for comparison.
+func messagesOf(t *testing.T, dir, id string) []loop.Message {
+	t.Helper()
+	st, err := session.OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, err := st.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := session.Decode[loop.Message](raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// TestClusterSurvivesAWorkerKilledMidCall is the end-to-end test of issue
+// 21: a real Temporal server, two `agrun worker` processes, a scripted
+// model; `agrun run` on the cluster asks for a slow tool call; the worker
+// running it is killed with SIGKILL; the call is retried on the other
+// worker after the heartbeat timeout, and the run completes there. The
+// model server saw each request once (the completed model step was not
+// repeated), and the session holds the same history a local run of the
+// same script produces.
+func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
+	addr := devtemporal.Start(t)
+	script := func() []chattest.Reply {
+		return []chattest.Reply{
+			{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"sleep","n":5000}`}}},
+			{Text: "slept well"},
+		}
+	}
+	srv := chattest.New(t, script()...)
+	e := clusterTestEnv(t, srv.URL, addr)
+	workers := map[string]*exec.Cmd{"w1": startWorker(t, e, "w1"), "w2": startWorker(t, e, "w2")}
+
+	run := e.cmd("run", "--json", "--session", "e2e", "sleep, please")
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- run.Wait() }()
+
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The worker running the tool call: the pending activity's.
+	var victim string
+	for victim == "" {
+		select {
+		case err := <-runDone:
+			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		case <-ctx.Done():
+			t.Fatal("the tool call never started")
+		case <-time.After(100 * time.Millisecond):
+		}
+		d, err := tc.DescribeWorkflowExecution(ctx, cluster.WorkflowID("e2e"), "")
+		if err != nil {
+			continue
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if pa.GetActivityType().GetName() == cluster.ToolActivity && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				victim = pa.GetLastWorkerIdentity()
+			}
+		}
+	}
+	w, ok := workers[victim]
+	if !ok {
+		t.Fatalf("the call runs on %q", victim)
+	}
+	time.Sleep(300 * time.Millisecond) // well inside the call
+	if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the run did not finish\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var last struct {
+		Type, Session, Text string
+	}
+	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if last.Type != "done" || last.Session != "e2e" || last.Text != "slept well" {
+		t.Fatalf("last line %s\nstderr:\n%s", lines[len(lines)-1], stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `{"type":"tool_completed","id":"call_1","name":"hostile","output":{"ok":true,"n":5000}`) {
+		t.Errorf("no tool_completed event for the call:\n%s", stdout.String())
+	}
+	// Each model request once: the first (which asked for the call) was
+	// not repeated when the call moved to the other worker.
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("the model server saw %d requests, want 2", n)
+	}
+	// The call completed on the survivor, on its second attempt.
+	var survivor string
+	for name := range workers {
+		if name != victim {
+			survivor = name
+		}
+	}
+	it := tc.GetWorkflowHistory(ctx, cluster.WorkflowID("e2e"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var toolStarts []string
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			toolStarts = append(toolStarts, fmt.Sprintf("%s#%d", a.GetIdentity(), a.GetAttempt()))
+		}
+	}
+	if got := strings.Join(toolStarts, ","); !strings.Contains(got, survivor+"#2") {
+		t.Errorf("activity starts %s: the call's retry did not run on %s", got, survivor)
+	}
+
+	// The same script on the local path: the same history.
+	local := chattest.New(t, script()...)
+	le := clusterTestEnv(t, local.URL, "")
+	if r := le.run("", "run", "--session", "local", "sleep, please"); r.code != 0 {
+		t.Fatalf("local run: %+v", r)
+	}
+	got, want := messagesOf(t, filepath.Join(e.dir, "sessions"), "e2e"), messagesOf(t, filepath.Join(le.dir, "sessions"), "local")
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if !bytes.Equal(gb, wb) {
+		t.Fatalf("cluster history\n%s\nlocal history\n%s", gb, wb)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "sessions")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agcore/agrun/cluster"
+)
+
+// worker is `agrun worker`: a process of the cluster's worker pool
+// ([cluster], docs/SCALING.md). It builds the registry from the config as
+// the local path does (the same policy, sandbox, runtime and caches) and
+// serves the session workflows and the activities of the queues it is
+// given until it is interrupted (SIGINT, SIGTERM: it stops taking tasks
+// and lets Temporal hand its running ones to another worker).
+func (c *cli) worker(ctx context.Context, args []string) error {
+	fs := newFlags("worker")
+	queues := fs.String("queues", "llm,wasm,mcp", "serve these activity `QUEUES` (comma-separated: llm, wasm, mcp)")
+	concurrency := fs.Int("concurrency", 0, "run at most `N` activities at once per queue (default: [sandbox] max_parallel, else 8)")
+	identity := fs.String("identity", "", "the worker's `NAME` in Temporal (default: pid@host)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageOf(fs, "takes no arguments")
+	}
+	var serve []string
+	for _, q := range strings.Split(*queues, ",") {
+		switch q = strings.TrimSpace(q); q {
+		case cluster.ServeLLM, cluster.ServeWASM, cluster.ServeMCP:
+			serve = append(serve, q)
+		default:
+			return usageOf(fs, "--queues: unknown queue %q (llm, wasm, mcp)", q)
+		}
+	}
+	if *concurrency < 0 {
+		return usageOf(fs, "--concurrency must be positive")
+	}
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return err
+	}
+	if !cfg.Cluster.Enabled() {
+		return &configError{errors.New("agrun worker needs [cluster] temporal_address in the config (docs/SCALING.md)")}
+	}
+	for _, q := range serve {
+		if q == cluster.ServeLLM {
+			if err := checkAPIKey(cfg); err != nil {
+				return err
+			}
+		}
+	}
+	n := *concurrency
+	if n == 0 {
+		n = cfg.Sandbox.MaxParallel
+	}
+	e, err := newEnv(ctx, cfg, c.logger(), nil)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	e.warnBroken(c.stderr)
+	ce, err := c.openCluster(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer ce.close()
+	a := &cluster.Activities{
+		Registry: e.reg,
+		Loop:     loopConfig(cfg),
+		Sessions: ce.sessions,
+		Blobs:    ce.objects,
+		Records:  sessionRecords{},
+	}
+	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
+		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.loaded())
+	err = cluster.RunWorker(ctx, ce.temporal, a, cluster.WorkerOptions{Queues: ce.queues, Serve: serve, Concurrency: n, Identity: *identity})
+	if err == nil && ctx.Err() != nil {
+		fmt.Fprintln(c.stderr, "agrun: worker stopped")
+	}
+	return err
+}
