@@ -23,7 +23,9 @@ import (
 // its kind is the loop's (provider, max_turns, ...).
 type clusterRunError struct{ kind, msg string }
 
-func (e *clusterRunError) Error() string { return "run failed on the cluster (" + e.kind + "): " + e.msg }
+func (e *clusterRunError) Error() string {
+	return "run failed on the cluster (" + e.kind + "): " + e.msg
+}
 
 // clusterUnsupported lists the run flags a run on the cluster refuses: the
 // workers' configuration decides the model, the prompt and the tools, and
