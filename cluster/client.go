@@ -43,6 +43,8 @@ func (c *Client) Start(ctx context.Context, session, prompt string) (client.Work
 		TaskQueue:                in.Queues.Sessions,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without it the SDK hands back the running run's handle.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

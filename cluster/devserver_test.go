@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -61,5 +62,17 @@ func TestRunOnARealServer(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 3 {
 		t.Fatalf("%d model requests", n)
+	}
+
+	// One run of a session at a time, cluster-wide: a second start while
+	// one is going on (here: queued for a queue nobody serves) is refused.
+	idle := &Client{Temporal: tc, Sessions: st, Defaults: RunInput{Queues: QueuesFor("nobody-")}}
+	run, _, err := idle.Start(rctx, "s2", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over")
+	if _, _, err := idle.Start(rctx, "s2", "y"); !errors.Is(err, ErrSessionBusy) {
+		t.Fatalf("a second run of a running session: %v", err)
 	}
 }

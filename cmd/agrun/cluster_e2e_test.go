@@ -243,3 +243,38 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterChatAndErrors: `agrun chat` on the cluster answers each
+// prompt as a run of one session (the second run sees the first's
+// history); a provider error ends `run --json` with the loop's error
+// kind and the session id, exit 1; an unsupported flag is a usage error.
+func TestClusterChatAndErrors(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{Text: "first answer"},
+		chattest.Reply{Text: "second answer", Check: func(t testing.TB, r chattest.Request) {
+			if len(r.Messages) < 3 || *r.Messages[len(r.Messages)-2].Content != "first answer" {
+				t.Errorf("the second run does not see the first: %+v", r.Messages)
+			}
+		}},
+		chattest.Reply{Status: 401, Text: "bad key"},
+	)
+	e := clusterTestEnv(t, srv.URL, addr)
+	startWorker(t, e, "w1")
+	r := e.run("hello\nagain\n", "chat", "--session", "chat1")
+	if r.code != 0 || !strings.Contains(r.stdout, "first answer") || !strings.Contains(r.stdout, "second answer") {
+		t.Fatalf("chat: %+v", r)
+	}
+	msgs := messagesOf(t, filepath.Join(e.dir, "sessions"), "chat1")
+	if len(msgs) != 4 || msgs[2].Content != "again" {
+		t.Fatalf("chat session %+v", msgs)
+	}
+	r = e.run("", "run", "--json", "--session", "bad", "x")
+	if r.code != 1 || !strings.Contains(r.stdout, `"type":"error","kind":"provider"`) || !strings.Contains(r.stdout, `"session":"bad"`) {
+		t.Fatalf("provider error: %+v", r)
+	}
+	r = e.run("", "run", "--tools", "word_count", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--tools is not supported with [cluster]") {
+		t.Fatalf("unsupported flag: %+v", r)
+	}
+}

@@ -251,3 +251,82 @@ func (f *follower) end() {
 		f.wroteTxt = false
 	}
 }
+
+// chatOnCluster is `agrun chat` with [cluster]: each prompt is a run of
+// the session on the cluster, shown as it progresses; Ctrl-C during a
+// turn cancels that run on the cluster, at the prompt it ends the chat.
+// Of the slash commands only /exit is available (the tools and history
+// are the workers').
+func (c *cli) chatOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Config, o *runOptions) error {
+	if f := clusterUnsupported(o); f != "" {
+		return usageOf(fs, "%s is not supported with [cluster] (the workers' config decides; docs/SCALING.md)", f)
+	}
+	o.apply(cfg)
+	id := o.session
+	if id == "" {
+		id = session.NewID()
+	} else if !session.ValidID(id) {
+		return usageOf(fs, "--session %q: %v", id, session.ErrBadID)
+	}
+	ce, err := c.openCluster(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer ce.close()
+	cl := &cluster.Client{Temporal: ce.temporal, Sessions: ce.sessions, Blobs: ce.objects, Defaults: runDefaults(cfg, ce.queues)}
+	fmt.Fprintf(c.stderr, "agrun: session %s on the cluster at %s. /exit\n", id, cfg.Cluster.TemporalAddress)
+	s := &chatSession{cli: c}
+	interactive := c.isTTY(c.stdin)
+	lines, readErr := s.readLines(ctx)
+	for {
+		if interactive {
+			fmt.Fprint(c.stderr, "> ")
+		}
+		var line string
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.interrupts:
+			fmt.Fprintln(c.stderr)
+			return nil
+		case err := <-readErr:
+			return err
+		case line = <-lines:
+		}
+		switch line = strings.TrimSpace(line); {
+		case line == "":
+			continue
+		case line == "/exit" || line == "/quit":
+			return nil
+		case strings.HasPrefix(line, "/"):
+			fmt.Fprintln(c.stderr, "agrun: on the cluster, only /exit is available")
+			continue
+		}
+		tctx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-c.interrupts:
+				cancel()
+			case <-stop:
+			}
+		}()
+		run, from, err := cl.Start(tctx, id, line)
+		if err == nil {
+			var st turnStats
+			st, err = c.follow(tctx, ce, cl, run, id, from, false)
+			if err == nil && !interactive {
+				fmt.Fprintf(c.stderr, "agrun: %s\n", st.summary())
+			}
+		}
+		close(stop)
+		cancel()
+		if err != nil {
+			if tctx.Err() != nil && ctx.Err() == nil {
+				fmt.Fprintln(c.stderr, "agrun: interrupted")
+				continue
+			}
+			fmt.Fprintf(c.stderr, "agrun: %s\n", safe(err.Error()))
+		}
+	}
+}

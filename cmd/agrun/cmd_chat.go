@@ -32,6 +32,9 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usageOf(fs, "takes no arguments: the prompts come from stdin")
 	}
+	if cfg, err := c.loadConfig(); err == nil && cfg.Cluster.Enabled() {
+		return c.chatOnCluster(ctx, fs, cfg, &o)
+	}
 	e, reg, err := c.prepareRun(ctx, fs, &o)
 	if err != nil {
 		return err
