@@ -26,8 +26,10 @@ type Activities struct {
 	// as the local path's, with the same policy and sandbox.
 	Registry *registry.Registry
 	// Loop is the model configuration (the provider, model, caps,
-	// retries). History, ResumePending, DeferCalls, OnMessage and
-	// OnRequest are set by each step.
+	// retries) and its Approver, which decides the calls that need a yes
+	// within the step (no one can be waited for: see loop.Config.DeferCalls).
+	// History, ResumePending, DeferCalls, OnMessage, OnRequest and
+	// OnDecision are set by each step.
 	Loop loop.Config
 	// Sessions holds the transcripts; Blobs the payloads passed by
 	// reference (nil: payloads over InlineLimit fail the step).
@@ -91,6 +93,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		usage = addUsage(usage, ri.Usage)
 		keep(a.Records.Request(ri))
 	}
+	cfg.OnDecision = func(d loop.DecisionRecord) { keep(a.Records.Decision(d)) }
 	cyc, err := loop.New(cfg)
 	if err != nil {
 		return ModelOutput{}, permanent(err)

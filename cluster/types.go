@@ -218,6 +218,7 @@ type Records interface {
 	Message(m loop.Message) (json.RawMessage, error)
 	Request(ri loop.RequestInfo) (json.RawMessage, error)
 	Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, error)
+	Decision(d loop.DecisionRecord) (json.RawMessage, error)
 	// History returns the messages among recs, in order.
 	History(recs []json.RawMessage) ([]loop.Message, error)
 }

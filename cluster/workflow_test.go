@@ -37,6 +37,9 @@ func (jsonRecords) Request(ri loop.RequestInfo) (json.RawMessage, error) {
 func (jsonRecords) Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"call": map[string]any{"id": ev.ID, "tool": ev.Name, "error_kind": ev.ErrorKind}})
 }
+func (jsonRecords) Decision(d loop.DecisionRecord) (json.RawMessage, error) {
+	return json.Marshal(map[string]any{"decision": d})
+}
 func (jsonRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 	var h []loop.Message
 	for _, r := range recs {
@@ -96,7 +99,7 @@ func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawM
 	return json.RawMessage(`{"tool":"` + f.name + `"}`), nil
 }
 
-func newActivities(t *testing.T, srv *chattest.Server, tools ...registry.Tool) (*Activities, *MemSessions) {
+func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (*Activities, *MemSessions) {
 	t.Helper()
 	reg := registry.New()
 	for _, tl := range tools {

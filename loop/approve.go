@@ -112,23 +112,12 @@ func (r *runState) approvalRequest(c ToolCall) (ApprovalRequest, bool) {
 // needsApproval splits the runnable calls (toRun, runIdx: indices in the
 // batch) into those that run at once and those (ask: their requests, by
 // batch index) an Approver must decide.
-func (r *runState) needsApproval(b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
+func (r *runState) needsApproval(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
 	if r.supplied != nil {
 		return toRun, runIdx, nil // ran elsewhere (ResumeStreamWithResults)
 	}
 	if r.c.cfg.DeferCalls {
-		for k, call := range toRun {
-			i := runIdx[k]
-			req, ok := r.approvalRequest(b.calls[i])
-			if !ok {
-				now = append(now, call) // answered not_found by the registry
-				nowIdx = append(nowIdx, i)
-				continue
-			}
-			r.paused = append(r.paused, req)
-			r.deferred = true
-		}
-		return now, nowIdx, nil
+		return r.deferCalls(ctx, b, toRun, runIdx)
 	}
 	a := r.c.cfg.Approver
 	if a == nil && r.decisions == nil {
@@ -149,6 +138,52 @@ func (r *runState) needsApproval(b *toolBatch, toRun []registry.Call, runIdx []i
 		nowIdx = append(nowIdx, i)
 	}
 	return now, nowIdx, ask
+}
+
+// deferCalls is needsApproval with Config.DeferCalls: the calls that
+// need no yes are deferred; those that need one are decided here, at once
+// and in call order (a decision cannot wait for a run that runs
+// elsewhere: ErrApprovalPending denies the call), the approved ones
+// deferred and the denied ones answered. Only the unknown tools' calls
+// are returned, for the registry to answer not_found.
+func (r *runState) deferCalls(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, _ map[int]ApprovalRequest) {
+	a := r.c.cfg.Approver
+	var order []int
+	ask := map[int]ApprovalRequest{}
+	deferred := map[int]ApprovalRequest{}
+	for k, call := range toRun {
+		i := runIdx[k]
+		req, ok := r.approvalRequest(b.calls[i])
+		switch {
+		case !ok:
+			now = append(now, call) // answered not_found by the registry
+			nowIdx = append(nowIdx, i)
+		case a != nil && a.NeedsApproval(req):
+			ask[i] = req
+			order = append(order, i)
+		default:
+			deferred[i] = req
+		}
+	}
+	if len(order) > 0 {
+		waiting := len(r.paused)
+		_, approved := r.decide(ctx, b, order, ask)
+		for _, req := range r.paused[waiting:] {
+			i := slices.IndexFunc(b.calls, func(c ToolCall) bool { return c.ID == req.CallID })
+			b.fail(i, registry.DeniedByUser, "no decision: the call needs a person's approval and this run cannot wait for one")
+		}
+		r.paused = r.paused[:waiting]
+		for _, i := range approved {
+			deferred[i] = ask[i]
+		}
+	}
+	for i := range b.calls { // in call order
+		if req, ok := deferred[i]; ok {
+			r.paused = append(r.paused, req)
+			r.deferred = true
+		}
+	}
+	return now, nowIdx, nil
 }
 
 // decide asks the Approver about the calls of ask in call order (order:

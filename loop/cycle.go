@@ -177,7 +177,10 @@ type Config struct {
 	// — unknown tools, calls over a budget, the page tool — are answered
 	// as usual), and ResumeStreamWithResults answers them with what they
 	// returned where they did run (a cluster's workers: package cluster)
-	// and goes on. Approvals are not asked in this mode.
+	// and goes on. With an Approver, the calls that need a yes are decided
+	// before the run ends, in call order: the approved ones are deferred,
+	// the denied ones answered; a decision that would wait
+	// (ErrApprovalPending) denies the call.
 	DeferCalls bool
 }
 

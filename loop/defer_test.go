@@ -78,3 +78,49 @@ func TestDeferCallsAndResumeWithResults(t *testing.T) {
 		t.Fatalf("completed events %v", completed)
 	}
 }
+
+// toolApprover answers by tool: "deny", "pending", else approve.
+type toolApprover map[string]string
+
+func (s toolApprover) NeedsApproval(req ApprovalRequest) bool { return s[req.Tool] != "" }
+func (s toolApprover) Approve(_ context.Context, req ApprovalRequest) (Decision, error) {
+	switch s[req.Tool] {
+	case "deny":
+		return Decision{Answer: Deny, Reason: "not that", By: "test"}, nil
+	case "pending":
+		return Decision{}, ErrApprovalPending
+	}
+	return Decision{Answer: ApproveOnce, By: "test"}, nil
+}
+
+// TestDeferCallsDecidesApprovalsFirst: with DeferCalls and an Approver,
+// the calls that need a yes are decided before the run ends: the approved
+// one is deferred with the one that needs none (in call order), the
+// denied one is answered denied_by_user, and one whose decision would
+// wait is denied too (a deferred run cannot wait): nothing that needs
+// approval is handed over unapproved.
+func TestDeferCallsDecidesApprovalsFirst(t *testing.T) {
+	srv := newServer(t, step{ToolCalls: []chattest.Call{
+		call("c1", "ok", `{}`), call("c2", "denied", `{}`), call("c3", "asked", `{}`), call("c4", "waits", `{}`)}})
+	reg := newRegistry(t, okTool("ok", nil), okTool("denied", nil), okTool("asked", nil), okTool("waits", nil))
+	var decided []string
+	c := newCycle(t, srv, Config{DeferCalls: true, Approver: toolApprover(map[string]string{"denied": "deny", "asked": "approve", "waits": "pending"}),
+		OnDecision: func(r DecisionRecord) { decided = append(decided, r.Tool+":"+string(r.Answer)) }})
+	_, err := collect(t, c, context.Background(), "x", reg)
+	var de *CallsDeferredError
+	if !errors.As(err, &de) || len(de.Calls) != 2 || de.Calls[0].CallID != "c1" || de.Calls[1].CallID != "c3" {
+		t.Fatalf("err %v (%+v)", err, de)
+	}
+	answers := map[string]string{}
+	for _, m := range c.Messages() {
+		if m.Role == RoleTool {
+			answers[m.ToolCallID] = m.Content
+		}
+	}
+	if len(answers) != 2 || answers["c2"] != "error (denied_by_user): not that" || !strings.HasPrefix(answers["c4"], "error (denied_by_user): no decision") {
+		t.Fatalf("answers %v", answers)
+	}
+	if strings.Join(decided, ",") != "denied:deny,asked:once" {
+		t.Fatalf("decisions %v", decided)
+	}
+}

@@ -28,7 +28,7 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 	prior := r.calls
 	r.calls += len(calls)
 	toRun, runIdx, local := r.runnable(b, stop, prior)
-	toRun, runIdx, ask := r.needsApproval(b, toRun, runIdx)
+	toRun, runIdx, ask := r.needsApproval(ctx, b, toRun, runIdx)
 	if !r.started(calls, local, runIdx) {
 		return errStopped
 	}

@@ -34,6 +34,10 @@ type cliApprover struct {
 	// (and is not approved "always") is left to the server, which asks
 	// the run's client.
 	server bool
+	// cluster: the approver of a worker's model steps: no one can be
+	// asked, so a call that needs a yes (and is not approved "always")
+	// is denied.
+	cluster bool
 }
 
 var _ loop.Approver = (*cliApprover)(nil)
@@ -64,6 +68,9 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 		// agrun serve asks the run's client (server.runApprover: an
 		// approval_required event, POST /v1/runs/ID/approvals).
 		return loop.Decision{}, loop.ErrApprovalPending
+	}
+	if a.cluster {
+		return loop.Decision{Answer: loop.Deny, By: "non-interactive", Reason: "the call needs a person's approval, and none can be asked on the cluster (approve = \"always\" in its [tools] or [mcp] section, or `agrun approvals`)"}, nil
 	}
 	read := a.c.answers()
 	if read == nil {
@@ -282,6 +289,16 @@ func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
 		return nil
 	}
 	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), server: true}
+}
+
+// clusterApprover is the Approver of a worker's model steps: the same
+// policy and approvals file, and a denial where run would ask. Nil when
+// the configuration asks about nothing.
+func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
+	if !asksAnything(cfg) {
+		return nil
+	}
+	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), cluster: true}
 }
 
 // asksAnything reports whether cfg can ask about any call.

@@ -269,6 +269,10 @@ func (s sessionRecords) Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, 
 	return s.record(func(r *session.Record, b json.RawMessage) { r.Call = b }, session.CallOf(ev))
 }
 
+func (s sessionRecords) Decision(d loop.DecisionRecord) (json.RawMessage, error) {
+	return s.record(func(r *session.Record, b json.RawMessage) { r.Decision = b }, d)
+}
+
 func (sessionRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 	var msgs []json.RawMessage
 	for i, b := range recs {

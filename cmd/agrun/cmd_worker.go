@@ -68,9 +68,11 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ce.close()
+	lc := loopConfig(cfg)
+	lc.Approver = c.clusterApprover(cfg)
 	a := &cluster.Activities{
 		Registry: e.reg,
-		Loop:     loopConfig(cfg),
+		Loop:     lc,
 		Sessions: ce.sessions,
 		Blobs:    ce.objects,
 		Records:  sessionRecords{},

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// The figures of docs/SCALING.md:
+//
+//	go test -run '^$' -bench 'Cluster|Local' -benchtime 20x ./cluster
+//
+// BenchmarkLocalRun and BenchmarkClusterRun run the same session — `calls`
+// model turns that each ask for one call of an instant tool, then an
+// answer — through the loop in process and through the cluster (a real
+// Temporal dev server, one worker in process, sessions in memory); the
+// difference per call is the cluster's overhead per tool call.
+// BenchmarkClusterWorkers runs sessions whose one call takes 200 ms of
+// waiting (a slow tool: I/O, a remote API) on 1, 2 and 4 workers of one
+// activity slot each, all sessions started at once: sessions per minute.
+
+// benchScript is the replies of n sessions of calls tool turns each.
+func benchScript(n, calls int) []chattest.Reply {
+	var s []chattest.Reply
+	for i := range n {
+		for j := range calls {
+			s = append(s, chattest.Reply{ToolCalls: []chattest.Call{{ID: fmt.Sprintf("c%d_%d", i, j), Name: "t", Args: `{"i":` + strconv.Itoa(j) + `}`}}})
+		}
+		s = append(s, chattest.Reply{Text: "done"})
+	}
+	return s
+}
+
+func benchTool(wait time.Duration) *fakeTool {
+	return &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Read},
+		run: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+			if wait > 0 {
+				time.Sleep(wait)
+			}
+			return json.RawMessage(`{"ok":true}`), nil
+		}}
+}
+
+func BenchmarkLocalRun(b *testing.B) {
+	for _, calls := range []int{1, 5} {
+		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
+			srv := chattest.New(b, benchScript(b.N, calls)...)
+			reg := registry.New()
+			reg.Register(benchTool(0))
+			b.ResetTimer()
+			for range b.N {
+				c, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", MaxTurns: calls + 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls)/1000, "ms/call")
+		})
+	}
+}
+
+// benchCluster starts a dev server and returns a client of it.
+func benchCluster(b *testing.B) client.Client {
+	addr := devtemporal.Start(b)
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(tc.Close)
+	return tc
+}
+
+// startWorkers runs n workers of one activity slot each until the
+// benchmark ends.
+func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := RunWorker(ctx, tc, a, WorkerOptions{Queues: q, Concurrency: 1, Identity: fmt.Sprintf("w%d", i)}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func BenchmarkClusterRun(b *testing.B) {
+	tc := benchCluster(b)
+	for _, calls := range []int{1, 5} {
+		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
+			srv := chattest.New(b, benchScript(b.N, calls)...)
+			a, st := newActivities(b, srv, benchTool(0))
+			q := QueuesFor(fmt.Sprintf("bench%d-", calls))
+			startWorkers(b, tc, a, q, 1)
+			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, MaxTurns: calls + 1}}
+			b.ResetTimer()
+			for i := range b.N {
+				res, err := cl.Run(context.Background(), fmt.Sprintf("s%d-%d", calls, i), "go")
+				if err != nil || res.ErrorKind != "" {
+					b.Fatalf("%+v %v", res, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls)/1000, "ms/call")
+		})
+	}
+}
+
+func BenchmarkClusterWorkers(b *testing.B) {
+	tc := benchCluster(b)
+	for _, workers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			srv := chattest.New(b, benchScript(b.N, 1)...)
+			a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
+			q := QueuesFor(fmt.Sprintf("pool%d-", workers))
+			startWorkers(b, tc, a, q, workers)
+			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range b.N {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := cl.Run(context.Background(), fmt.Sprintf("p%d-%d", workers, i), "go")
+					if err != nil || res.ErrorKind != "" {
+						b.Errorf("%+v %v", res, err)
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "sessions/min")
+		})
+	}
+}
