@@ -24,6 +24,8 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/internal/testing/pgtest"
+	"github.com/agcore/agrun/internal/testing/s3test"
 	"github.com/agcore/agrun/loop"
 )
 
@@ -162,11 +164,11 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 			t.Fatal("the tool call never started")
 		case <-time.After(100 * time.Millisecond):
 		}
-		d, err := tc.DescribeWorkflowExecution(ctx, cluster.WorkflowID("e2e"), "")
+		d, err := tc.DescribeWorkflow(ctx, cluster.WorkflowID("e2e"), "")
 		if err != nil {
 			continue
 		}
-		for _, pa := range d.GetPendingActivities() {
+		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetActivityType().GetName() == cluster.ToolActivity && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
 				victim = pa.GetLastWorkerIdentity()
 			}
@@ -276,5 +278,68 @@ func TestClusterChatAndErrors(t *testing.T) {
 	r = e.run("", "run", "--tools", "word_count", "x")
 	if r.code != 2 || !strings.Contains(r.stderr, "--tools is not supported with [cluster]") {
 		t.Fatalf("unsupported flag: %+v", r)
+	}
+}
+
+// TestClusterOnS3AndPostgres runs a session on the cluster with the
+// shared stores of a multi-machine setup: modules and payloads in S3
+// (gofakes3 in the test process), sessions in PostgreSQL (a real server).
+// The tool's 300 KiB result goes through the workflow by reference to the
+// bucket; the transcript, whole, is in PostgreSQL.
+func TestClusterOnS3AndPostgres(t *testing.T) {
+	addr := devtemporal.Start(t)
+	s3 := s3test.Start(t)
+	dsn := pgtest.Start(t)
+	t.Setenv("AGRUN_POSTGRES_DSN", dsn)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"big","n":307200}`}}},
+		chattest.Reply{Text: "that was big"},
+	)
+	dir := t.TempDir()
+	wasm, manifest := hostileTool(t, dir, "json")
+	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
+[tools.hostile]
+wasm = %q
+manifest = %q
+max_output = "1MiB"
+
+[cluster]
+temporal_address = %q
+task_queue_prefix = "pg-"
+module_store = "s3://%s/shared"
+s3_endpoint = %q
+s3_path_style = true
+session_store = "postgres"
+`, wasm, manifest, addr, s3test.Bucket, s3.URL))
+	startWorker(t, e, "w1")
+	r := e.run("", "run", "--json", "--session", "pg1", "make it big")
+	if r.code != 0 || !strings.Contains(r.stdout, `"type":"done","session":"pg1","text":"that was big"`) {
+		t.Fatalf("run: %+v", r)
+	}
+	ctx := context.Background()
+	pg, err := cluster.NewPGSessions(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	recs, err := pg.Load(ctx, "pg1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sessionRecords{}.History(recs)
+	if err != nil || len(h) != 4 || h[2].Role != loop.RoleTool || len(h[2].FullContent) < 307200 {
+		t.Fatalf("the PostgreSQL transcript: %d messages, %v", len(h), err)
+	}
+	objs, err := cluster.NewS3Objects(ctx, cluster.S3Config{Bucket: s3test.Bucket, Prefix: "shared", Endpoint: s3.URL, UsePathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := objs.List(ctx, "blobs/")
+	if err != nil || len(blobs) == 0 {
+		t.Fatalf("no payload went by reference to the bucket: %v %v", blobs, err)
+	}
+	// Nothing of it in the local sessions folder.
+	if _, err := os.Stat(filepath.Join(e.dir, "sessions", "pg1.jsonl")); !os.IsNotExist(err) {
+		t.Fatalf("a local session file: %v", err)
 	}
 }

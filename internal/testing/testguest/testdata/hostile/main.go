@@ -6,6 +6,7 @@
 //	{"op":"emit","stdout":"...","stdout_b64":"...","stderr":"...","stderr_b64":"...","exit":3}  write, exit
 //	{"op":"spin","log":"token"}       log the token if any (so a test knows it runs), then loop forever
 //	{"op":"alloc"}                    allocate until the memory limit ends the call
+//	{"op":"big","n":N}                {"ok":true,"data":"xxx..."} with N bytes of data
 //	{"op":"sleep","n":N}              sleep N milliseconds (a slow call), then {"ok":true,"n":N}
 //	{"op":"flood"} / {"op":"errflood"} write to stdout / stderr forever
 //	{"op":"logflood","n":N}          N messages of 64 KiB (with escapes) through agrun.log
@@ -100,6 +101,9 @@ func main() {
 	case "sleep": // n milliseconds (WASI poll_oneoff on a clock), then {"ok":true}
 		time.Sleep(time.Duration(a.N) * time.Millisecond)
 		json.NewEncoder(os.Stdout).Encode(reply{OK: true, N: a.N})
+		return
+	case "big": // {"ok":true,"data":"xxx..."} with n bytes of data
+		json.NewEncoder(os.Stdout).Encode(reply{OK: true, Data: strings.Repeat("x", int(a.N))})
 		return
 	case "spin":
 		if a.Log != "" {
