@@ -291,16 +291,6 @@ func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
 	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), server: true}
 }
 
-// clusterApprover is the Approver of a worker's model steps: the same
-// policy and approvals file, and a denial where run would ask. Nil when
-// the configuration asks about nothing.
-func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
-	if !asksAnything(cfg) {
-		return nil
-	}
-	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), cluster: true}
-}
-
 // asksAnything reports whether cfg can ask about any call.
 func asksAnything(cfg *config.Config) bool {
 	if len(cfg.Approvals.Ask) > 0 {

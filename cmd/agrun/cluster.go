@@ -1,3 +1,5 @@
+//go:build cluster
+
 package main
 
 import (
@@ -19,6 +21,9 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
 )
+
+// clusterSupport says whether this build runs [cluster] (agrun version).
+const clusterSupport = true
 
 // clusterEnv is what a process of a cluster shares with the others: the
 // Temporal client and the stores of [cluster].

@@ -1,3 +1,5 @@
+//go:build cluster
+
 package main
 
 import (
@@ -18,6 +20,19 @@ import (
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 )
+
+// clusterErrorKind is the run error kind of a run on the cluster that
+// failed (ok false: err is not one).
+func clusterErrorKind(err error) (string, bool) {
+	var ce *clusterRunError
+	if errors.As(err, &ce) {
+		return ce.kind, true
+	}
+	if errors.Is(err, cluster.ErrSessionBusy) {
+		return "session_locked", true
+	}
+	return "", false
+}
 
 // clusterRunError is a run on the cluster that ended without an answer:
 // its kind is the loop's (provider, max_turns, ...).

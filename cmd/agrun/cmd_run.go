@@ -19,7 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
@@ -485,12 +484,8 @@ func runErrorKind(err error, fallback string) string {
 	if errors.As(err, &re) {
 		return fallback
 	}
-	var ce *clusterRunError
-	if errors.As(err, &ce) {
-		return ce.kind
-	}
-	if errors.Is(err, cluster.ErrSessionBusy) {
-		return "session_locked"
+	if kind, ok := clusterErrorKind(err); ok {
+		return kind
 	}
 	return string(loop.KindOf(err))
 }

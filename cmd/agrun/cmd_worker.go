@@ -1,3 +1,5 @@
+//go:build cluster
+
 package main
 
 import (
@@ -7,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/loop"
 )
 
 // worker is `agrun worker`: a process of the cluster's worker pool
@@ -17,9 +21,8 @@ import (
 // and lets Temporal hand its running ones to another worker).
 func (c *cli) worker(ctx context.Context, args []string) error {
 	fs := newFlags("worker")
-	queues := fs.String("queues", "llm,wasm,mcp", "serve these activity `QUEUES` (comma-separated: llm, wasm, mcp)")
-	concurrency := fs.Int("concurrency", 0, "run at most `N` activities at once per queue (default: [sandbox] max_parallel, else 8)")
-	identity := fs.String("identity", "", "the worker's `NAME` in Temporal (default: pid@host)")
+	wf := defineWorkerFlags(fs)
+	queues, concurrency, identity := wf.queues, wf.concurrency, wf.identity
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -84,4 +87,14 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stderr, "agrun: worker stopped")
 	}
 	return err
+}
+
+// clusterApprover is the Approver of a worker's model steps: the same
+// policy and approvals file, and a denial where run would ask. Nil when
+// the configuration asks about nothing.
+func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
+	if !asksAnything(cfg) {
+		return nil
+	}
+	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), cluster: true}
 }

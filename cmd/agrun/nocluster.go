@@ -1,0 +1,41 @@
+//go:build !cluster
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+)
+
+// This agrun is built without the cluster (the default: linking Temporal,
+// gRPC, the AWS SDK and pgx makes a first build much slower, see
+// docs/ARCHITECTURE.md). `go build -tags cluster ./cmd/agrun` has it.
+
+// clusterSupport says whether this build runs [cluster] (agrun version).
+const clusterSupport = false
+
+// errNoCluster is what [cluster] and `agrun worker` get from this build.
+var errNoCluster = &configError{errors.New("this agrun is built without cluster support, which [cluster] and `agrun worker` need: " +
+	"build it with `go build -tags cluster ./cmd/agrun` (or `go run -tags cluster ./cmd/agrun ...`; docs/SCALING.md)")}
+
+func (c *cli) runOnCluster(context.Context, *flag.FlagSet, *config.Config, string, *runOptions, bool) (string, turnStats, error) {
+	return "", turnStats{}, errNoCluster
+}
+
+func (c *cli) chatOnCluster(context.Context, *flag.FlagSet, *config.Config, *runOptions) error {
+	return errNoCluster
+}
+
+func (c *cli) worker(ctx context.Context, args []string) error {
+	fs := newFlags("worker")
+	defineWorkerFlags(fs)
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return errNoCluster
+}
+
+func clusterErrorKind(error) (string, bool) { return "", false }
