@@ -52,6 +52,11 @@ type ObjectStore interface {
 	// for every key), sorted byte-wise. Objects whose names are not
 	// valid keys (put there by something else) are left out.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Delete removes the object under key: ErrNotFound if there is none
+	// (a folder of other keys is not an object and stays). Content
+	// addressed objects are never deleted by agrun; mutable records
+	// (the tool index, ToolIndex) are.
+	Delete(ctx context.Context, key string) error
 }
 
 // A SessionStore keeps each session's records — the JSON lines of a
