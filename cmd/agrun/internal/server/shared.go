@@ -183,6 +183,14 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) {
 		s.mu.Unlock()
 		return
 	}
+	if s.operatorTool(name) {
+		// The operator's tool keeps the name here (a replica with
+		// another agrun.toml stored it); as when a stored tool fails to
+		// restore on one machine.
+		s.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
+		s.mu.Unlock()
+		return
+	}
 	if berr, ok := s.brokenSHA[name]; ok && berr == e.SHA256 {
 		s.mu.Unlock()
 		return // already tried: the same module fails the same way

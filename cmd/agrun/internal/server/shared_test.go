@@ -295,11 +295,24 @@ func TestSharedStoreLimitsAndErrors(t *testing.T) {
 }
 
 // TestSharedStoreOperatorTools: an upload may not take an operator
-// tool's name, nor delete it, in cluster mode as on one machine.
+// tool's name, nor delete it, in cluster mode as on one machine; a name
+// stored through a replica without that tool stays the operator's tool
+// on the replica that has it.
 func TestSharedStoreOperatorTools(t *testing.T) {
-	rs, _ := replicas(t, 1, newMemShared(), server.Options{})
-	a := rs[0]
+	rs, _ := replicas(t, 2, newMemShared(), server.Options{})
+	a, other := rs[0], rs[1]
 	must(t, a.reg.Register(operatorTool{}))
+	other.mustUpload(okTool(t, "operator_tool"), "", http.StatusCreated)
+	if r := other.call("operator_tool", `{}`); !r.ok() || !strings.Contains(string(r.body), `{"ok":true}`) {
+		t.Errorf("the upload through the replica without the operator tool: %d %s", r.status, r.body)
+	}
+	if ti := listNames(t, a)["operator_tool"]; ti.Source != server.SourceConfig || ti.Error != "" {
+		t.Errorf("the operator's replica lists %+v, want its own tool", ti)
+	}
+	if r := a.call("operator_tool", `{}`); !r.ok() || !strings.Contains(string(r.body), `"operator"`) {
+		t.Errorf("the operator's replica calls: %d %s", r.status, r.body)
+	}
+	must(t, other.request("DELETE", "/v1/tools/operator_tool", "", nil).errIfNot(http.StatusNoContent))
 	if r := a.upload(okTool(t, "operator_tool"), ""); r.status != http.StatusForbidden || r.errorKind(t) != server.KindForbidden {
 		t.Errorf("upload over an operator tool: %d %s", r.status, r.body)
 	}
@@ -312,4 +325,12 @@ func TestSharedStoreOperatorTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.srv.DataDir(), "lock")); err == nil {
 		t.Error("a lock file in cluster mode")
 	}
+}
+
+// errIfNot returns an error unless r has status.
+func (r response) errIfNot(status int) error {
+	if r.status != status {
+		return fmt.Errorf("status %d, want %d: %s", r.status, status, r.body)
+	}
+	return nil
 }
