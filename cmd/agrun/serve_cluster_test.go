@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/internal/testing/testguest"
@@ -201,5 +203,53 @@ session_store = "postgres"
 	// Both replicas ran on one data_dir, which neither locked.
 	if _, err := os.Stat(filepath.Join(dir, "served", "lock")); err == nil {
 		t.Error("a replica locked the data directory in cluster mode")
+	}
+}
+
+// TestSharedToolsAdapter: the server's SharedStore over the cluster
+// stores (a directory here): records round-trip, a missing name is
+// server.ErrNoStoredTool (what makes the API answer 404), and a module
+// changed in the store is refused by its digest.
+func TestSharedToolsAdapter(t *testing.T) {
+	ctx := t.Context()
+	objs, err := cluster.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newSharedTools(objs, 0)
+	wasm := []byte("\x00asm\x01\x00\x00\x00 not run here")
+	sha, err := st.PutModule(ctx, wasm)
+	if err != nil || sha != cluster.Digest(wasm) {
+		t.Fatalf("PutModule = %s, %v", sha, err)
+	}
+	if got, err := st.Module(ctx, sha); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("Module = %q, %v", got, err)
+	}
+	when := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	for _, name := range []string{"word_count", "Word_Count"} {
+		if err := st.PutTool(ctx, name, server.StoredTool{SHA256: sha, Size: int64(len(wasm)), Uploaded: when}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := st.Tool(ctx, "Word_Count"); err != nil || got != (server.StoredTool{SHA256: sha, Size: int64(len(wasm)), Uploaded: when}) {
+		t.Errorf("Tool = %+v, %v", got, err)
+	}
+	if all, err := st.Tools(ctx); err != nil || len(all) != 2 || all["word_count"].SHA256 != sha {
+		t.Errorf("Tools = %+v, %v", all, err)
+	}
+	if err := st.DeleteTool(ctx, "word_count"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Tool(ctx, "word_count"); !errors.Is(err, server.ErrNoStoredTool) {
+		t.Errorf("Tool after delete: %v, want ErrNoStoredTool", err)
+	}
+	if err := st.DeleteTool(ctx, "word_count"); !errors.Is(err, server.ErrNoStoredTool) {
+		t.Errorf("second DeleteTool: %v, want ErrNoStoredTool", err)
+	}
+	if err := objs.Put(ctx, cluster.ModuleKey(sha), append(bytes.Clone(wasm), '!')); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Module(ctx, sha); !errors.Is(err, cluster.ErrDigest) {
+		t.Errorf("Module of a changed object: %v, want ErrDigest", err)
 	}
 }
