@@ -262,9 +262,9 @@ type Server struct {
 
 	// Cluster mode (shared.go).
 	shared    SharedStore
-	brokenSHA map[string]string        // name -> the module that will not load (not tried again)
-	loadMu    sync.Mutex               // guards loading
-	loading   map[string]chan struct{} // name+sha being loaded; closed when done
+	brokenSHA map[string]string // name -> the module that will not load (not tried again)
+	loadMu    sync.Mutex        // guards loading
+	loading   map[string]*load  // name+sha being loaded
 }
 
 // DefaultDataDir is $XDG_DATA_HOME/agrun/serve, else
@@ -368,7 +368,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		broken:    map[string]error{},
 		shared:    opts.SharedStore,
 		brokenSHA: map[string]string{},
-		loading:   map[string]chan struct{}{},
+		loading:   map[string]*load{},
 	}
 	if s.shared == nil {
 		s.restore(ctx) // cluster mode loads each tool at its first use

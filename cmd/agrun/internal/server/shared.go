@@ -96,7 +96,9 @@ func (s *Server) syncTool(ctx context.Context, name string) error {
 	if err != nil {
 		return sharedError(err)
 	}
-	s.ensure(ctx, name, e.entry())
+	if err := s.ensure(ctx, name, e.entry()); err != nil {
+		return sharedError(err)
+	}
 	return nil
 }
 
@@ -129,7 +131,7 @@ func (s *Server) syncAll(ctx context.Context) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			s.ensure(ctx, name, e.entry())
+			_ = s.ensure(ctx, name, e.entry()) // a failure is listed as the tool's error
 		})
 	}
 	wg.Wait()
@@ -171,17 +173,20 @@ func (s *Server) dropLocal(name string) {
 // ensure makes the tool registered as name the module of e, loading it
 // unless this replica already runs that module under that name. A module
 // that does not load is kept as broken (listed with its error, a call
-// is not_found with it), as a stored tool that fails to restore is.
-func (s *Server) ensure(ctx context.Context, name string, e indexEntry) {
+// is not_found with it), as a stored tool that fails to restore is; the
+// module this replica ran under the name before is dropped either way
+// (its record names another). The error returned is a failure to fetch
+// the module (the store's, retried at the next request).
+func (s *Server) ensure(ctx context.Context, name string, e indexEntry) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.idx.Tools[name] = e
 	if u := s.uploads[name]; u != nil && u.entry.SHA256 == e.SHA256 {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	if s.operatorTool(name) {
 		// The operator's tool keeps the name here (a replica with
@@ -189,35 +194,46 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) {
 		// restore on one machine.
 		s.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	if berr, ok := s.brokenSHA[name]; ok && berr == e.SHA256 {
 		s.mu.Unlock()
-		return // already tried: the same module fails the same way
+		return nil // already tried: the same module fails the same way
 	}
 	s.mu.Unlock()
 	// One load per name and module at a time; the others wait for it.
 	key := name + "\x00" + e.SHA256
 	s.loadMu.Lock()
-	wait, busy := s.loading[key]
+	ld, busy := s.loading[key]
 	if !busy {
-		wait = make(chan struct{})
-		s.loading[key] = wait
+		ld = &load{done: make(chan struct{})}
+		s.loading[key] = ld
 	}
 	s.loadMu.Unlock()
 	if busy {
 		select {
-		case <-wait:
+		case <-ld.done:
+			return ld.err
 		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return
 	}
-	defer func() {
-		s.loadMu.Lock()
-		delete(s.loading, key)
-		s.loadMu.Unlock()
-		close(wait)
-	}()
+	ld.err = s.install(ctx, name, e)
+	s.loadMu.Lock()
+	delete(s.loading, key)
+	s.loadMu.Unlock()
+	close(ld.done)
+	return ld.err
+}
+
+// load is a load in progress (ensure): err is set before done is closed.
+type load struct {
+	done chan struct{}
+	err  error
+}
+
+// install loads the module of e and registers it as name (ensure).
+func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
 	u, err, lasting := s.loadShared(ctx, name, e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,7 +241,7 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) {
 		if u != nil {
 			_ = u.Tool.Close(context.Background())
 		}
-		return
+		return nil
 	}
 	if err == nil {
 		old := s.uploads[name]
@@ -244,14 +260,23 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) {
 			if old != nil {
 				old.retire()
 			}
-			return
+			return nil
 		}
 	}
-	s.broken[name] = err
-	if lasting {
-		s.brokenSHA[name] = e.SHA256
+	if old := s.uploads[name]; old != nil {
+		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(old) {
+			s.reg.Unregister(name)
+		}
+		delete(s.uploads, name)
+		old.retire()
 	}
+	s.broken[name] = err
+	if !lasting {
+		return err
+	}
+	s.brokenSHA[name] = e.SHA256
 	s.log.Warn("shared tool not loaded", "tool", name, "sha256", e.SHA256, "error", err)
+	return nil
 }
 
 // loadShared fetches the module of e (checked against its digest) and

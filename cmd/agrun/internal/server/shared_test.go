@@ -289,8 +289,21 @@ func TestSharedStoreLimitsAndErrors(t *testing.T) {
 	store.mu.Lock()
 	store.tools["ghost"] = server.StoredTool{SHA256: strings.Repeat("0", 64), Size: 1}
 	store.mu.Unlock()
-	if r := a.call("ghost", `{}`); r.status != http.StatusNotFound || !strings.Contains(string(r.body), "not stored") {
+	if r := a.call("ghost", `{}`); r.status != http.StatusBadGateway || r.errorKind(t) != server.KindInternal || !strings.Contains(string(r.body), "not stored") {
 		t.Errorf("call of a record without its module: %d %s", r.status, r.body)
+	}
+	// A record replaced by one whose module does not load: the module
+	// the replica ran before under the name does not answer any more.
+	if r := a.call("one", `{}`); !r.ok() {
+		t.Fatalf("call of one: %d %s", r.status, r.body)
+	}
+	store.mu.Lock()
+	store.tools["one"] = store.tools["two"]
+	store.mu.Unlock()
+	for range 2 { // the second from the memory of the failure
+		if r := a.call("one", `{}`); r.status != http.StatusNotFound || !strings.Contains(string(r.body), `named \"two\"`) {
+			t.Errorf("call of one once its record names two's module: %d %s", r.status, r.body)
+		}
 	}
 }
 

@@ -132,7 +132,9 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		e, ok := s.idx.Tools[name]
 		s.mu.Unlock()
 		if ok && e.SHA256 == sha {
-			s.ensure(r.Context(), name, e)
+			// Loaded, it is answered unchanged below; a module missing
+			// from the store is stored again by this upload.
+			_ = s.ensure(r.Context(), name, e)
 		}
 	}
 	// Answer name conflicts before compiling.
