@@ -67,6 +67,13 @@ func sharedError(err error) error {
 	return errorf(http.StatusBadGateway, KindInternal, "the shared tool store: %v", err)
 }
 
+// sharedContext bounds a request's work with the shared store (and the
+// loads it brings) by CallTimeout, as a call is: a store that hangs
+// does not hold a request for ever.
+func (s *Server) sharedContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.limits.CallTimeout)
+}
+
 // operatorTool reports whether name is a tool of the operator's (in the
 // registry and not an upload). s.mu must be held.
 func (s *Server) operatorTool(name string) bool {

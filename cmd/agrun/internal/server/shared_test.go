@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testrt"
@@ -28,6 +29,7 @@ type memShared struct {
 	modules map[string][]byte
 	tools   map[string]server.StoredTool
 	fail    atomic.Bool
+	hang    atomic.Bool  // Tool and Tools wait for their context
 	reads   atomic.Int64 // Tool calls
 }
 
@@ -72,8 +74,12 @@ func (m *memShared) PutTool(_ context.Context, name string, t server.StoredTool)
 	return nil
 }
 
-func (m *memShared) Tool(_ context.Context, name string) (server.StoredTool, error) {
+func (m *memShared) Tool(ctx context.Context, name string) (server.StoredTool, error) {
 	m.reads.Add(1)
+	if m.hang.Load() {
+		<-ctx.Done()
+		return server.StoredTool{}, ctx.Err()
+	}
 	if m.fail.Load() {
 		return server.StoredTool{}, errDown
 	}
@@ -86,7 +92,11 @@ func (m *memShared) Tool(_ context.Context, name string) (server.StoredTool, err
 	return t, nil
 }
 
-func (m *memShared) Tools(context.Context) (map[string]server.StoredTool, error) {
+func (m *memShared) Tools(ctx context.Context) (map[string]server.StoredTool, error) {
+	if m.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if m.fail.Load() {
 		return nil, errDown
 	}
@@ -346,4 +356,26 @@ func (r response) errIfNot(status int) error {
 		return fmt.Errorf("status %d, want %d: %s", r.status, status, r.body)
 	}
 	return nil
+}
+
+// TestSharedStoreHangs: a store that does not answer holds a request for
+// call_timeout at most, then it is 503 unavailable.
+func TestSharedStoreHangs(t *testing.T) {
+	store := newMemShared()
+	rs, _ := replicas(t, 1, store, server.Options{CallTimeout: 300 * time.Millisecond})
+	a := rs[0]
+	a.mustUpload(okTool(t, "ping"), "", http.StatusCreated)
+	store.hang.Store(true)
+	for _, req := range []func() response{
+		func() response { return a.call("ping", `{}`) },
+		func() response { return a.request("GET", "/v1/tools", "", nil) },
+		func() response { return a.request("GET", "/v1/tools/ping", "", nil) },
+		func() response { return a.upload(okTool(t, "pong"), "") },
+	} {
+		start := time.Now()
+		r := req()
+		if r.status != http.StatusServiceUnavailable || r.errorKind(t) != server.KindUnavailable || time.Since(start) > 10*time.Second {
+			t.Errorf("with the store hanging: %d %s after %v", r.status, r.body, time.Since(start))
+		}
+	}
 }

@@ -122,10 +122,12 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidName, "tool name %q: names containing \"__\" are reserved for MCP tools", name)
 	}
 	sha := hashOf(wasm)
+	sctx, cancel := s.sharedContext(r)
+	defer cancel()
 	if s.shared != nil {
 		// Cluster mode: the conflicts and limits are those of the
 		// records as they are now, whoever wrote them.
-		if err := s.refreshIndex(r.Context()); err != nil {
+		if err := s.refreshIndex(sctx); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
@@ -134,7 +136,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		if ok && e.SHA256 == sha {
 			// Loaded, it is answered unchanged below; a module missing
 			// from the store is stored again by this upload.
-			_ = s.ensure(r.Context(), name, e)
+			_ = s.ensure(sctx, name, e)
 		}
 	}
 	// Answer name conflicts before compiling.
@@ -160,7 +162,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	u := newUploaded(t, indexEntry{SHA256: sha, Size: int64(len(wasm)), Uploaded: time.Now().UTC().Truncate(time.Second)})
 	var replaced bool
 	if s.shared != nil {
-		replaced, err = s.commitShared(r.Context(), u, wasm, replace)
+		replaced, err = s.commitShared(sctx, u, wasm, replace)
 	} else {
 		replaced, err = s.commit(u, wasm, replace)
 	}
@@ -276,7 +278,9 @@ func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, 
 // stored tools that failed to restore, sorted by name.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 	if s.shared != nil {
-		if err := s.syncAll(r.Context()); err != nil {
+		ctx, cancel := s.sharedContext(r)
+		defer cancel()
+		if err := s.syncAll(ctx); err != nil {
 			s.writeError(w, err)
 			return
 		}
@@ -303,7 +307,9 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if s.shared != nil {
-		if err := s.syncTool(r.Context(), name); err != nil {
+		ctx, cancel := s.sharedContext(r)
+		defer cancel()
+		if err := s.syncTool(ctx, name); err != nil {
 			s.writeError(w, err)
 			return
 		}
@@ -322,7 +328,9 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var err error
 	if s.shared != nil {
-		err = s.removeShared(r.Context(), name)
+		ctx, cancel := s.sharedContext(r)
+		err = s.removeShared(ctx, name)
+		cancel()
 	} else {
 		err = s.remove(name)
 	}
