@@ -161,6 +161,25 @@ func (s *Server) refreshIndex(ctx context.Context) error {
 	return nil
 }
 
+// refreshShared reads the records before an upload of the module sha
+// called name (refreshIndex), and loads the tool if its record already
+// names that module, so that the upload is answered unchanged; a module
+// missing from the store is stored again by the upload.
+func (s *Server) refreshShared(r *http.Request, name, sha string) error {
+	ctx, cancel := s.sharedContext(r)
+	defer cancel()
+	if err := s.refreshIndex(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e, ok := s.idx.Tools[name]
+	s.mu.Unlock()
+	if ok && e.SHA256 == sha {
+		_ = s.ensure(ctx, name, e)
+	}
+	return nil
+}
+
 // dropLocal forgets the uploaded tool called name on this replica (its
 // record is gone): unregistered, closed after its calls in flight.
 func (s *Server) dropLocal(name string) {

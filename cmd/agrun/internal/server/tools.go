@@ -122,21 +122,11 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidName, "tool name %q: names containing \"__\" are reserved for MCP tools", name)
 	}
 	sha := hashOf(wasm)
-	sctx, cancel := s.sharedContext(r)
-	defer cancel()
 	if s.shared != nil {
 		// Cluster mode: the conflicts and limits are those of the
 		// records as they are now, whoever wrote them.
-		if err := s.refreshIndex(sctx); err != nil {
+		if err := s.refreshShared(r, name, sha); err != nil {
 			return nil, err
-		}
-		s.mu.Lock()
-		e, ok := s.idx.Tools[name]
-		s.mu.Unlock()
-		if ok && e.SHA256 == sha {
-			// Loaded, it is answered unchanged below; a module missing
-			// from the store is stored again by this upload.
-			_ = s.ensure(sctx, name, e)
 		}
 	}
 	// Answer name conflicts before compiling.
@@ -162,7 +152,9 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	u := newUploaded(t, indexEntry{SHA256: sha, Size: int64(len(wasm)), Uploaded: time.Now().UTC().Truncate(time.Second)})
 	var replaced bool
 	if s.shared != nil {
+		sctx, cancel := s.sharedContext(r) // the compilation above is not counted
 		replaced, err = s.commitShared(sctx, u, wasm, replace)
+		cancel()
 	} else {
 		replaced, err = s.commit(u, wasm, replace)
 	}
