@@ -194,6 +194,7 @@ func (s *Server) dropLocal(name string) {
 	}
 	delete(s.idx.Tools, name)
 	delete(s.broken, name)
+	delete(s.brokenSHA, name)
 }
 
 // ensure makes the tool registered as name the module of e, loading it
