@@ -1,9 +1,8 @@
 // Package storetest is the one test suite of the cluster stores' contracts
 // (cluster.ObjectStore, cluster.SessionStore, and cluster.ModuleStore and
 // cluster.ToolIndex over an object store): every implementation runs it,
-// so that the directory
-// and S3 object stores, and the in-memory, PostgreSQL and JSON-lines
-// session stores, behave alike.
+// so that the directory and S3 object stores, and the in-memory,
+// PostgreSQL and JSON-lines session stores, behave alike.
 //
 //	func TestDirObjects(t *testing.T) {
 //		storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore {
