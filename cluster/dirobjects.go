@@ -120,6 +120,32 @@ func (d *DirObjects) Get(ctx context.Context, key string, max int64) ([]byte, er
 	return data, nil
 }
 
+// Delete removes the file of key: ErrNotFound if there is none or it is
+// a folder. The folders above it stay (a later Put reuses them).
+func (d *DirObjects) Delete(ctx context.Context, key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: object %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: delete %s: %w", key, err)
+	}
+	if err := os.Remove(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: object %s", ErrNotFound, key)
+		}
+		return fmt.Errorf("cluster: delete %s: %w", key, err)
+	}
+	return nil
+}
+
 // List returns the keys under prefix, sorted. Files whose relative path
 // is not a valid key (temporary files among them) are left out.
 func (d *DirObjects) List(ctx context.Context, prefix string) ([]string, error) {

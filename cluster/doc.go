@@ -7,8 +7,9 @@
 // that completed.
 //
 // The package owns the workflow, the activities and the stores they share:
-// an ObjectStore for modules (ModuleStore) and payloads passed by reference,
-// and a SessionStore for transcripts. It knows nothing of agrun.toml: the
+// an ObjectStore for modules (ModuleStore), the names of uploaded tools
+// (ToolIndex, shared by agrun serve replicas) and payloads passed by
+// reference, and a SessionStore for transcripts. It knows nothing of agrun.toml: the
 // caller (cmd/agrun) builds the registry and the loop configuration and
 // hands them in. loop, registry, runtime and wasmtools never import it
 // (internal/archtest). See docs/SCALING.md.

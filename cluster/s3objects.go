@@ -210,6 +210,26 @@ func (s *S3Objects) List(ctx context.Context, prefix string) ([]string, error) {
 	return keys, nil
 }
 
+// Delete removes the object under key: ErrNotFound if there is none.
+// S3's DeleteObject succeeds for a missing key too, so Delete asks
+// HeadObject first: of two Deletes racing on one key, both may succeed.
+func (s *S3Objects) Delete(ctx context.Context, key string) error {
+	k, err := s.objectKey(key)
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)}); err != nil {
+		if isS3NotFound(err) {
+			return fmt.Errorf("%w: object %s", ErrNotFound, key)
+		}
+		return fmt.Errorf("cluster: delete %s: %w", key, err)
+	}
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)}); err != nil {
+		return fmt.Errorf("cluster: delete %s: %w", key, err)
+	}
+	return nil
+}
+
 // isS3NotFound reports whether err says the key does not exist:
 // NoSuchKey, NotFound (a HEAD response has no body to name the error) or
 // a bare 404 — but not NoSuchBucket: a bucket that went away is a broken

@@ -105,6 +105,11 @@ func TestS3Objects(t *testing.T) {
 	storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })
 }
 
+func TestS3ToolIndex(t *testing.T) {
+	f := newFakeS3(t)
+	storetest.TestToolIndex(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })
+}
+
 func TestS3Modules(t *testing.T) {
 	f := newFakeS3(t)
 	storetest.TestModuleStore(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })

@@ -35,15 +35,17 @@ var ErrBadID = errors.New("cluster: invalid session id")
 // digest it is stored under (corruption, or tampering with the store).
 var ErrDigest = errors.New("cluster: content does not match its digest")
 
-// An ObjectStore keeps immutable objects by key: a directory (DirObjects)
-// or S3-compatible object storage (S3Objects). Keys are slash-separated
+// An ObjectStore keeps objects by key: a directory (DirObjects) or
+// S3-compatible object storage (S3Objects). Most are content-addressed
+// and never change (modules, payloads); the records of ToolIndex are
+// replaced and deleted. Keys are slash-separated
 // paths of [a-z0-9._-] segments (ValidKey). It is safe for concurrent use
 // by many processes. Every method refuses a bad key with ErrBadKey.
 type ObjectStore interface {
 	// Put stores data under key atomically: a reader sees the whole
-	// object or none (or what was there before). Keys are
-	// content-addressed, so a second Put of a key writes the same bytes;
-	// the stores replace the object (last writer wins).
+	// object or none (or what was there before). A second Put of a
+	// key replaces the object (last writer wins): the same bytes for a
+	// content-addressed key, a new record for a ToolIndex one.
 	Put(ctx context.Context, key string, data []byte) error
 	// Get returns the object under key: ErrNotFound if none, ErrTooLarge
 	// if it is over max bytes (max > 0; max <= 0 means no cap).
@@ -52,6 +54,11 @@ type ObjectStore interface {
 	// for every key), sorted byte-wise. Objects whose names are not
 	// valid keys (put there by something else) are left out.
 	List(ctx context.Context, prefix string) ([]string, error)
+	// Delete removes the object under key: ErrNotFound if there is none
+	// (a folder of other keys is not an object and stays). Content
+	// addressed objects are never deleted by agrun; mutable records
+	// (the tool index, ToolIndex) are.
+	Delete(ctx context.Context, key string) error
 }
 
 // A SessionStore keeps each session's records — the JSON lines of a

@@ -24,6 +24,8 @@ func TestDirObjects(t *testing.T) { storetest.TestObjectStore(t, newDir) }
 
 func TestDirModules(t *testing.T) { storetest.TestModuleStore(t, newDir) }
 
+func TestDirToolIndex(t *testing.T) { storetest.TestToolIndex(t, newDir) }
+
 func TestMemSessions(t *testing.T) {
 	storetest.TestSessionStore(t, func(t *testing.T) cluster.SessionStore { return new(cluster.MemSessions) })
 }

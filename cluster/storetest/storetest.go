@@ -1,8 +1,8 @@
 // Package storetest is the one test suite of the cluster stores' contracts
-// (cluster.ObjectStore, cluster.SessionStore and cluster.ModuleStore over
-// an object store): every implementation runs it, so that the directory
-// and S3 object stores, and the in-memory, PostgreSQL and JSON-lines
-// session stores, behave alike.
+// (cluster.ObjectStore, cluster.SessionStore, and cluster.ModuleStore and
+// cluster.ToolIndex over an object store): every implementation runs it,
+// so that the directory and S3 object stores, and the in-memory,
+// PostgreSQL and JSON-lines session stores, behave alike.
 //
 //	func TestDirObjects(t *testing.T) {
 //		storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore {
@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/cluster"
 )
@@ -44,8 +45,8 @@ var badPrefixes = []string{"a", "/", "a//", "../", "./", "A/", "/a/", ".x/"}
 
 // TestObjectStore runs the ObjectStore contract against the stores that
 // newStore makes: round trips of any bytes, ErrNotFound, ErrTooLarge at
-// Get's cap, ErrBadKey, sorted List confined to its prefix, concurrent
-// Puts of one key.
+// Get's cap, ErrBadKey, sorted List confined to its prefix, Delete,
+// concurrent Puts of one key.
 func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
 	ctx := context.Background()
 
@@ -119,6 +120,9 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 			if _, err := s.Get(ctx, key, 0); !errors.Is(err, cluster.ErrBadKey) {
 				t.Errorf("Get(%q) error %v, want ErrBadKey", key, err)
 			}
+			if err := s.Delete(ctx, key); !errors.Is(err, cluster.ErrBadKey) {
+				t.Errorf("Delete(%q) error %v, want ErrBadKey", key, err)
+			}
 		}
 		for _, p := range badPrefixes {
 			if _, err := s.List(ctx, p); !errors.Is(err, cluster.ErrBadKey) {
@@ -160,6 +164,40 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 		}
 	})
 
+	t.Run("Delete", func(t *testing.T) {
+		s := newStore(t)
+		for _, k := range []string{"d/a", "d/b", "d/sub/c", "e"} {
+			if err := s.Put(ctx, k, []byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Delete(ctx, "d/a"); err != nil {
+			t.Fatalf("Delete(d/a): %v", err)
+		}
+		if _, err := s.Get(ctx, "d/a", 0); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "d/a"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("second Delete: %v, want ErrNotFound", err)
+		}
+		// Neither a missing key nor a folder of keys is an object.
+		for _, k := range []string{"missing", "d", "d/sub", "e/below"} {
+			if err := s.Delete(ctx, k); !errors.Is(err, cluster.ErrNotFound) {
+				t.Errorf("Delete(%q): %v, want ErrNotFound", k, err)
+			}
+		}
+		if keys, err := s.List(ctx, ""); err != nil || !slices.Equal(keys, []string{"d/b", "d/sub/c", "e"}) {
+			t.Errorf("List after Delete = %q, %v; want the other keys", keys, err)
+		}
+		// The key can be written again.
+		if err := s.Put(ctx, "d/a", []byte("again")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, "d/a", 0); err != nil || string(got) != "again" {
+			t.Errorf("Get after Delete and Put = %q, %v", got, err)
+		}
+	})
+
 	t.Run("ConcurrentPuts", func(t *testing.T) {
 		s := newStore(t)
 		data := bytes.Repeat([]byte("c"), 64<<10)
@@ -192,6 +230,9 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 		}
 		if _, err := s.Get(cctx, "a", 0); !errors.Is(err, context.Canceled) {
 			t.Errorf("Get with a cancelled context: %v, want context.Canceled", err)
+		}
+		if err := s.Delete(cctx, "a"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Delete with a cancelled context: %v, want context.Canceled", err)
 		}
 	})
 }
@@ -282,6 +323,154 @@ func TestModuleStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 		}
 		if _, _, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrTooLarge) {
 			t.Errorf("Get of a module over MaxModuleBytes: %v, want ErrTooLarge", err)
+		}
+	})
+}
+
+// TestToolIndex runs cluster.ToolIndex over the object stores that
+// newStore makes: round trips of names in both key forms, last writer
+// wins, ErrNotFound, ErrBadName, refused records, damaged and foreign
+// objects, a sorted List and Delete.
+func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+	ctx := context.Background()
+	sha := func(s string) string { return cluster.Digest([]byte(s)) }
+	when := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+
+	t.Run("RoundTrip", func(t *testing.T) {
+		objs := newStore(t)
+		x := cluster.ToolIndex{Objects: objs}
+		names := []string{"word_count", "a", "9-x", "Upper", "_lead", "-dash", "MiXeD_Case-1", strings.Repeat("Z", 64), strings.Repeat("z", 64)}
+		for i, n := range names {
+			rec := cluster.ToolRecord{Name: n, SHA256: sha(n), Size: int64(i), Uploaded: when.Add(time.Duration(i) * time.Second), Manifest: i%2 == 0}
+			if err := x.Put(ctx, rec); err != nil {
+				t.Fatalf("Put(%q): %v", n, err)
+			}
+			got, err := x.Get(ctx, n)
+			if err != nil || got != rec {
+				t.Fatalf("Get(%q) = %+v, %v; want %+v", n, got, err, rec)
+			}
+		}
+		// Where the records are: tools/<name>.json for plain names.
+		if _, err := objs.Get(ctx, "tools/word_count.json", 0); err != nil {
+			t.Errorf("the record of word_count is not at tools/word_count.json: %v", err)
+		}
+		// Names that differ only in case are different tools.
+		if got, err := x.Get(ctx, "upper"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Get(upper) after Put(Upper) = %+v, %v; want ErrNotFound", got, err)
+		}
+		recs, err := x.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(names)
+		slices.Sort(want)
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("List names = %q, want %q", got, want)
+		}
+	})
+
+	t.Run("LastWriterWins", func(t *testing.T) {
+		x := cluster.ToolIndex{Objects: newStore(t)}
+		for _, v := range []string{"v1", "v2"} {
+			if err := x.Put(ctx, cluster.ToolRecord{Name: "t", SHA256: sha(v), Size: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := x.Get(ctx, "t")
+		if err != nil || got.SHA256 != sha("v2") {
+			t.Errorf("Get after two Puts = %+v, %v; want the second", got, err)
+		}
+		if got.Uploaded.IsZero() || got.Uploaded.Location() != time.UTC {
+			t.Errorf("Put with a zero Uploaded stored %v, want now in UTC", got.Uploaded)
+		}
+		if recs, err := x.List(ctx); err != nil || len(recs) != 1 {
+			t.Errorf("List after two Puts of one name = %+v, %v", recs, err)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		x := cluster.ToolIndex{Objects: newStore(t)}
+		for _, n := range []string{"keep", "Drop"} {
+			if err := x.Put(ctx, cluster.ToolRecord{Name: n, SHA256: sha(n)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Delete(ctx, "Drop"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Get(ctx, "Drop"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+		}
+		if err := x.Delete(ctx, "Drop"); !errors.Is(err, cluster.ErrNotFound) {
+			t.Errorf("second Delete: %v, want ErrNotFound", err)
+		}
+		if recs, err := x.List(ctx); err != nil || len(recs) != 1 || recs[0].Name != "keep" {
+			t.Errorf("List after Delete = %+v, %v", recs, err)
+		}
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		x := cluster.ToolIndex{Objects: newStore(t)}
+		for _, n := range []string{"", "a.b", "a/b", "a b", "é", "../x", strings.Repeat("a", 65)} {
+			if err := x.Put(ctx, cluster.ToolRecord{Name: n, SHA256: sha(n)}); !errors.Is(err, cluster.ErrBadName) {
+				t.Errorf("Put(%q): %v, want ErrBadName", n, err)
+			}
+			if _, err := x.Get(ctx, n); !errors.Is(err, cluster.ErrBadName) {
+				t.Errorf("Get(%q): %v, want ErrBadName", n, err)
+			}
+			if err := x.Delete(ctx, n); !errors.Is(err, cluster.ErrBadName) {
+				t.Errorf("Delete(%q): %v, want ErrBadName", n, err)
+			}
+		}
+		for _, rec := range []cluster.ToolRecord{{Name: "t"}, {Name: "t", SHA256: "abc"}, {Name: "t", SHA256: strings.ToUpper(sha("t"))}, {Name: "t", SHA256: sha("t"), Size: -1}} {
+			if err := x.Put(ctx, rec); err == nil {
+				t.Errorf("Put(%+v) succeeded", rec)
+			}
+		}
+		if recs, err := x.List(ctx); err != nil || len(recs) != 0 {
+			t.Errorf("after refused Puts, List = %+v, %v", recs, err)
+		}
+	})
+
+	t.Run("Damaged", func(t *testing.T) {
+		objs := newStore(t)
+		x := cluster.ToolIndex{Objects: objs}
+		good := cluster.ToolRecord{Name: "good", SHA256: sha("good"), Size: 1, Uploaded: when}
+		if err := x.Put(ctx, good); err != nil {
+			t.Fatal(err)
+		}
+		// Objects under tools/ that are not records of ours are ignored.
+		for _, k := range []string{"tools/readme", "tools/a.b.json", "tools/b32.zzz1.json", "tools/b32.mfrgg.json", "tools/sub/x.json"} {
+			if err := objs.Put(ctx, k, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if recs, err := x.List(ctx); err != nil || len(recs) != 1 || recs[0] != good {
+			t.Errorf("List beside foreign objects = %+v, %v; want only the record", recs, err)
+		}
+		for name, data := range map[string]string{
+			"other":   `{"name":"someone","sha256":"` + sha("x") + `","size":1,"uploaded":"2026-12-01T15:00:00Z","manifest":false}`,
+			"badsha":  `{"name":"badsha","sha256":"nope","size":1,"uploaded":"2026-12-01T15:00:00Z","manifest":false}`,
+			"extra":   `{"name":"extra","sha256":"` + sha("x") + `","size":1,"uploaded":"2026-12-01T15:00:00Z","manifest":false,"more":1}`,
+			"garbage": `not json`,
+		} {
+			key, err := cluster.ToolKey(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := objs.Put(ctx, key, []byte(data)); err != nil {
+				t.Fatal(err)
+			}
+			if rec, err := x.Get(ctx, name); err == nil || errors.Is(err, cluster.ErrNotFound) {
+				t.Errorf("Get of a damaged record %s = %+v, %v; want an error", name, rec, err)
+			}
+		}
+		if _, err := x.List(ctx); err == nil {
+			t.Error("List with damaged records succeeded")
 		}
 	})
 }

@@ -17,7 +17,9 @@ import (
 // connection reached, [serve] allowed_hosts) and not from web pages of
 // another origin. It runs
 // until the context is cancelled (SIGTERM, Ctrl-C), then lets requests in
-// flight finish for up to server.DefaultShutdownTimeout.
+// flight finish for up to server.DefaultShutdownTimeout. With [cluster]
+// the uploaded tools are shared with every other replica through the
+// module store (serve_cluster.go) and runs answer 501 (docs/API.md).
 func (c *cli) serve(ctx context.Context, args []string) error {
 	fs := newFlags("serve")
 	addr := fs.String("addr", "", "listen on ADDR (default: [serve] addr, else 127.0.0.1:8080)")
@@ -64,6 +66,22 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	lc.Approver = c.serveApprover(cfg) // calls that need a yes are asked of the run's client (docs/API.md)
 	opts := serveOptions(cfg.Serve)
 	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel
+	data := ""
+	if cfg.Cluster.Enabled() {
+		// Cluster mode: the uploads live in [cluster] module_store,
+		// shared by every replica; this process keeps nothing.
+		ce, err := c.openCluster(ctx, cfg)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer ce.close()
+		opts.SharedStore = newSharedTools(ce.objects, 0)
+		data = "shared: " + cfg.Cluster.ModuleStore
+		if cfg.Cluster.ModuleStore == "" {
+			data = "shared: the default module_store directory"
+		}
+	}
 	srv, err := server.New(ctx, opts)
 	if err != nil {
 		ln.Close()
@@ -74,7 +92,10 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if len(tokens) == 0 {
 		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
 	}
-	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, data: %s, auth: %s)\n", ln.Addr(), e.loaded(), srv.DataDir(), auth)
+	if data == "" {
+		data = "data: " + srv.DataDir()
+	}
+	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, %s, auth: %s)\n", ln.Addr(), e.loaded(), data, auth)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() && len(cfg.Serve.AllowedHosts) == 0 {
 		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
 	}

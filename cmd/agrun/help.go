@@ -148,7 +148,9 @@ var cmdDocs = map[string]cmdDoc{
 	"serve": {
 		synopsis: "agrun [-c FILE] serve [--addr ADDR]",
 		summary:  "Serve the HTTP API: upload, list and call tools; runs (docs/API.md).",
-		example:  "agrun serve --addr 127.0.0.1:8080",
+		detail: "With [cluster] it keeps no state: uploads go to [cluster] module_store, shared by every replica\n" +
+			"(run as many as you like behind a load balancer); runs answer 501 there (docs/API.md, \"Cluster mode\").",
+		example: "agrun serve --addr 127.0.0.1:8080",
 	},
 	"worker": {
 		synopsis: "agrun [-c FILE] worker [--queues llm,wasm,mcp] [--concurrency N] [--identity NAME]",

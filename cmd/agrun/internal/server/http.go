@@ -44,6 +44,7 @@ const (
 	KindInternal         Kind = "internal"               // the server failed (disk, ...)
 	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
 	KindConflict         Kind = "conflict"               // the call was already decided
+	KindNotSupported     Kind = "not_supported"          // runs in cluster mode (501; docs/SCALING.md)
 )
 
 // ErrorInfo is the error part of every failed answer.
@@ -173,10 +174,14 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/tools/{name}", s.getTool)
 	mux.HandleFunc("DELETE /v1/tools/{name}", s.deleteTool)
 	mux.HandleFunc("POST /v1/tools/{name}/call", s.callTool)
-	mux.HandleFunc("POST /v1/runs", s.run)
-	mux.HandleFunc("GET /v1/runs/{id}", s.runState)
-	mux.HandleFunc("POST /v1/runs/{id}/approvals", s.decideApproval)
-	mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
+	run, runState, decide, getSession := s.run, s.runState, s.decideApproval, s.getSession
+	if s.shared != nil {
+		run, runState, decide, getSession = s.notSupported, s.notSupported, s.notSupported, s.notSupported
+	}
+	mux.HandleFunc("POST /v1/runs", run)
+	mux.HandleFunc("GET /v1/runs/{id}", runState)
+	mux.HandleFunc("POST /v1/runs/{id}/approvals", decide)
+	mux.HandleFunc("GET /v1/sessions/{id}", getSession)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {

@@ -39,6 +39,9 @@
 // with an index mapping names to hashes; every write is atomic (temporary
 // file, fsync, rename, directory fsync), so a crash never leaves half a
 // tool, and a new Server on the same directory serves the same tools.
+// In cluster mode ([Options].SharedStore) they are stored in a
+// [SharedStore] instead, which any number of Servers share: each reads a
+// tool's record at every call.
 //
 // docs/API.md describes the HTTP API.
 package server
@@ -191,6 +194,12 @@ type Options struct {
 	// about a call that needs approval (then the call is denied). Zero:
 	// DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration
+	// SharedStore, when set, is cluster mode (docs/API.md): the uploaded
+	// tools live there, shared by every replica, and the Server keeps
+	// nothing of its own — no data directory is opened or locked
+	// (DataDir is not used), and the run endpoints answer 501
+	// not_supported. Nil: the data directory.
+	SharedStore SharedStore
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -245,11 +254,17 @@ type Server struct {
 	handler   http.Handler
 
 	mu      sync.Mutex // serializes changes to the store, the index and uploads
-	st      *store
-	idx     index
+	st      *store     // nil in cluster mode
+	idx     index      // in cluster mode, the records as last read
 	uploads map[string]*uploaded
 	broken  map[string]error // stored tools that failed to restore
 	closed  bool
+
+	// Cluster mode (shared.go).
+	shared    SharedStore
+	brokenSHA map[string]string // name -> the module that will not load (not tried again)
+	loadMu    sync.Mutex        // guards loading
+	loading   map[string]*load  // name+sha being loaded
 }
 
 // DefaultDataDir is $XDG_DATA_HOME/agrun/serve, else
@@ -301,19 +316,25 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dataDir := sv.DataDir
-	if dataDir == "" {
-		dataDir = DefaultDataDir()
-	}
-	st, idx, err := openStore(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	sessions := opts.Sessions
-	if sessions == nil {
-		if sessions, err = session.OpenStore(filepath.Join(dataDir, "sessions")); err != nil {
-			st.close()
-			return nil, fmt.Errorf("server: %w", err)
+	var (
+		dataDir  string
+		st       *store
+		idx      = index{Version: 1, Tools: map[string]indexEntry{}}
+		sessions = opts.Sessions
+	)
+	if opts.SharedStore == nil {
+		dataDir = sv.DataDir
+		if dataDir == "" {
+			dataDir = DefaultDataDir()
+		}
+		if st, idx, err = openStore(dataDir); err != nil {
+			return nil, err
+		}
+		if sessions == nil {
+			if sessions, err = session.OpenStore(filepath.Join(dataDir, "sessions")); err != nil {
+				st.close()
+				return nil, fmt.Errorf("server: %w", err)
+			}
 		}
 	}
 	log := opts.Logger
@@ -345,8 +366,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		idx:       idx,
 		uploads:   map[string]*uploaded{},
 		broken:    map[string]error{},
+		shared:    opts.SharedStore,
+		brokenSHA: map[string]string{},
+		loading:   map[string]*load{},
 	}
-	s.restore(ctx)
+	if s.shared == nil {
+		s.restore(ctx) // cluster mode loads each tool at its first use
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -416,7 +442,7 @@ func (s *Server) restoreOne(ctx context.Context, name string, e indexEntry) (*up
 // Limits returns the effective limits, defaults applied.
 func (s *Server) Limits() Limits { return s.limits }
 
-// DataDir returns the data directory in use.
+// DataDir returns the data directory in use ("" in cluster mode).
 func (s *Server) DataDir() string { return s.dataDir }
 
 // Handler returns the HTTP handler of the API. It can be served by any
@@ -497,6 +523,8 @@ func (s *Server) Close(ctx context.Context) error {
 		u.closeNow(ctx)
 	}
 	s.uploads = map[string]*uploaded{}
-	s.st.close()
+	if s.st != nil {
+		s.st.close()
+	}
 	return nil
 }

@@ -122,6 +122,13 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		return nil, errorf(http.StatusUnprocessableEntity, KindInvalidName, "tool name %q: names containing \"__\" are reserved for MCP tools", name)
 	}
 	sha := hashOf(wasm)
+	if s.shared != nil {
+		// Cluster mode: the conflicts and limits are those of the
+		// records as they are now, whoever wrote them.
+		if err := s.refreshShared(r, name, sha); err != nil {
+			return nil, err
+		}
+	}
 	// Answer name conflicts before compiling.
 	s.mu.Lock()
 	err = s.checkName(name, sha, int64(len(wasm)), replace)
@@ -143,7 +150,14 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		return nil, loadError(err)
 	}
 	u := newUploaded(t, indexEntry{SHA256: sha, Size: int64(len(wasm)), Uploaded: time.Now().UTC().Truncate(time.Second)})
-	replaced, err := s.commit(u, wasm, replace)
+	var replaced bool
+	if s.shared != nil {
+		sctx, cancel := s.sharedContext(r) // the compilation above is not counted
+		replaced, err = s.commitShared(sctx, u, wasm, replace)
+		cancel()
+	} else {
+		replaced, err = s.commit(u, wasm, replace)
+	}
 	if err != nil {
 		_ = t.Close(context.Background())
 		return nil, err
@@ -255,6 +269,14 @@ func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, 
 // listTools is GET /v1/tools: every tool, operator's and uploaded, and the
 // stored tools that failed to restore, sorted by name.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	if s.shared != nil {
+		ctx, cancel := s.sharedContext(r)
+		defer cancel()
+		if err := s.syncAll(ctx); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
 	names := s.reg.List()
 	s.mu.Lock()
 	for name := range s.broken {
@@ -276,6 +298,14 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 // getTool is GET /v1/tools/{name}.
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if s.shared != nil {
+		ctx, cancel := s.sharedContext(r)
+		defer cancel()
+		if err := s.syncTool(ctx, name); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
 	info := s.info(name, true)
 	if info == nil {
 		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
@@ -288,7 +318,15 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 // flight finish on the tool.
 func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := s.remove(name); err != nil {
+	var err error
+	if s.shared != nil {
+		ctx, cancel := s.sharedContext(r)
+		err = s.removeShared(ctx, name)
+		cancel()
+	} else {
+		err = s.remove(name)
+	}
+	if err != nil {
 		s.writeError(w, err)
 		return
 	}
@@ -349,6 +387,15 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	ctx, cancel := context.WithTimeout(s.traceContext(r), s.limits.CallTimeout)
 	defer cancel()
+	if s.shared != nil {
+		// Cluster mode: the name means what its record says now, so a
+		// tool uploaded, replaced or deleted through another replica is
+		// seen at the next call.
+		if err := s.syncTool(ctx, name); err != nil {
+			s.writeError(w, err)
+			return
+		}
+	}
 	start := time.Now()
 	inv := s.reg.Invoke(ctx, name, args)
 	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit})

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/internal/testing/pgtest"
+	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// startServeReplica starts the built binary's `agrun serve` with cfg and
+// env on a free loopback port and returns its base URL.
+func startServeReplica(t *testing.T, cfg string, env []string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve replica did not exit cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Error("serve replica did not stop on SIGTERM")
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var seen strings.Builder
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "serving on ") {
+				lines <- sc.Text()
+				io.Copy(io.Discard, stderr)
+				return
+			}
+		}
+		lines <- "exited: " + seen.String()
+	}()
+	select {
+	case line := <-lines:
+		_, rest, ok := strings.Cut(line, "serving on ")
+		if !ok {
+			t.Fatalf("serve replica: %s", line)
+		}
+		if !strings.Contains(line, "shared: s3://") {
+			t.Errorf("the serving line does not name the shared store: %s", line)
+		}
+		base, _, _ := strings.Cut(rest, " ")
+		return base
+	case <-time.After(2 * time.Minute):
+		t.Fatal("serve replica did not start")
+	}
+	return ""
+}
+
+// httpDo sends one request and returns its status and body.
+func httpDo(t *testing.T, method, url, contentType string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeClusterReplicas: two `agrun serve` processes (the built
+// binary) on different ports, one agrun.toml whose [cluster] is a real
+// Temporal dev server, an S3 bucket (gofakes3 in this process) and a real
+// PostgreSQL, and one data_dir (cluster mode must not lock it). A tool
+// uploaded through A is listed and called through B; replaced through B,
+// A's next call runs the new module; deleted through A, B answers 404.
+func TestServeClusterReplicas(t *testing.T) {
+	addr := devtemporal.Start(t)
+	dsn := pgtest.Start(t)
+	backend := s3mem.New()
+	if err := backend.CreateBucket("agrun-serve"); err != nil {
+		t.Fatal(err)
+	}
+	s3srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(s3srv.Close)
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[sandbox]
+cache_dir = %q
+[sessions]
+dir = "sessions"
+[serve]
+data_dir = "served"
+[cluster]
+temporal_address = %q
+task_queue_prefix = "serve-e2e-"
+module_store = "s3://agrun-serve/replicas"
+s3_endpoint = %q
+s3_region = "us-east-1"
+s3_path_style = true
+session_store = "postgres"
+`, testguest.CompilationCacheDir(t), addr, s3srv.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"AGRUN_TOKENS=",
+		"AWS_ACCESS_KEY_ID=test-key-id", "AWS_SECRET_ACCESS_KEY=test-secret",
+		"AWS_CONFIG_FILE=" + filepath.Join(dir, "no-aws-config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "no-aws-credentials"),
+		"AGRUN_POSTGRES_DSN=" + dsn,
+	}
+	a := startServeReplica(t, cfg, env)
+	b := startServeReplica(t, cfg, env)
+
+	wc, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "word_count.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("internal", "server", "testdata", "ok.wat")), wasmtools.Manifest{Name: "word_count", Description: "answers ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Upload through A.
+	if st, body := httpDo(t, "POST", a+"/v1/tools", "application/wasm", wc); st != http.StatusCreated {
+		t.Fatalf("upload through A: %d %s", st, body)
+	}
+	// The module and its name record are in the bucket, where docs/API.md says.
+	for _, key := range []string{"replicas/" + cluster.ModuleKey(cluster.Digest(wc)), "replicas/tools/word_count.json"} {
+		if _, err := backend.HeadObject("agrun-serve", key); err != nil {
+			t.Errorf("object %s after the upload: %v", key, err)
+		}
+	}
+	// List and call through B.
+	if st, body := httpDo(t, "GET", b+"/v1/tools", "", nil); st != http.StatusOK || !strings.Contains(body, `"name":"word_count"`) || !strings.Contains(body, `"sha256":"`+cluster.Digest(wc)+`"`) {
+		t.Fatalf("list through B: %d %s", st, body)
+	}
+	if st, body := httpDo(t, "POST", b+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"one two three"}`)); st != http.StatusOK || !strings.Contains(body, `"ok":true`) || !strings.Contains(body, `"words":3`) {
+		t.Fatalf("call through B: %d %s", st, body)
+	}
+	// Replace through B (without replace first: the name is taken).
+	if st, body := httpDo(t, "POST", b+"/v1/tools", "application/wasm", other); st != http.StatusConflict || !strings.Contains(body, `"exists"`) {
+		t.Errorf("upload of another module under the name through B: %d %s", st, body)
+	}
+	if st, body := httpDo(t, "POST", b+"/v1/tools?replace=true", "application/wasm", other); st != http.StatusCreated || !strings.Contains(body, `"replaced":true`) {
+		t.Fatalf("replace through B: %d %s", st, body)
+	}
+	// A's next call runs the new module.
+	if st, body := httpDo(t, "POST", a+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"one two three"}`)); st != http.StatusOK || !strings.Contains(body, `"result":{"ok":true}`) {
+		t.Fatalf("call through A after B replaced the tool: %d %s", st, body)
+	}
+	// Delete through A; B answers 404.
+	if st, body := httpDo(t, "DELETE", a+"/v1/tools/word_count", "", nil); st != http.StatusNoContent {
+		t.Fatalf("delete through A: %d %s", st, body)
+	}
+	if st, body := httpDo(t, "POST", b+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"x"}`)); st != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
+		t.Errorf("call through B after A deleted: %d %s", st, body)
+	}
+	if st, body := httpDo(t, "GET", b+"/v1/tools/word_count", "", nil); st != http.StatusNotFound {
+		t.Errorf("get through B after A deleted: %d %s", st, body)
+	}
+	// Runs are not served in cluster mode (yet): a clear 501.
+	if st, body := httpDo(t, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"hi"}`)); st != http.StatusNotImplemented || !strings.Contains(body, `"not_supported"`) || !strings.Contains(body, "SCALING.md") {
+		t.Errorf("POST /v1/runs in cluster mode: %d %s", st, body)
+	}
+	// Both replicas ran on one data_dir, which neither locked.
+	if _, err := os.Stat(filepath.Join(dir, "served", "lock")); err == nil {
+		t.Error("a replica locked the data directory in cluster mode")
+	}
+}
+
+// TestSharedToolsAdapter: the server's SharedStore over the cluster
+// stores (a directory here): records round-trip, a missing name is
+// server.ErrNoStoredTool (what makes the API answer 404), and a module
+// changed in the store is refused by its digest.
+func TestSharedToolsAdapter(t *testing.T) {
+	ctx := t.Context()
+	objs, err := cluster.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newSharedTools(objs, 0)
+	wasm := []byte("\x00asm\x01\x00\x00\x00 not run here")
+	sha, err := st.PutModule(ctx, wasm)
+	if err != nil || sha != cluster.Digest(wasm) {
+		t.Fatalf("PutModule = %s, %v", sha, err)
+	}
+	if got, err := st.Module(ctx, sha); err != nil || !bytes.Equal(got, wasm) {
+		t.Fatalf("Module = %q, %v", got, err)
+	}
+	when := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	for _, name := range []string{"word_count", "Word_Count"} {
+		if err := st.PutTool(ctx, name, server.StoredTool{SHA256: sha, Size: int64(len(wasm)), Uploaded: when}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := st.Tool(ctx, "Word_Count"); err != nil || got != (server.StoredTool{SHA256: sha, Size: int64(len(wasm)), Uploaded: when}) {
+		t.Errorf("Tool = %+v, %v", got, err)
+	}
+	if all, err := st.Tools(ctx); err != nil || len(all) != 2 || all["word_count"].SHA256 != sha {
+		t.Errorf("Tools = %+v, %v", all, err)
+	}
+	if err := st.DeleteTool(ctx, "word_count"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Tool(ctx, "word_count"); !errors.Is(err, server.ErrNoStoredTool) {
+		t.Errorf("Tool after delete: %v, want ErrNoStoredTool", err)
+	}
+	if err := st.DeleteTool(ctx, "word_count"); !errors.Is(err, server.ErrNoStoredTool) {
+		t.Errorf("second DeleteTool: %v, want ErrNoStoredTool", err)
+	}
+	if err := objs.Put(ctx, cluster.ModuleKey(sha), append(bytes.Clone(wasm), '!')); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Module(ctx, sha); !errors.Is(err, cluster.ErrDigest) {
+		t.Errorf("Module of a changed object: %v, want ErrDigest", err)
+	}
+}
