@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 [ -x scripts/setup-npm.sh ] && scripts/setup-npm.sh
+# The cluster tests' Temporal dev server (built once into .cache/) and
+# PostgreSQL; without them those tests skip, saying so (and fail under
+# AGRUN_REQUIRE_CLUSTER=1, as in .ci/run).
+scripts/setup-cluster.sh
 
 # Test guests and the wazero compilation cache are shared by every test
 # binary of the run (see internal/testing/testguest).

@@ -70,13 +70,13 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if cfg.Cluster.Enabled() {
 		// Cluster mode: the uploads live in [cluster] module_store,
 		// shared by every replica; this process keeps nothing.
-		ce, err := c.openCluster(ctx, cfg)
+		shared, closeShared, err := c.serveShared(ctx, cfg)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer ce.close()
-		opts.SharedStore = newSharedTools(ce.objects, 0)
+		defer closeShared()
+		opts.SharedStore = shared
 		data = "shared: " + cfg.Cluster.ModuleStore
 		if cfg.Cluster.ModuleStore == "" {
 			data = "shared: the default module_store directory"

@@ -8,6 +8,7 @@ import (
 	"flag"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/cmd/agrun/internal/server"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -39,3 +40,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 }
 
 func clusterErrorKind(error) (string, bool) { return "", false }
+
+func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
+	return nil, nil, errNoCluster
+}

@@ -1,3 +1,5 @@
+//go:build cluster
+
 package main
 
 import (
@@ -6,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 )
 
@@ -18,6 +21,16 @@ import (
 type sharedTools struct {
 	modules cluster.ModuleStore
 	index   cluster.ToolIndex
+}
+
+// serveShared opens cfg's cluster for `agrun serve`: the shared store of
+// uploads, and what closes it.
+func (c *cli) serveShared(ctx context.Context, cfg *config.Config) (server.SharedStore, func(), error) {
+	ce, err := c.openCluster(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newSharedTools(ce.objects, 0), ce.close, nil
 }
 
 func newSharedTools(objs cluster.ObjectStore, maxModule int64) sharedTools {

@@ -13,8 +13,8 @@ import (
 // the compiler lets every package of the module import.
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
-	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun"},
-	"internal/atomicfile": {"runtime", "cmd/agrun", "cluster"}, // runtime: prepared modules (prepared.go); cluster: DirObjects
+	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun", "cluster"}, // cluster: run errors it stores and returns
+	"internal/atomicfile": {"runtime", "cmd/agrun", "cluster"},                              // runtime: prepared modules (prepared.go); cluster: DirObjects
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages
