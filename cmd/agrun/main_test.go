@@ -527,6 +527,10 @@ func TestSessionLocked(t *testing.T) {
 var builtDir string
 
 // buildOnce builds the agrun binary once per test run.
+// buildTags are the build flags of the binary the tests run: the test
+// binary's own (-tags cluster, cluster_e2e_test.go).
+var buildTags []string
+
 var buildOnce = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "agrun-bin")
 	if err != nil {
@@ -534,7 +538,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	}
 	builtDir = dir
 	bin := filepath.Join(dir, "agrun")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", append(append([]string{"build"}, buildTags...), "-o", bin, ".")...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

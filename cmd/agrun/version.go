@@ -73,6 +73,11 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 	}
 	fmt.Fprintf(&b, "  go        %s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(&b, "  wazero    %s\n", strings.TrimSpace(wazero))
+	if clusterSupport {
+		fmt.Fprintf(&b, "  cluster   built in (-tags cluster)\n")
+	} else {
+		fmt.Fprintf(&b, "  cluster   not built in (go build -tags cluster ./cmd/agrun)\n")
+	}
 	return b.String()
 }
 
