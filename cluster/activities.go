@@ -38,6 +38,21 @@ type Activities struct {
 	Records  Records
 	// InlineLimit (0: DefaultInlineLimit).
 	InlineLimit int
+	// Refresh, if set, is called at the start of every step to bring
+	// Registry up to date (cmd/agrun: the tools uploaded through agrun
+	// serve). An error is logged and the step goes on with the registry
+	// as it is.
+	Refresh func(ctx context.Context) error
+}
+
+// refresh calls Refresh.
+func (a *Activities) refresh(ctx context.Context) {
+	if a.Refresh == nil {
+		return
+	}
+	if err := a.Refresh(ctx); err != nil {
+		activity.GetLogger(ctx).Warn("refreshing the tools", "error", err)
+	}
 }
 
 func (a *Activities) blobs() blobs { return blobs{store: a.Blobs, limit: a.InlineLimit} }
@@ -61,6 +76,7 @@ func permanent(err error) error {
 // they say without a new model request, and of two attempts racing, the
 // first to store wins and the other returns what it stored.
 func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, error) {
+	a.refresh(ctx)
 	recs, err := a.load(ctx, in.Session)
 	if err != nil {
 		return ModelOutput{}, err
@@ -276,6 +292,7 @@ func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map
 // that a lost worker is noticed within the heartbeat timeout. A failed
 // call is a result (its kind and message), not an activity error.
 func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) {
+	a.refresh(ctx)
 	args, err := a.blobs().get(ctx, in.Call.Args)
 	if err != nil {
 		return ToolResult{}, err

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +29,9 @@ import (
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/internal/testing/s3test"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/wasmtools"
 )
 
 func init() { buildTags = []string{"-tags", "cluster"} }
@@ -345,5 +348,40 @@ session_store = "postgres"
 	// Nothing of it in the local sessions folder.
 	if _, err := os.Stat(filepath.Join(e.dir, "sessions", "pg1.jsonl")); !os.IsNotExist(err) {
 		t.Fatalf("a local session file: %v", err)
+	}
+}
+
+// TestClusterRunUsesAnUploadedTool: a tool uploaded through `agrun serve`
+// in cluster mode is offered to the model by the workers (fetched from
+// the module store by digest, run with [serve.uploads]'s grant), and a
+// run on the cluster calls it.
+func TestClusterRunUsesAnUploadedTool(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "uploaded_ok", Args: `{}`}}, Check: func(t testing.TB, r chattest.Request) {
+			var names []string
+			for _, tl := range r.Tools {
+				names = append(names, tl.Function.Name)
+			}
+			if !slices.Contains(names, "uploaded_ok") {
+				t.Errorf("the uploaded tool is not offered: %v", names)
+			}
+		}},
+		chattest.Reply{Text: "it said ok"},
+	)
+	e := clusterTestEnv(t, srv.URL, addr)
+	base := startServeReplica(t, e.config, []string{"AGRUN_TOKENS="})
+	packed, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("internal", "server", "testdata", "ok.wat")),
+		wasmtools.Manifest{Name: "uploaded_ok", Description: "answers ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, body := httpDo(t, "POST", base+"/v1/tools", "application/wasm", packed); st != 201 {
+		t.Fatalf("upload: %d %s", st, body)
+	}
+	startWorker(t, e, "w1")
+	r := e.run("", "run", "--json", "--session", "up1", "use the uploaded tool")
+	if r.code != 0 || !strings.Contains(r.stdout, `"name":"uploaded_ok","output":{"ok":true}`) || !strings.Contains(r.stdout, `"text":"it said ok"`) {
+		t.Fatalf("run: %+v", r)
 	}
 }

@@ -76,7 +76,7 @@ func startServeReplica(t *testing.T, cfg string, env []string) string {
 		if !ok {
 			t.Fatalf("serve replica: %s", line)
 		}
-		if !strings.Contains(line, "shared: s3://") {
+		if !strings.Contains(line, "shared: ") {
 			t.Errorf("the serving line does not name the shared store: %s", line)
 		}
 		base, _, _ := strings.Cut(rest, " ")
