@@ -82,6 +82,9 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		return ModelOutput{}, err
 	}
 	if int64(len(recs)) > in.Seq {
+		if in.Final {
+			return ModelOutput{Seq: int64(len(recs))}, nil
+		}
 		return a.recovered(ctx, in, recs)
 	}
 	if int64(len(recs)) < in.Seq {
@@ -103,6 +106,19 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	}
 	var usage loop.Usage
 	cfg := a.Loop
+	// The run's budgets, less what its earlier steps used.
+	if lim := cfg.MaxTotalTokens; lim > 0 && !in.Final {
+		if in.UsedTokens >= lim {
+			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tokens", Limit: lim, Used: in.UsedTokens})
+		}
+		cfg.MaxTotalTokens = lim - in.UsedTokens
+	}
+	if lim := cfg.MaxToolCalls; lim > 0 && !in.Final {
+		if in.UsedCalls >= lim {
+			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tool_calls", Limit: int64(lim), Used: int64(in.UsedCalls)})
+		}
+		cfg.MaxToolCalls = lim - in.UsedCalls
+	}
 	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
 	cfg.OnMessage = func(m loop.Message) { keep(a.Records.Message(m)) }
 	cfg.OnRequest = func(ri loop.RequestInfo) {
@@ -120,21 +136,30 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		if err != nil {
 			return ModelOutput{}, err
 		}
-		events = cyc.ResumeStreamWithResults(ctx, a.Registry, results)
+		if in.Final {
+			events = cyc.AnswerStreamWithResults(ctx, a.Registry, results)
+		} else {
+			events = cyc.ResumeStreamWithResults(ctx, a.Registry, results)
+		}
 	} else {
 		events = cyc.SubmitStreamWithTools(ctx, in.Prompt, a.Registry)
 	}
+	// Heartbeat on a clock, not on events: a model may take longer than
+	// the heartbeat timeout to its first token, and the loop may wait
+	// between retries; the heartbeat is also how a cancelled run's
+	// cancellation reaches this step.
+	stopBeat := heartbeat(ctx)
 	var runErr error
 	for ev, err := range events {
 		if err != nil {
 			runErr = err
 			break
 		}
-		activity.RecordHeartbeat(ctx)
 		if tc, ok := ev.(*loop.ToolExecutionCompleted); ok {
 			keep(a.Records.Call(tc))
 		}
 	}
+	stopBeat()
 	if recErr != nil {
 		return ModelOutput{}, permanent(recErr)
 	}
@@ -160,9 +185,29 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		}
 		return a.recovered(ctx, in, recs)
 	}
+	if in.Final {
+		return ModelOutput{Seq: in.Seq + int64(len(out))}, nil
+	}
 	o, err := a.outputOf(ctx, in.Seq+int64(len(out)), cyc.Messages(), runErr)
 	o.Usage = usage
 	return o, err
+}
+
+// budgetSpent ends a run whose budget its earlier steps spent: the last
+// calls' results are stored (no model request), and the run's error is
+// the budget's.
+func (a *Activities) budgetSpent(ctx context.Context, in ModelStep, be *loop.BudgetError) (ModelOutput, error) {
+	seq := in.Seq
+	if len(in.Results) > 0 {
+		final := in
+		final.Final = true
+		o, err := a.Model(ctx, final)
+		if err != nil {
+			return ModelOutput{}, err
+		}
+		seq = o.Seq
+	}
+	return ModelOutput{Seq: seq, ErrorKind: string(loop.KindOf(be)), Error: be.Error()}, nil
 }
 
 // transient reports whether a run error may pass on another attempt: the
@@ -196,6 +241,24 @@ func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.Ra
 	history, err := a.Records.History(recs)
 	if err != nil {
 		return ModelOutput{}, permanent(err)
+	}
+	// The stored calls are run as they are: those that need a person's
+	// yes must still have it (a batch torn in the JSON-lines store could
+	// have kept a call and lost its denial).
+	if ap := a.Loop.Approver; ap != nil {
+		for _, c := range openCalls(history) {
+			t, ok := a.Registry.Get(c.Name)
+			if !ok {
+				continue
+			}
+			req := loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}
+			if !ap.NeedsApproval(req) {
+				continue
+			}
+			if d, err := ap.Approve(ctx, req); err != nil || !d.Answer.Approved() {
+				return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: the stored step is incomplete: call %s (%s) needs approval and has none", in.Session, c.ID, c.Name))
+			}
+		}
 	}
 	o, err := a.outputOf(ctx, int64(len(recs)), history, nil)
 	o.Recovered = true
@@ -297,25 +360,47 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 	if err != nil {
 		return ToolResult{}, err
 	}
+	stopBeat := heartbeat(ctx)
+	defer stopBeat()
+	// The registry answers by the time ctx ends, even for a tool that
+	// ignores it (its call is answered cancelled or timeout).
+	inv := a.Registry.InvokeAll(ctx, []registry.Call{{ID: in.Call.ID, Name: in.Call.Tool, Args: json.RawMessage(args)}})[0]
+	if err := ctx.Err(); err != nil {
+		// Cancelled (the run was, or this worker stops) or out of time:
+		// not a result for the model but the attempt's failure, so that
+		// Temporal decides (another worker may retry the call).
+		return ToolResult{}, err
+	}
+	return a.result(ctx, inv)
+}
+
+// heartbeat records a heartbeat now and then every third of the
+// activity's heartbeat timeout (at most every 10 s) until the returned
+// function is called.
+func heartbeat(ctx context.Context) (stop func()) {
 	beat := activity.GetInfo(ctx).HeartbeatTimeout / 3
 	if beat <= 0 || beat > 10*time.Second {
 		beat = 10 * time.Second
 	}
-	done := make(chan registry.Invocation, 1)
-	go func() {
-		done <- a.Registry.InvokeAll(ctx, []registry.Call{{ID: in.Call.ID, Name: in.Call.Tool, Args: json.RawMessage(args)}})[0]
-	}()
-	tick := time.NewTicker(beat)
-	defer tick.Stop()
 	activity.RecordHeartbeat(ctx)
-	for {
-		select {
-		case inv := <-done:
-			return a.result(ctx, inv)
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(beat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
 		}
-	}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func (a *Activities) result(ctx context.Context, inv registry.Invocation) (ToolResult, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agcore/agrun/loop"
@@ -26,8 +27,10 @@ const DefaultQueuePrefix = "agrun-"
 // DefaultInlineLimit is how large a payload (a tool result, a call's
 // arguments, a final answer) may be inside workflow history; a larger one
 // is put in the blob store and passed by reference. Temporal refuses
-// payloads over 2 MB and warns over 256 KiB; a step carries several.
-const DefaultInlineLimit = 128 << 10
+// payloads over 2 MB and warns over 256 KiB, and one step carries a whole
+// batch: up to loop.DefaultMaxToolCallsPerTurn (32) results or calls of
+// at most 32 KiB each stay under 1 MiB.
+const DefaultInlineLimit = 32 << 10
 
 // DefaultContinueAfterEvents is the workflow history length after which a
 // run continues as new (Temporal's hard limit is 51,200 events).
@@ -96,7 +99,8 @@ type RunInput struct {
 	RetrySideEffects bool `json:"retry_side_effects,omitempty"`
 	// HeartbeatTimeout: a worker silent this long is lost (0: 20 s).
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
-	// ModelTimeout bounds one model step, retries included (0: 15 min).
+	// ModelTimeout bounds one attempt of a model step, the loop's own
+	// retries included (0: 15 min); a step has up to 3 attempts.
 	ModelTimeout time.Duration `json:"model_timeout,omitempty"`
 	// ToolAttempts is how often a call without side effects is tried
 	// (0: 3), each attempt on any worker of its queue.
@@ -110,6 +114,8 @@ type RunInput struct {
 	Usage   loop.Usage   `json:"usage"`
 	// ContinuedAsNew counts the times the run continued as new so far.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// UsedCalls counts the tool calls run so far (the budget).
+	UsedCalls int `json:"used_calls,omitempty"`
 }
 
 // RunResult is how a run ended: an answer (Text), or an error kind (a
@@ -136,6 +142,14 @@ type ModelStep struct {
 	Seq     int64        `json:"seq"`
 	Prompt  string       `json:"prompt,omitempty"`
 	Results []ToolResult `json:"results,omitempty"`
+	// Final: the run's turns are spent; the step stores the results'
+	// tool messages and makes no model request.
+	Final bool `json:"final,omitempty"`
+	// UsedTokens and UsedCalls are what the run's earlier steps used,
+	// counted against the worker's [llm] max_total_tokens and
+	// max_tool_calls (the budgets are per run, as locally).
+	UsedTokens int64 `json:"used_tokens,omitempty"`
+	UsedCalls  int   `json:"used_calls,omitempty"`
 }
 
 // ModelOutput is what a model step did: the session's next seq, and
@@ -254,6 +268,9 @@ const maxPayload = 256 << 20
 func (b blobs) get(ctx context.Context, p Payload) ([]byte, error) {
 	if p.Ref == "" {
 		return p.Data, nil
+	}
+	if d, ok := strings.CutPrefix(p.Ref, "blobs/sha256/"); !ok || !validDigest(d) {
+		return nil, fmt.Errorf("cluster: %q is not a payload reference", p.Ref)
 	}
 	if b.store == nil {
 		return nil, errors.New("cluster: a payload by reference and no blob store")

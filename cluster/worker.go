@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -52,7 +53,10 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 		n = 8
 	}
 	fatal := make(chan error, 8)
-	opts := worker.Options{MaxConcurrentActivityExecutionSize: n, Identity: o.Identity,
+	// On stop, running activities get a moment to finish; then their
+	// contexts end and they fail as attempts (not as results), so that
+	// Temporal retries them elsewhere where it may.
+	opts := worker.Options{MaxConcurrentActivityExecutionSize: n, Identity: o.Identity, WorkerStopTimeout: 5 * time.Second,
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:

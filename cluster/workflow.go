@@ -53,22 +53,40 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		continueAfter = DefaultContinueAfterEvents
 	}
 	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
-	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, Results: in.Results}
+	usedCalls := in.UsedCalls
+	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
 	for {
-		if res.Turns >= maxTurns {
-			res.ErrorKind, res.Error = string(loop.KindMaxTurns), fmt.Sprintf("%v (%d)", loop.ErrMaxTurns, maxTurns)
-			return res, nil
-		}
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			TaskQueue:           in.Queues.LLM,
-			StartToCloseTimeout: modelTimeout,
-			HeartbeatTimeout:    hb,
+			TaskQueue: in.Queues.LLM,
+			// No worker serving the queue for this long fails the run
+			// (timeout) instead of leaving it waiting unseen.
+			ScheduleToStartTimeout: scheduleToStart,
+			StartToCloseTimeout:    modelTimeout,
+			HeartbeatTimeout:       hb,
+			// A cancelled run stays open until its step has stopped, so
+			// that no step of it writes after the next run began.
+			WaitForCancellation: true,
 			RetryPolicy: &temporal.RetryPolicy{
 				InitialInterval:        time.Second,
 				MaximumAttempts:        3,
 				NonRetryableErrorTypes: []string{errPermanent},
 			},
 		})
+		if res.Turns >= maxTurns {
+			// The calls that ran are stored (as the local path stores them
+			// before ErrMaxTurns), then the run ends.
+			if len(step.Results) > 0 {
+				step.Final = true
+				var out ModelOutput
+				if err := workflow.ExecuteActivity(mctx, ModelActivity, step).Get(ctx, &out); err != nil {
+					res.ErrorKind, res.Error = activityKind(err), err.Error()
+					return res, nil
+				}
+				res.Seq = out.Seq
+			}
+			res.ErrorKind, res.Error = string(loop.KindMaxTurns), fmt.Sprintf("%v (%d)", loop.ErrMaxTurns, maxTurns)
+			return res, nil
+		}
 		var out ModelOutput
 		if err := workflow.ExecuteActivity(mctx, ModelActivity, step).Get(ctx, &out); err != nil {
 			res.ErrorKind, res.Error = activityKind(err), err.Error()
@@ -96,10 +114,12 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 				n = 1
 			}
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				TaskQueue:           in.Queues.forSource(c.Source),
-				StartToCloseTimeout: timeout,
-				HeartbeatTimeout:    hb,
-				RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
+				TaskQueue:              in.Queues.forSource(c.Source),
+				ScheduleToStartTimeout: scheduleToStart,
+				StartToCloseTimeout:    timeout,
+				HeartbeatTimeout:       hb,
+				WaitForCancellation:    true,
+				RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
 			})
 			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c})
 		}
@@ -110,15 +130,20 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			}
 			results[i].ID = out.Calls[i].ID
 		}
-		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results}
+		usedCalls += len(out.Calls)
+		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls}
 		if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= continueAfter || info.GetCurrentHistorySize() >= continueAfterBytes {
 			next := in
 			next.Prompt, next.Seq, next.Turns, next.Results, next.Usage = "", res.Seq, res.Turns, results, res.Usage
 			next.ContinuedAsNew++
+			next.UsedCalls = usedCalls
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 	}
 }
+
+// scheduleToStart is how long a step may wait for a worker of its queue.
+const scheduleToStart = 10 * time.Minute
 
 // continueAfterBytes: a run continues as new once its history is this
 // large (Temporal's limit is 50 MB).

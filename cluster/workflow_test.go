@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -276,7 +278,8 @@ func TestLostWorkerRetriesBySideEffects(t *testing.T) {
 			})
 			env.OnActivity(ToolActivity, mock.Anything, mock.Anything).Return(func(context.Context, ToolStep) (ToolResult, error) {
 				tries.Add(1)
-				return ToolResult{}, errors.New("worker lost")
+				// What Temporal reports when a worker stops heartbeating.
+				return ToolResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 			})
 			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor(""), RetrySideEffects: tc.retrySE})
 			if err := env.GetWorkflowError(); err != nil {
@@ -289,7 +292,7 @@ func TestLostWorkerRetriesBySideEffects(t *testing.T) {
 				t.Fatalf("results %+v", final.Results)
 			}
 			may := strings.Contains(final.Results[0].Message, "may or may not have taken effect")
-			if may != (tc.side && !tc.retrySE) {
+			if may != (tc.side && !tc.retrySE) || !strings.Contains(final.Results[0].Message, "the worker running the call was lost (Heartbeat)") {
 				t.Fatalf("message %q", final.Results[0].Message)
 			}
 		})
@@ -357,5 +360,47 @@ func TestLargeResultsGoByReference(t *testing.T) {
 	h, _ := jsonRecords{}.History(recs)
 	if len(h) != 4 || h[2].Role != loop.RoleTool || len(h[2].FullContent) < len(big) {
 		t.Fatalf("the session does not keep the whole result (%d messages)", len(h))
+	}
+}
+
+// TestMaxTurnsKeepsTheCallsThatRan: a run whose turns are spent after a
+// reply's calls ran stores their results (one more step, no model
+// request) and ends with max_turns, as the local path does.
+func TestMaxTurnsKeepsTheCallsThatRan(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}})
+	a, st := newActivities(t, srv, &fakeTool{name: "t", source: "wasm"})
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor(""), MaxTurns: 1})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Load(context.Background(), "s", 0)
+	h, _ := jsonRecords{}.History(recs)
+	if res.ErrorKind != "max_turns" || len(srv.Requests()) != 1 || len(h) != 3 || h[2].Role != loop.RoleTool || h[2].Content != `{"tool":"t"}` || res.Seq != int64(len(recs)) {
+		t.Fatalf("result %+v, %d requests, history %+v", res, len(srv.Requests()), h)
+	}
+}
+
+// TestTokenBudgetAcrossSteps: the worker's [llm] max_total_tokens is the
+// run's, counted across its steps: a run whose first step used more than
+// the budget stores that step's call results and ends with the budget's
+// error, without another model request.
+func TestTokenBudgetAcrossSteps(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}},
+		Usage: &chattest.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}})
+	a, st := newActivities(t, srv, &fakeTool{name: "t", source: "wasm"})
+	a.Loop.MaxTotalTokens = 10
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Load(context.Background(), "s", 0)
+	h, _ := jsonRecords{}.History(recs)
+	want := string(loop.KindOf(&loop.BudgetError{Budget: "tokens"}))
+	if res.ErrorKind != want || len(srv.Requests()) != 1 || len(h) != 3 || h[2].Role != loop.RoleTool || res.Usage.TotalTokens != 15 {
+		t.Fatalf("result %+v (want kind %q), %d requests, %d messages", res, want, len(srv.Requests()), len(h))
 	}
 }

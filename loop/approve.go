@@ -409,10 +409,19 @@ func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDe
 // waiting call needs a result, and every result a waiting call;
 // otherwise the error wraps ErrNothingPending and nothing is changed.
 func (c *Cycle) ResumeStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit) })
+	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit, true) })
 }
 
-func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation, emit func(Event) bool) error {
+// AnswerStreamWithResults is ResumeStreamWithResults without the next
+// model request: the waiting calls are answered (their events emitted,
+// their tool messages appended) and the run ends there, with nil. A run
+// whose turns are spent ends this way, so that the calls that did run
+// are in the history, as they are when a local run hits MaxTurns.
+func (c *Cycle) AnswerStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
+	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit, false) })
+}
+
+func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation, emit func(Event) bool, goOn bool) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrBusy
 	}
@@ -443,6 +452,9 @@ func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results 
 	defer r.closeOpen(ctx)
 	if err := r.runTools(ctx, pending); err != nil {
 		return err
+	}
+	if !goOn {
+		return nil
 	}
 	r.supplied = nil
 	_, err := r.turns(ctx, true)

@@ -124,3 +124,28 @@ func TestDeferCallsDecidesApprovalsFirst(t *testing.T) {
 		t.Fatalf("decisions %v", decided)
 	}
 }
+
+// TestAnswerWithResultsMakesNoRequest: AnswerStreamWithResults answers
+// the deferred calls and stops: no model request, the tool messages in
+// the history.
+func TestAnswerWithResultsMakesNoRequest(t *testing.T) {
+	srv := newServer(t, step{ToolCalls: []chattest.Call{call("c1", "t", `{}`)}})
+	reg := newRegistry(t, okTool("t", nil))
+	c := newCycle(t, srv, Config{DeferCalls: true})
+	if _, err := collect(t, c, context.Background(), "x", reg); !errors.Is(err, ErrCallsDeferred) {
+		t.Fatal(err)
+	}
+	var completed int
+	for ev, err := range c.AnswerStreamWithResults(context.Background(), reg, map[string]registry.Invocation{"c1": {Output: json.RawMessage(`{"v":1}`)}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ev.(*ToolExecutionCompleted); ok {
+			completed++
+		}
+	}
+	h := c.Messages()
+	if completed != 1 || len(srv.Requests()) != 1 || h[len(h)-1].Role != RoleTool || h[len(h)-1].Content != `{"v":1}` || len(c.Pending()) != 0 {
+		t.Fatalf("completed %d, %d requests, history %+v", completed, len(srv.Requests()), h)
+	}
+}

@@ -119,8 +119,12 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 		next += int64(len(recs))
 		return nil
 	}
-	tick := time.NewTicker(150 * time.Millisecond)
+	// Poll the store quickly at first, then every second: each poll of
+	// the JSON-lines store reads the session's file.
+	wait := 150 * time.Millisecond
+	tick := time.NewTimer(wait)
 	defer tick.Stop()
+	told := false
 	var runErr error
 	for waiting := true; waiting; {
 		select {
@@ -130,11 +134,19 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 			if err := drain(); err != nil {
 				c.logger().Warn("reading the session's progress", "session", id, "err", err)
 			}
+			if !told && next == from && time.Since(st.start) > 10*time.Second {
+				told = true
+				fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done yet (is `agrun worker` running for %s?)\n", cfgAddr(ce))
+			}
+			wait = min(wait*2, time.Second)
+			tick.Reset(wait)
 		case <-ctx.Done():
 			// Ctrl-C: the run stops on the cluster too (its activities
 			// see the cancellation at their next heartbeat).
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			ce.temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID())
+			if err := ce.temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID()); err != nil {
+				fmt.Fprintf(c.stderr, "agrun: the run could not be cancelled on the cluster (it goes on): %s\n", safe(err.Error()))
+			}
 			cancel()
 			drain()
 			f.end()
@@ -157,7 +169,15 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 		return st, err
 	}
 	st.text = text
+	if st.truncated {
+		fmt.Fprintln(c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
+	}
 	return st, nil
+}
+
+// cfgAddr names the cluster in messages.
+func cfgAddr(ce *clusterEnv) string {
+	return ce.queues.LLM + " at " + ce.cfg.Cluster.TemporalAddress
 }
 
 // follower turns session records into what the terminal or a script sees.
@@ -169,6 +189,10 @@ type follower struct {
 	names    map[string]string       // tool names by call id
 	inputs   map[string]json.RawMessage
 	wroteTxt bool
+	// The last request record's, for the next assistant message's
+	// turn_complete.
+	lastUsage  loop.Usage
+	lastFinish string
 }
 
 func (f *follower) emit(ev loop.Event) {
@@ -185,11 +209,13 @@ func (f *follower) record(b json.RawMessage) {
 	switch {
 	case len(r.Request) > 0:
 		var ri struct {
-			Usage loop.Usage `json:"usage"`
+			Usage        loop.Usage `json:"usage"`
+			FinishReason string     `json:"finish_reason"`
 		}
 		json.Unmarshal(r.Request, &ri)
 		f.st.requests++
 		f.st.usage = f.st.usage.Add(ri.Usage)
+		f.lastUsage, f.lastFinish = ri.Usage, ri.FinishReason
 	case len(r.Call) > 0:
 		var call session.Call
 		if json.Unmarshal(r.Call, &call) == nil {
@@ -214,6 +240,10 @@ func (f *follower) message(m loop.Message) {
 			}
 		}
 		reason := "stop"
+		if f.lastFinish == "length" {
+			reason = "length"
+			f.st.truncated = true
+		}
 		if len(m.ToolCalls) > 0 {
 			reason = "tool_calls"
 			if f.wroteTxt && !f.asJSON {
@@ -221,7 +251,8 @@ func (f *follower) message(m loop.Message) {
 				f.wroteTxt = false
 			}
 		}
-		f.emit(&loop.TurnComplete{Reason: reason})
+		f.emit(&loop.TurnComplete{Reason: reason, Usage: f.lastUsage})
+		f.lastUsage, f.lastFinish = loop.Usage{}, ""
 		for _, tc := range m.ToolCalls {
 			f.st.toolCalls++
 			f.names[tc.ID] = tc.Name

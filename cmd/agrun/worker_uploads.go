@@ -42,8 +42,14 @@ type uploadedTools struct {
 
 // refresh brings the registry up to date, at most every uploadsRefresh;
 // what fails is logged and leaves the registry as it was for that tool.
+//
+// A step never waits for another step's refresh (it goes on with the
+// registry as it is), and a replaced tool is closed in the background
+// once its calls in flight are done.
 func (u *uploadedTools) refresh(ctx context.Context) error {
-	u.mu.Lock()
+	if !u.mu.TryLock() {
+		return nil
+	}
 	defer u.mu.Unlock()
 	if time.Since(u.last) < uploadsRefresh {
 		return nil
@@ -59,17 +65,23 @@ func (u *uploadedTools) refresh(ctx context.Context) error {
 		if u.operator[rec.Name] || u.loaded[rec.Name] == rec.SHA256 || u.failed[rec.Name] == rec.SHA256 {
 			continue
 		}
-		wasm, manifest, err := u.modules.Get(ctx, rec.SHA256)
-		var t *wasmtools.Tool
-		if err == nil {
-			t, err = u.load(ctx, wasm, manifest)
+		// As agrun serve loads it (server.loadShared): the module by its
+		// digest, its manifest inside it, the uploads' grant.
+		wasm, _, err := u.modules.Get(ctx, rec.SHA256)
+		if err != nil {
+			// The store may answer next time: not marked failed.
+			u.log.Warn("uploaded tool not fetched", "tool", rec.Name, "sha256", rec.SHA256, "error", err)
+			continue
 		}
+		t, err := wasmtools.Load(ctx, u.rt, wasm, u.grant)
 		if err == nil && t.Name() != rec.Name {
 			t.Close(ctx)
 			err = fmt.Errorf("the stored module is named %q", t.Name())
 		}
 		if err != nil {
-			u.failed[rec.Name] = rec.SHA256
+			if ctx.Err() == nil {
+				u.failed[rec.Name] = rec.SHA256 // the same module fails again
+			}
 			u.log.Warn("uploaded tool not loaded", "tool", rec.Name, "sha256", rec.SHA256, "error", err)
 			continue
 		}
@@ -94,19 +106,10 @@ func (u *uploadedTools) refresh(ctx context.Context) error {
 	return nil
 }
 
-func (u *uploadedTools) load(ctx context.Context, wasm, manifest []byte) (*wasmtools.Tool, error) {
-	if manifest != nil {
-		m, err := wasmtools.ParseManifest(manifest)
-		if err != nil {
-			return nil, err
-		}
-		return wasmtools.LoadWithManifest(ctx, u.rt, wasm, m, u.grant)
-	}
-	return wasmtools.Load(ctx, u.rt, wasm, u.grant)
-}
-
+// closeTool releases a replaced or removed tool in the background:
+// Close waits for its calls in flight, which must not hold up a step.
 func closeTool(ctx context.Context, t registry.Tool) {
 	if wt, ok := t.(*wasmtools.Tool); ok {
-		wt.Close(ctx)
+		go wt.Close(context.WithoutCancel(ctx))
 	}
 }
