@@ -360,6 +360,16 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 	if err != nil {
 		return ToolResult{}, err
 	}
+	// The retry policy was chosen from the model step's worker's view of
+	// the tool; this worker's may differ (an upload replaced it since):
+	// a retried attempt of a call with side effects here is not run
+	// unless the run allows it.
+	if activity.GetInfo(ctx).Attempt > 1 && !in.RetrySideEffects {
+		if t, ok := a.Registry.Get(in.Call.Tool); ok && SideEffects(registry.DescribeGrant(t)) {
+			return ToolResult{ID: in.Call.ID, Kind: registry.Other, Worker: workerName(),
+				Message: "the worker running the call was lost; it was not run again because the tool may have side effects, so it may or may not have taken effect"}, nil
+		}
+	}
 	stopBeat := heartbeat(ctx)
 	defer stopBeat()
 	// The registry answers by the time ctx ends, even for a tool that

@@ -168,8 +168,10 @@ func (x ToolIndex) Get(ctx context.Context, name string) (ToolRecord, error) {
 
 // List returns every record, sorted by name, reading them a few at a
 // time. A record deleted between the listing and its read is left out;
-// a damaged one fails the List (the error names its key). Objects under
-// tools/ that ToolKey does not make are ignored.
+// a damaged one is left out too, and named in the error, which comes
+// with the good records (a caller may use them: a worker does, serve's
+// listing fails). Objects under tools/ that ToolKey does not make are
+// ignored.
 func (x ToolIndex) List(ctx context.Context) ([]ToolRecord, error) {
 	keys, err := x.Objects.List(ctx, toolsPrefix)
 	if err != nil {
@@ -201,9 +203,6 @@ func (x ToolIndex) List(ctx context.Context) ([]ToolRecord, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
 	out := make([]ToolRecord, 0, len(recs))
 	for i, r := range recs {
 		if found[i] {
@@ -211,7 +210,7 @@ func (x ToolIndex) List(ctx context.Context) ([]ToolRecord, error) {
 		}
 	}
 	slices.SortFunc(out, func(a, b ToolRecord) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Delete removes name's record (ErrNotFound if none). The module stays in

@@ -185,6 +185,9 @@ type PendingCall struct {
 type ToolStep struct {
 	Session string      `json:"session"`
 	Call    PendingCall `json:"call"`
+	// RetrySideEffects is the run's setting: a retried attempt of a call
+	// whose tool has side effects here is not run without it.
+	RetrySideEffects bool `json:"retry_side_effects,omitempty"`
 }
 
 // ToolResult is what one tool call returned: its output, or the kind and

@@ -121,7 +121,7 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 				WaitForCancellation:    true,
 				RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
 			})
-			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c})
+			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects})
 		}
 		results := make([]ToolResult, len(out.Calls))
 		for i, f := range futures {

@@ -404,3 +404,41 @@ func TestTokenBudgetAcrossSteps(t *testing.T) {
 		t.Fatalf("result %+v (want kind %q), %d requests, %d messages", res, want, len(srv.Requests()), len(h))
 	}
 }
+
+// TestRetryChecksTheToolHere: a call the model step's worker saw as
+// read-only is retried after its first attempt was lost; the worker of
+// the retry has the tool with side effects (an upload replaced it), so it
+// does not run it and tells the model instead.
+func TestRetryChecksTheToolHere(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}},
+		chattest.Reply{Text: "ok"},
+	)
+	var ran atomic.Int32
+	writer := &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Write},
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) { ran.Add(1); return json.RawMessage(`{}`), nil }}
+	a, st := newActivities(t, srv, writer)
+	env := newEnv(t, nil)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) {
+		o, err := a.Model(ctx, in)
+		for i := range o.Calls {
+			o.Calls[i].SideEffects = false // as the model step's worker saw the tool
+		}
+		return o, err
+	}, activity.RegisterOptions{Name: ModelActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) {
+		if activity.GetInfo(ctx).Attempt == 1 {
+			return ToolResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+		}
+		return a.Tool(ctx, in)
+	}, activity.RegisterOptions{Name: ToolActivity})
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Load(context.Background(), "s", 0)
+	h, _ := jsonRecords{}.History(recs)
+	if ran.Load() != 0 || len(h) != 4 || !strings.Contains(h[2].Content, "may or may not have taken effect") {
+		t.Fatalf("ran %d times; history %+v", ran.Load(), h)
+	}
+}

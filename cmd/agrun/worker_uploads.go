@@ -55,8 +55,12 @@ func (u *uploadedTools) refresh(ctx context.Context) error {
 		return nil
 	}
 	recs, err := u.index.List(ctx)
-	if err != nil {
+	if err != nil && recs == nil {
 		return fmt.Errorf("listing the uploaded tools: %w", err)
+	}
+	if err != nil {
+		// Damaged records are left out; the others are served.
+		u.log.Warn("uploaded tools: some records are damaged", "error", err)
 	}
 	u.last = time.Now()
 	seen := map[string]bool{}
