@@ -416,7 +416,10 @@ func TestRetryChecksTheToolHere(t *testing.T) {
 	)
 	var ran atomic.Int32
 	writer := &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Write},
-		run: func(context.Context, json.RawMessage) (json.RawMessage, error) { ran.Add(1); return json.RawMessage(`{}`), nil }}
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`{}`), nil
+		}}
 	a, st := newActivities(t, srv, writer)
 	env := newEnv(t, nil)
 	env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) {

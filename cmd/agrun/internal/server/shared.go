@@ -56,7 +56,7 @@ type StoredTool struct {
 var ErrNoStoredTool = errors.New("server: no such tool in the shared store")
 
 func (e StoredTool) entry() indexEntry {
-	return indexEntry{SHA256: e.SHA256, Size: e.Size, Uploaded: e.Uploaded}
+	return indexEntry(e)
 }
 
 // sharedError is the answer to a failure of the shared store itself.
