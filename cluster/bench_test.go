@@ -89,14 +89,14 @@ func benchCluster(b *testing.B) client.Client {
 
 // startWorkers runs n workers of one activity slot each until the
 // benchmark ends.
-func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n int) {
+func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n, slots int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := RunWorker(ctx, tc, a, WorkerOptions{Queues: q, Concurrency: 1, Identity: fmt.Sprintf("w%d", i)}); err != nil {
+			if err := RunWorker(ctx, tc, a, WorkerOptions{Queues: q, Concurrency: slots, Identity: fmt.Sprintf("w%d", i)}); err != nil {
 				b.Error(err)
 			}
 		}()
@@ -111,7 +111,7 @@ func BenchmarkClusterRun(b *testing.B) {
 			srv := chattest.New(b, benchScript(b.N, calls)...)
 			a, st := newActivities(b, srv, benchTool(0))
 			q := QueuesFor(fmt.Sprintf("bench%d-", calls))
-			startWorkers(b, tc, a, q, 1)
+			startWorkers(b, tc, a, q, 1, 8)
 			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, MaxTurns: calls + 1}}
 			b.ResetTimer()
 			for i := range b.N {
@@ -132,7 +132,7 @@ func BenchmarkClusterWorkers(b *testing.B) {
 			srv := chattest.New(b, benchScript(b.N, 1)...)
 			a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
 			q := QueuesFor(fmt.Sprintf("pool%d-", workers))
-			startWorkers(b, tc, a, q, workers)
+			startWorkers(b, tc, a, q, workers, 1)
 			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
 			b.ResetTimer()
 			var wg sync.WaitGroup
