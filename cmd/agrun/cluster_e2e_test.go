@@ -29,6 +29,7 @@ import (
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/internal/testing/s3test"
+	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/wasmtools"
@@ -383,5 +384,55 @@ func TestClusterRunUsesAnUploadedTool(t *testing.T) {
 	r := e.run("", "run", "--json", "--session", "up1", "use the uploaded tool")
 	if r.code != 0 || !strings.Contains(r.stdout, `"name":"uploaded_ok","output":{"ok":true}`) || !strings.Contains(r.stdout, `"text":"it said ok"`) {
 		t.Fatalf("run: %+v", r)
+	}
+}
+
+// TestClusterInterruptThenRerun: Ctrl-C during a slow tool call of a run
+// on the cluster exits 130 after cancelling the run there (its step stops
+// at its next heartbeat, and the session is free by the time agrun
+// exits); the next run of the session works, and its history is valid
+// (the interrupted call is answered "cancelled").
+func TestClusterInterruptThenRerun(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"sleep","n":20000}`}}},
+		chattest.Reply{Text: "second run"},
+	)
+	e := clusterTestEnv(t, srv.URL, addr)
+	startWorker(t, e, "w1")
+	run := e.cmd("run", "--session", "int1", "sleep long")
+	var stderr syncbuf.Buffer
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), "session int1") || len(srv.Requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not start: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the call is running
+	start := time.Now()
+	run.Process.Signal(os.Interrupt)
+	err := run.Wait()
+	if code := run.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d (%v): %s", code, err, stderr.String())
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Fatalf("agrun took %v to stop", time.Since(start))
+	}
+	r := e.run("", "run", "--json", "--session", "int1", "again")
+	if r.code != 0 || !strings.Contains(r.stdout, `"text":"second run"`) {
+		t.Fatalf("rerun: %+v", r)
+	}
+	msgs := messagesOf(t, filepath.Join(e.dir, "sessions"), "int1")
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, string(m.Role))
+	}
+	if strings.Join(roles, ",") != "user,assistant,tool,user,assistant" || !strings.HasPrefix(msgs[2].Content, "error (cancelled)") {
+		t.Fatalf("history %v: %+v", roles, msgs)
 	}
 }

@@ -146,6 +146,14 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			if err := ce.temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID()); err != nil {
 				fmt.Fprintf(c.stderr, "agrun: the run could not be cancelled on the cluster (it goes on): %s\n", safe(err.Error()))
+			} else {
+				// Wait (a little) for the run to stop, so that the session
+				// is free when agrun exits: its steps see the cancellation
+				// at their next heartbeat.
+				select {
+				case <-done:
+				case <-cctx.Done():
+				}
 			}
 			cancel()
 			drain()
