@@ -76,3 +76,32 @@ func TestRunOnARealServer(t *testing.T) {
 		t.Fatalf("a second run of a running session: %v", err)
 	}
 }
+
+// TestSlowModelKeepsItsStep: a model that takes longer to answer than
+// the heartbeat timeout does not lose its step (the step heartbeats on a
+// clock, not on tokens): one request, and the answer.
+func TestSlowModelKeepsItsStep(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t, chattest.Reply{Text: "late but here", Delay: 3 * time.Second})
+	a, st := newActivities(t, srv)
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	q := QueuesFor("slow-")
+	ctx, cancel := context.WithCancel(context.Background())
+	werr := make(chan error, 1)
+	go func() { werr <- RunWorker(ctx, tc, a, WorkerOptions{Queues: q}) }()
+	defer func() { cancel(); <-werr }()
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, HeartbeatTimeout: time.Second}}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	res, err := cl.Run(rctx, "slow", "take your time")
+	if err != nil || res.ErrorKind != "" || string(res.Text.Data) != "late but here" {
+		t.Fatalf("result %+v %v", res, err)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("%d model requests: the step was given up and retried", n)
+	}
+}
