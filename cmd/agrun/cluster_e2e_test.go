@@ -163,25 +163,7 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The worker running the tool call: the pending activity's.
-	var victim string
-	for victim == "" {
-		select {
-		case err := <-runDone:
-			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, stdout.String(), stderr.String())
-		case <-ctx.Done():
-			t.Fatal("the tool call never started")
-		case <-time.After(100 * time.Millisecond):
-		}
-		d, err := tc.DescribeWorkflow(ctx, cluster.WorkflowID("e2e"), "")
-		if err != nil {
-			continue
-		}
-		for _, pa := range d.RawResponse.GetPendingActivities() {
-			if pa.GetActivityType().GetName() == cluster.ToolActivity && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
-				victim = pa.GetLastWorkerIdentity()
-			}
-		}
-	}
+	victim := runningToolWorker(ctx, t, tc, "e2e", runDone, &stdout, &stderr)
 	w, ok := workers[victim]
 	if !ok {
 		t.Fatalf("the call runs on %q", victim)
@@ -434,5 +416,81 @@ func TestClusterInterruptThenRerun(t *testing.T) {
 	}
 	if strings.Join(roles, ",") != "user,assistant,tool,user,assistant" || !strings.HasPrefix(msgs[2].Content, "error (cancelled)") {
 		t.Fatalf("history %v: %+v", roles, msgs)
+	}
+}
+
+// runningToolWorker waits until a tool call of session's run is running
+// and returns the identity of the worker running it.
+func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, session string, runDone chan error, stdout, stderr fmt.Stringer) string {
+	t.Helper()
+	for {
+		select {
+		case err := <-runDone:
+			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		case <-ctx.Done():
+			t.Fatal("the tool call never started")
+		case <-time.After(100 * time.Millisecond):
+		}
+		d, err := tc.DescribeWorkflow(ctx, cluster.WorkflowID(session), "")
+		if err != nil {
+			continue
+		}
+		for _, pa := range d.RawResponse.GetPendingActivities() {
+			if pa.GetActivityType().GetName() == cluster.ToolActivity && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				return pa.GetLastWorkerIdentity()
+			}
+		}
+	}
+}
+
+// TestClusterWorkerStopsGracefully: SIGTERM to the worker running a
+// read-only call: it stops taking tasks, gives the call a moment, then
+// fails it as an attempt (not as a result for the model), and the other
+// worker runs it again; the run completes and the worker exits 0.
+func TestClusterWorkerStopsGracefully(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"sleep","n":9000}`}}},
+		chattest.Reply{Text: "done after all"},
+	)
+	e := clusterTestEnv(t, srv.URL, addr)
+	workers := map[string]*exec.Cmd{"w1": startWorker(t, e, "w1"), "w2": startWorker(t, e, "w2")}
+	run := e.cmd("run", "--json", "--session", "term1", "sleep")
+	var stdout, stderr syncbuf.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- run.Wait() }()
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	victim := runningToolWorker(ctx, t, tc, "term1", runDone, &stdout, &stderr)
+	w := workers[victim]
+	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Wait() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("the worker did not exit cleanly: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the worker did not stop")
+	}
+	select {
+	case err := <-runDone:
+		if err != nil || !strings.Contains(stdout.String(), `"output":{"ok":true,"n":9000}`) || !strings.Contains(stdout.String(), `"text":"done after all"`) {
+			t.Fatalf("run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the run did not finish\n%s\n%s", stdout.String(), stderr.String())
 	}
 }
