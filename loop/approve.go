@@ -362,7 +362,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions ma
 	c.mu.Lock()
 	c.pending = nil
 	c.mu.Unlock()
-	r := &runState{c: c, reg: reg, emit: emit, decisions: decisions, open: pending}
+	r := &runState{c: c, reg: reg, emit: emit, decisions: decisions, open: slices.Clone(pending)} // answer() edits open in place; runTools ranges over pending
 	defer r.closeOpen(ctx)
 	if err := r.runTools(ctx, pending); err != nil {
 		return err
@@ -448,7 +448,7 @@ func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results 
 	if results == nil {
 		results = map[string]registry.Invocation{}
 	}
-	r := &runState{c: c, reg: reg, emit: emit, open: pending, supplied: results}
+	r := &runState{c: c, reg: reg, emit: emit, open: slices.Clone(pending), supplied: results} // see resume
 	defer r.closeOpen(ctx)
 	if err := r.runTools(ctx, pending); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,5 +148,43 @@ func TestAnswerWithResultsMakesNoRequest(t *testing.T) {
 	h := c.Messages()
 	if completed != 1 || len(srv.Requests()) != 1 || h[len(h)-1].Role != RoleTool || h[len(h)-1].Content != `{"v":1}` || len(c.Pending()) != 0 {
 		t.Fatalf("completed %d, %d requests, history %+v", completed, len(srv.Requests()), h)
+	}
+}
+
+// TestResumeManyCallsKeepsEachResult: resuming three or more waiting
+// calls answers each with its own result, once (the calls being answered
+// and the calls still open are not the same slice).
+func TestResumeManyCallsKeepsEachResult(t *testing.T) {
+	srv := newServer(t,
+		step{ToolCalls: []chattest.Call{call("c1", "t", `{"i":1}`), call("c2", "t", `{"i":2}`), call("c3", "t", `{"i":3}`), call("c4", "t", `{"i":4}`)}},
+		expect(func(t testing.TB, got received) {
+			ids, content := toolContents(got)
+			if strings.Join(ids, ",") != "c1,c2,c3,c4" || content["c2"] != `{"r":2}` || content["c3"] != `{"r":3}` || content["c4"] != `{"r":4}` {
+				t.Errorf("tool messages %v %v", ids, content)
+			}
+		}, streamText("done")),
+	)
+	reg := newRegistry(t, okTool("t", nil))
+	c := newCycle(t, srv, Config{DeferCalls: true})
+	if _, err := collect(t, c, context.Background(), "x", reg); !errors.Is(err, ErrCallsDeferred) {
+		t.Fatal(err)
+	}
+	results := map[string]registry.Invocation{}
+	for i := 1; i <= 4; i++ {
+		results[fmt.Sprintf("c%d", i)] = registry.Invocation{Output: json.RawMessage(fmt.Sprintf(`{"r":%d}`, i))}
+	}
+	for _, err := range c.ResumeStreamWithResults(context.Background(), reg, results) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tools []string
+	for _, m := range c.Messages() {
+		if m.Role == RoleTool {
+			tools = append(tools, m.ToolCallID+"="+m.Content)
+		}
+	}
+	if strings.Join(tools, ",") != `c1={"r":1},c2={"r":2},c3={"r":3},c4={"r":4}` {
+		t.Fatalf("history %v", tools)
 	}
 }
