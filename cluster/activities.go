@@ -42,15 +42,17 @@ type Activities struct {
 	// Registry up to date (cmd/agrun: the tools uploaded through agrun
 	// serve). An error is logged and the step goes on with the registry
 	// as it is.
-	Refresh func(ctx context.Context) error
+	// force: now, even if it was done a moment ago (a call names a tool
+	// this worker does not have).
+	Refresh func(ctx context.Context, force bool) error
 }
 
 // refresh calls Refresh.
-func (a *Activities) refresh(ctx context.Context) {
+func (a *Activities) refresh(ctx context.Context, force bool) {
 	if a.Refresh == nil {
 		return
 	}
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.Refresh(ctx, force); err != nil {
 		activity.GetLogger(ctx).Warn("refreshing the tools", "error", err)
 	}
 }
@@ -76,7 +78,31 @@ func permanent(err error) error {
 // they say without a new model request, and of two attempts racing, the
 // first to store wins and the other returns what it stored.
 func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, error) {
-	a.refresh(ctx)
+	// Heartbeat on a clock for the whole step, not on events: a model may
+	// take longer than the heartbeat timeout to its first token, the loop
+	// may wait between retries, and loading, storing and refreshing take
+	// time too; the heartbeat is also how a cancelled run's cancellation
+	// reaches this step.
+	defer heartbeat(ctx)()
+	a.refresh(ctx, false)
+	cfg := a.Loop
+	// The run's budgets, less what its earlier steps used (checked first:
+	// they depend on the input alone, so a retry ends the same way).
+	if lim := cfg.MaxTotalTokens; lim > 0 && !in.Final {
+		if in.UsedTokens >= lim {
+			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tokens", Limit: lim, Used: in.UsedTokens})
+		}
+		cfg.MaxTotalTokens = lim - in.UsedTokens
+	}
+	if lim := cfg.MaxToolCalls; lim > 0 && !in.Final {
+		// UsedCalls counts the calls being answered here; the loop counts
+		// them again as it answers them.
+		prior := in.UsedCalls - len(in.Results)
+		if prior >= lim {
+			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tool_calls", Limit: int64(lim), Used: int64(in.UsedCalls)})
+		}
+		cfg.MaxToolCalls = lim - prior
+	}
 	recs, err := a.load(ctx, in.Session)
 	if err != nil {
 		return ModelOutput{}, err
@@ -105,20 +131,6 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		}
 	}
 	var usage loop.Usage
-	cfg := a.Loop
-	// The run's budgets, less what its earlier steps used.
-	if lim := cfg.MaxTotalTokens; lim > 0 && !in.Final {
-		if in.UsedTokens >= lim {
-			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tokens", Limit: lim, Used: in.UsedTokens})
-		}
-		cfg.MaxTotalTokens = lim - in.UsedTokens
-	}
-	if lim := cfg.MaxToolCalls; lim > 0 && !in.Final {
-		if in.UsedCalls >= lim {
-			return a.budgetSpent(ctx, in, &loop.BudgetError{Budget: "tool_calls", Limit: int64(lim), Used: int64(in.UsedCalls)})
-		}
-		cfg.MaxToolCalls = lim - in.UsedCalls
-	}
 	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
 	cfg.OnMessage = func(m loop.Message) { keep(a.Records.Message(m)) }
 	cfg.OnRequest = func(ri loop.RequestInfo) {
@@ -142,13 +154,16 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			events = cyc.ResumeStreamWithResults(ctx, a.Registry, results)
 		}
 	} else {
-		events = cyc.SubmitStreamWithTools(ctx, in.Prompt, a.Registry)
+		prompt := in.Prompt
+		if in.PromptRef != nil {
+			b, err := a.blobs().get(ctx, *in.PromptRef)
+			if err != nil {
+				return ModelOutput{}, err
+			}
+			prompt = string(b)
+		}
+		events = cyc.SubmitStreamWithTools(ctx, prompt, a.Registry)
 	}
-	// Heartbeat on a clock, not on events: a model may take longer than
-	// the heartbeat timeout to its first token, and the loop may wait
-	// between retries; the heartbeat is also how a cancelled run's
-	// cancellation reaches this step.
-	stopBeat := heartbeat(ctx)
 	var runErr error
 	for ev, err := range events {
 		if err != nil {
@@ -159,7 +174,6 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			keep(a.Records.Call(tc))
 		}
 	}
-	stopBeat()
 	if recErr != nil {
 		return ModelOutput{}, permanent(recErr)
 	}
@@ -245,18 +259,18 @@ func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.Ra
 	// The stored calls are run as they are: those that need a person's
 	// yes must still have it (a batch torn in the JSON-lines store could
 	// have kept a call and lost its denial).
+	// The decision was stored with the step: a call that needs a yes and
+	// has no approving decision record is not run.
 	if ap := a.Loop.Approver; ap != nil {
+		approved := a.Records.Approved(recs[min(int(in.Seq), len(recs)):])
 		for _, c := range openCalls(history) {
 			t, ok := a.Registry.Get(c.Name)
 			if !ok {
 				continue
 			}
 			req := loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}
-			if !ap.NeedsApproval(req) {
-				continue
-			}
-			if d, err := ap.Approve(ctx, req); err != nil || !d.Answer.Approved() {
-				return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: the stored step is incomplete: call %s (%s) needs approval and has none", in.Session, c.ID, c.Name))
+			if ap.NeedsApproval(req) && !approved[c.ID] {
+				return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: the stored step is incomplete: call %s (%s) needs approval and its decision is not stored", in.Session, c.ID, c.Name))
 			}
 		}
 	}
@@ -285,7 +299,7 @@ func (a *Activities) outputOf(ctx context.Context, seq int64, history []loop.Mes
 			pc := PendingCall{ID: c.ID, Tool: c.Name, Args: args}
 			if t, ok := a.Registry.Get(c.Name); ok {
 				g := registry.DescribeGrant(t)
-				pc.Source, pc.SideEffects, pc.Timeout = g.Source, SideEffects(g), g.Timeout
+				pc.Source, pc.SideEffects, pc.Timeout, pc.Grant = g.Source, SideEffects(g), g.Timeout, grantDigest(g)
 			}
 			o.Calls = append(o.Calls, pc)
 		}
@@ -335,6 +349,17 @@ func openCalls(history []loop.Message) []loop.ToolCall {
 func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map[string]registry.Invocation, error) {
 	m := make(map[string]registry.Invocation, len(results))
 	for _, r := range results {
+		if r.Whole != nil {
+			b, err := a.blobs().get(ctx, *r.Whole)
+			if err != nil {
+				return nil, err
+			}
+			id := r.ID
+			r = ToolResult{}
+			if err := json.Unmarshal(b, &r); err != nil || r.ID != id || r.Whole != nil {
+				return nil, permanent(fmt.Errorf("cluster: the stored result of call %s is damaged", id))
+			}
+		}
 		inv := registry.Invocation{ID: r.ID, Duration: time.Duration(r.DurationMS) * time.Millisecond, Audit: r.Audit}
 		if r.Kind != "" {
 			inv.Err = registry.NewError(r.Kind, "", errors.New(r.Message))
@@ -355,27 +380,37 @@ func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map
 // that a lost worker is noticed within the heartbeat timeout. A failed
 // call is a result (its kind and message), not an activity error.
 func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) {
-	a.refresh(ctx)
+	defer heartbeat(ctx)()
+	a.refresh(ctx, false)
 	args, err := a.blobs().get(ctx, in.Call.Args)
 	if err != nil {
 		return ToolResult{}, err
 	}
-	// The retry policy was chosen from the model step's worker's view of
-	// the tool; this worker's may differ (an upload replaced it since):
-	// a retried attempt of a call with side effects here is not run
-	// unless the run allows it.
-	if activity.GetInfo(ctx).Attempt > 1 && !in.RetrySideEffects {
-		if t, ok := a.Registry.Get(in.Call.Tool); ok && SideEffects(registry.DescribeGrant(t)) {
+	t, ok := a.Registry.Get(in.Call.Tool)
+	if !ok {
+		// A tool uploaded a moment ago may not be here yet.
+		a.refresh(ctx, true)
+		t, ok = a.Registry.Get(in.Call.Tool)
+	}
+	if ok {
+		g := registry.DescribeGrant(t)
+		// The call was decided (approvals, retry policy) on the model
+		// step's worker's view of the tool: it runs only on the same.
+		if in.Call.Grant != "" && grantDigest(g) != in.Call.Grant {
+			return ToolResult{ID: in.Call.ID, Kind: registry.Other, Worker: workerName(),
+				Message: "not run: the tool changed (its module or grant) between the model's request and the call; ask again"}, nil
+		}
+		// A retried attempt of a call with side effects here is not run
+		// unless the run allows it.
+		if activity.GetInfo(ctx).Attempt > 1 && !in.RetrySideEffects && SideEffects(g) {
 			return ToolResult{ID: in.Call.ID, Kind: registry.Other, Worker: workerName(),
 				Message: "the worker running the call was lost; it was not run again because the tool may have side effects, so it may or may not have taken effect"}, nil
 		}
 	}
-	stopBeat := heartbeat(ctx)
-	defer stopBeat()
 	// The registry answers by the time ctx ends, even for a tool that
 	// ignores it (its call is answered cancelled or timeout).
 	inv := a.Registry.InvokeAll(ctx, []registry.Call{{ID: in.Call.ID, Name: in.Call.Tool, Args: json.RawMessage(args)}})[0]
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && inv.Err != nil {
 		// Cancelled (the run was, or this worker stops) or out of time:
 		// not a result for the model but the attempt's failure, so that
 		// Temporal decides (another worker may retry the call).
@@ -385,12 +420,13 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 }
 
 // heartbeat records a heartbeat now and then every third of the
-// activity's heartbeat timeout (at most every 10 s) until the returned
-// function is called.
+// activity's heartbeat timeout (at most every second: the worker's
+// throttle is set to match, so a cancellation is seen within about a
+// second) until the returned function is called.
 func heartbeat(ctx context.Context) (stop func()) {
 	beat := activity.GetInfo(ctx).HeartbeatTimeout / 3
-	if beat <= 0 || beat > 10*time.Second {
-		beat = 10 * time.Second
+	if beat <= 0 || beat > time.Second {
+		beat = time.Second
 	}
 	activity.RecordHeartbeat(ctx)
 	done := make(chan struct{})
@@ -423,14 +459,44 @@ func (a *Activities) result(ctx context.Context, inv registry.Invocation) (ToolR
 		} else {
 			r.Message = inv.Err.Error()
 		}
-		return r, nil
+		return a.spill(ctx, r)
 	}
 	out, err := a.blobs().put(ctx, inv.Output)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	r.Output = out
-	return r, nil
+	return a.spill(ctx, r)
+}
+
+// spill keeps a result inline if its JSON is within the inline limit,
+// and otherwise stores it whole (its audit too) and returns a reference:
+// a batch of results travels in one workflow payload.
+func (a *Activities) spill(ctx context.Context, r ToolResult) (ToolResult, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	limit := a.InlineLimit
+	if limit <= 0 {
+		limit = DefaultInlineLimit
+	}
+	if len(b) <= limit+1024 { // a reference costs about that much anyway
+		return r, nil
+	}
+	bl := a.blobs()
+	bl.limit = -1 // always by reference
+	whole, err := bl.put(ctx, b)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	return ToolResult{ID: r.ID, Whole: &whole}, nil
+}
+
+// grantDigest names a grant: a call is decided and run on the same.
+func grantDigest(g registry.Grant) string {
+	b, _ := json.Marshal(g)
+	return Digest(b)
 }
 
 // workerName names this process in results, for the record.

@@ -35,6 +35,13 @@ func (c *Client) Start(ctx context.Context, session, prompt string) (client.Work
 	}
 	in := c.Defaults
 	in.Session, in.Prompt, in.Seq = session, prompt, int64(len(recs))
+	if len(prompt) > DefaultInlineLimit {
+		p, err := blobs{store: c.Blobs}.put(ctx, []byte(prompt))
+		if err != nil {
+			return nil, 0, err
+		}
+		in.Prompt, in.PromptRef = "", &p
+	}
 	if in.Queues == (Queues{}) {
 		in.Queues = QueuesFor("")
 	}

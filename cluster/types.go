@@ -29,8 +29,10 @@ const DefaultQueuePrefix = "agrun-"
 // is put in the blob store and passed by reference. Temporal refuses
 // payloads over 2 MB and warns over 256 KiB, and one step carries a whole
 // batch: up to loop.DefaultMaxToolCallsPerTurn (32) results or calls of
-// at most 32 KiB each stay under 1 MiB.
-const DefaultInlineLimit = 32 << 10
+// at most 16 KiB each (about 22 KiB as base64 in JSON; a result's whole
+// JSON, audit included, is bounded so: ToolResult.Whole) stay under
+// 1 MiB.
+const DefaultInlineLimit = 16 << 10
 
 // DefaultContinueAfterEvents is the workflow history length after which a
 // run continues as new (Temporal's hard limit is 51,200 events).
@@ -89,8 +91,10 @@ type Payload struct {
 type RunInput struct {
 	Session string `json:"session"`
 	Prompt  string `json:"prompt,omitempty"`
-	Seq     int64  `json:"seq"`
-	Queues  Queues `json:"queues"`
+	// PromptRef holds a prompt over the inline limit (Prompt is then "").
+	PromptRef *Payload `json:"prompt_ref,omitempty"`
+	Seq       int64    `json:"seq"`
+	Queues    Queues   `json:"queues"`
 	// MaxTurns bounds the model requests of the run (0: 16).
 	MaxTurns int `json:"max_turns,omitempty"`
 	// RetrySideEffects: a tool call with side effects (see SideEffects)
@@ -138,10 +142,11 @@ type RunResult struct {
 // ModelStep is the input of the model activity: the run's prompt (first
 // step) or the results of the calls the last step deferred.
 type ModelStep struct {
-	Session string       `json:"session"`
-	Seq     int64        `json:"seq"`
-	Prompt  string       `json:"prompt,omitempty"`
-	Results []ToolResult `json:"results,omitempty"`
+	Session   string       `json:"session"`
+	Seq       int64        `json:"seq"`
+	Prompt    string       `json:"prompt,omitempty"`
+	PromptRef *Payload     `json:"prompt_ref,omitempty"`
+	Results   []ToolResult `json:"results,omitempty"`
 	// Final: the run's turns are spent; the step stores the results'
 	// tool messages and makes no model request.
 	Final bool `json:"final,omitempty"`
@@ -179,6 +184,10 @@ type PendingCall struct {
 	SideEffects bool `json:"side_effects,omitempty"`
 	// Timeout is the call's own limit (0: not known).
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Grant is the digest of the tool's registry.Grant as the model step
+	// saw it (approvals and the retry policy were decided on it); the
+	// call runs only where the tool has the same ("": not checked).
+	Grant string `json:"grant,omitempty"`
 }
 
 // ToolStep is the input of the tool activity.
@@ -202,6 +211,9 @@ type ToolResult struct {
 	Audit      *registry.Audit `json:"audit,omitempty"`
 	// Worker is the identity of the worker that ran the call.
 	Worker string `json:"worker,omitempty"`
+	// Whole, when set, is where the whole result is (its JSON over the
+	// inline limit, audit included); the other fields but ID are empty.
+	Whole *Payload `json:"whole,omitempty"`
 }
 
 // SideEffects reports whether a call with grant g may change something
@@ -236,6 +248,9 @@ type Records interface {
 	Request(ri loop.RequestInfo) (json.RawMessage, error)
 	Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, error)
 	Decision(d loop.DecisionRecord) (json.RawMessage, error)
+	// Approved returns the call ids that decision records among recs
+	// approved.
+	Approved(recs []json.RawMessage) map[string]bool
 	// History returns the messages among recs, in order.
 	History(recs []json.RawMessage) ([]loop.Message, error)
 }
@@ -248,7 +263,7 @@ type blobs struct {
 
 func (b blobs) put(ctx context.Context, data []byte) (Payload, error) {
 	limit := b.limit
-	if limit <= 0 {
+	if limit == 0 {
 		limit = DefaultInlineLimit
 	}
 	if len(data) <= limit {

@@ -56,7 +56,11 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 	// On stop, running activities get a moment to finish; then their
 	// contexts end and they fail as attempts (not as results), so that
 	// Temporal retries them elsewhere where it may.
+	// Heartbeats go out at most every second (the SDK's default throttle
+	// is 0.8 × the heartbeat timeout): a cancelled run's steps learn it
+	// within about a second.
 	opts := worker.Options{MaxConcurrentActivityExecutionSize: n, Identity: o.Identity, WorkerStopTimeout: 5 * time.Second,
+		MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second,
 		OnFatalError: func(err error) {
 			select {
 			case fatal <- err:

@@ -54,7 +54,7 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	}
 	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
 	usedCalls := in.UsedCalls
-	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
+	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
 	for {
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: in.Queues.LLM,
@@ -130,11 +130,17 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			}
 			results[i].ID = out.Calls[i].ID
 		}
+		if ctx.Err() != nil {
+			// Cancelled during the calls: the run ends here (a new run of
+			// the session answers the open calls "cancelled").
+			res.ErrorKind, res.Error = string(loop.KindCancelled), "the run was cancelled"
+			return res, nil
+		}
 		usedCalls += len(out.Calls)
 		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls}
 		if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= continueAfter || info.GetCurrentHistorySize() >= continueAfterBytes {
 			next := in
-			next.Prompt, next.Seq, next.Turns, next.Results, next.Usage = "", res.Seq, res.Turns, results, res.Usage
+			next.Prompt, next.PromptRef, next.Seq, next.Turns, next.Results, next.Usage = "", nil, res.Seq, res.Turns, results, res.Usage
 			next.ContinuedAsNew++
 			next.UsedCalls = usedCalls
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)

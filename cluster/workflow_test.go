@@ -42,6 +42,18 @@ func (jsonRecords) Call(ev *loop.ToolExecutionCompleted) (json.RawMessage, error
 func (jsonRecords) Decision(d loop.DecisionRecord) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"decision": d})
 }
+func (jsonRecords) Approved(recs []json.RawMessage) map[string]bool {
+	ok := map[string]bool{}
+	for _, r := range recs {
+		var v struct {
+			Decision *loop.DecisionRecord `json:"decision"`
+		}
+		if json.Unmarshal(r, &v) == nil && v.Decision != nil && v.Decision.Answer.Approved() {
+			ok[v.Decision.CallID] = true
+		}
+	}
+	return ok
+}
 func (jsonRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 	var h []loop.Message
 	for _, r := range recs {
@@ -443,5 +455,52 @@ func TestRetryChecksTheToolHere(t *testing.T) {
 	h, _ := jsonRecords{}.History(recs)
 	if ran.Load() != 0 || len(h) != 4 || !strings.Contains(h[2].Content, "may or may not have taken effect") {
 		t.Fatalf("ran %d times; history %+v", ran.Load(), h)
+	}
+}
+
+// TestToolCallBudgetAcrossSteps: a run's [llm] max_tool_calls counts each
+// call once across the steps: with a budget of 3, a reply of 3 calls runs
+// them all and the model answers; a later reply of one more call ends the
+// run with the budget's error, its call answered "not run".
+func TestToolCallBudgetAcrossSteps(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{"i":1}`}, {ID: "c2", Name: "t", Args: `{"i":2}`}, {ID: "c3", Name: "t", Args: `{"i":3}`}}},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c4", Name: "t", Args: `{"i":4}`}}},
+		chattest.Reply{Text: "never"},
+	)
+	var ran atomic.Int32
+	a, st := newActivities(t, srv, &fakeTool{name: "t", source: "wasm", run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		ran.Add(1)
+		return json.RawMessage(`{}`), nil
+	}})
+	a.Loop.MaxToolCalls = 3
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Load(context.Background(), "s", 0)
+	h, _ := jsonRecords{}.History(recs)
+	want := string(loop.KindOf(&loop.BudgetError{Budget: "tool_calls"}))
+	last := h[len(h)-1]
+	if ran.Load() != 3 || res.ErrorKind != want || len(srv.Requests()) != 2 || last.ToolCallID != "c4" || !strings.Contains(last.Content, "not run") {
+		t.Fatalf("ran %d, result %+v, %d requests, last %+v", ran.Load(), res, len(srv.Requests()), last)
+	}
+}
+
+// TestWholeResultByReference: a result whose JSON (message, audit) is
+// over the inline limit travels as a reference and comes back whole.
+func TestWholeResultByReference(t *testing.T) {
+	srv := chattest.New(t)
+	a, _ := newActivities(t, srv)
+	a.InlineLimit = 16
+	r, err := a.spill(context.Background(), ToolResult{ID: "c1", Kind: registry.Timeout, Message: strings.Repeat("m", 2000)})
+	if err != nil || r.Whole == nil || r.Message != "" {
+		t.Fatalf("spilled %+v %v", r, err)
+	}
+	invs, err := a.invocations(context.Background(), []ToolResult{r})
+	if err != nil || invs["c1"].Err == nil || !strings.Contains(invs["c1"].Err.Error(), strings.Repeat("m", 2000)) {
+		t.Fatalf("invocations %+v %v", invs, err)
 	}
 }

@@ -144,8 +144,8 @@ func (r *runState) needsApproval(ctx context.Context, b *toolBatch, toRun []regi
 // need no yes are deferred; those that need one are decided here, at once
 // and in call order (a decision cannot wait for a run that runs
 // elsewhere: ErrApprovalPending denies the call), the approved ones
-// deferred and the denied ones answered. Only the unknown tools' calls
-// are returned, for the registry to answer not_found.
+// deferred and the denied ones answered, like the calls of unknown
+// tools (not_found). Nothing is left to run here.
 func (r *runState) deferCalls(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, _ map[int]ApprovalRequest) {
 	a := r.c.cfg.Approver
 	var order []int
@@ -156,8 +156,9 @@ func (r *runState) deferCalls(ctx context.Context, b *toolBatch, toRun []registr
 		req, ok := r.approvalRequest(b.calls[i])
 		switch {
 		case !ok:
-			now = append(now, call) // answered not_found by the registry
-			nowIdx = append(nowIdx, i)
+			// Answered here, not by the registry: a tool registered in
+			// between would otherwise run here, undecided.
+			b.fail(i, registry.NotFound, fmt.Sprintf("no tool named %q", call.Name))
 		case a != nil && a.NeedsApproval(req):
 			ask[i] = req
 			order = append(order, i)

@@ -278,6 +278,21 @@ func (s sessionRecords) Decision(d loop.DecisionRecord) (json.RawMessage, error)
 	return s.record(func(r *session.Record, b json.RawMessage) { r.Decision = b }, d)
 }
 
+func (sessionRecords) Approved(recs []json.RawMessage) map[string]bool {
+	ok := map[string]bool{}
+	for _, b := range recs {
+		var r session.Record
+		if json.Unmarshal(b, &r) != nil || len(r.Decision) == 0 {
+			continue
+		}
+		var d loop.DecisionRecord
+		if json.Unmarshal(r.Decision, &d) == nil && d.Answer.Approved() {
+			ok[d.CallID] = true
+		}
+	}
+	return ok
+}
+
 func (sessionRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 	var msgs []json.RawMessage
 	for i, b := range recs {

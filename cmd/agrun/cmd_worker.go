@@ -81,11 +81,8 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		Records:  sessionRecords{},
 	}
 	up := &uploadedTools{reg: e.reg, rt: e.rt, grant: serveOptions(cfg.Serve).Uploads, index: cluster.ToolIndex{Objects: ce.objects},
-		modules: cluster.ModuleStore{Objects: ce.objects}, operator: map[string]bool{}, log: c.logger(),
+		modules: cluster.ModuleStore{Objects: ce.objects}, log: c.logger(),
 		loaded: map[string]string{}, failed: map[string]string{}}
-	for _, name := range e.reg.List() {
-		up.operator[name] = true
-	}
 	a.Refresh = up.refresh
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
 		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.loaded())

@@ -26,13 +26,12 @@ const uploadsRefresh = 3 * time.Second
 // grant — exactly what serve runs it with — and registered beside the
 // config's tools, which an upload never replaces.
 type uploadedTools struct {
-	reg      *registry.Registry
-	rt       *runtime.Runtime
-	grant    wasmtools.Grant
-	index    cluster.ToolIndex
-	modules  cluster.ModuleStore
-	operator map[string]bool // the config's tools
-	log      *slog.Logger
+	reg     *registry.Registry
+	rt      *runtime.Runtime
+	grant   wasmtools.Grant
+	index   cluster.ToolIndex
+	modules cluster.ModuleStore
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	last   time.Time
@@ -46,12 +45,16 @@ type uploadedTools struct {
 // A step never waits for another step's refresh (it goes on with the
 // registry as it is), and a replaced tool is closed in the background
 // once its calls in flight are done.
-func (u *uploadedTools) refresh(ctx context.Context) error {
-	if !u.mu.TryLock() {
+// force: a call names a tool this worker lacks: wait for the lock and
+// look now.
+func (u *uploadedTools) refresh(ctx context.Context, force bool) error {
+	if force {
+		u.mu.Lock()
+	} else if !u.mu.TryLock() {
 		return nil
 	}
 	defer u.mu.Unlock()
-	if time.Since(u.last) < uploadsRefresh {
+	if !force && time.Since(u.last) < uploadsRefresh {
 		return nil
 	}
 	recs, err := u.index.List(ctx)
@@ -66,8 +69,13 @@ func (u *uploadedTools) refresh(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, rec := range recs {
 		seen[rec.Name] = true
-		if u.operator[rec.Name] || u.loaded[rec.Name] == rec.SHA256 || u.failed[rec.Name] == rec.SHA256 {
+		if u.loaded[rec.Name] == rec.SHA256 || u.failed[rec.Name] == rec.SHA256 {
 			continue
+		}
+		if _, mine := u.loaded[rec.Name]; !mine {
+			if _, ok := u.reg.Get(rec.Name); ok {
+				continue // the operator's (configured or MCP) tool: never replaced
+			}
 		}
 		// As agrun serve loads it (server.loadShared): the module by its
 		// digest, its manifest inside it, the uploads' grant.
@@ -98,6 +106,11 @@ func (u *uploadedTools) refresh(ctx context.Context) error {
 		closeTool(ctx, old)
 		u.loaded[rec.Name] = rec.SHA256
 		delete(u.failed, rec.Name)
+	}
+	for name := range u.failed {
+		if !seen[name] {
+			delete(u.failed, name)
+		}
 	}
 	for name := range u.loaded {
 		if !seen[name] {
