@@ -306,3 +306,82 @@ func (sessionRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 	}
 	return session.Decode[loop.Message](msgs)
 }
+
+// pgSessions opens the cluster's session store for `agrun sessions` when
+// [cluster] session_store is "postgres" (ok false otherwise: the local
+// files are the store, read as ever).
+func (c *cli) pgSessions(ctx context.Context) (*cluster.PGSessions, bool, error) {
+	cfg, err := c.loadConfig()
+	if err != nil || !cfg.Cluster.Enabled() || cfg.Cluster.SessionStore != "postgres" {
+		return nil, false, err
+	}
+	name := cfg.Cluster.PostgresDSNEnv
+	if name == "" {
+		name = defaultDSNEnv
+	}
+	dsn := os.Getenv(name)
+	if dsn == "" {
+		return nil, true, &configError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
+	}
+	pg, err := cluster.NewPGSessions(ctx, dsn)
+	if err != nil {
+		return nil, true, fmt.Errorf("[cluster] session_store: %w", err)
+	}
+	return pg, true, nil
+}
+
+// sharedSessions lists the sessions of the cluster's PostgreSQL store,
+// each summarised from its records (ok false: the local store is used).
+func (c *cli) sharedSessions() ([]session.Info, bool, error) {
+	ctx := context.Background()
+	pg, ok, err := c.pgSessions(ctx)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	defer pg.Close()
+	ids, err := pg.List(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	var infos []session.Info
+	for _, id := range ids {
+		recs, err := c.decodeRecords(ctx, pg, id)
+		if err != nil {
+			return nil, true, err
+		}
+		infos = append(infos, session.InfoOf(id, recs))
+	}
+	return infos, true, nil
+}
+
+// sharedRecords returns a session's records from the cluster's
+// PostgreSQL store (ok false: the local store is used).
+func (c *cli) sharedRecords(id string) ([]session.Record, bool, error) {
+	ctx := context.Background()
+	pg, ok, err := c.pgSessions(ctx)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	defer pg.Close()
+	recs, err := c.decodeRecords(ctx, pg, id)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return nil, true, fmt.Errorf("session %q: %w", id, session.ErrNotFound)
+	}
+	return recs, true, err
+}
+
+func (c *cli) decodeRecords(ctx context.Context, st cluster.SessionStore, id string) ([]session.Record, error) {
+	raw, err := st.Load(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]session.Record, 0, len(raw))
+	for i, b := range raw {
+		var r session.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("session %s: record %d: %w", id, i, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}

@@ -332,6 +332,16 @@ session_store = "postgres"
 	if _, err := os.Stat(filepath.Join(e.dir, "sessions", "pg1.jsonl")); !os.IsNotExist(err) {
 		t.Fatalf("a local session file: %v", err)
 	}
+	// agrun sessions reads the cluster's store.
+	if r := e.run("", "sessions"); r.code != 0 || !strings.Contains(r.stdout, "pg1") || !strings.Contains(r.stdout, "make it big") {
+		t.Fatalf("sessions: %+v", r)
+	}
+	if r := e.run("", "sessions", "show", "pg1"); r.code != 0 || !strings.Contains(r.stdout, "that was big") || !strings.Contains(r.stdout, "the cluster's session store") {
+		t.Fatalf("sessions show: %+v", r)
+	}
+	if r := e.run("", "sessions", "show", "nope"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Fatalf("sessions show of an unknown session: %+v", r)
+	}
 }
 
 // TestClusterRunUsesAnUploadedTool: a tool uploaded through `agrun serve`

@@ -62,6 +62,12 @@ func (c *cli) sessions(args []string) error {
 		i := slices.Index(args, pos[0])
 		return sub(c, slices.Delete(slices.Clone(args), i, i+1))
 	}
+	if infos, ok, err := c.sharedSessions(); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		return c.printSessionList(infos, *asJSON, "the cluster's session store")
+	}
 	st, err := c.sessionStore()
 	if err != nil {
 		return err
@@ -70,7 +76,13 @@ func (c *cli) sessions(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	return c.printSessionList(infos, *asJSON, st.Dir())
+}
+
+// printSessionList prints the list of `agrun sessions`; where names the
+// store in the message about an empty one.
+func (c *cli) printSessionList(infos []session.Info, asJSON bool, where string) error {
+	if asJSON {
 		if infos == nil {
 			infos = []session.Info{}
 		}
@@ -78,7 +90,7 @@ func (c *cli) sessions(args []string) error {
 		return nil
 	}
 	if len(infos) == 0 {
-		fmt.Fprintf(c.stderr, "agrun: no saved sessions in %s\n", st.Dir())
+		fmt.Fprintf(c.stderr, "agrun: no saved sessions in %s\n", where)
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -88,7 +100,11 @@ func (c *cli) sessions(args []string) error {
 		if model == "" {
 			model = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", in.ID, in.Updated.Local().Format(time.DateTime), in.Turns,
+		used := "-" // not known in the cluster's store
+		if !in.Updated.IsZero() {
+			used = in.Updated.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", in.ID, used, in.Turns,
 			safe(textsafe.Truncate(model, 40)), in.Tokens, safe(firstLine(in.FirstPrompt, 60)))
 	}
 	return tw.Flush()
@@ -127,13 +143,19 @@ func (c *cli) sessionsShow(args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := c.sessionStore()
+	recs, shared, err := c.sharedRecords(id)
 	if err != nil {
 		return err
 	}
-	recs, warnings, err := st.Records(id)
-	if err != nil {
-		return sessionErr(err)
+	var st *session.Store
+	var warnings []string
+	if !shared {
+		if st, err = c.sessionStore(); err != nil {
+			return err
+		}
+		if recs, warnings, err = st.Records(id); err != nil {
+			return sessionErr(err)
+		}
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
@@ -145,7 +167,11 @@ func (c *cli) sessionsShow(args []string) error {
 		writeJSONLine(c.stdout, recs)
 		return nil
 	}
-	if info, err := st.Info(id); err == nil {
+	if shared {
+		info := session.InfoOf(id, recs)
+		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens (the cluster's session store)\n", id, info.Turns,
+			safe(orDash(info.Model)), info.Tokens)
+	} else if info, err := st.Info(id); err == nil {
 		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens, last used %s\n", id, info.Turns,
 			safe(orDash(info.Model)), info.Tokens, info.Updated.Local().Format(time.DateTime))
 	}

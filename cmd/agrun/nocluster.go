@@ -9,6 +9,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/cmd/agrun/internal/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -44,3 +45,8 @@ func clusterErrorKind(error) (string, bool) { return "", false }
 func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
 	return nil, nil, errNoCluster
 }
+
+// sharedSessions and sharedRecords read the cluster's session store for
+// `agrun sessions` when it is not the local one: never, in this build.
+func (c *cli) sharedSessions() ([]session.Info, bool, error)        { return nil, false, nil }
+func (c *cli) sharedRecords(string) ([]session.Record, bool, error) { return nil, false, nil }

@@ -627,11 +627,22 @@ func (st *Store) Info(id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	info := Info{ID: id, Updated: fi.ModTime()}
 	recs, _, _, err := readRecords(f)
 	if err != nil {
 		return Info{}, err
 	}
+	info := InfoOf(id, recs)
+	info.Updated = fi.ModTime()
+	if info.Created.IsZero() {
+		info.Created = fi.ModTime()
+	}
+	return info, nil
+}
+
+// InfoOf summarises the records of session id (as Records returns them,
+// from this store or another: the cluster's); Updated is left zero.
+func InfoOf(id string, recs []Record) Info {
+	info := Info{ID: id}
 	for _, rec := range recs {
 		if info.Created.IsZero() {
 			info.Created = rec.Time
@@ -661,10 +672,7 @@ func (st *Store) Info(id string) (Info, error) {
 			}
 		}
 	}
-	if info.Created.IsZero() {
-		info.Created = fi.ModTime()
-	}
-	return info, nil
+	return info
 }
 
 // Records returns every record of session id, messages, requests and calls in
