@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
@@ -79,11 +77,7 @@ func BenchmarkLocalRun(b *testing.B) {
 // benchCluster starts a dev server and returns a client of it.
 func benchCluster(b *testing.B) client.Client {
 	addr := devtemporal.Start(b)
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(tc.Close)
+	tc := devtemporal.Client(b, addr)
 	return tc
 }
 

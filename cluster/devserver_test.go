@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
@@ -28,11 +24,7 @@ func TestRunOnARealServer(t *testing.T) {
 		chattest.Reply{Text: "answered"},
 	)
 	a, st := newActivities(t, srv, &fakeTool{name: "t", source: "wasm", perms: []permission.Permission{permission.Read}})
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := devtemporal.Client(t, addr)
 	q := QueuesFor("test-")
 	ctx, cancel := context.WithCancel(context.Background())
 	werr := make(chan error, 1)
@@ -84,11 +76,7 @@ func TestSlowModelKeepsItsStep(t *testing.T) {
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t, chattest.Reply{Text: "late but here", Delay: 3 * time.Second})
 	a, st := newActivities(t, srv)
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	tc := devtemporal.Client(t, addr)
 	q := QueuesFor("slow-")
 	ctx, cancel := context.WithCancel(context.Background())
 	werr := make(chan error, 1)

@@ -290,11 +290,16 @@ type ApprovalPendingError struct {
 
 // Error names the waiting calls.
 func (e *ApprovalPendingError) Error() string {
-	ids := make([]string, len(e.Calls))
-	for i, c := range e.Calls {
+	return "loop: the run waits for approval of " + callList(e.Calls)
+}
+
+// callList names calls: "call_1 (write_note), call_2 (read_file)".
+func callList(calls []ApprovalRequest) string {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
 		ids[i] = c.CallID + " (" + c.Tool + ")"
 	}
-	return "loop: the run waits for approval of " + strings.Join(ids, ", ")
+	return strings.Join(ids, ", ")
 }
 
 // Is makes errors.Is(err, ErrApprovalPending) true.
@@ -343,10 +348,21 @@ func (c *Cycle) Pending() []ToolCall {
 // for a call that does not wait, or no call waiting, is ErrNothingPending
 // (nothing is changed).
 func (c *Cycle) ResumeStreamWithTools(ctx context.Context, reg *registry.Registry, decisions map[string]Decision) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error { return c.resume(ctx, reg, decisions, emit) })
+	return eventSeq(func(emit func(Event) bool) error {
+		return c.resume(ctx, reg, resumeArgs{decisions: decisions, goOn: true}, emit)
+	})
 }
 
-func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions map[string]Decision, emit func(Event) bool) error {
+// resumeArgs is how a resume answers the waiting calls: by decisions
+// (ResumeStreamWithTools), or by results run elsewhere (results non-nil);
+// goOn: then the next model request.
+type resumeArgs struct {
+	decisions map[string]Decision
+	results   map[string]registry.Invocation
+	goOn      bool
+}
+
+func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeArgs, emit func(Event) bool) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrBusy
 	}
@@ -355,22 +371,43 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, decisions ma
 	if len(pending) == 0 {
 		return ErrNothingPending
 	}
-	for id := range decisions {
-		if !slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id }) {
+	waits := func(id string) bool {
+		return slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id })
+	}
+	for id := range args.decisions {
+		if !waits(id) {
 			return fmt.Errorf("%w: %q", ErrNothingPending, id)
+		}
+	}
+	if args.results != nil {
+		for _, tc := range pending {
+			if _, ok := args.results[tc.ID]; !ok {
+				return fmt.Errorf("%w: no result for call %q", ErrNothingPending, tc.ID)
+			}
+		}
+		for id := range args.results {
+			if !waits(id) {
+				return fmt.Errorf("%w: %q", ErrNothingPending, id)
+			}
 		}
 	}
 	c.mu.Lock()
 	c.pending = nil
 	c.mu.Unlock()
-	r := &runState{c: c, reg: reg, emit: emit, decisions: decisions, open: slices.Clone(pending)} // answer() edits open in place; runTools ranges over pending
+	// open is a copy: answer() edits it in place while runTools ranges
+	// over pending.
+	r := &runState{c: c, reg: reg, emit: emit, decisions: args.decisions, open: slices.Clone(pending), supplied: args.results}
 	defer r.closeOpen(ctx)
 	if err := r.runTools(ctx, pending); err != nil {
 		return err
 	}
-	// The decisions were for the paused calls only: a later call that
-	// reuses one of their ids is asked about like any other.
-	r.decisions = nil
+	if !args.goOn {
+		return nil
+	}
+	// The decisions and results were for the waiting calls only: a later
+	// call that reuses one of their ids is asked about (and run) like any
+	// other.
+	r.decisions, r.supplied = nil, nil
 	_, err := r.turns(ctx, true)
 	return err
 }
@@ -389,13 +426,7 @@ type CallsDeferredError struct {
 }
 
 // Error names the deferred calls.
-func (e *CallsDeferredError) Error() string {
-	ids := make([]string, len(e.Calls))
-	for i, c := range e.Calls {
-		ids[i] = c.CallID + " (" + c.Tool + ")"
-	}
-	return "loop: tool calls deferred: " + strings.Join(ids, ", ")
-}
+func (e *CallsDeferredError) Error() string { return "loop: tool calls deferred: " + callList(e.Calls) }
 
 // Is makes errors.Is(err, ErrCallsDeferred) true.
 func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDeferred }
@@ -410,7 +441,9 @@ func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDe
 // waiting call needs a result, and every result a waiting call;
 // otherwise the error wraps ErrNothingPending and nothing is changed.
 func (c *Cycle) ResumeStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit, true) })
+	return eventSeq(func(emit func(Event) bool) error {
+		return c.resume(ctx, reg, resumeArgs{results: orEmpty(results), goOn: true}, emit)
+	})
 }
 
 // AnswerStreamWithResults is ResumeStreamWithResults without the next
@@ -419,47 +452,17 @@ func (c *Cycle) ResumeStreamWithResults(ctx context.Context, reg *registry.Regis
 // whose turns are spent ends this way, so that the calls that did run
 // are in the history, as they are when a local run hits MaxTurns.
 func (c *Cycle) AnswerStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error { return c.resumeWith(ctx, reg, results, emit, false) })
+	return eventSeq(func(emit func(Event) bool) error {
+		return c.resume(ctx, reg, resumeArgs{results: orEmpty(results)}, emit)
+	})
 }
 
-func (c *Cycle) resumeWith(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation, emit func(Event) bool, goOn bool) error {
-	if !c.running.CompareAndSwap(false, true) {
-		return ErrBusy
+// orEmpty is m, or an empty map for nil (results were given: none).
+func orEmpty(m map[string]registry.Invocation) map[string]registry.Invocation {
+	if m == nil {
+		return map[string]registry.Invocation{}
 	}
-	defer c.running.Store(false)
-	pending := c.Pending()
-	if len(pending) == 0 {
-		return ErrNothingPending
-	}
-	for _, tc := range pending {
-		if _, ok := results[tc.ID]; !ok {
-			return fmt.Errorf("%w: no result for call %q", ErrNothingPending, tc.ID)
-		}
-	}
-	if len(results) != len(pending) {
-		for id := range results {
-			if !slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id }) {
-				return fmt.Errorf("%w: %q", ErrNothingPending, id)
-			}
-		}
-	}
-	c.mu.Lock()
-	c.pending = nil
-	c.mu.Unlock()
-	if results == nil {
-		results = map[string]registry.Invocation{}
-	}
-	r := &runState{c: c, reg: reg, emit: emit, open: slices.Clone(pending), supplied: results} // see resume
-	defer r.closeOpen(ctx)
-	if err := r.runTools(ctx, pending); err != nil {
-		return err
-	}
-	if !goOn {
-		return nil
-	}
-	r.supplied = nil
-	_, err := r.turns(ctx, true)
-	return err
+	return m
 }
 
 // cancelPending answers the calls left waiting by an earlier run

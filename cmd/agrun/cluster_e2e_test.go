@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
@@ -67,6 +65,17 @@ module_store = "objects"
 func startWorker(t *testing.T, e *testEnv, name string) *exec.Cmd {
 	t.Helper()
 	cmd := e.cmd("worker", "--identity", name)
+	startDaemon(t, cmd, "agrun: worker serving", false)
+	return cmd
+}
+
+// startDaemon starts cmd (an agrun that serves until SIGTERM) and waits
+// for the stderr line containing ready, which it returns; the test ends
+// it with SIGTERM (cleanExit: it must exit 0 then; a test may also have
+// stopped or killed it itself).
+func startDaemon(t *testing.T, cmd *exec.Cmd, ready string, cleanExit bool) string {
+	t.Helper()
+	name := strings.Join(cmd.Args[1:], " ")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -76,36 +85,61 @@ func startWorker(t *testing.T, e *testEnv, name string) *exec.Cmd {
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
+		case err := <-done:
+			if cleanExit && err != nil {
+				t.Errorf("%s did not exit cleanly on SIGTERM: %v", name, err)
+			}
+		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
+			t.Errorf("%s did not stop on SIGTERM", name)
 		}
 	})
-	ready := make(chan string, 1)
+	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		var seen strings.Builder
 		for sc.Scan() {
 			seen.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "agrun: worker serving") {
-				ready <- ""
+			if strings.Contains(sc.Text(), ready) {
+				lines <- sc.Text()
+				io.Copy(io.Discard, stderr)
+				return
 			}
 		}
-		ready <- seen.String()
-		io.Copy(io.Discard, stderr)
+		lines <- "exited: " + seen.String()
 	}()
 	select {
-	case out := <-ready:
-		if out != "" {
-			t.Fatalf("worker %s exited: %s", name, out)
+	case line := <-lines:
+		if !strings.Contains(line, ready) {
+			t.Fatalf("%s: %s", name, line)
 		}
+		return line
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("worker %s did not start", name)
+		t.Fatalf("%s did not start", name)
 	}
-	return cmd
+	return ""
+}
+
+// backgroundRun is an `agrun run` process running while the test acts.
+type backgroundRun struct {
+	stdout, stderr syncbuf.Buffer
+	done           chan error // its Wait's result
+}
+
+// startRun starts `agrun run` with args in e's config.
+func startRun(t *testing.T, e *testEnv, args ...string) *backgroundRun {
+	t.Helper()
+	r := &backgroundRun{done: make(chan error, 1)}
+	cmd := e.cmd(append([]string{"run"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- cmd.Wait() }()
+	return r
 }
 
 // messagesOf returns a session's messages as JSON, for comparison.
@@ -146,24 +180,12 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 	e := clusterTestEnv(t, srv.URL, addr)
 	workers := map[string]*exec.Cmd{"w1": startWorker(t, e, "w1"), "w2": startWorker(t, e, "w2")}
 
-	run := e.cmd("run", "--json", "--session", "e2e", "sleep, please")
-	var stdout, stderr bytes.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	runDone := make(chan error, 1)
-	go func() { runDone <- run.Wait() }()
-
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	run := startRun(t, e, "--json", "--session", "e2e", "sleep, please")
+	tc := devtemporal.Client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The worker running the tool call: the pending activity's.
-	victim := runningToolWorker(ctx, t, tc, "e2e", runDone, &stdout, &stderr)
+	victim := runningToolWorker(ctx, t, tc, "e2e", run)
 	w, ok := workers[victim]
 	if !ok {
 		t.Fatalf("the call runs on %q", victim)
@@ -174,23 +196,24 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 	}
 
 	select {
-	case err := <-runDone:
+	case err := <-run.done:
 		if err != nil {
-			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, run.stdout.String(), run.stderr.String())
 		}
 	case <-ctx.Done():
-		t.Fatalf("the run did not finish\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		t.Fatalf("the run did not finish\nstdout:\n%s\nstderr:\n%s", run.stdout.String(), run.stderr.String())
 	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	stdout, stderr := run.stdout.String(), run.stderr.String()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var last struct {
 		Type, Session, Text string
 	}
 	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
 	if last.Type != "done" || last.Session != "e2e" || last.Text != "slept well" {
-		t.Fatalf("last line %s\nstderr:\n%s", lines[len(lines)-1], stderr.String())
+		t.Fatalf("last line %s\nstderr:\n%s", lines[len(lines)-1], stderr)
 	}
-	if !strings.Contains(stdout.String(), `{"type":"tool_completed","id":"call_1","name":"hostile","output":{"ok":true,"n":5000}`) {
-		t.Errorf("no tool_completed event for the call:\n%s", stdout.String())
+	if !strings.Contains(stdout, `{"type":"tool_completed","id":"call_1","name":"hostile","output":{"ok":true,"n":5000}`) {
+		t.Errorf("no tool_completed event for the call:\n%s", stdout)
 	}
 	// Each model request once: the first (which asked for the call) was
 	// not repeated when the call moved to the other worker.
@@ -431,12 +454,12 @@ func TestClusterInterruptThenRerun(t *testing.T) {
 
 // runningToolWorker waits until a tool call of session's run is running
 // and returns the identity of the worker running it.
-func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, session string, runDone chan error, stdout, stderr fmt.Stringer) string {
+func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, session string, run *backgroundRun) string {
 	t.Helper()
 	for {
 		select {
-		case err := <-runDone:
-			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		case err := <-run.done:
+			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, run.stdout.String(), run.stderr.String())
 		case <-ctx.Done():
 			t.Fatal("the tool call never started")
 		case <-time.After(100 * time.Millisecond):
@@ -465,22 +488,11 @@ func TestClusterWorkerStopsGracefully(t *testing.T) {
 	)
 	e := clusterTestEnv(t, srv.URL, addr)
 	workers := map[string]*exec.Cmd{"w1": startWorker(t, e, "w1"), "w2": startWorker(t, e, "w2")}
-	run := e.cmd("run", "--json", "--session", "term1", "sleep")
-	var stdout, stderr syncbuf.Buffer
-	run.Stdout, run.Stderr = &stdout, &stderr
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	runDone := make(chan error, 1)
-	go func() { runDone <- run.Wait() }()
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
+	run := startRun(t, e, "--json", "--session", "term1", "sleep")
+	tc := devtemporal.Client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	victim := runningToolWorker(ctx, t, tc, "term1", runDone, &stdout, &stderr)
+	victim := runningToolWorker(ctx, t, tc, "term1", run)
 	w := workers[victim]
 	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -496,11 +508,11 @@ func TestClusterWorkerStopsGracefully(t *testing.T) {
 		t.Error("the worker did not stop")
 	}
 	select {
-	case err := <-runDone:
-		if err != nil || !strings.Contains(stdout.String(), `"output":{"ok":true,"n":9000}`) || !strings.Contains(stdout.String(), `"text":"done after all"`) {
-			t.Fatalf("run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	case err := <-run.done:
+		if out := run.stdout.String(); err != nil || !strings.Contains(out, `"output":{"ok":true,"n":9000}`) || !strings.Contains(out, `"text":"done after all"`) {
+			t.Fatalf("run: %v\n%s\n%s", err, out, run.stderr.String())
 		}
 	case <-ctx.Done():
-		t.Fatalf("the run did not finish\n%s\n%s", stdout.String(), stderr.String())
+		t.Fatalf("the run did not finish\n%s\n%s", run.stdout.String(), run.stderr.String())
 	}
 }

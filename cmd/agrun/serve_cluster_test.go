@@ -3,28 +3,23 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
+	"github.com/agcore/agrun/internal/testing/s3test"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/wasmtools"
 )
@@ -35,56 +30,13 @@ func startServeReplica(t *testing.T, cfg string, env []string) string {
 	t.Helper()
 	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	line := startDaemon(t, cmd, "serving on ", true)
+	_, rest, _ := strings.Cut(line, "serving on ")
+	if !strings.Contains(line, "shared: ") {
+		t.Errorf("the serving line does not name the shared store: %s", line)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve replica did not exit cleanly on SIGTERM: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Error("serve replica did not stop on SIGTERM")
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var seen strings.Builder
-		for sc.Scan() {
-			seen.WriteString(sc.Text() + "\n")
-			if strings.Contains(sc.Text(), "serving on ") {
-				lines <- sc.Text()
-				io.Copy(io.Discard, stderr)
-				return
-			}
-		}
-		lines <- "exited: " + seen.String()
-	}()
-	select {
-	case line := <-lines:
-		_, rest, ok := strings.Cut(line, "serving on ")
-		if !ok {
-			t.Fatalf("serve replica: %s", line)
-		}
-		if !strings.Contains(line, "shared: ") {
-			t.Errorf("the serving line does not name the shared store: %s", line)
-		}
-		base, _, _ := strings.Cut(rest, " ")
-		return base
-	case <-time.After(2 * time.Minute):
-		t.Fatal("serve replica did not start")
-	}
-	return ""
+	base, _, _ := strings.Cut(rest, " ")
+	return base
 }
 
 // httpDo sends one request and returns its status and body.
@@ -115,12 +67,7 @@ func httpDo(t *testing.T, method, url, contentType string, body []byte) (int, st
 func TestServeClusterReplicas(t *testing.T) {
 	addr := devtemporal.Start(t)
 	dsn := pgtest.Start(t)
-	backend := s3mem.New()
-	if err := backend.CreateBucket("agrun-serve"); err != nil {
-		t.Fatal(err)
-	}
-	s3srv := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(s3srv.Close)
+	s3 := s3test.Start(t)
 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agrun.toml")
@@ -134,12 +81,12 @@ data_dir = "served"
 [cluster]
 temporal_address = %q
 task_queue_prefix = "serve-e2e-"
-module_store = "s3://agrun-serve/replicas"
+module_store = "s3://%s/replicas"
 s3_endpoint = %q
 s3_region = "us-east-1"
 s3_path_style = true
 session_store = "postgres"
-`, testguest.CompilationCacheDir(t), addr, s3srv.URL)), 0o644); err != nil {
+`, testguest.CompilationCacheDir(t), addr, s3test.Bucket, s3.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{
@@ -166,7 +113,7 @@ session_store = "postgres"
 	}
 	// The module and its name record are in the bucket, where docs/API.md says.
 	for _, key := range []string{"replicas/" + cluster.ModuleKey(cluster.Digest(wc)), "replicas/tools/word_count.json"} {
-		if _, err := backend.HeadObject("agrun-serve", key); err != nil {
+		if _, err := s3.Backend.HeadObject(s3test.Bucket, key); err != nil {
 			t.Errorf("object %s after the upload: %v", key, err)
 		}
 	}

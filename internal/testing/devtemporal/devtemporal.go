@@ -90,3 +90,15 @@ func freePort(t testing.TB) string {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
 }
+
+// Client dials the dev server at addr for the test (namespace "default",
+// the SDK's log discarded) and closes the client when the test ends.
+func Client(t testing.TB, addr string) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatalf("dialling the Temporal dev server at %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
