@@ -13,6 +13,7 @@ import (
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -61,7 +62,7 @@ func BenchmarkLocalRun(b *testing.B) {
 			reg.Register(benchTool(0))
 			b.ResetTimer()
 			for range b.N {
-				c, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", MaxTurns: calls + 1})
+				c, err := loop.New(loop.Config{Provider: testprovider.Chat(b, srv.URL), MaxTurns: calls + 1})
 				if err != nil {
 					b.Fatal(err)
 				}

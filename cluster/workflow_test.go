@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -128,7 +129,7 @@ func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (
 	}
 	return &Activities{
 		Registry: reg,
-		Loop:     loop.Config{BaseURL: srv.URL, Model: "m", APIKey: "k", MaxRetries: -1},
+		Loop:     loop.Config{Provider: testprovider.Chat(t, srv.URL), MaxRetries: -1},
 		Sessions: st,
 		Blobs:    objs,
 		Records:  jsonRecords{},

@@ -450,17 +450,20 @@ func TestInvalidHistory(t *testing.T) {
 	}
 	for name, h := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := New(Config{Model: "m", History: h})
+			_, err := New(Config{Provider: offline(t), History: h})
 			if !errors.Is(err, ErrInvalidHistory) {
 				t.Errorf("err = %v", err)
 			}
 		})
 	}
 	if _, err := New(Config{}); err == nil {
-		t.Error("New without a model succeeded")
+		t.Error("New without a provider succeeded")
 	}
-	if _, err := New(Config{Model: "m", BaseURL: "localhost:11434/v1"}); err == nil {
-		t.Error("New with a base URL without scheme succeeded")
+	if _, err := NewTestProvider(TestProviderConfig{BaseURL: "localhost:11434/v1", Model: "m"}); err == nil {
+		t.Error("a provider with a base URL without scheme was made")
+	}
+	if _, err := NewTestProvider(TestProviderConfig{BaseURL: "http://x/v1"}); err == nil {
+		t.Error("a provider without a model was made")
 	}
 }
 
@@ -520,7 +523,7 @@ func TestNoGoroutineLeftAfterEarlyStop(t *testing.T) {
 	gone := make(chan struct{})
 	srv := newServer(t, streamThenHang(gone))
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	c := newCycle(t, srv, Config{HTTPClient: client})
+	c := newCycleWith(t, srv, TestProviderConfig{HTTPClient: client}, Config{})
 	before := runtime.NumGoroutine()
 	for ev := range c.SubmitStreamWithTools(context.Background(), "x", nil) {
 		if _, ok := ev.(*TextDelta); ok {

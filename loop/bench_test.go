@@ -103,8 +103,12 @@ func BenchmarkTurn(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			cpu := cpuTime()
+			p, err := NewTestProvider(TestProviderConfig{BaseURL: srv.URL + "/v1", Model: "m"})
+			if err != nil {
+				b.Fatal(err)
+			}
 			for b.Loop() {
-				c, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", System: "You count words."})
+				c, err := New(Config{Provider: p, System: "You count words."})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -100,7 +100,7 @@ func TestFinishReasonNotDoneEndsTheReply(t *testing.T) {
 	}
 	srv = newServer(t, step{Events: "data: [DONE]\n\n"})
 	c = newCycle(t, srv, Config{MaxRetries: -1})
-	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) || !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "without any chunk") {
+	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) || !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "without any event") {
 		t.Fatalf("err = %v", err)
 	}
 	srv = newServer(t, step{Events: "data: " + textChunk("finished") + "\n\ndata: " + stopChunk + "\n\n"})
@@ -214,8 +214,10 @@ func TestReasoningDeltas(t *testing.T) {
 		sseChunks(chattest.ReasoningChunk("reasoning_content", "Let me think."), chattest.ReasoningChunk("reasoning", " Done."),
 			textChunk("Answer."), stopChunk),
 		expect(func(t testing.TB, got received) {
-			if strings.Contains(string(got.Raw), "think") {
-				t.Errorf("reasoning sent back: %s", got.Raw)
+			// Sent back on the message it came with, under the field the
+			// provider used first (DeepSeek refuses a turn without it).
+			if !strings.Contains(string(got.Raw), `"reasoning_content":"Let me think. Done."`) {
+				t.Errorf("reasoning not sent back: %s", got.Raw)
 			}
 		}, streamText("ok")),
 	)
@@ -299,7 +301,7 @@ func TestRequestInfo(t *testing.T) {
 	}
 	infos[0].Duration = 3 * time.Millisecond
 	b, _ := json.Marshal(infos[0])
-	if w := `{"model":"test","usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"cached_tokens":64,"reasoning_tokens":8},"duration_ms":3,"retries":0,"finish_reason":"stop"}`; string(b) != w {
+	if w := `{"model":"test","response_id":"chatcmpl-test","usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"cached_tokens":64,"reasoning_tokens":8},"duration_ms":3,"retries":0,"finish_reason":"stop"}`; string(b) != w {
 		t.Errorf("json %s\nwant %s", b, w)
 	}
 

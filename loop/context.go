@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -72,7 +73,7 @@ var (
 // budget) and, under SchemaAuto, a provider that refuses response_format
 // (the schema moves to the system prompt). Each such retry is a Retry
 // event (Max 1, no wait), so that it is seen.
-func (r *runState) requestAdapting(ctx context.Context, stream bool) (reply, error) {
+func (r *runState) requestAdapting(ctx context.Context, stream bool) (Reply, error) {
 	overflowRetried, schemaRetried := false, false
 	for {
 		rep, err := r.request(ctx, stream)
@@ -81,7 +82,15 @@ func (r *runState) requestAdapting(ctx context.Context, stream bool) (reply, err
 			return rep, nil
 		case !overflowRetried && errors.Is(err, ErrContextOverflow):
 			overflowRetried = true
-			r.c.learnOverflow(err, r.c.lastEstimate)
+			r.c.mu.Lock()
+			refused := r.c.lastEstimate
+			r.c.mu.Unlock()
+			r.c.learnOverflow(err, refused)
+			if next := r.c.plan(r.reg); !next.trimmed || next.estimate >= refused {
+				// Nothing left to trim (a system prompt and one prompt,
+				// say): the same request would be refused again.
+				return rep, &overflowError{err: err, why: "nothing in the conversation can be trimmed to make it smaller"}
+			}
 			if !r.emit(&Retry{Attempt: 1, Max: 1, Reason: "the provider refused the request as too long for the model: trimmed, once more"}) {
 				return rep, errStopped
 			}
@@ -95,6 +104,17 @@ func (r *runState) requestAdapting(ctx context.Context, stream bool) (reply, err
 		}
 	}
 }
+
+// overflowError is a context overflow the loop could not answer by
+// trimming; it matches ErrContextOverflow and unwraps to the provider's
+// error.
+type overflowError struct {
+	err error
+	why string
+}
+
+func (e *overflowError) Error() string { return fmt.Sprintf("%v (%s)", e.err, e.why) }
+func (e *overflowError) Unwrap() error { return e.err }
 
 // estimateTokens is the loop's estimate of the tokens msgs cost in a
 // request: a third of their bytes, rounded up, with 16 bytes per message
@@ -191,9 +211,11 @@ func lastNumber(re *regexp.Regexp, s string) int {
 // read it again with PageToolName); whole earlier turns, oldest first (a
 // turn is a user message and everything up to the next one, so every
 // tool call keeps its tool message); then the current turn's tool
-// results, oldest first. Messages before the first user message (system
-// messages) are kept. What still does not fit is sent as it is: the
-// provider's refusal then triggers a smaller budget (learnOverflow).
+// results, oldest first, each to the head and tail of it that fit (a note
+// if too little room is left). Messages before the first user message
+// (system messages) are kept. What still does not fit is sent as it is:
+// the provider's refusal then triggers a smaller budget (learnOverflow).
+// trimmed is false when nothing could be made smaller.
 func fitContext(msgs []Message, budget int) ([]Message, bool) {
 	if budget <= 0 {
 		return msgs, false
@@ -203,19 +225,30 @@ func fitContext(msgs []Message, budget int) ([]Message, bool) {
 		return msgs, false
 	}
 	out := slices.Clone(msgs)
-	stub := func(from, to int) {
+	changed := false
+	// stub shortens the tool results of out[from:to], oldest first, until
+	// the estimate fits: to a note (earlier turns), or (excerpt: the
+	// current turn) to the head and tail that fit in what is left of
+	// the budget, with a note on how to read the rest.
+	stub := func(from, to int, excerpt bool) {
 		for i := from; i < to && total > budget; i++ {
 			m := &out[i]
 			if m.Role != RoleTool {
 				continue
 			}
+			before := messageTokens(m)
 			s := leftOutStub(m)
+			if room := (budget-(total-before))*3 - 64; excerpt && room >= minExcerpt {
+				if e, ok := excerptOf(m, room); ok && len(e) < len(m.Content) {
+					s = e
+				}
+			}
 			if len(s) >= len(m.Content) {
 				continue
 			}
-			before := messageTokens(m)
 			m.Content, m.FullContent = s, ""
 			total += messageTokens(m) - before
+			changed = true
 		}
 	}
 	users := func() (first, second, last int) {
@@ -234,7 +267,7 @@ func fitContext(msgs []Message, budget int) ([]Message, bool) {
 		return first, second, last
 	}
 	_, _, last := users()
-	stub(0, max(last, 0))
+	stub(0, max(last, 0), false)
 	for total > budget {
 		first, second, _ := users()
 		if first < 0 || second < 0 {
@@ -242,10 +275,33 @@ func fitContext(msgs []Message, budget int) ([]Message, bool) {
 		}
 		total -= estimateTokens(out[first:second])
 		out = slices.Delete(out, first, second)
+		changed = true
 	}
 	_, _, last = users()
-	stub(max(last, 0), len(out))
+	stub(max(last, 0), len(out), true)
+	if !changed {
+		return msgs, false
+	}
 	return out, true
+}
+
+// minExcerpt is the least room, in bytes, worth an excerpt of a result
+// rather than a note.
+const minExcerpt = 512
+
+// excerptOf is m's result cut to room bytes, head and tail, as a result
+// over its cap is (boundOutput); false for a message that is not JSON
+// (an error, a note).
+func excerptOf(m *Message, room int) (string, bool) {
+	src := m.Content
+	if m.FullContent != "" {
+		src = m.FullContent
+	}
+	if !json.Valid([]byte(src)) {
+		return "", false
+	}
+	s, _ := boundOutput(json.RawMessage(src), room, m.ToolCallID)
+	return s, true
 }
 
 // leftOutStub replaces the content of a tool message left out of a

@@ -6,25 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // Defaults for the zero values of Config.
 const (
-	DefaultBaseURL             = "https://api.openai.com/v1"
 	DefaultMaxTurns            = 10
 	DefaultMaxToolCallsPerTurn = 32
 	// DefaultMaxToolMessageBytes caps each tool message sent to the model
@@ -37,28 +30,19 @@ const (
 )
 
 // Config configures a Cycle. The zero value of each field means its
-// default; only Model is required.
+// default; only Provider is required.
 type Config struct {
-	// BaseURL of an OpenAI-compatible Chat Completions API ("/chat/completions"
-	// is appended). Default DefaultBaseURL. OPENAI_BASE_URL is not read.
-	BaseURL string
-	// APIKey is sent as a bearer token; empty sends none (local servers).
-	// OPENAI_API_KEY is not read: the caller decides where keys come from.
-	APIKey string
-	// Model is the model name. Required.
-	Model string
+	// Provider is the model API the Cycle talks to: chat.New,
+	// responses.New, anthropic.New, gemini.New (packages under loop/), or
+	// an embedder's own. Required.
+	Provider Provider
 	// System is the system prompt, sent first in every request unless the
 	// history already starts with a system message. It is configuration,
 	// not history: it is not in Messages() and not given to OnMessage, so a
 	// resumed session uses the current prompt.
 	System string
-	// Temperature, if set, is sent as "temperature".
-	Temperature *float64
 	// MaxTurns bounds the model requests of one run. Default DefaultMaxTurns.
 	MaxTurns int
-	// ParallelToolCalls, if set, is sent as "parallel_tool_calls" (only in
-	// requests that carry tools).
-	ParallelToolCalls *bool
 	// MaxToolCallsPerTurn bounds the calls run for one reply; further calls
 	// are answered with an error tool message and not run. Default
 	// DefaultMaxToolCallsPerTurn.
@@ -101,18 +85,18 @@ type Config struct {
 	ResponseSchema json.RawMessage
 	// SchemaMode says how ResponseSchema is asked for. Default SchemaAuto.
 	SchemaMode SchemaMode
-	// RequestTimeout bounds each HTTP attempt, including reading a whole
-	// streamed reply (openai-go's WithRequestTimeout). Zero: no bound other
-	// than the context.
+	// RequestTimeout bounds each attempt of a request, including reading
+	// a whole streamed reply; one that takes longer fails (KindTimeout,
+	// not retried). Zero: no bound other than the context.
 	RequestTimeout time.Duration
 	// MaxRetries is how many times a request that failed with a connection
-	// error, 408, 409, 429 or 5xx, a stream that broke off before its
-	// finish_reason or a stalled stream is retried, with openai-go's
-	// backoff (0.5 s doubling, capped at 8 s) or the server's
-	// retry-after-ms / Retry-After. Each retry is a Retry event. The loop
-	// retries, not openai-go (its client is built with no retries), so
-	// that retries are seen and bounded. Zero means DefaultMaxRetries;
-	// negative means none.
+	// error, 408, 409, 429 or 5xx, a stream that broke off before its end
+	// marker or a stalled stream is retried, with a backoff (0.5 s
+	// doubling, capped at 8 s) or the server's retry-after-ms /
+	// Retry-After. Each retry is a Retry event. The loop retries, not the
+	// SDKs (the adapters build their clients with no retries), so that
+	// retries are seen and bounded. Zero means DefaultMaxRetries; negative
+	// means none.
 	MaxRetries int
 	// MaxRetryWait bounds the time one request spends waiting between its
 	// retries. A Retry-After longer than what is left of it fails the
@@ -135,11 +119,6 @@ type Config struct {
 	// calls past it are not run (each is answered "not run") and the run
 	// ends after that turn with a *BudgetError (ErrToolCallBudget).
 	MaxToolCalls int
-	// HTTPClient, if set, makes the requests (e.g. for a proxy or tests).
-	// Default: one client shared by all Cycles of the process (a clone of
-	// http.DefaultTransport that waits at most 10 minutes for response
-	// headers), so connections are reused across Cycles.
-	HTTPClient *http.Client
 	// History, if set, is a saved conversation to continue (see Messages).
 	// Its tool messages are cleaned and capped as new ones are (a session
 	// saved by an older agrun may hold anything). New checks it: if only the answers to the last tool calls are
@@ -184,19 +163,6 @@ type Config struct {
 	DeferCalls bool
 }
 
-// defaultHTTPClient is shared by every Cycle without Config.HTTPClient, so
-// that cycles reuse connections (openai-go's own default gives each client
-// a new transport: a new connection pool per Cycle, never closed). Like
-// openai-go's default it bounds the wait for response headers, not bodies.
-var defaultHTTPClient = sync.OnceValue(func() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
-})
-
 // Response is the outcome of a successful run.
 type Response struct {
 	// Text is the final reply's text.
@@ -218,7 +184,7 @@ type Response struct {
 // any goroutine. A Cycle holds no resources that need closing.
 type Cycle struct {
 	cfg     Config
-	client  openai.Client
+	info    ProviderInfo // cfg.Provider.Info()
 	running atomic.Bool
 
 	mu      sync.Mutex
@@ -229,23 +195,20 @@ type Cycle struct {
 	schema         *responseSchema // compiled Config.ResponseSchema, or nil
 	schemaFallback bool            // SchemaAuto fell back to the prompt instruction
 	learnedBudget  int             // token budget learnt from a context overflow; 0 none
-	lastEstimate   int             // estimated tokens of the last request's messages
+	lastEstimate   int             // estimated tokens of the last request
 	approved       map[string]bool // tool+grant keys approved for the session (approve.go); under mu
 	pending        []ToolCall      // calls left open by ErrApprovalPending, for Resume; under mu
 }
 
-// New returns a Cycle for cfg. It fails if Model is empty, BaseURL is not
-// an http(s) URL, or History is invalid (ErrInvalidHistory); it makes no
-// request.
+// New returns a Cycle for cfg. It fails if Provider is nil or names no
+// model, or History is invalid (ErrInvalidHistory); it makes no request.
 func New(cfg Config) (*Cycle, error) {
-	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("loop: Config.Model is required")
+	if cfg.Provider == nil {
+		return nil, errors.New("loop: Config.Provider is required (chat.New, responses.New, anthropic.New or gemini.New)")
 	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("loop: Config.BaseURL %q is not an http(s) URL", cfg.BaseURL)
+	info := cfg.Provider.Info()
+	if strings.TrimSpace(info.Model) == "" {
+		return nil, errors.New("loop: the provider names no model")
 	}
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns
@@ -269,24 +232,11 @@ func New(cfg Config) (*Cycle, error) {
 	}
 	cfg.MaxRetryWait = orDefault(cfg.MaxRetryWait, DefaultMaxRetryWait)
 	cfg.StreamIdleTimeout = orDefault(cfg.StreamIdleTimeout, DefaultStreamIdleTimeout)
-	opts := []option.RequestOption{
-		option.WithBaseURL(cfg.BaseURL),
-		option.WithAPIKey(cfg.APIKey),
-		option.WithMaxRetries(0), // the loop retries: see Config.MaxRetries
-	}
-	if cfg.RequestTimeout > 0 {
-		opts = append(opts, option.WithRequestTimeout(cfg.RequestTimeout))
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = defaultHTTPClient()
-	}
-	opts = append(opts, option.WithHTTPClient(hc))
 	schema, err := compileResponseSchema(cfg.ResponseSchema)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cycle{cfg: cfg, schema: schema}
+	c := &Cycle{cfg: cfg, info: info, schema: schema}
 	history := slices.Clone(cfg.History)
 	for i := range history {
 		history[i].ToolCalls = slices.Clone(history[i].ToolCalls)
@@ -301,7 +251,7 @@ func New(cfg Config) (*Cycle, error) {
 		return nil, err
 	}
 	c.cfg.History = nil
-	c.client, c.history = openai.NewClient(opts...), history
+	c.history = history
 	c.ids = newIDAllocator(history)
 	if cfg.ResumePending && len(open) > 0 {
 		c.pending = open // for Resume (approve.go)
@@ -441,7 +391,7 @@ func (r *runState) turns(ctx context.Context, stream bool) (*Response, error) {
 		c.usage.add(rep.Usage)
 		c.mu.Unlock()
 		r.usage.add(rep.Usage)
-		c.appendMessage(Message{Role: RoleAssistant, Content: rep.Content, ToolCalls: rep.Calls})
+		c.appendMessage(Message{Role: RoleAssistant, Content: rep.Content, ToolCalls: rep.Calls, Reasoning: rep.Reasoning})
 		r.open = slices.Clone(rep.Calls)
 
 		reason := rep.FinishReason
@@ -538,116 +488,116 @@ func (r *runState) answer(call ToolCall, content, full string) {
 	}
 }
 
-// attempt makes one HTTP attempt of a model request with the current
-// history; request retries it. It returns the response (for its headers)
-// and, on a failed stream, what was streamed so far.
-func (r *runState) attempt(ctx context.Context, stream bool) (reply, *http.Response, error) {
-	params := r.c.params(r.reg, stream)
-	var httpRes *http.Response
-	if !stream {
-		cc, err := r.c.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&httpRes))
-		if err != nil {
-			return reply{}, httpRes, requestError(ctx, httpRes, err)
-		}
-		if extra, ok := cc.JSON.ExtraFields["error"]; ok && extra.Raw() != "" && extra.Raw() != "null" {
-			typ, code, msg := parseErrorBody([]byte(`{"error":` + extra.Raw() + `}`))
-			return reply{}, httpRes, &APIError{StatusCode: httpStatus(httpRes), Type: typ, Code: code, Message: msg}
-		}
-		rep, ok := replyFromCompletion(cc)
-		if !ok {
-			return reply{}, httpRes, fmt.Errorf("%w: no choices in the reply", ErrBadResponse)
-		}
-		return rep, httpRes, nil
-	}
+// maxReplyBytes bounds what one reply may make the provider hold (text,
+// reasoning, names, arguments, plus EventCost per streamed event), so a
+// runaway stream fails with ErrBadResponse instead of exhausting memory.
+var maxReplyBytes = 64 << 20
 
-	// The idle timer cancels the attempt when no chunk comes in time.
+// attempt makes one attempt of a model request with the current history;
+// request retries it. On a failed stream it returns what was streamed so
+// far, and for a streamed one that succeeded the time to its first event.
+func (r *runState) attempt(ctx context.Context, stream bool) (Reply, time.Duration, error) {
+	c := r.c
+	req := c.buildRequest(r.reg, stream)
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	idle := r.c.cfg.StreamIdleTimeout
+	if t := c.cfg.RequestTimeout; t > 0 {
+		var cancelT context.CancelFunc
+		actx, cancelT = context.WithTimeout(actx, t)
+		defer cancelT()
+	}
+	// The idle timer cancels the attempt when no event comes in time.
+	idle := c.cfg.StreamIdleTimeout
 	var stalled atomic.Bool
 	var timer *time.Timer
-	if idle > 0 {
-		timer = time.AfterFunc(idle, func() { stalled.Store(true); cancel() })
-		defer timer.Stop()
-	}
-	s := r.c.client.Chat.Completions.NewStreaming(actx, params, option.WithResponseInto(&httpRes))
-	defer s.Close()
-	var a assembler
-	for s.Next() {
-		if timer != nil {
-			timer.Reset(idle)
+	stopped := false
+	start := time.Now()
+	var first time.Duration
+	if stream {
+		if idle > 0 {
+			timer = time.AfterFunc(idle, func() { stalled.Store(true); cancel() })
+			defer timer.Stop()
 		}
-		chunk := s.Current()
-		if err := a.add(&chunk); err != nil {
-			return reply{}, httpRes, err
-		}
-		for i := range chunk.Choices {
-			ch := &chunk.Choices[i]
-			if ch.Index != 0 {
-				continue
+		req.OnDelta = func(d Delta) {
+			if first == 0 {
+				first = max(time.Since(start), 1)
 			}
-			if len(ch.Delta.JSON.ExtraFields) > 0 {
-				if t := reasoningText(ch.Delta.JSON.ExtraFields); t != "" && !r.emit(&ReasoningDelta{Text: t}) {
-					return a.result(), httpRes, errStopped
-				}
+			if timer != nil {
+				timer.Reset(idle)
 			}
-			if d := ch.Delta.Content; d != "" && !r.emit(&TextDelta{Text: d}) {
-				return a.result(), httpRes, errStopped
+			if stopped {
+				return
+			}
+			if d.Reasoning != "" && !r.emit(&ReasoningDelta{Text: d.Reasoning}) ||
+				d.Text != "" && !r.emit(&TextDelta{Text: d.Text}) {
+				stopped = true
+				cancel()
 			}
 		}
 	}
-	if err := s.Err(); err != nil {
-		if stalled.Load() && ctx.Err() == nil {
-			return a.result(), httpRes, &idleError{after: idle}
+	rep, err := c.cfg.Provider.Request(actx, req)
+	var out Reply
+	if rep != nil {
+		out = *rep
+	}
+	out.Model, out.ID = textsafe.Clean(out.Model, 200), textsafe.Clean(out.ID, 200)
+	switch {
+	case stopped:
+		return out, first, errStopped
+	case err == nil:
+	case ctx.Err() != nil:
+		return out, first, fmt.Errorf("loop: request: %w", ctx.Err())
+	case stalled.Load():
+		return out, first, &idleError{after: idle}
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		return out, first, fmt.Errorf("loop: request timed out after %s: %w", c.cfg.RequestTimeout, context.DeadlineExceeded)
+	default:
+		return out, first, err
+	}
+	if err := checkReply(&out, c.info); err != nil {
+		return Reply{}, first, err
+	}
+	return out, first, nil
+}
+
+// buildRequest builds the next request from the history: the messages
+// that fit the context window, the tools, the schema.
+func (c *Cycle) buildRequest(reg *registry.Registry, stream bool) *Request {
+	pl := c.plan(reg)
+	req := &Request{Stream: stream, MaxReplyBytes: maxReplyBytes}
+	c.mu.Lock()
+	c.lastEstimate = pl.estimate
+	c.mu.Unlock()
+	system, sent := c.applySchema(req, c.cfg.System, pl.sent)
+	if len(sent) > 0 && sent[0].Role == RoleSystem {
+		system, sent = sent[0].Content, sent[1:] // a history's own system prompt wins
+	}
+	req.System = system
+	req.Messages = wireMessages(sent, c.info)
+	if reg != nil {
+		defs := pl.defs
+		if pl.trimmed || hasCut(pl.history) {
+			defs = append(defs, pageToolDef)
 		}
-		var se *ssestream.StreamError
-		if errors.As(err, &se) {
-			typ, code, msg := parseErrorBody(se.Event.Data)
-			return reply{}, httpRes, &APIError{Type: typ, Code: code, Message: msg, Err: err}
-		}
-		return a.result(), httpRes, requestError(ctx, httpRes, err)
+		req.Tools = defs
 	}
-	if a.finish == "" {
-		// finish_reason, not [DONE], is the end: every recorded provider
-		// sends it, and not all of them send [DONE].
-		return a.result(), httpRes, &incompleteError{empty: a.chunks == 0}
-	}
-	return a.result(), httpRes, nil
+	return req
 }
 
-func httpStatus(res *http.Response) int {
-	if res == nil {
-		return 0
-	}
-	return res.StatusCode
+// requestPlan is what the next request would send.
+type requestPlan struct {
+	history  []Message             // the whole history
+	sent     []Message             // what fits the context budget
+	trimmed  bool                  // sent is smaller than history
+	defs     []registry.Definition // the registry's tools, the page tool left out
+	estimate int                   // tokens, everything included
 }
 
-// requestError turns an openai-go failure into this package's errors.
-func requestError(ctx context.Context, res *http.Response, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("loop: request: %w", ctxErr)
-	}
-	if res != nil && res.StatusCode >= 400 {
-		return apiErrorFromResponse(res, err)
-	}
-	var se *json.SyntaxError
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &se) || errors.As(err, &ute) {
-		return fmt.Errorf("%w: %w", ErrBadResponse, err)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// The per-attempt RequestTimeout fired.
-		return fmt.Errorf("loop: request timed out: %w", err)
-	}
-	return &transportError{err: err}
-}
-
-// params builds the request from the history.
-func (c *Cycle) params(reg *registry.Registry, stream bool) openai.ChatCompletionNewParams {
+// plan fits the history to the context budget.
+func (c *Cycle) plan(reg *registry.Registry) requestPlan {
 	c.mu.Lock()
 	history := c.history
 	c.mu.Unlock()
-	p := openai.ChatCompletionNewParams{Model: c.cfg.Model}
 	var defs []registry.Definition
 	if reg != nil {
 		defs = slices.DeleteFunc(reg.Definitions(), func(d registry.Definition) bool {
@@ -660,71 +610,33 @@ func (c *Cycle) params(reg *registry.Registry, stream bool) openai.ChatCompletio
 		budget = max(budget-fixed, 1)
 	}
 	sent, trimmed := fitContext(history, budget)
-	c.lastEstimate = fixed + estimateTokens(sent)
-	system, sent := c.applySchema(&p, c.cfg.System, sent)
-	p.Messages = toParams(system, sent)
-	if c.cfg.Temperature != nil {
-		p.Temperature = param.NewOpt(*c.cfg.Temperature)
-	}
-	if reg != nil {
-		if trimmed || hasCut(history) {
-			defs = append(defs, pageToolDef)
-		}
-		for _, d := range defs {
-			var schema map[string]any
-			if err := json.Unmarshal(d.Parameters, &schema); err != nil || schema == nil {
-				schema = map[string]any{"type": "object"}
-			}
-			fd := shared.FunctionDefinitionParam{Name: d.Name, Parameters: schema}
-			if d.Description != "" {
-				fd.Description = param.NewOpt(d.Description)
-			}
-			p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
-		}
-		if len(p.Tools) > 0 && c.cfg.ParallelToolCalls != nil {
-			p.ParallelToolCalls = param.NewOpt(*c.cfg.ParallelToolCalls)
-		}
-	}
-	if stream {
-		p.StreamOptions.IncludeUsage = param.NewOpt(true)
-	}
-	return p
+	return requestPlan{history: history, sent: sent, trimmed: trimmed, defs: defs, estimate: fixed + estimateTokens(sent)}
 }
 
-// toParams converts the history to openai-go's message params. Assistant
-// tool calls are built here (not with ToParam, which drops calls without
-// "type"), always with type "function" and JSON arguments.
-func toParams(system string, history []Message) []openai.ChatCompletionMessageParamUnion {
-	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(history)+1)
-	if system != "" && (len(history) == 0 || history[0].Role != RoleSystem) {
-		out = append(out, openai.SystemMessage(system))
-	}
-	for _, m := range history {
-		switch m.Role {
-		case RoleSystem:
-			out = append(out, openai.SystemMessage(m.Content))
-		case RoleUser:
-			out = append(out, openai.UserMessage(m.Content))
-		case RoleTool:
-			out = append(out, openai.ToolMessage(m.Content, m.ToolCallID))
-		case RoleAssistant:
-			a := openai.ChatCompletionAssistantMessageParam{}
+// wireMessages is the history as a provider is sent it: an interrupted
+// reply ends in its note, arguments are valid JSON, and reasoning goes
+// only to the provider that produced it.
+func wireMessages(history []Message, info ProviderInfo) []Message {
+	out := make([]Message, len(history))
+	for i, m := range history {
+		if m.Role == RoleAssistant {
 			if m.Interrupted {
 				m.Content = strings.TrimRight(m.Content, " \t\r\n") + interruptedNote
 			}
-			if m.Content != "" || len(m.ToolCalls) == 0 {
-				a.Content.OfString = param.NewOpt(m.Content)
+			if len(m.ToolCalls) > 0 {
+				calls := make([]ToolCall, len(m.ToolCalls))
+				for j, tc := range m.ToolCalls {
+					tc.Arguments = wireArguments(tc)
+					calls[j] = tc
+				}
+				m.ToolCalls = calls
 			}
-			for _, tc := range m.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: wireArguments(tc)},
-					},
-				})
+			if !m.Reasoning.sameSource(info) {
+				m.Reasoning = nil
 			}
-			out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
 		}
+		m.FullContent = ""
+		out[i] = m
 	}
 	return out
 }

@@ -1,16 +1,12 @@
 package loop
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-
-	"github.com/agcore/agrun/internal/textsafe"
+	"time"
 )
 
 // Run errors. Every error a Submit method returns matches one of these with
@@ -54,15 +50,23 @@ func (e *RepeatedCallError) Error() string {
 func (e *RepeatedCallError) Is(target error) bool { return target == ErrRepeatedCall }
 
 // APIError is a failure reported by the provider: an HTTP error status
-// (after openai-go's retries for 408, 409, 429 and 5xx), or an error event
+// (after the loop's retries for 408, 409, 429 and 5xx), or an error event
 // inside a stream (StatusCode 0), as Groq sends for a failed tool-call
-// generation. Message is the provider's own message.
+// generation and Anthropic for an overload mid-stream. Message is the
+// provider's own message.
 type APIError struct {
 	StatusCode int    // HTTP status; 0 for an error event mid-stream
-	Type       string // the provider's error type, if it sent one
+	Type       string // the provider's error type, if it sent one ("overloaded_error")
 	Code       string // the provider's error code, if it sent one ("tool_use_failed")
-	Message    string // the provider's message (or the start of its body)
-	Err        error  // the underlying openai-go error, if any
+	Message    string // the provider's message (or the start of its body), cleaned
+	// Header is the HTTP response's header (nil for an error event mid
+	// stream): the loop reads retry-after-ms, Retry-After and
+	// x-should-retry from it.
+	Header http.Header
+	// RetryAfter is a wait the provider asked for in its body (Gemini's
+	// RetryInfo); a header wins over it.
+	RetryAfter time.Duration
+	Err        error // the SDK's error, if any
 }
 
 // Error implements error: "loop: provider error <status> (<code>): <message>".
@@ -86,7 +90,7 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the underlying openai-go error.
+// Unwrap returns the underlying SDK error.
 func (e *APIError) Unwrap() error { return e.Err }
 
 // Kind is the kind of a failed run, as KindOf returns it: a stable string
@@ -118,6 +122,7 @@ const (
 // constants, or "" for nil.
 func KindOf(err error) Kind {
 	var api *APIError
+	var transport *TransportError
 	var netErr interface{ Timeout() bool }
 	if k := requestKind(err); k != "" {
 		return k
@@ -139,78 +144,8 @@ func KindOf(err error) Kind {
 		return KindCancelled
 	case errors.Is(err, context.DeadlineExceeded):
 		return KindTimeout
-	case errors.Is(err, errTransport), errors.As(err, &netErr):
+	case errors.As(err, &transport), errors.As(err, &netErr):
 		return KindTransport
 	}
 	return KindOther
-}
-
-// errTransport marks errors of reaching the provider.
-var errTransport = errors.New("transport")
-
-type transportError struct{ err error }
-
-func (e *transportError) Error() string        { return "loop: cannot reach provider: " + e.err.Error() }
-func (e *transportError) Unwrap() []error      { return []error{e.err, errTransport} }
-func (e *transportError) Is(target error) bool { return target == errTransport }
-
-// maxErrorBody bounds how much of an error body is read for its message.
-const maxErrorBody = 64 << 10
-
-// apiErrorFromResponse builds an *APIError from an HTTP error response
-// whose body openai-go may have failed to decode (Ollama sends
-// {"error":"..."}, vLLM {"message":...}, proxies HTML).
-func apiErrorFromResponse(res *http.Response, cause error) *APIError {
-	e := &APIError{StatusCode: res.StatusCode, Err: cause}
-	if res.Body == nil {
-		return e
-	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	res.Body = io.NopCloser(bytes.NewReader(body))
-	e.Type, e.Code, e.Message = parseErrorBody(body)
-	return e
-}
-
-// parseErrorBody finds the message in the error shapes providers use:
-// {"error":{"message","type","code"}}, {"error":"..."}, {"message":...},
-// {"detail":...}; anything else is shown as text, shortened.
-func parseErrorBody(body []byte) (typ, code, msg string) {
-	var v map[string]json.RawMessage
-	if json.Unmarshal(body, &v) == nil {
-		if raw, ok := v["error"]; ok {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(raw, &obj) == nil {
-				return jsonText(obj["type"]), jsonText(obj["code"]), firstText(obj["message"], raw)
-			}
-			return "", "", jsonText(raw)
-		}
-		if raw, ok := v["message"]; ok {
-			return jsonText(v["type"]), jsonText(v["code"]), jsonText(raw)
-		}
-		if raw, ok := v["detail"]; ok {
-			return "", "", jsonText(raw)
-		}
-	}
-	return "", "", textsafe.Truncate(strings.TrimSpace(string(body)), 512)
-}
-
-func firstText(raws ...json.RawMessage) string {
-	for _, r := range raws {
-		if s := jsonText(r); s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// jsonText is a JSON string's value, or any other JSON value's text.
-func jsonText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return textsafe.Truncate(string(raw), 512)
 }

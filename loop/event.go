@@ -97,6 +97,9 @@ type Usage struct {
 	TotalTokens      int64 `json:"total_tokens"`
 	CachedTokens     int64 `json:"cached_tokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// CacheWriteTokens are the prompt tokens written to the provider's
+	// cache (Anthropic's cache_creation_input_tokens), where reported.
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 }
 
 func (u *Usage) add(v Usage) {
@@ -105,6 +108,7 @@ func (u *Usage) add(v Usage) {
 	u.TotalTokens += v.TotalTokens
 	u.CachedTokens += v.CachedTokens
 	u.ReasoningTokens += v.ReasoningTokens
+	u.CacheWriteTokens += v.CacheWriteTokens
 }
 
 // Add returns the sum of u and v, field by field.

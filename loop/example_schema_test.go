@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
 )
 
 // A final answer that must match a JSON Schema: the schema goes out as
@@ -23,7 +24,11 @@ func ExampleConfig_responseSchema() {
 	}))
 	defer srv.Close()
 
-	c, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "any-model", ResponseSchema: []byte(`{
+	p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "any-model"})
+	if err != nil {
+		panic(err)
+	}
+	c, err := loop.New(loop.Config{Provider: p, ResponseSchema: []byte(`{
 		"type": "object",
 		"properties": {"name": {"type": "string"}, "born": {"type": "integer"}},
 		"required": ["name", "born"],

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -54,7 +55,11 @@ func ExampleCycle_SubmitStreamWithTools() {
 	if err := reg.Register(wordCount{}); err != nil {
 		panic(err)
 	}
-	c, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "any-model", System: "Use tools."})
+	p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "any-model"})
+	if err != nil {
+		panic(err)
+	}
+	c, err := loop.New(loop.Config{Provider: p, System: "Use tools."})
 	if err != nil {
 		panic(err)
 	}

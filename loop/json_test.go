@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -65,14 +66,14 @@ func TestEventJSONLines(t *testing.T) {
 
 func TestKindOf(t *testing.T) {
 	tests := map[error]string{
-		nil:                                "",
-		ErrMaxTurns:                        "max_turns",
-		&RepeatedCallError{Tool: "t"}:      "repeated_call",
-		&APIError{StatusCode: 400}:         "provider",
-		ErrBadResponse:                     "provider",
-		&transportError{err: errTransport}: "transport",
-		ErrBusy:                            "other",
-		ErrInvalidHistory:                  "other",
+		nil:                           "",
+		ErrMaxTurns:                   "max_turns",
+		&RepeatedCallError{Tool: "t"}: "repeated_call",
+		&APIError{StatusCode: 400}:    "provider",
+		ErrBadResponse:                "provider",
+		&TransportError{Err: io.EOF}:  "transport",
+		ErrBusy:                       "other",
+		ErrInvalidHistory:             "other",
 	}
 	for err, want := range tests {
 		if got := KindOf(err); string(got) != want { // the strings are the contract

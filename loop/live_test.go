@@ -8,6 +8,7 @@ import (
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
@@ -48,7 +49,11 @@ func TestCompletedEventsAreLive(t *testing.T) {
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "s", Name: "slow", Args: `{}`}, {ID: "f", Name: "fast", Args: `{}`}}},
 		chattest.Reply{Text: "done"},
 	)
-	c, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "m"})
+	p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := loop.New(loop.Config{Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func TestSubmitWithoutTools(t *testing.T) {
 			}
 		}, jsonReply("ok", "stop")),
 	)
-	c := newCycle(t, srv, Config{Temperature: &temp, ParallelToolCalls: &par})
+	c := newCycleWith(t, srv, TestProviderConfig{Temperature: &temp, ParallelToolCalls: &par}, Config{})
 	resp, err := c.Submit(context.Background(), "hello")
 	if err != nil || resp.Text != "Hi!" || resp.Turns != 1 {
 		t.Fatalf("resp %+v err %v", resp, err)
@@ -271,7 +271,7 @@ func TestParallelToolCallsSent(t *testing.T) {
 			t.Errorf("parallel_tool_calls %s", got.Raw)
 		}
 	}, jsonReply("ok", "stop")))
-	c := newCycle(t, srv, Config{ParallelToolCalls: &par})
+	c := newCycleWith(t, srv, TestProviderConfig{ParallelToolCalls: &par}, Config{})
 	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}

@@ -23,11 +23,10 @@ const (
 // can be stored as one JSON object per message and read back to resume a
 // Cycle: json.Marshal then json.Unmarshal gives back an equal Message.
 //
-// The loop converts messages to the provider's wire format itself: every
-// tool call is sent with "type":"function"; arguments that are not valid
-// JSON are sent as "{}" (the tool message that answered the call quotes
-// them); an assistant message without calls always carries "content"; Name
-// is not sent.
+// The provider adapters convert messages to their API's wire format:
+// arguments that are not valid JSON are sent as "{}" (the tool message
+// that answered the call quotes them); Name is not sent; Reasoning goes
+// back only to the provider that produced it.
 type Message struct {
 	Role Role `json:"role"`
 	// Content is the text of the message: the prompt, the reply, or for a
@@ -53,6 +52,13 @@ type Message struct {
 	// it) and never sent: the model reads it through the built-in
 	// PageToolName tool. Empty when the result was not cut.
 	FullContent string `json:"full_content,omitempty"`
+	// Reasoning is, for an assistant message, the model's reasoning that
+	// came with it (see Reasoning): kept so that the same provider gets
+	// it back (DeepSeek's reasoning_content, Responses' reasoning items,
+	// Anthropic's signed thinking blocks, Gemini's thought signatures),
+	// never sent to another, and shown only when asked. Sessions written
+	// before it existed have none.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 }
 
 // ToolCall is one tool call requested by the model.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/openai/openai-go/v3/packages/respjson"
 )
 
 // Defaults of the request settings of Config.
@@ -30,11 +29,13 @@ const (
 // errors.go).
 var (
 	// ErrIncompleteStream: a stream ended (the connection closed, with or
-	// without "data: [DONE]") before the reply's finish_reason arrived, so
-	// the reply may be cut anywhere, a tool call mid-arguments included.
-	// Nothing of it is kept or run; the request is retried like a 5xx. It
-	// also matches ErrBadResponse (kind provider).
-	ErrIncompleteStream = errors.New("loop: the stream ended before the reply was complete (no finish_reason)")
+	// without "data: [DONE]") before the API's end marker arrived
+	// (finish_reason, message_stop, response.completed, a finishReason),
+	// so the reply may be cut anywhere, a tool call mid-arguments
+	// included. Nothing of it is kept or run; the request is retried like
+	// a 5xx. It is matched by *IncompleteStreamError, which also matches
+	// ErrBadResponse (kind provider).
+	ErrIncompleteStream = errors.New("loop: the stream ended before the reply was complete")
 	// ErrStreamIdle: no chunk arrived for Config.StreamIdleTimeout. The
 	// request is retried; the error is the last attempt's (KindStreamIdle).
 	ErrStreamIdle = errors.New("loop: the stream stalled")
@@ -92,19 +93,6 @@ func (e *BudgetError) Is(target error) bool {
 	return target == ErrToolCallBudget
 }
 
-// incompleteError is ErrIncompleteStream; it matches ErrBadResponse too.
-type incompleteError struct{ empty bool }
-
-func (e *incompleteError) Error() string {
-	if e.empty {
-		return "loop: the stream from the provider ended without any chunk"
-	}
-	return "loop: the stream from the provider broke off before the reply was complete (no finish_reason)"
-}
-func (e *incompleteError) Is(target error) bool {
-	return target == ErrIncompleteStream || target == ErrBadResponse
-}
-
 // idleError is ErrStreamIdle with its timeout.
 type idleError struct{ after time.Duration }
 
@@ -156,8 +144,10 @@ func (e *Retry) MarshalJSON() ([]byte, error) {
 
 // ReasoningDelta is a fragment of the model's reasoning, streamed beside
 // the reply by providers that expose it ("reasoning_content": DeepSeek,
-// vLLM, llama.cpp; "reasoning": OpenRouter, Ollama). It is not part of the
-// reply and is never put in the history.
+// vLLM, llama.cpp; "reasoning": OpenRouter, Ollama; reasoning summaries,
+// thinking blocks, thought summaries). It is not part of the reply's
+// text: the history keeps it in Message.Reasoning, to send back to the
+// same provider, and it is shown only when asked (--show-reasoning).
 type ReasoningDelta struct {
 	Text string
 }
@@ -178,8 +168,21 @@ func (e *ReasoningDelta) MarshalJSON() ([]byte, error) {
 // {"model":...,"usage":{...},"duration_ms":...,"retries":...,"finish_reason":...,"error":...}.
 type RequestInfo struct {
 	// Model is the model the provider says answered (the configured one
-	// if it said none).
+	// if it said none, or the request failed).
 	Model string
+	// ResponseModel is the model the provider said answered; "" if it
+	// named none or the request failed.
+	ResponseModel string
+	// ResponseID is the provider's id of the response ("" if none or the
+	// request failed).
+	ResponseID string
+	// Start is when the request began (its first attempt).
+	Start time.Time
+	// Stream says the reply was asked for as a stream.
+	Stream bool
+	// TimeToFirstChunk is, for a streamed request that succeeded, the
+	// time from the start of its last attempt to its first event.
+	TimeToFirstChunk time.Duration
 	// Usage is the tokens of the attempt that succeeded (zero if the
 	// request failed or the provider reported none).
 	Usage Usage
@@ -200,13 +203,14 @@ type RequestInfo struct {
 func (i RequestInfo) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Model        string `json:"model"`
+		ResponseID   string `json:"response_id,omitempty"`
 		Usage        Usage  `json:"usage"`
 		DurationMS   int64  `json:"duration_ms"`
 		Retries      int    `json:"retries"`
 		FinishReason string `json:"finish_reason"`
 		Error        string `json:"error,omitempty"`
 		ErrorKind    Kind   `json:"error_kind,omitempty"`
-	}{i.Model, i.Usage, i.Duration.Milliseconds(), i.Retries, i.FinishReason, i.Error, i.ErrorKind})
+	}{i.Model, i.ResponseID, i.Usage, i.Duration.Milliseconds(), i.Retries, i.FinishReason, i.Error, i.ErrorKind})
 }
 
 // request makes one model request with the current history, retrying
@@ -214,33 +218,33 @@ func (i RequestInfo) MarshalJSON() ([]byte, error) {
 // waiting at most Config.MaxRetryWait in all, and reports it to
 // Config.OnRequest. On an error, the reply holds what was streamed of the
 // last attempt (for an interrupted message).
-func (r *runState) request(ctx context.Context, stream bool) (rep reply, err error) {
+func (r *runState) request(ctx context.Context, stream bool) (rep Reply, err error) {
 	cfg := &r.c.cfg
 	start := time.Now()
-	var waited time.Duration
+	var waited, firstChunk time.Duration
 	retries := 0
 	defer func() {
 		if cfg.OnRequest == nil {
 			return
 		}
-		info := RequestInfo{Model: rep.Model, Duration: time.Since(start), Retries: retries}
-		if info.Model == "" {
-			info.Model = cfg.Model
-		}
+		info := RequestInfo{Model: r.c.info.Model, Start: start, Duration: time.Since(start), Retries: retries, Stream: stream}
 		if err != nil {
 			info.Error, info.ErrorKind = textsafe.Clean(err.Error(), 1024), KindOf(err)
 		} else {
-			info.Usage, info.FinishReason = rep.Usage, rep.FinishReason
+			info.ResponseModel, info.ResponseID = rep.Model, rep.ID
+			info.Usage, info.FinishReason, info.TimeToFirstChunk = rep.Usage, rep.FinishReason, firstChunk
+			if rep.Model != "" {
+				info.Model = rep.Model
+			}
 		}
 		cfg.OnRequest(info)
 	}()
 	for {
-		var res *http.Response
-		rep, res, err = r.attempt(ctx, stream)
-		if err == nil || ctx.Err() != nil || retries >= cfg.MaxRetries || !retryable(err, res) {
+		rep, firstChunk, err = r.attempt(ctx, stream)
+		if err == nil || ctx.Err() != nil || retries >= cfg.MaxRetries || !retryable(err) {
 			return rep, err
 		}
-		wait, fromServer := retryWait(res, retries)
+		wait, fromServer := retryWait(err, retries)
 		if left := cfg.MaxRetryWait - waited; cfg.MaxRetryWait > 0 && wait > left {
 			switch {
 			case fromServer:
@@ -252,13 +256,13 @@ func (r *runState) request(ctx context.Context, stream bool) (rep reply, err err
 		}
 		retries++
 		if !r.emit(&Retry{Attempt: retries, Max: cfg.MaxRetries, Wait: wait, Status: retryStatus(err), Reason: retryReason(err)}) {
-			return reply{}, errStopped
+			return Reply{}, errStopped
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return reply{}, fmt.Errorf("loop: waiting to retry: %w", ctx.Err())
+			return Reply{}, fmt.Errorf("loop: waiting to retry: %w", ctx.Err())
 		case <-t.C:
 		}
 		waited += wait
@@ -267,8 +271,9 @@ func (r *runState) request(ctx context.Context, stream bool) (rep reply, err err
 
 // retryable reports whether a failed attempt may pass when retried: a
 // connection error, a broken or stalled stream, or HTTP 408, 409, 429 or
-// 5xx (as openai-go decides; an "x-should-retry" header overrides it).
-func retryable(err error, res *http.Response) bool {
+// 5xx (Anthropic's 529 overload included; an "x-should-retry" header
+// overrides the status).
+func retryable(err error) bool {
 	if errors.Is(err, errStopped) {
 		return false
 	}
@@ -280,42 +285,44 @@ func retryable(err error, res *http.Response) bool {
 		if api.StatusCode == 0 {
 			return false // an error event inside a stream: the provider's verdict
 		}
-		if res != nil {
-			switch res.Header.Get("x-should-retry") {
-			case "true":
-				return true
-			case "false":
-				return false
-			}
+		if retry, ok := shouldRetryHeader(api.Header); ok {
+			return retry
 		}
 		s := api.StatusCode
 		return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
 	}
-	return errors.Is(err, errTransport)
+	var transport *TransportError
+	return errors.As(err, &transport)
 }
 
-// retryWait is the wait before retry n+1: the provider's retry-after-ms
-// or Retry-After (seconds or an HTTP date) when it sent one (fromServer),
-// else openai-go's backoff: 0.5 s doubling, at most 8 s, minus up to a
-// quarter of jitter.
-func retryWait(res *http.Response, n int) (wait time.Duration, fromServer bool) {
-	if res != nil {
-		if v := res.Header.Get("Retry-After-Ms"); v != "" {
-			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-				return time.Duration(min(ms, float64(math.MaxInt64/2)/1e6) * float64(time.Millisecond)), true
-			}
-		}
-		if v := res.Header.Get("Retry-After"); v != "" {
-			if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
-				return time.Duration(min(s, float64(math.MaxInt64/2)/1e9) * float64(time.Second)), true
-			}
-			if t, err := http.ParseTime(v); err == nil {
-				return max(time.Until(t), 0), true
-			}
-		}
+// retryWait is the wait before retry n+1: what the provider asked for
+// (fromServer: retryAfter), else a backoff: 0.5 s doubling, at most 8 s,
+// minus up to a quarter of jitter (openai-go's).
+func retryWait(err error, n int) (wait time.Duration, fromServer bool) {
+	if d, ok := retryAfter(err); ok {
+		return d, true
 	}
 	d := min(500*time.Millisecond<<min(n, 10), 8*time.Second)
 	return d - time.Duration(rand.Int64N(int64(d/4))), false
+}
+
+// headerRetryAfter reads retry-after-ms or Retry-After (seconds or an
+// HTTP date).
+func headerRetryAfter(h http.Header) (time.Duration, bool) {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+			return time.Duration(min(ms, float64(math.MaxInt64/2)/1e6) * float64(time.Millisecond)), true
+		}
+	}
+	if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && !math.IsInf(s, 0) {
+			return time.Duration(min(s, float64(math.MaxInt64/2)/1e9) * float64(time.Second)), true
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return max(time.Until(t), 0), true
+		}
+	}
+	return 0, false
 }
 
 func retryStatus(err error) int {
@@ -356,7 +363,7 @@ func (r *runState) checkTokenBudget() error {
 // interrupted keeps what the user saw of a reply that a cancellation (or
 // a consumer that stopped) cut short: an assistant message marked
 // Interrupted, without tool calls.
-func (r *runState) interrupted(ctx context.Context, rep reply, err error) {
+func (r *runState) interrupted(ctx context.Context, rep Reply, err error) {
 	if rep.Content == "" || (ctx.Err() == nil && !errors.Is(err, errStopped)) {
 		return
 	}
@@ -366,29 +373,6 @@ func (r *runState) interrupted(ctx context.Context, rep reply, err error) {
 // interruptedNote is appended to the content of an interrupted message
 // when it is sent back, so the model knows its reply did not end there.
 const interruptedNote = " [interrupted by the user]"
-
-// reasoningText is the reasoning fragment of a delta, under either name
-// providers use ("reasoning_content", "reasoning"), or "".
-// reasoningKeys are the delta fields providers stream reasoning in.
-var reasoningKeys = [...]string{"reasoning_content", "reasoning"}
-
-func reasoningText(fields map[string]respjson.Field) string {
-	for _, k := range reasoningKeys {
-		f, ok := fields[k]
-		if !ok {
-			continue
-		}
-		raw := f.Raw()
-		if len(raw) < 2 || raw[0] != '"' {
-			continue
-		}
-		var s string
-		if json.Unmarshal([]byte(raw), &s) == nil && s != "" {
-			return s
-		}
-	}
-	return ""
-}
 
 // orDefault is d, def if d is zero, and 0 (none) if d is negative.
 func orDefault(d, def time.Duration) time.Duration {

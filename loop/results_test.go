@@ -339,7 +339,7 @@ func TestCompact(t *testing.T) {
 	if out[3].Content != `{"small":1}` || out[7].Content != blob || h[2].FullContent != blob {
 		t.Errorf("compact changed what it should keep")
 	}
-	if _, err := New(Config{Model: "m", History: out}); err != nil {
+	if _, err := New(Config{Provider: offline(t), History: out}); err != nil {
 		t.Errorf("compacted history does not resume: %v", err)
 	}
 }
@@ -408,7 +408,7 @@ func TestResponseSchema(t *testing.T) {
 	}
 
 	// A schema the registry refuses is refused by New.
-	if _, err := New(Config{Model: "m", ResponseSchema: json.RawMessage(`{"type":"string"}`)}); !errors.Is(err, registry.ErrInvalidSchema) {
+	if _, err := New(Config{Provider: offline(t), ResponseSchema: json.RawMessage(`{"type":"string"}`)}); !errors.Is(err, registry.ErrInvalidSchema) {
 		t.Errorf("non-object schema: %v", err)
 	}
 }
@@ -487,8 +487,15 @@ func TestBoundOutputFits(t *testing.T) {
 // TestOverflowRetryIsSeen: the retry after a context overflow is a Retry
 // event, as other retries are.
 func TestOverflowRetryIsSeen(t *testing.T) {
+	blob, _ := json.Marshal(bigText(6000))
+	history := []Message{
+		{Role: RoleUser, Content: "before"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "old", Name: "dump", Arguments: "{}"}}},
+		{Role: RoleTool, ToolCallID: "old", Name: "dump", Content: string(blob)},
+		{Role: RoleAssistant, Content: "done"},
+	}
 	srv := newServer(t, status(400, overflowBody), jsonReply("trimmed", ""))
-	c := newCycle(t, srv, Config{})
+	c := newCycle(t, srv, Config{History: history})
 	var retries []*Retry
 	var err error
 	for ev, e := range c.SubmitStreamWithTools(context.Background(), "go", nil) {
@@ -501,5 +508,67 @@ func TestOverflowRetryIsSeen(t *testing.T) {
 	}
 	if err != nil || len(retries) != 1 || !strings.Contains(retries[0].Reason, "too long") || retries[0].Max != 1 {
 		t.Fatalf("err %v, retries %+v", err, retries)
+	}
+}
+
+// A refusal as too long when nothing can be trimmed (a system prompt and
+// one prompt) ends the run at once: the same request, or a larger one
+// with the page tool, would be refused again.
+func TestOverflowWithNothingToTrimEndsAtOnce(t *testing.T) {
+	srv := newServer(t, status(400, overflowBody), jsonReply("never", ""))
+	c := newCycle(t, srv, Config{System: "You are terse."})
+	_, err := c.SubmitWithTools(context.Background(), bigText(3000), newRegistry(t, constTool("dump", `"x"`, nil)))
+	if KindOf(err) != KindContextOverflow || !errors.Is(err, ErrContextOverflow) {
+		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1: the refused request was sent again", n)
+	}
+	if !strings.Contains(err.Error(), "nothing in the conversation can be trimmed") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// When the result the current turn is waiting on is what does not fit,
+// the resend shows its head and tail (as much as fits, valid JSON, with
+// the note saying how to read the rest), not a bare pointer.
+func TestOverflowCurrentResultBecomesAnExcerpt(t *testing.T) {
+	text := bigText(60000)
+	blob, _ := json.Marshal(text)
+	reg := newRegistry(t, constTool("dump", string(blob), nil))
+	var sizes []int
+	var sent string
+	srv := newServer(t,
+		jsonReply("", "", call("c1", "dump", `{}`)),
+		expect(func(t testing.TB, got received) { sizes = append(sizes, len(got.Raw)) }, status(400, overflowBody)),
+		expect(func(t testing.TB, got received) {
+			sizes = append(sizes, len(got.Raw))
+			checkWireHistory(t, got.Messages)
+			for _, m := range got.Messages {
+				if m.Role == "tool" {
+					sent = str(m.Content)
+				}
+			}
+		}, jsonReply("got it", "")),
+	)
+	c := newCycle(t, srv, Config{MaxToolMessageBytes: -1})
+	if _, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil {
+		t.Fatal(err)
+	}
+	var shown string
+	if err := json.Unmarshal([]byte(sent), &shown); err != nil {
+		t.Fatalf("the resent result is not a JSON string: %.200q", sent)
+	}
+	if !strings.HasPrefix(shown, text[:200]) || !strings.HasSuffix(shown, text[len(text)-200:]) || !strings.Contains(shown, "too long to show whole") {
+		t.Errorf("the resent result is not a head/tail excerpt: %.300q", shown)
+	}
+	if len(shown) < 2000 {
+		t.Errorf("the excerpt is only %d bytes", len(shown))
+	}
+	if len(sizes) != 2 || sizes[1] >= sizes[0] {
+		t.Errorf("request sizes %v: the resend is not smaller", sizes)
+	}
+	if got := c.Messages(); got[2].Content == sent {
+		t.Errorf("the history kept the excerpt instead of the result")
 	}
 }

@@ -33,21 +33,43 @@ func newServer(t *testing.T, steps ...step) *chattest.Server {
 	return chattest.New(t, steps...)
 }
 
-// newCycle returns a Cycle talking to srv.
+// newCycle returns a Cycle talking to srv (model "test-model", key
+// "sk-test") through the Chat Completions adapter.
 func newCycle(t *testing.T, srv *chattest.Server, cfg Config) *Cycle {
 	t.Helper()
-	cfg.BaseURL = srv.URL
-	if cfg.Model == "" {
-		cfg.Model = "test-model"
+	return newCycleWith(t, srv, TestProviderConfig{}, cfg)
+}
+
+// newCycleWith is newCycle with provider settings.
+func newCycleWith(t *testing.T, srv *chattest.Server, pc TestProviderConfig, cfg Config) *Cycle {
+	t.Helper()
+	pc.BaseURL = srv.URL
+	if pc.Model == "" {
+		pc.Model = "test-model"
 	}
-	if cfg.APIKey == "" {
-		cfg.APIKey = "sk-test"
+	if pc.APIKey == "" {
+		pc.APIKey = "sk-test"
 	}
+	p, err := NewTestProvider(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Provider = p
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// offline is a provider for Cycles that make no request (model "m").
+func offline(t *testing.T) Provider {
+	t.Helper()
+	p, err := NewTestProvider(TestProviderConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // --- replies ---

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // SchemaMode says how Config.ResponseSchema is asked of the provider.
@@ -81,9 +79,9 @@ func (e *StructuredOutput) MarshalJSON() ([]byte, error) {
 // responseSchema is a compiled Config.ResponseSchema.
 type responseSchema struct {
 	schema *registry.Schema
-	doc    map[string]any // sent as response_format's schema
+	doc    map[string]any // the schema as JSON
 	strict bool
-	text   string // the schema as shown in the prompt instruction
+	text   string // the schema as sent and as shown in the prompt instruction
 }
 
 // compileResponseSchema checks raw with the registry's validator (its
@@ -143,23 +141,19 @@ func strictSubset(v any) bool {
 func (c *Cycle) schemaByPrompt() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.SchemaMode == SchemaPrompt || c.schemaFallback
+	return c.cfg.SchemaMode == SchemaPrompt || c.schemaFallback || !c.info.StructuredOutput
 }
 
-// applySchema adds the schema to a request: response_format, or the
+// applySchema adds the schema to a request: Request.Schema, or the
 // instruction in the system prompt (returned as the new system prompt and
 // history to convert).
-func (c *Cycle) applySchema(p *openai.ChatCompletionNewParams, system string, history []Message) (string, []Message) {
+func (c *Cycle) applySchema(req *Request, system string, history []Message) (string, []Message) {
 	rs := c.schema
 	if rs == nil {
 		return system, history
 	}
 	if !c.schemaByPrompt() {
-		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "final_answer", Schema: rs.doc}
-		if rs.strict {
-			js.Strict = param.NewOpt(true)
-		}
-		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}}
+		req.Schema = &ResponseFormat{Name: "final_answer", Schema: json.RawMessage(rs.text), Strict: rs.strict}
 		return system, history
 	}
 	instr := "When you give your final answer (not a tool call), reply with only a JSON value that matches this JSON Schema, with no other text and no code fence:\n" + rs.text
@@ -171,6 +165,14 @@ func (c *Cycle) applySchema(p *openai.ChatCompletionNewParams, system string, hi
 	return strings.TrimSpace(system + "\n\n" + instr), history
 }
 
+// schemaPhrases are the words of a provider refusing a response schema:
+// response_format (Chat Completions), text.format (Responses),
+// output_config / output_format (Anthropic), responseMimeType /
+// responseJsonSchema (Gemini).
+var schemaPhrases = []string{"response_format", "json_schema", "structured output", "text.format",
+	"output_config", "output_format", "response_mime_type", "responsemimetype", "response mime type",
+	"response_schema", "responseschema", "responsejsonschema", "response_json_schema"}
+
 // schemaRefused reports whether err is a provider refusing
 // response_format under SchemaAuto; it then switches the Cycle to the
 // prompt instruction.
@@ -181,7 +183,7 @@ func (c *Cycle) schemaRefused(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(api.Message + " " + api.Code + " " + api.Type)
-	if !strings.Contains(msg, "response_format") && !strings.Contains(msg, "json_schema") && !strings.Contains(msg, "structured output") {
+	if !slices.ContainsFunc(schemaPhrases, func(p string) bool { return strings.Contains(msg, p) }) {
 		return false
 	}
 	c.mu.Lock()

@@ -170,7 +170,7 @@ func TestResumedToolMessagesAreCleaned(t *testing.T) {
 		{Role: RoleTool, ToolCallID: "a", Name: "t", Content: "error (execution_failed): trap\x1b]0;x\x07" + strings.Repeat("$f ", 1<<20)},
 		{Role: RoleTool, ToolCallID: "b", Name: "t", Content: `{"k":"\u001b[31m\u202e"}`},
 	}
-	c, err := New(Config{Model: "m", History: history})
+	c, err := New(Config{Provider: offline(t), History: history})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,11 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	// Only a session agrun named itself is removed when its first
 	// request fails: one the user named (--session) is theirs to resume.
 	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named, model: cfg.LLM.Model}
-	lc := loopConfig(cfg)
+	lc, err := loopConfig(cfg)
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
 	lc.History = history
 	lc.OnMessage = func(m loop.Message) {
 		if m.Role == loop.RoleAssistant {
@@ -115,16 +119,17 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 
 // loopConfig is the model loop of the config's [llm] section, for the CLI's
 // runs and the server's (History and OnMessage are set per run). The API
-// key comes only from the variable api_key_env names.
-func loopConfig(cfg *config.Config) loop.Config {
+// key comes only from the variable api_key_env names. It fails (a
+// configError) when the provider cannot be made.
+func loopConfig(cfg *config.Config) (loop.Config, error) {
+	p, err := newProvider(&cfg.LLM)
+	if err != nil {
+		return loop.Config{}, &configError{fmt.Errorf("[llm]: %w", err)}
+	}
 	lc := loop.Config{
-		BaseURL:           cfg.LLM.BaseURL,
-		APIKey:            os.Getenv(cfg.LLM.APIKeyEnv),
-		Model:             cfg.LLM.Model,
+		Provider:          p,
 		System:            cfg.LLM.System,
-		Temperature:       cfg.LLM.Temperature,
 		MaxTurns:          cfg.LLM.MaxTurns,
-		ParallelToolCalls: cfg.LLM.ParallelToolCalls,
 		RequestTimeout:    cfg.LLM.Timeout.Std(),
 		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
 		MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
@@ -138,7 +143,7 @@ func loopConfig(cfg *config.Config) loop.Config {
 		}
 	}
 	applyLoopOptions(&lc, cfg)
-	return lc
+	return lc, nil
 }
 
 // close releases the session; a fresh one that got no reply is removed.

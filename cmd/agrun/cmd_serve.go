@@ -62,7 +62,11 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
-	lc := loopConfig(cfg)
+	lc, err := loopConfig(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	lc.Approver = c.serveApprover(cfg) // calls that need a yes are asked of the run's client (docs/API.md)
 	opts := serveOptions(cfg.Serve)
 	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel

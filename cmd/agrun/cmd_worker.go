@@ -71,7 +71,10 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer ce.close()
-	lc := loopConfig(cfg)
+	lc, err := loopConfig(cfg)
+	if err != nil {
+		return err
+	}
 	lc.Approver = c.clusterApprover(cfg)
 	a := &cluster.Activities{
 		Registry: e.reg,

@@ -190,13 +190,25 @@ func TestRunReasoning(t *testing.T) {
 	if strings.ContainsAny(r.stderr, "\x1b\x07") || !strings.Contains(r.stderr, "evil ") {
 		t.Errorf("raw control characters on stderr: %q", r.stderr)
 	}
-	if s := e.sessionFile("rs"); strings.Contains(s, "Thinking") {
-		t.Errorf("reasoning saved: %s", s)
+	// Kept in the session, for the provider that wrote it (DeepSeek
+	// refuses a turn without it), never shown by sessions show, and sent
+	// back only in that session.
+	if s := e.sessionFile("rs"); !strings.Contains(s, `"reasoning":{"api":"chat"`) || !strings.Contains(s, "Thinking it over.") {
+		t.Errorf("reasoning not saved: %s", s)
 	}
 	for _, req := range srv.Requests() {
 		if strings.Contains(string(req.Raw), "Thinking") {
-			t.Errorf("reasoning sent back: %s", req.Raw)
+			t.Errorf("reasoning of another session sent: %s", req.Raw)
 		}
+	}
+	if r := e.run("", "sessions", "show", "rs").wantCode(t, exitOK); strings.Contains(r.stdout, "Thinking") {
+		t.Errorf("sessions show shows the reasoning: %s", r.stdout)
+	}
+	srv.Add(chattest.Reply{Text: "again"})
+	e.run("", "run", "--session", "rs", "and?").wantCode(t, exitOK)
+	reqs := srv.Requests()
+	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Raw), `"reasoning_content":"Thinking it over."`) {
+		t.Errorf("reasoning not sent back in its session: %s", last.Raw)
 	}
 }
 
@@ -269,7 +281,10 @@ max_tool_calls = 7
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := loopConfig(cfg)
+	lc, err := loopConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if lc.StreamIdleTimeout != 90*time.Second || lc.MaxRetryWait != time.Minute || lc.MaxTotalTokens != 5000 || lc.MaxToolCalls != 7 {
 		t.Errorf("loop config %+v", lc)
 	}

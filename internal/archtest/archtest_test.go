@@ -30,8 +30,12 @@ var layers = map[string]struct {
 	"runtime":    {external: []string{"github.com/tetratelabs/wazero"}},
 	"wasmtools":  {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
 	"mcp":        {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
-	"loop":       {project: []string{"registry", "permission"}, external: []string{"github.com/openai/openai-go/v3"}},
-	"guest-sdk":  {},
+	// loop's provider adapters (loop/chat, loop/responses, loop/anthropic,
+	// loop/gemini) each use one SDK; package loop itself none
+	// (TestAdaptersLinkOnlyTheirSDK).
+	"loop": {project: []string{"registry", "permission"}, external: []string{"github.com/openai/openai-go/v3",
+		"github.com/anthropics/anthropic-sdk-go/v2", "google.golang.org/genai"}},
+	"guest-sdk": {},
 	// cluster (issue 21): the Temporal workflow and activities over the
 	// loop and the registry, and the stores they share (S3 or a directory
 	// for modules, PostgreSQL or JSON lines for sessions). Its tests may
@@ -163,6 +167,36 @@ func TestTransitive(t *testing.T) {
 				}
 				t.Errorf("%s depends (transitively) on %s", p, dep)
 			}
+		}
+	}
+}
+
+// TestAdaptersLinkOnlyTheirSDK: a program that imports package loop links
+// no model SDK, and one that imports an adapter links only that adapter's
+// (responses: openai-go's responses package, not its Chat Completions
+// client) — the point of one package per API (docs/ARCHITECTURE.md).
+func TestAdaptersLinkOnlyTheirSDK(t *testing.T) {
+	const (
+		openai    = "github.com/openai/openai-go/v3"
+		anthropic = "github.com/anthropics/anthropic-sdk-go/v2"
+		genai     = "google.golang.org/genai"
+	)
+	for pkg, allowed := range map[string][]string{
+		"loop":           nil,
+		"loop/chat":      {openai},
+		"loop/responses": {openai},
+		"loop/anthropic": {anthropic},
+		"loop/gemini":    {genai},
+	} {
+		deps := goList(t, "-deps", "./"+pkg)
+		for _, sdk := range []string{openai, anthropic, genai} {
+			linked := slices.ContainsFunc(deps, func(d string) bool { return d == sdk || strings.HasPrefix(d, sdk+"/") })
+			if linked != slices.Contains(allowed, sdk) {
+				t.Errorf("%s links %s: %v, want %v", pkg, sdk, linked, !linked)
+			}
+		}
+		if pkg == "loop/responses" && slices.Contains(deps, openai) {
+			t.Errorf("loop/responses links openai-go's root package (the Chat Completions client and everything it imports)")
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -73,7 +74,9 @@ func TestModelOutput(t *testing.T) {
 			cnt.n.Store(0)
 			before := f.snapshot(t)
 			tr := &http.Transport{}
-			cy, err := loop.New(loop.Config{BaseURL: srv.URL, Model: "m", MaxTurns: 20, HTTPClient: &http.Client{Transport: tr}})
+			p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "m", HTTPClient: &http.Client{Transport: tr}})
+			must(t, err)
+			cy, err := loop.New(loop.Config{Provider: p, MaxTurns: 20})
 			must(t, err)
 			resp, err := cy.SubmitWithTools(context.Background(), "go", f.reg)
 			if c.wantErr == nil && err != nil || c.wantErr != nil && !errors.Is(err, c.wantErr) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -1074,7 +1075,11 @@ func (s *suite) loopTurn() error {
 	second := bytes.Replace(first, []byte(`]}`), []byte(`,{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"word_count","arguments":"{\"text\":\"one two three four\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"{\"words\":4}"}]}`), 1)
 	vs := []variant{
 		{name: "loop", call: func() error {
-			c, err := loop.New(loop.Config{BaseURL: srv.URL + "/v1", Model: "m", System: "You count words."})
+			p, err := chat.New(chat.Config{BaseURL: srv.URL + "/v1", Model: "m"})
+			if err != nil {
+				return err
+			}
+			c, err := loop.New(loop.Config{Provider: p, System: "You count words."})
 			if err != nil {
 				return err
 			}

@@ -45,8 +45,12 @@ type Config struct {
 	Path string `toml:"-"`
 }
 
-// LLM is the [llm] section: the OpenAI-compatible endpoint.
+// LLM is the [llm] section: the model API and how the loop uses it.
 type LLM struct {
+	// API is the wire API: "chat" (the default), "responses",
+	// "anthropic" or "gemini". base_url, api_key_env and model default
+	// per API (APIDefaults).
+	API               string   `toml:"api"`
 	BaseURL           string   `toml:"base_url"`
 	Model             string   `toml:"model"`
 	APIKeyEnv         string   `toml:"api_key_env"` // the variable holding the key; the key itself never appears in a config
@@ -68,6 +72,29 @@ type LLM struct {
 	// SchemaMode is how `run --schema` asks for structured output:
 	// "auto" (default), "native" (response_format only) or "prompt".
 	SchemaMode string `toml:"schema_mode"`
+	// Reasoning is the reasoning effort: "" (the API's default), "off",
+	// "low", "medium" or "high"; anthropic and gemini map it to a
+	// thinking budget (docs/CONFIG.md).
+	Reasoning string `toml:"reasoning"`
+	// Store (api = "responses" only) keeps responses on OpenAI's side and
+	// continues with previous_response_id instead of sending the
+	// reasoning items back.
+	Store bool `toml:"store"`
+	// MaxOutputTokens bounds each reply's tokens; 0: the API's default
+	// (anthropic, which requires one: 8192, plus the thinking budget).
+	MaxOutputTokens int64 `toml:"max_output_tokens"`
+	// PromptCache (api = "anthropic"): mark the system prompt and the
+	// tool definitions cacheable (cache_control); nil: true.
+	PromptCache *bool `toml:"prompt_cache"`
+}
+
+// APIDefaults are the defaults of [llm] per api: base URL, the variable
+// holding the key, and the model.
+var APIDefaults = map[string]struct{ BaseURL, KeyEnv, Model string }{
+	"chat":      {"https://api.openai.com/v1", "OPENAI_API_KEY", "gpt-4.1-mini"},
+	"responses": {"https://api.openai.com/v1", "OPENAI_API_KEY", "gpt-5-mini"},
+	"anthropic": {"https://api.anthropic.com", "ANTHROPIC_API_KEY", "claude-sonnet-4-5"},
+	"gemini":    {"https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "gemini-2.5-flash"},
 }
 
 // Sandbox is the [sandbox] section: defaults for every WASM tool.
@@ -491,6 +518,23 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	default:
 		return errAt(`must be "auto", "native" or "prompt"`, "llm", "schema_mode")
 	}
+	if _, ok := APIDefaults[c.LLM.API]; !ok && c.LLM.API != "" {
+		return errAt(`must be "chat", "responses", "anthropic" or "gemini"`, "llm", "api")
+	}
+	switch c.LLM.Reasoning {
+	case "", "off", "low", "medium", "high":
+	default:
+		return errAt(`must be "off", "low", "medium" or "high" (or unset: the API's default)`, "llm", "reasoning")
+	}
+	if c.LLM.Store && c.LLM.API != "responses" {
+		return errAt(`applies only to api = "responses"`, "llm", "store")
+	}
+	if c.LLM.PromptCache != nil && c.LLM.API != "anthropic" {
+		return errAt(`applies only to api = "anthropic" (OpenAI and Gemini cache prompts by themselves)`, "llm", "prompt_cache")
+	}
+	if c.LLM.MaxOutputTokens < 0 {
+		return errAt("must be positive (0: the API's default)", "llm", "max_output_tokens")
+	}
 	if c.Sandbox.MaxParallel < 0 {
 		return errAt("must be positive", "sandbox", "max_parallel")
 	}
@@ -537,14 +581,18 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func (c *Config) applyDefaults() {
+	if c.LLM.API == "" {
+		c.LLM.API = "chat"
+	}
+	def := APIDefaults[c.LLM.API]
 	if c.LLM.BaseURL == "" {
-		c.LLM.BaseURL = "https://api.openai.com/v1"
+		c.LLM.BaseURL = def.BaseURL
 	}
 	if c.LLM.APIKeyEnv == "" {
-		c.LLM.APIKeyEnv = "OPENAI_API_KEY"
+		c.LLM.APIKeyEnv = def.KeyEnv
 	}
 	if c.LLM.Model == "" {
-		c.LLM.Model = "gpt-4.1-mini"
+		c.LLM.Model = def.Model
 	}
 	if c.LLM.MaxTurns == 0 {
 		c.LLM.MaxTurns = 10

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
 )
 
@@ -18,7 +19,7 @@ func TestRunRealConditions(t *testing.T) {
 		chattest.Reply{Text: "Half a sent", Cut: true},
 		chattest.Reply{Reasoning: "Let me think.", Text: "The answer is cut", Finish: "length"},
 	)
-	lc := &loop.Config{BaseURL: chat.URL, Model: "m"}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL)}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc}})
 	status, evs, body := ts.postRun(t, `{"prompt":"q","session":"rc-1"}`)
 	if status != http.StatusOK {
@@ -42,7 +43,7 @@ func TestRunErrorCarriesSession(t *testing.T) {
 		chattest.Reply{Status: 429, Body: `{"error":{"message":"slow down"}}`, Header: map[string]string{"Retry-After": "120"}},
 		calls,
 	)
-	lc := &loop.Config{BaseURL: chat.URL, Model: "m", MaxToolCalls: 1}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxToolCalls: 1}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc}})
 	_, evs, _ := ts.postRun(t, `{"prompt":"q","session":"rc-2"}`)
 	last := evs[len(evs)-1]

@@ -14,6 +14,7 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
@@ -61,7 +62,7 @@ func TestTraceContextAndAudits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := startServer(t, setup{rt: rt, opts: server.Options{Registry: reg, Telemetry: tel, Sessions: store,
-		Loop: &loop.Config{BaseURL: chat.URL, Model: "m", MaxRetries: -1}}})
+		Loop: &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxRetries: -1}}})
 
 	h := http.Header{"Traceparent": {"00-" + runTrace + "-00f067aa0ba902b7-01"}}
 	status, evs, body := ts.postRunWith(t, `{"prompt":"read a.txt","session":"tr-1"}`, h)

@@ -93,7 +93,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	// The run's span (telemetry on), a child of the client's trace
 	// context; the loop's callbacks feed it the requests, the events its
 	// tool calls.
-	ctx, trace := s.tel.StartRun(s.traceContext(r), id, s.loopCfg.Model)
+	ctx, trace := s.tel.StartRun(s.traceContext(r), id, s.loopCfg.Provider.Info().Model)
 	var runErr error
 	defer func() { trace.Finish(runErr) }()
 	// The run, for approvals (approvals.go): registered once its session

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
@@ -552,7 +553,7 @@ func TestStoreLimits(t *testing.T) {
 }
 
 func TestBodyLimitOnCalls(t *testing.T) {
-	ts := startServer(t, setup{opts: server.Options{MaxBody: 1024, Loop: &loop.Config{Model: "m", BaseURL: "http://127.0.0.1:1/v1"}}})
+	ts := startServer(t, setup{opts: server.Options{MaxBody: 1024, Loop: &loop.Config{Provider: testprovider.Chat(t, "http://127.0.0.1:1/v1")}}})
 	ts.mustUpload(okTool(t, "ok_tool"), "", http.StatusCreated)
 	big := `{"x":"` + strings.Repeat("a", 2000) + `"}`
 	if r := ts.call("ok_tool", big); r.status != http.StatusRequestEntityTooLarge || r.errorKind(t) != server.KindBodyTooLarge {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -185,7 +186,7 @@ func TestCrossSiteRequestsRunNothing(t *testing.T) {
 	chat := chattest.New(t) // no replies: the check below fails on any model request
 	ts := startServer(t, setup{opts: server.Options{
 		Registry: operatorRegistry(t, countingTool{&runs}),
-		Loop:     &loop.Config{Model: "m", BaseURL: chat.URL},
+		Loop:     &loop.Config{Provider: testprovider.Chat(t, chat.URL)},
 	}})
 	port := ts.port()
 	for _, c := range []struct {

@@ -1,4 +1,4 @@
-package loop
+package chat
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agcore/agrun/loop"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -20,7 +21,7 @@ import (
 // fixtureChunks decodes testdata/<name> into chunks, stopping at [DONE].
 func fixtureChunks(t *testing.T, name string) []openai.ChatCompletionChunk {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
+	data, err := os.ReadFile(filepath.Join("..", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,11 @@ func accumulate(t *testing.T, name string) (acc openai.ChatCompletionAccumulator
 	return acc, justFinished
 }
 
-func assemble(t *testing.T, name string) reply {
+func assemble(t *testing.T, name string) *loop.Reply {
 	t.Helper()
 	var a assembler
 	for _, c := range fixtureChunks(t, name) {
-		if err := a.add(&c); err != nil {
+		if _, err := a.add(&c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +154,7 @@ func TestAccumulatorShortfallChunkIDChanges(t *testing.T) {
 		if i == 1 && ok {
 			t.Errorf("accumulator accepted a chunk with a new id")
 		}
-		if err := a.add(&c); err != nil {
+		if _, err := a.add(&c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package loop
+package chat
 
 import (
 	"bufio"
@@ -17,18 +17,18 @@ import (
 // sends ("data: {chunk}" lines), through the stream assembler and the
 // non-streamed reader. Whatever the provider sends, neither panics, the
 // assembler holds no more than maxReplyBytes, and every assembled call has
-// a name or arguments. Seeds: the provider-quirk fixtures in testdata/*.sse
+// a name or arguments. Seeds: the provider-quirk fixtures in loop/testdata/*.sse
 // and testdata/fuzz/FuzzAssemble. (Part of the hostile-input suite; see
 // internal/hostile and docs/SECURITY.md.)
 func FuzzAssemble(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "*.sse"))
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var a assembler
+		a := assembler{max: 64 << 20}
 		sc := bufio.NewScanner(bytes.NewReader(body))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -40,7 +40,7 @@ func FuzzAssemble(f *testing.F) {
 			if json.Unmarshal([]byte(data), &chunk) != nil {
 				continue
 			}
-			if err := a.add(&chunk); err != nil {
+			if _, err := a.add(&chunk); err != nil {
 				break
 			}
 			// The same bytes as a whole (non-streamed) completion.
@@ -49,7 +49,7 @@ func FuzzAssemble(f *testing.F) {
 				replyFromCompletion(&cc)
 			}
 		}
-		if a.size > maxReplyBytes+fragmentCost+len(body) {
+		if a.size > a.max+fragmentCost+len(body) {
 			t.Fatalf("assembler holds %d bytes", a.size)
 		}
 		r := a.result()

@@ -1,4 +1,4 @@
-package loop
+package chat
 
 import (
 	"encoding/json"
@@ -7,17 +7,10 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/respjson"
 )
-
-// reply is one model answer, however it arrived.
-type reply struct {
-	Model        string // as the provider named it
-	Content      string
-	Calls        []ToolCall
-	FinishReason string
-	Usage        Usage
-}
 
 // assembler builds a reply from streamed chunks. It is ours rather than
 // openai-go's ChatCompletionAccumulator because real servers break the
@@ -36,25 +29,31 @@ type reply struct {
 //   - a name equal to the call's name is a repeat and is not appended;
 //   - arguments are appended; type is ignored (always "function" when sent).
 type assembler struct {
-	content strings.Builder
-	calls   []*partialCall
-	byIndex map[int64]*partialCall
-	finish  string
-	model   string
-	usage   Usage
-	chunks  int
-	size    int // bytes taken so far, with a charge per tool-call fragment
+	content   strings.Builder
+	reasoning strings.Builder
+	field     string // the delta field the reasoning came in
+	calls     []*partialCall
+	byIndex   map[int64]*partialCall
+	finish    string
+	model     string
+	id        string
+	usage     loop.Usage
+	chunks    int
+	size      int // bytes taken so far, with a charge per chunk and per tool-call fragment
+	max       int // Request.MaxReplyBytes; 0: no bound
 }
 
-// maxReplyBytes bounds what one streamed reply may make the assembler hold
-// (text, names, arguments, plus fragmentCost per tool-call fragment), so a
-// runaway stream fails with ErrBadResponse instead of exhausting memory.
-var maxReplyBytes = 64 << 20
-
+// fragmentCost is charged per tool-call fragment (loop.EventCost is per
+// chunk).
 const fragmentCost = 64
 
-// errReplyTooLarge is returned (wrapped in ErrBadResponse) past maxReplyBytes.
+// errReplyTooLarge is returned (wrapped in ErrBadResponse) past the reply limit.
 var errReplyTooLarge = errors.New("reply too large")
+
+// reasoningKeys are the delta fields providers stream reasoning in:
+// "reasoning_content" (DeepSeek, vLLM, llama.cpp), "reasoning"
+// (OpenRouter, Ollama).
+var reasoningKeys = [...]string{"reasoning_content", "reasoning"}
 
 type partialCall struct {
 	id   string
@@ -62,11 +61,17 @@ type partialCall struct {
 	args strings.Builder
 }
 
-// add takes one chunk. It fails once the reply exceeds maxReplyBytes.
-func (a *assembler) add(chunk *openai.ChatCompletionChunk) error {
+// add takes one chunk and returns its text and reasoning. It fails once
+// the reply exceeds its limit.
+func (a *assembler) add(chunk *openai.ChatCompletionChunk) (loop.Delta, error) {
+	var d loop.Delta
 	a.chunks++
+	a.size += loop.EventCost
 	if a.model == "" && chunk.Model != "" {
 		a.model = textsafe.Clean(chunk.Model, 200)
+	}
+	if a.id == "" && chunk.ID != "" {
+		a.id = textsafe.Clean(chunk.ID, 200)
 	}
 	if chunk.JSON.Usage.Valid() {
 		a.usage = usageOf(&chunk.Usage)
@@ -80,28 +85,60 @@ func (a *assembler) add(chunk *openai.ChatCompletionChunk) error {
 			a.finish = ch.FinishReason
 		}
 		a.content.WriteString(ch.Delta.Content)
+		d.Text = ch.Delta.Content
 		if ch.Delta.Content == "" && ch.Delta.Refusal != "" {
 			a.content.WriteString(ch.Delta.Refusal)
 		}
 		a.size += len(ch.Delta.Content) + len(ch.Delta.Refusal)
-		for _, k := range reasoningKeys { // reasoning is never kept, but shown and sent on: it counts
-			if f, ok := ch.Delta.JSON.ExtraFields[k]; ok {
-				a.size += len(f.Raw())
+		if len(ch.Delta.JSON.ExtraFields) > 0 {
+			for _, k := range reasoningKeys { // reasoning is kept and sent back: it counts
+				if f, ok := ch.Delta.JSON.ExtraFields[k]; ok {
+					a.size += len(f.Raw())
+				}
+			}
+			if a.size <= a.max || a.max == 0 {
+				if field, t := reasoningText(ch.Delta.JSON.ExtraFields); t != "" {
+					if a.field == "" {
+						a.field = field
+					}
+					a.reasoning.WriteString(t)
+					d.Reasoning = t
+				}
 			}
 		}
 		for j := range ch.Delta.ToolCalls {
 			f := &ch.Delta.ToolCalls[j]
 			a.size += fragmentCost + len(f.ID) + len(f.Function.Name) + len(f.Function.Arguments)
-			if a.size > maxReplyBytes {
+			if a.max > 0 && a.size > a.max {
 				break
 			}
 			a.addCall(f)
 		}
-		if a.size > maxReplyBytes {
-			return fmt.Errorf("%w: %w: more than %d bytes", ErrBadResponse, errReplyTooLarge, maxReplyBytes)
+		if a.max > 0 && a.size > a.max {
+			return loop.Delta{}, fmt.Errorf("%w: %w: more than %d bytes", loop.ErrBadResponse, errReplyTooLarge, a.max)
 		}
 	}
-	return nil
+	return d, nil
+}
+
+// reasoningText is the reasoning fragment of a delta and the field it
+// came in, or "".
+func reasoningText(fields map[string]respjson.Field) (field, text string) {
+	for _, k := range reasoningKeys {
+		f, ok := fields[k]
+		if !ok {
+			continue
+		}
+		raw := f.Raw()
+		if len(raw) < 2 || raw[0] != '"' {
+			continue
+		}
+		var s string
+		if json.Unmarshal([]byte(raw), &s) == nil && s != "" {
+			return k, s
+		}
+	}
+	return "", ""
 }
 
 func (a *assembler) addCall(f *openai.ChatCompletionChunkChoiceDeltaToolCall) {
@@ -144,21 +181,37 @@ func startsNewCall(cur *partialCall, f *openai.ChatCompletionChunkChoiceDeltaToo
 
 // result returns the assembled reply. Calls with neither a name nor
 // arguments (empty slots) are dropped.
-func (a *assembler) result() reply {
-	r := reply{Model: a.model, Content: a.content.String(), FinishReason: a.finish, Usage: a.usage}
+func (a *assembler) result() *loop.Reply {
+	r := &loop.Reply{ID: a.id, Model: a.model, Content: a.content.String(), FinishReason: a.finish, Usage: a.usage,
+		Reasoning: reasoningOf(a.field, a.reasoning.String())}
 	for _, c := range a.calls {
 		if c.name == "" && c.args.Len() == 0 {
 			continue
 		}
-		r.Calls = append(r.Calls, ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
+		r.Calls = append(r.Calls, loop.ToolCall{ID: c.id, Name: c.name, Arguments: c.args.String()})
 	}
 	return r
 }
 
+// opaque is what chat keeps of a reply's reasoning besides its text: the
+// field it came in, to send it back under the same name.
+type opaque struct {
+	Field string `json:"field"`
+}
+
+// reasoningOf is the reasoning a reply carried in field, or nil.
+func reasoningOf(field, text string) *loop.Reasoning {
+	if text == "" {
+		return nil
+	}
+	o, _ := json.Marshal(opaque{Field: field})
+	return &loop.Reasoning{Text: text, Opaque: o}
+}
+
 // replyFromCompletion reads a non-streamed answer. Tool calls are read
 // field by field, whatever their "type" says.
-func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
-	r := reply{Model: textsafe.Clean(cc.Model, 200), Usage: usageOf(&cc.Usage)}
+func replyFromCompletion(cc *openai.ChatCompletion) (*loop.Reply, bool) {
+	r := &loop.Reply{ID: textsafe.Clean(cc.ID, 200), Model: textsafe.Clean(cc.Model, 200), Usage: usageOf(&cc.Usage)}
 	for i := range cc.Choices {
 		ch := &cc.Choices[i]
 		if ch.Index != 0 && len(cc.Choices) > 1 {
@@ -169,11 +222,14 @@ func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
 		if r.Content == "" {
 			r.Content = ch.Message.Refusal
 		}
+		if field, t := reasoningText(ch.Message.JSON.ExtraFields); t != "" {
+			r.Reasoning = reasoningOf(field, t)
+		}
 		for _, tc := range ch.Message.ToolCalls {
 			if tc.Function.Name == "" && tc.Function.Arguments == "" {
 				continue
 			}
-			r.Calls = append(r.Calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			r.Calls = append(r.Calls, loop.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 		return r, true
 	}
@@ -182,7 +238,7 @@ func replyFromCompletion(cc *openai.ChatCompletion) (reply, bool) {
 
 // usageOf reads a provider's usage, with the cached and reasoning tokens
 // of its details where it gives them.
-func usageOf(u *openai.CompletionUsage) Usage {
-	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+func usageOf(u *openai.CompletionUsage) loop.Usage {
+	return loop.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
 		CachedTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
 }

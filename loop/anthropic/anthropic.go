@@ -1,0 +1,475 @@
+// Package anthropic is the loop's adapter for the Anthropic Messages API,
+// over anthropic-sdk-go.
+//
+//	p, err := anthropic.New(anthropic.Config{APIKey: key, Model: "claude-sonnet-4-5", Reasoning: "medium"})
+//	if err != nil { ... }
+//	c, err := loop.New(loop.Config{Provider: p})
+//
+// Extended thinking survives tool calls: the thinking and
+// redacted_thinking blocks of a reply are kept with its assistant
+// message, exactly as they came (signatures included), and sent back
+// first in that assistant turn, before its tool_use blocks, to the same
+// endpoint and model. Prompt caching is on by default: the system
+// prompt, the last tool definition and the end of the conversation carry
+// cache_control breakpoints, so each request of a run reads the previous
+// one's prefix from the cache (Usage.CachedTokens). Anthropic's errors
+// keep their status and type (529 overloaded_error is retried; an
+// overload announced in the stream is treated the same).
+//
+// The stream is assembled here, with builders and the loop's reply
+// budget, not by the SDK's Message.Accumulate, which appends every delta
+// to a string with += (quadratic in the number of deltas: see
+// TestAccumulateShortfall).
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/internal/wire"
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+// DefaultBaseURL is the base URL of a zero Config.BaseURL.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultMaxOutputTokens is max_tokens when Config.MaxOutputTokens is 0
+// (the API requires one); a thinking budget comes on top.
+const DefaultMaxOutputTokens = 8192
+
+// ThinkingBudget maps Config.Reasoning to the thinking budget sent
+// (budget_tokens).
+var ThinkingBudget = map[string]int64{"low": 2048, "medium": 8192, "high": 24576}
+
+// Config configures a Provider. Only Model is required.
+type Config struct {
+	// BaseURL of the API ("/v1/messages" is appended). Default
+	// DefaultBaseURL. ANTHROPIC_BASE_URL is not read.
+	BaseURL string
+	// APIKey is sent as the x-api-key header. ANTHROPIC_API_KEY is not
+	// read: the caller decides where keys come from.
+	APIKey string
+	// Model is the model name. Required.
+	Model string
+	// Temperature, if set, is sent as "temperature" (not with thinking,
+	// which the API refuses it with).
+	Temperature *float64
+	// Reasoning is extended thinking: "low", "medium" or "high" enable it
+	// with ThinkingBudget's budget; "off" disables it; "" sends nothing
+	// (the API's default: off).
+	Reasoning string
+	// MaxOutputTokens is max_tokens (default DefaultMaxOutputTokens); the
+	// thinking budget is added to it.
+	MaxOutputTokens int64
+	// NoPromptCache leaves out the cache_control breakpoints.
+	NoPromptCache bool
+	// HTTPClient, if set, makes the requests. Default: one client shared
+	// by every provider of the process.
+	HTTPClient *http.Client
+}
+
+// Provider is a loop.Provider for the Messages API. It is safe for
+// concurrent use.
+type Provider struct {
+	client sdk.Client
+	cfg    Config
+	info   loop.ProviderInfo
+}
+
+// New returns a Provider for cfg. It fails if Model is empty, BaseURL is
+// not an http(s) URL, or Reasoning is not one of its values.
+func New(cfg Config) (*Provider, error) {
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, errors.New("anthropic: Config.Model is required")
+	}
+	base, err := wire.BaseURL(cfg.BaseURL, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	if _, ok := ThinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" && cfg.Reasoning != "off" {
+		return nil, fmt.Errorf("anthropic: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
+	}
+	if cfg.MaxOutputTokens <= 0 {
+		cfg.MaxOutputTokens = DefaultMaxOutputTokens
+	}
+	cfg.BaseURL = base
+	p := &Provider{cfg: cfg, info: loop.ProviderInfo{
+		API: "anthropic", System: "anthropic", Model: cfg.Model, Endpoint: base, StructuredOutput: true,
+	}}
+	p.client = sdk.NewClient(
+		option.WithBaseURL(base+"/"),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(0), // the loop retries
+		option.WithHTTPClient(wire.Client(cfg.HTTPClient)),
+	)
+	return p, nil
+}
+
+// Info implements loop.Provider.
+func (p *Provider) Info() loop.ProviderInfo { return p.info }
+
+// Request implements loop.Provider: one Messages request, streamed or not.
+func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
+	params := p.params(req)
+	ctx, rec := wire.Start(ctx, wire.BodyLimit(req.MaxReplyBytes))
+	a := assembler{budget: wire.Budget{Max: req.MaxReplyBytes}}
+	if !req.Stream {
+		m, err := p.client.Messages.New(ctx, params)
+		if err != nil {
+			return nil, requestError(ctx, rec, err)
+		}
+		if err := a.message(m); err != nil {
+			return nil, err
+		}
+		return a.reply(), nil
+	}
+	s := p.client.Messages.NewStreaming(ctx, params)
+	defer s.Close()
+	for s.Next() {
+		ev := s.Current()
+		d, err := a.add(&ev)
+		if err != nil {
+			return a.reply(), err
+		}
+		if req.OnDelta != nil {
+			req.OnDelta(d)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return a.reply(), requestError(ctx, rec, err)
+	}
+	if !a.stopped {
+		return a.reply(), &loop.IncompleteStreamError{Marker: "message_stop", Empty: a.events == 0}
+	}
+	return a.reply(), nil
+}
+
+// requestError classifies a failure; an error event inside a stream
+// keeps the status its type implies (overloaded_error 529, api_error
+// 500, rate_limit_error 429), so that the loop retries it as it would
+// the same error before the stream.
+func requestError(ctx context.Context, rec *wire.Recording, err error) error {
+	var ae *sdk.Error
+	if ctx.Err() == nil && errors.As(err, &ae) && rec.Status() > 0 && rec.Status() < 400 {
+		e := wire.StreamError([]byte(ae.RawJSON()), err)
+		e.StatusCode = streamErrorStatus[e.Type]
+		return e
+	}
+	return wire.Error(ctx, rec, err)
+}
+
+var streamErrorStatus = map[string]int{"overloaded_error": 529, "api_error": 500, "rate_limit_error": 429}
+
+// params builds the request.
+func (p *Provider) params(req *loop.Request) sdk.MessageNewParams {
+	cache := !p.cfg.NoPromptCache
+	mp := sdk.MessageNewParams{Model: sdk.Model(p.cfg.Model), MaxTokens: p.cfg.MaxOutputTokens, Messages: toMessages(req.Messages, cache)}
+	if req.System != "" {
+		tb := sdk.TextBlockParam{Text: req.System}
+		if cache {
+			tb.CacheControl = sdk.NewCacheControlEphemeralParam()
+		}
+		mp.System = []sdk.TextBlockParam{tb}
+	}
+	thinking := false
+	switch budget, ok := ThinkingBudget[p.cfg.Reasoning]; {
+	case ok:
+		thinking = true
+		mp.MaxTokens += budget
+		mp.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: budget}}
+	case p.cfg.Reasoning == "off":
+		mp.Thinking = sdk.ThinkingConfigParamUnion{OfDisabled: &sdk.ThinkingConfigDisabledParam{}}
+	}
+	for i, d := range req.Tools {
+		schema := wire.ToolSchema(d.Parameters)
+		is := sdk.ToolInputSchemaParam{ExtraFields: map[string]any{}}
+		for k, v := range schema {
+			switch k {
+			case "type":
+			case "properties":
+				is.Properties = v
+			default:
+				is.ExtraFields[k] = v
+			}
+		}
+		tp := &sdk.ToolParam{Name: d.Name, InputSchema: is}
+		if d.Description != "" {
+			tp.Description = sdk.String(d.Description)
+		}
+		if cache && i == len(req.Tools)-1 {
+			tp.CacheControl = sdk.NewCacheControlEphemeralParam()
+		}
+		mp.Tools = append(mp.Tools, sdk.ToolUnionParam{OfTool: tp})
+	}
+	if s := req.Schema; s != nil {
+		var doc map[string]any
+		_ = json.Unmarshal(s.Schema, &doc)
+		mp.OutputConfig = sdk.OutputConfigParam{Format: sdk.JSONOutputFormatParam{Schema: doc}}
+	}
+	if p.cfg.Temperature != nil && !thinking {
+		mp.SetExtraFields(map[string]any{"temperature": *p.cfg.Temperature})
+	}
+	return mp
+}
+
+// opaqueBlock is a thinking or redacted_thinking block as it came, kept
+// in loop.Reasoning.Opaque (a JSON array of them) and sent back unchanged.
+type opaqueBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
+}
+
+// emptyReply stands in for an assistant message with nothing in it: the
+// API refuses empty text blocks and empty contents.
+const emptyReply = "[no reply]"
+
+// toMessages converts the loop's messages. Consecutive messages of the
+// user side (a user prompt, tool results, a system message in the middle
+// of the history) become one user message, tool results first, as the
+// API wants turns to alternate; with cache, the last block of the last
+// message is a cache breakpoint.
+func toMessages(msgs []loop.Message, cache bool) []sdk.MessageParam {
+	var out []sdk.MessageParam
+	var user []sdk.ContentBlockParamUnion // the user turn being gathered
+	var texts []sdk.ContentBlockParamUnion
+	flush := func() {
+		if len(user)+len(texts) > 0 {
+			out = append(out, sdk.NewUserMessage(append(user, texts...)...))
+		}
+		user, texts = nil, nil
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case loop.RoleUser, loop.RoleSystem:
+			text := m.Content
+			if m.Role == loop.RoleSystem {
+				text = "[system] " + text
+			}
+			if strings.TrimSpace(text) == "" {
+				text = emptyReply
+			}
+			texts = append(texts, sdk.NewTextBlock(text))
+		case loop.RoleTool:
+			content := m.Content
+			if content == "" {
+				content = "(empty)"
+			}
+			user = append(user, sdk.NewToolResultBlock(m.ToolCallID, content, strings.HasPrefix(m.Content, "error (")))
+		case loop.RoleAssistant:
+			flush()
+			var blocks []sdk.ContentBlockParamUnion
+			if r := m.Reasoning; r != nil {
+				var ob []opaqueBlock
+				_ = json.Unmarshal(r.Opaque, &ob)
+				for _, b := range ob {
+					switch b.Type {
+					case "thinking":
+						blocks = append(blocks, sdk.NewThinkingBlock(b.Signature, b.Thinking))
+					case "redacted_thinking":
+						blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Data))
+					}
+				}
+			}
+			if strings.TrimSpace(m.Content) != "" {
+				blocks = append(blocks, sdk.NewTextBlock(m.Content))
+			}
+			for _, c := range m.ToolCalls {
+				blocks = append(blocks, sdk.NewToolUseBlock(c.ID, json.RawMessage(objectJSON(c.Arguments)), c.Name))
+			}
+			if len(blocks) == 0 {
+				blocks = append(blocks, sdk.NewTextBlock(emptyReply))
+			}
+			out = append(out, sdk.NewAssistantMessage(blocks...))
+		}
+	}
+	flush()
+	if cache && len(out) > 0 {
+		var last []sdk.ContentBlockParamUnion
+		if m := out[len(out)-1]; m.OfUser != nil {
+			last = m.OfUser.Content
+		} else if m.OfAssistant != nil {
+			last = m.OfAssistant.Content
+		}
+		if n := len(last); n > 0 {
+			if cc := last[n-1].GetCacheControl(); cc != nil {
+				*cc = sdk.NewCacheControlEphemeralParam()
+			}
+		}
+	}
+	return out
+}
+
+// objectJSON is args when it is a JSON object (tool_use input must be
+// one), else {}.
+func objectJSON(args string) string {
+	if t := strings.TrimSpace(args); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+		return t
+	}
+	return "{}"
+}
+
+// block is one content block of a reply as it streams.
+type block struct {
+	typ                  string
+	id, name             string
+	text, input          strings.Builder
+	thinking, signature  strings.Builder
+	data                 string
+	started, inputDeltas bool
+}
+
+// assembler builds a reply from stream events (or a whole Message).
+type assembler struct {
+	budget  wire.Budget
+	blocks  []*block
+	id      string
+	model   string
+	stop    string
+	usage   sdk.MessageDeltaUsage
+	start   sdk.Usage
+	events  int
+	stopped bool // message_stop arrived
+}
+
+// add takes one event and returns the text or thinking it carried.
+func (a *assembler) add(ev *sdk.MessageStreamEventUnion) (loop.Delta, error) {
+	a.events++
+	var d loop.Delta
+	if err := a.budget.Charge(0, true); err != nil {
+		return d, err
+	}
+	switch ev.Type {
+	case "message_start":
+		a.id, a.model, a.start = ev.Message.ID, string(ev.Message.Model), ev.Message.Usage
+	case "content_block_start":
+		if ev.Index != int64(len(a.blocks)) || ev.Index > 1<<16 {
+			return d, fmt.Errorf("%w: content block %d started, expected %d", loop.ErrBadResponse, ev.Index, len(a.blocks))
+		}
+		cb := &ev.ContentBlock
+		b := &block{typ: cb.Type, id: cb.ID, name: cb.Name, data: cb.Data}
+		b.text.WriteString(cb.Text)
+		b.thinking.WriteString(cb.Thinking)
+		b.signature.WriteString(cb.Signature)
+		if err := a.budget.Charge(len(cb.ID)+len(cb.Name)+len(cb.Data)+len(cb.Text)+len(cb.Thinking)+len(cb.Signature), false); err != nil {
+			return d, err
+		}
+		if cb.Type == "tool_use" && cb.Input != nil {
+			if raw, err := json.Marshal(cb.Input); err == nil && string(raw) != "{}" && string(raw) != "null" {
+				b.input.Write(raw)
+			}
+		}
+		a.blocks = append(a.blocks, b)
+		d.Text, d.Reasoning = cb.Text, cb.Thinking
+	case "content_block_delta":
+		if ev.Index < 0 || ev.Index >= int64(len(a.blocks)) {
+			return d, fmt.Errorf("%w: a delta for content block %d of %d", loop.ErrBadResponse, ev.Index, len(a.blocks))
+		}
+		b := a.blocks[ev.Index]
+		dl := &ev.Delta
+		if err := a.budget.Charge(len(dl.Text)+len(dl.PartialJSON)+len(dl.Thinking)+len(dl.Signature), false); err != nil {
+			return d, err
+		}
+		switch dl.Type {
+		case "text_delta":
+			b.text.WriteString(dl.Text)
+			d.Text = dl.Text
+		case "input_json_delta":
+			b.input.WriteString(dl.PartialJSON)
+		case "thinking_delta":
+			b.thinking.WriteString(dl.Thinking)
+			d.Reasoning = dl.Thinking
+		case "signature_delta":
+			b.signature.WriteString(dl.Signature)
+		}
+	case "message_delta":
+		a.stop = string(ev.Delta.StopReason)
+		a.usage = ev.Usage
+	case "message_stop":
+		a.stopped = true
+	}
+	return d, nil
+}
+
+// message takes a whole (non-streamed) reply.
+func (a *assembler) message(m *sdk.Message) error {
+	a.id, a.model, a.start, a.stop, a.stopped = m.ID, string(m.Model), m.Usage, string(m.StopReason), true
+	a.usage = sdk.MessageDeltaUsage{OutputTokens: m.Usage.OutputTokens, OutputTokensDetails: m.Usage.OutputTokensDetails}
+	for _, cb := range m.Content {
+		b := &block{typ: cb.Type, id: cb.ID, name: cb.Name, data: cb.Data}
+		b.text.WriteString(cb.Text)
+		b.thinking.WriteString(cb.Thinking)
+		b.signature.WriteString(cb.Signature)
+		if cb.Type == "tool_use" {
+			b.input.Write(cb.Input)
+		}
+		if err := a.budget.Charge(len(cb.ID)+len(cb.Name)+len(cb.Data)+len(cb.Text)+len(cb.Thinking)+len(cb.Signature)+len(cb.Input), false); err != nil {
+			return err
+		}
+		a.blocks = append(a.blocks, b)
+	}
+	return nil
+}
+
+// stopReasons maps Anthropic's stop_reason onto the loop's finish reasons.
+var stopReasons = map[string]string{
+	"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
+	"max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter",
+}
+
+// reply is what was assembled.
+func (a *assembler) reply() *loop.Reply {
+	r := &loop.Reply{ID: a.id, Model: textsafe.Clean(a.model, 200), FinishReason: stopReasons[a.stop]}
+	if r.FinishReason == "" && a.stop != "" {
+		r.FinishReason = "stop"
+	}
+	var text, thinking strings.Builder
+	var opaque []opaqueBlock
+	for _, b := range a.blocks {
+		switch b.typ {
+		case "text":
+			text.WriteString(b.text.String())
+		case "tool_use":
+			r.Calls = append(r.Calls, loop.ToolCall{ID: b.id, Name: b.name, Arguments: b.input.String()})
+		case "thinking":
+			thinking.WriteString(b.thinking.String())
+			opaque = append(opaque, opaqueBlock{Type: "thinking", Thinking: b.thinking.String(), Signature: b.signature.String()})
+		case "redacted_thinking":
+			opaque = append(opaque, opaqueBlock{Type: "redacted_thinking", Data: b.data})
+		}
+	}
+	r.Content = text.String()
+	if len(opaque) > 0 {
+		o, _ := json.Marshal(opaque)
+		r.Reasoning = &loop.Reasoning{Text: thinking.String(), Opaque: o}
+	}
+	in := a.start.InputTokens
+	if a.usage.JSON.InputTokens.Valid() && a.usage.InputTokens > 0 {
+		in = a.usage.InputTokens
+	}
+	cacheRead, cacheWrite := a.start.CacheReadInputTokens, a.start.CacheCreationInputTokens
+	if a.usage.CacheReadInputTokens > 0 {
+		cacheRead = a.usage.CacheReadInputTokens
+	}
+	if a.usage.CacheCreationInputTokens > 0 {
+		cacheWrite = a.usage.CacheCreationInputTokens
+	}
+	out := a.usage.OutputTokens
+	if out == 0 {
+		out = a.start.OutputTokens
+	}
+	// input_tokens counts only what was neither read from nor written to
+	// the cache; the loop's prompt tokens are the whole input.
+	prompt := in + cacheRead + cacheWrite
+	r.Usage = loop.Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out,
+		CachedTokens: cacheRead, CacheWriteTokens: cacheWrite, ReasoningTokens: a.usage.OutputTokensDetails.ThinkingTokens}
+	return r
+}
