@@ -370,3 +370,38 @@ func TestToolCallBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// DeepSeek's thinking mode with tools: the tool-call turn goes back with
+// its reasoning_content (the server refuses the next request without
+// it), in every later request; a Cycle for another model drops it.
+func TestDeepSeekThinkingWithTools(t *testing.T) {
+	srv := newServer(t,
+		chattest.Reply{Reasoning: "I should count.", ToolCalls: []chattest.Call{{ID: "call_a", Name: "wc", Args: `{}`}}},
+		chattest.Reply{Reasoning: "Now answer.", Text: "Four."},
+		chattest.Reply{Text: "Still four."},
+	)
+	srv.RequireReasoning()
+	reg := newRegistry(t, constTool("wc", `{"words":4}`, nil))
+	c := newCycle(t, srv, Config{})
+	if resp, err := c.SubmitWithTools(context.Background(), "count", reg); err != nil || resp.Text != "Four." {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	if resp, err := c.SubmitWithTools(context.Background(), "sure?", reg); err != nil || resp.Text != "Still four." {
+		t.Fatalf("the next turn: resp %+v err %v", resp, err)
+	}
+	msgs := c.Messages()
+	if r := msgs[1].Reasoning; r == nil || r.Text != "I should count." || r.API != "chat" || r.Model != "test-model" {
+		t.Errorf("reasoning kept %+v", msgs[1].Reasoning)
+	}
+
+	// The same history on another model: the reasoning is not sent.
+	other := newServer(t, expect(func(t testing.TB, got received) {
+		if strings.Contains(string(got.Raw), "reasoning_content") {
+			t.Errorf("reasoning sent to another model: %s", got.Raw)
+		}
+	}, jsonReply("fine", "")))
+	c2 := newCycleWith(t, other, TestProviderConfig{Model: "another-model"}, Config{History: msgs})
+	if _, err := c2.SubmitWithTools(context.Background(), "again", reg); err != nil {
+		t.Fatal(err)
+	}
+}

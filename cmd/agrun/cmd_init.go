@@ -53,13 +53,18 @@ const initTemplate = `# agrun.toml: what agrun runs, and what each tool may do.
 # are relative to this file's folder. Every key: docs/CONFIG.md.
 
 [llm]
-# Any OpenAI-compatible Chat Completions endpoint. Local servers need no
-# key, e.g. Ollama: base_url = "http://127.0.0.1:11434/v1", model = "llama3.1".
+# api: chat (OpenAI Chat Completions, and every server that speaks it:
+# DeepSeek, OpenRouter, vLLM, Ollama, ...) | responses (OpenAI Responses) |
+# anthropic | gemini. base_url, api_key_env and model default per api, e.g.
+# api = "anthropic" alone uses ANTHROPIC_API_KEY and claude-sonnet-4-5.
+# Local servers need no key, e.g. Ollama: base_url = "http://127.0.0.1:11434/v1", model = "llama3.1".
+api = "chat"
 base_url = "https://api.openai.com/v1"
 model = "gpt-4.1-mini"
 api_key_env = "OPENAI_API_KEY"   # the variable holding the key (never the key itself)
 max_turns = 10
 # system = "You are a helpful assistant."
+# reasoning = "medium"   # off | low | medium | high; unset: the API's default
 
 [sandbox]
 # cache_dir = ""        # compiled modules; default: the user cache dir + /agrun

@@ -737,6 +737,9 @@ func (s turnStats) summary() string {
 	if u.ReasoningTokens > 0 {
 		tokens += fmt.Sprintf(", %d reasoning", u.ReasoningTokens)
 	}
+	if u.CacheWriteTokens > 0 {
+		tokens += fmt.Sprintf(", %d written to the cache", u.CacheWriteTokens)
+	}
 	parts = append(parts, tokens+")", s.elapsed.Round(100*time.Millisecond).String())
 	return strings.Join(parts, ", ")
 }

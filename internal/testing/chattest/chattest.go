@@ -63,6 +63,9 @@ type Message struct {
 	Content    *string    `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls"`
 	ToolCallID string     `json:"tool_call_id"`
+	// ReasoningContent is an assistant message's "reasoning_content",
+	// as DeepSeek wants it back.
+	ReasoningContent *string `json:"reasoning_content"`
 }
 
 // ToolCall is a tool call in an assistant message of a request.
@@ -174,6 +177,46 @@ type Server struct {
 	script  []Reply
 	reqs    []Request
 	servedN int
+	// thinking: DeepSeek's thinking mode (RequireReasoning): the
+	// reasoning sent with each tool call id.
+	thinking  bool
+	reasoning map[string]string
+}
+
+// DeepSeekReasoningError is the body DeepSeek answers (HTTP 400) to a
+// request in thinking mode whose assistant tool-call turn lacks the
+// reasoning_content it came with.
+const DeepSeekReasoningError = `{"error":{"message":"The ` + "`reasoning_content`" + ` in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`
+
+// RequireReasoning makes the server check requests as DeepSeek's
+// thinking mode does: an assistant message whose tool calls came in a
+// reply with reasoning must carry that reasoning_content, unchanged,
+// in every later request, else 400 DeepSeekReasoningError (the request
+// is recorded; it takes no reply from the script).
+func (s *Server) RequireReasoning() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.thinking = true
+}
+
+// missingReasoning reports whether req drops reasoning a tool-call turn
+// came with (RequireReasoning).
+func (s *Server) missingReasoning(req *Request) bool {
+	if !s.thinking {
+		return false
+	}
+	for _, m := range req.Messages {
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			want, ok := s.reasoning[c.ID]
+			if ok && (m.ReasoningContent == nil || *m.ReasoningContent != want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // New starts a server with a script; it stops when the test ends.
@@ -217,13 +260,28 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Raw, req.Auth, req.Header = raw, r.Header.Get("Authorization"), r.Header.Clone()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
+	refuse := s.missingReasoning(&req)
 	var rep Reply
-	ok := s.servedN < len(s.script)
+	ok := !refuse && s.servedN < len(s.script)
 	if ok {
 		rep = s.script[s.servedN]
 		s.servedN++
 	}
+	if ok && s.thinking && rep.Reasoning != "" {
+		if s.reasoning == nil {
+			s.reasoning = map[string]string{}
+		}
+		for _, c := range rep.ToolCalls {
+			s.reasoning[c.ID] = rep.Reasoning
+		}
+	}
 	s.mu.Unlock()
+	if refuse {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, DeepSeekReasoningError)
+		return
+	}
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -363,6 +421,9 @@ func writeJSON(w http.ResponseWriter, rep Reply) {
 	}
 	if len(rep.ToolCalls) > 0 {
 		msg["tool_calls"] = toolCallsJSON(rep.ToolCalls, false)
+	}
+	if rep.Reasoning != "" {
+		msg["reasoning_content"] = rep.Reasoning
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{

@@ -213,7 +213,7 @@ func parseErrorBody(body []byte) (typ, code, msg string) {
 				if typ == "" {
 					typ = jsonText(obj["status"])
 				}
-				return typ, jsonText(obj["code"]), firstText(obj["message"], raw)
+				return typ, stringText(obj["code"]), firstText(obj["message"], raw)
 			}
 			return "", "", jsonText(raw)
 		}
@@ -225,6 +225,16 @@ func parseErrorBody(body []byte) (typ, code, msg string) {
 		}
 	}
 	return "", "", textsafe.Truncate(strings.TrimSpace(string(body)), 512)
+}
+
+// stringText is a JSON string's value, "" for anything else (Google's
+// numeric "code" repeats the HTTP status).
+func stringText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
 }
 
 func firstText(raws ...json.RawMessage) string {
