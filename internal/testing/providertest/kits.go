@@ -1,0 +1,137 @@
+package providertest
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/geminitest"
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/chat"
+	"github.com/agcore/agrun/loop/gemini"
+)
+
+// The kits of the module's adapters: their fake servers scripted from
+// Steps, and their providers. Kits[api] finds one by its API name, for
+// tests that run the CLI against each API.
+
+// Kits are the kits of every API, by name.
+var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini}
+
+// plain is usage as most APIs report it: prompt tokens include the
+// cached ones, completion tokens the reasoning ones.
+func plain(u Usage) loop.Usage {
+	return loop.Usage{PromptTokens: int64(u.Input), CompletionTokens: int64(u.Output), TotalTokens: int64(u.Input + u.Output),
+		CachedTokens: int64(u.Cached), ReasoningTokens: int64(u.Reasoning)}
+}
+
+type chatFake struct{ s *chattest.Server }
+
+func (f chatFake) URL() string              { return f.s.URL }
+func (f chatFake) Requests() int            { return len(f.s.Requests()) }
+func (f chatFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
+func (f chatFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
+
+// Chat is the kit of loop/chat, against chattest in DeepSeek's thinking
+// mode (a tool-call turn without its reasoning_content is refused).
+var Chat = Kit{
+	API: "chat",
+	Serve: func(t testing.TB, steps ...Step) Fake {
+		var script []chattest.Reply
+		for _, st := range steps {
+			r := chattest.Reply{Text: st.Text, Reasoning: st.Reasoning}
+			for _, c := range st.Calls {
+				r.ToolCalls = append(r.ToolCalls, chattest.Call{ID: c.ID, Name: c.Name, Args: c.Args})
+			}
+			if u := st.Usage; u != nil {
+				r.Usage = &chattest.Usage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Input + u.Output,
+					CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
+			}
+			switch st.Fail {
+			case "429":
+				r = chattest.Reply{Status: 429, Header: map[string]string{"Retry-After": "1"},
+					Body: `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`}
+			case "overloaded":
+				r = chattest.Reply{Status: 503, Body: `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`}
+			case "400":
+				r = chattest.Reply{Status: 400, Body: `{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`}
+			case "overflow":
+				r = chattest.Reply{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`}
+			case "cut":
+				r.Cut = true
+			}
+			script = append(script, r)
+		}
+		s := chattest.New(t, script...)
+		s.RequireReasoning()
+		return chatFake{s}
+	},
+	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
+		p, err := chat.New(chat.Config{BaseURL: baseURL, APIKey: key, Model: "deepseek-reasoner"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	},
+	KeyHeader: "Authorization",
+	KeyValue:  func(k string) string { return "Bearer " + k },
+	WantUsage: plain,
+}
+
+type geminiFake struct{ s *geminitest.Server }
+
+func (f geminiFake) URL() string              { return f.s.URL }
+func (f geminiFake) Requests() int            { return len(f.s.Requests()) }
+func (f geminiFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
+func (f geminiFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
+
+// Gemini is the kit of loop/gemini, against geminitest, which signs
+// replies with reasoning (thought signatures) as Gemini 3 does. The
+// Gemini API gives function calls no id (Vertex does): the script leaves
+// them out, so the loop's own ids are exercised.
+var Gemini = Kit{
+	API: "gemini",
+	Serve: func(t testing.TB, steps ...Step) Fake {
+		for _, k := range []string{"GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"} {
+			t.Setenv(k, "")
+		}
+		var script []geminitest.Reply
+		for _, st := range steps {
+			r := geminitest.Reply{Text: st.Text, Thought: st.Reasoning, Signatures: st.Reasoning != ""}
+			for _, c := range st.Calls {
+				r.ToolCalls = append(r.ToolCalls, geminitest.Call{Name: c.Name, Args: c.Args})
+			}
+			if u := st.Usage; u != nil {
+				r.Usage = &geminitest.Usage{PromptTokens: u.Input, CandidatesTokens: u.Output - u.Reasoning, CachedTokens: u.Cached, ThoughtsTokens: u.Reasoning}
+			}
+			switch st.Fail {
+			case "429":
+				r = geminitest.ResourceExhausted() // RetryInfo: 1s
+			case "overloaded":
+				r = geminitest.Unavailable()
+			case "400":
+				r = geminitest.InvalidArgument("Invalid JSON payload received. Unknown name \"foo\": Cannot find field.")
+			case "overflow":
+				r = geminitest.TooManyTokens(1200000, 1048576)
+			case "cut":
+				r.Cut = true
+			}
+			script = append(script, r)
+		}
+		return geminiFake{geminitest.New(t, script...)}
+	},
+	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
+		cfg := gemini.Config{BaseURL: baseURL, APIKey: key, Model: "gemini-3-pro-preview"}
+		if reasoning {
+			cfg.Reasoning = "medium"
+		}
+		p, err := gemini.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	},
+	KeyHeader: "x-goog-api-key",
+	KeyValue:  func(k string) string { return k },
+	WantUsage: plain,
+}
