@@ -196,12 +196,13 @@ func (p *Provider) params(req *loop.Request) oai.ResponseNewParams {
 
 // opaqueItem is one output item of a reply as the loop keeps it, in
 // output order: a reasoning item whole (as it came, encrypted content
-// included), or where the message and each function call stood. The
-// first item also carries the response's id, for previous_response_id.
+// included), or where the message and each function call stood, with
+// their item ids: a reasoning item must come back followed by the item
+// that followed it, which the API knows by its id.
 type opaqueItem struct {
-	Type       string          `json:"type"`
-	Item       json.RawMessage `json:"item,omitempty"`
-	ResponseID string          `json:"response_id,omitempty"`
+	Type string          `json:"type"`
+	ID   string          `json:"id,omitempty"`
+	Item json.RawMessage `json:"item,omitempty"`
 }
 
 type opaque struct {
@@ -230,10 +231,9 @@ func continueFrom(msgs []loop.Message) (string, []loop.Message) {
 }
 
 // toInput converts the loop's messages to input items. An assistant
-// message with reasoning is sent as its items were, in their order: the
-// reasoning items unchanged, the text as an assistant message, each call
-// as a function_call (ids left out: with store false the server keeps
-// none of its items).
+// message with reasoning is sent as its items were, in their order and
+// with their ids: the reasoning items unchanged, the text as the output
+// message it was, each call as a function_call.
 func toInput(msgs []loop.Message) oai.ResponseInputParam {
 	var in oai.ResponseInputParam
 	for _, m := range msgs {
@@ -255,18 +255,29 @@ func toInput(msgs []loop.Message) oai.ResponseInputParam {
 
 func assistantItems(m loop.Message) oai.ResponseInputParam {
 	var out oai.ResponseInputParam
-	text := func() {
-		if m.Content != "" {
-			out = append(out, oai.ResponseInputItemParamOfMessage(m.Content, oai.EasyInputMessageRoleAssistant))
-			m.Content = ""
+	text := func(id string) {
+		if m.Content == "" {
+			return
 		}
+		if id != "" {
+			out = append(out, oai.ResponseInputItemParamOfOutputMessage([]oai.ResponseOutputMessageContentUnionParam{
+				{OfOutputText: &oai.ResponseOutputTextParam{Text: m.Content, Annotations: []oai.ResponseOutputTextAnnotationUnionParam{}}},
+			}, id, oai.ResponseOutputMessageStatusCompleted))
+		} else {
+			out = append(out, oai.ResponseInputItemParamOfMessage(m.Content, oai.EasyInputMessageRoleAssistant))
+		}
+		m.Content = ""
 	}
 	calls := m.ToolCalls
-	call := func() {
+	call := func(id string) {
 		if len(calls) > 0 {
 			c := calls[0]
 			calls = calls[1:]
-			out = append(out, oai.ResponseInputItemParamOfFunctionCall(c.Arguments, c.ID, c.Name))
+			item := oai.ResponseInputItemParamOfFunctionCall(c.Arguments, c.ID, c.Name)
+			if id != "" {
+				item.OfFunctionCall.ID = param.NewOpt(id)
+			}
+			out = append(out, item)
 		}
 	}
 	if m.Reasoning != nil {
@@ -277,15 +288,15 @@ func assistantItems(m loop.Message) oai.ResponseInputParam {
 			case "reasoning":
 				out = append(out, param.Override[oai.ResponseInputItemUnionParam](it.Item))
 			case "message":
-				text()
+				text(it.ID)
 			case "function_call":
-				call()
+				call(it.ID)
 			}
 		}
 	}
-	text()
+	text("")
 	for len(calls) > 0 {
-		call()
+		call("")
 	}
 	return out
 }
@@ -305,10 +316,10 @@ type assembler struct {
 }
 
 type item struct {
-	typ, callID, name string
-	text, args        strings.Builder
-	argsDone          bool
-	raw               json.RawMessage // a reasoning item, whole
+	typ, id, callID, name string
+	text, args            strings.Builder
+	argsDone              bool
+	raw                   json.RawMessage // a reasoning item, whole
 }
 
 func (a *assembler) item(i int64, typ string) (*item, error) {
@@ -398,11 +409,14 @@ func (a *assembler) outputItem(i int64, it *oai.ResponseOutputItemUnion, done bo
 	if err != nil {
 		return err
 	}
-	if err := a.budget.Charge(len(it.CallID)+len(it.Name), false); err != nil {
+	if err := a.budget.Charge(len(it.ID)+len(it.CallID)+len(it.Name), false); err != nil {
 		return err
 	}
 	if it.CallID != "" {
 		x.callID = it.CallID
+	}
+	if it.ID != "" {
+		x.id = textsafe.Clean(it.ID, 200)
 	}
 	if it.Name != "" {
 		x.name = it.Name
@@ -485,10 +499,10 @@ func (a *assembler) reply() (*loop.Reply, error) {
 		switch it.typ {
 		case "message":
 			text.WriteString(it.text.String())
-			o.Items = append(o.Items, opaqueItem{Type: "message"})
+			o.Items = append(o.Items, opaqueItem{Type: "message", ID: it.id})
 		case "function_call":
 			r.Calls = append(r.Calls, loop.ToolCall{ID: it.callID, Name: it.name, Arguments: it.args.String()})
-			o.Items = append(o.Items, opaqueItem{Type: "function_call"})
+			o.Items = append(o.Items, opaqueItem{Type: "function_call", ID: it.id})
 		case "reasoning":
 			if len(it.raw) > 0 {
 				o.Items = append(o.Items, opaqueItem{Type: "reasoning", Item: it.raw})

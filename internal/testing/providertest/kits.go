@@ -6,9 +6,11 @@ import (
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/geminitest"
+	"github.com/agcore/agrun/internal/testing/responsestest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/loop/gemini"
+	"github.com/agcore/agrun/loop/responses"
 )
 
 // The kits of the module's adapters: their fake servers scripted from
@@ -16,7 +18,7 @@ import (
 // tests that run the CLI against each API.
 
 // Kits are the kits of every API, by name.
-var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini}
+var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini, "responses": Responses}
 
 // plain is usage as most APIs report it: prompt tokens include the
 // cached ones, completion tokens the reasoning ones.
@@ -133,5 +135,60 @@ var Gemini = Kit{
 	},
 	KeyHeader: "x-goog-api-key",
 	KeyValue:  func(k string) string { return k },
+	WantUsage: plain,
+}
+
+type responsesFake struct{ s *responsestest.Server }
+
+func (f responsesFake) URL() string              { return f.s.URL }
+func (f responsesFake) Requests() int            { return len(f.s.Requests()) }
+func (f responsesFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
+func (f responsesFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
+
+// Responses is the kit of loop/responses (stateless: store false, the
+// reasoning items passed back with their encrypted content), against
+// responsestest, which refuses a reasoning item that is not the one it
+// issued or not followed by the item that followed it.
+var Responses = Kit{
+	API: "responses",
+	Serve: func(t testing.TB, steps ...Step) Fake {
+		var script []responsestest.Reply
+		for _, st := range steps {
+			r := responsestest.Reply{Text: st.Text, Reasoning: st.Reasoning}
+			for _, c := range st.Calls {
+				r.ToolCalls = append(r.ToolCalls, responsestest.Call{ID: c.ID, Name: c.Name, Args: c.Args})
+			}
+			if u := st.Usage; u != nil {
+				r.Usage = &responsestest.Usage{InputTokens: u.Input, OutputTokens: u.Output, CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
+			}
+			switch st.Fail {
+			case "429":
+				r = responsestest.RateLimited("1")
+			case "overloaded":
+				r = responsestest.Reply{HTTPStatus: 503, Body: `{"error":{"message":"The server is overloaded or not ready yet.","type":"server_error","param":null,"code":null}}`}
+			case "400":
+				r = responsestest.Reply{HTTPStatus: 400, Body: `{"error":{"message":"Unsupported parameter: 'temperature' is not supported with this model.","type":"invalid_request_error","param":"temperature","code":"unsupported_parameter"}}`}
+			case "overflow":
+				r = responsestest.ContextTooLong()
+			case "cut":
+				r.Cut = true
+			}
+			script = append(script, r)
+		}
+		return responsesFake{responsestest.New(t, script...)}
+	},
+	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
+		cfg := responses.Config{BaseURL: baseURL, APIKey: key, Model: "gpt-5-mini"}
+		if reasoning {
+			cfg.Reasoning = "medium"
+		}
+		p, err := responses.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	},
+	KeyHeader: "Authorization",
+	KeyValue:  func(k string) string { return "Bearer " + k },
 	WantUsage: plain,
 }
