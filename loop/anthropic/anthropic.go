@@ -78,7 +78,7 @@ type Config struct {
 // Provider is a loop.Provider for the Messages API. It is safe for
 // concurrent use.
 type Provider struct {
-	client sdk.Client
+	client sdk.MessageService
 	cfg    Config
 	info   loop.ProviderInfo
 }
@@ -103,7 +103,10 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, info: loop.ProviderInfo{
 		API: "anthropic", System: "anthropic", Model: cfg.Model, Endpoint: base, StructuredOutput: true,
 	}}
-	p.client = sdk.NewClient(
+	// The Messages service alone, not sdk.NewClient: the client holds
+	// every service (beta included), and linking them costs a program
+	// that imports this package megabytes (docs/ARCHITECTURE.md).
+	p.client = sdk.NewMessageService(
 		option.WithBaseURL(base+"/"),
 		option.WithAPIKey(cfg.APIKey),
 		option.WithMaxRetries(0), // the loop retries
@@ -121,7 +124,7 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 	ctx, rec := wire.Start(ctx, wire.BodyLimit(req.MaxReplyBytes))
 	a := assembler{budget: wire.Budget{Max: req.MaxReplyBytes}}
 	if !req.Stream {
-		m, err := p.client.Messages.New(ctx, params)
+		m, err := p.client.New(ctx, params)
 		if err != nil {
 			return nil, requestError(ctx, rec, err)
 		}
@@ -130,7 +133,7 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 		}
 		return a.reply(), nil
 	}
-	s := p.client.Messages.NewStreaming(ctx, params)
+	s := p.client.NewStreaming(ctx, params)
 	defer s.Close()
 	for s.Next() {
 		ev := s.Current()

@@ -70,7 +70,7 @@ type Config struct {
 // Provider is a loop.Provider for a Chat Completions API. It is safe for
 // concurrent use.
 type Provider struct {
-	client openai.Client
+	client openai.ChatCompletionService
 	cfg    Config
 	info   loop.ProviderInfo
 }
@@ -94,7 +94,10 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, info: loop.ProviderInfo{
 		API: "chat", System: wire.ProviderName(base, "openai"), Model: cfg.Model, Endpoint: base, StructuredOutput: true,
 	}}
-	p.client = openai.NewClient(
+	// The Chat Completions service alone, not openai.NewClient: the
+	// client holds every service of the API, and linking them costs a
+	// program that imports this package megabytes (docs/ARCHITECTURE.md).
+	p.client = openai.NewChatCompletionService(
 		option.WithBaseURL(base),
 		option.WithAPIKey(cfg.APIKey),
 		option.WithMaxRetries(0), // the loop retries
@@ -112,7 +115,7 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 	params := p.params(req)
 	ctx, rec := wire.Start(ctx, wire.BodyLimit(req.MaxReplyBytes))
 	if !req.Stream {
-		cc, err := p.client.Chat.Completions.New(ctx, params)
+		cc, err := p.client.New(ctx, params)
 		if err != nil {
 			return nil, requestError(ctx, rec, err)
 		}
@@ -132,7 +135,7 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 		}
 		return rep, nil
 	}
-	s := p.client.Chat.Completions.NewStreaming(ctx, params)
+	s := p.client.NewStreaming(ctx, params)
 	defer s.Close()
 	a := assembler{max: req.MaxReplyBytes}
 	for s.Next() {
