@@ -12,8 +12,9 @@
 // shown only as ReasoningDelta events and sent back (the fake refuses a
 // turn without it), retryable errors retried within max_retry_wait, a 400
 // ending the run with kind provider, a cut stream retried and never run,
-// a provider's context-overflow error recognised, and the API key sent in
-// the API's own header.
+// a provider's context-overflow error recognised, a reply over the reply
+// limit or reasoning over MaxReasoningBytes refused, and the API key sent
+// in the API's own header.
 package providertest
 
 import (
@@ -364,6 +365,33 @@ func Run(t *testing.T, k Kit) {
 		_, err := collect(ctx, c, "go", nil)
 		if loop.KindOf(err) != loop.KindContextOverflow || f.Requests() != 1 {
 			t.Errorf("err %v (kind %q), %d requests (nothing to trim: no resend)", err, loop.KindOf(err), f.Requests())
+		}
+	})
+
+	t.Run("a reply over the reply limit fails, bounded", func(t *testing.T) {
+		for _, stream := range []bool{true, false} {
+			f := k.Serve(t, Step{Text: strings.Repeat("x", 64<<10)})
+			p := k.Provider(t, f.URL(), "k", false)
+			req := &loop.Request{Messages: []loop.Message{{Role: loop.RoleUser, Content: "hi"}}, Stream: stream, MaxReplyBytes: 8 << 10}
+			rep, err := p.Request(ctx, req)
+			if !errors.Is(err, loop.ErrBadResponse) {
+				t.Errorf("stream %v: err %v", stream, err)
+			}
+			if rep != nil && len(rep.Content) >= 64<<10 {
+				t.Errorf("stream %v: the provider read the whole reply (%d bytes) past its limit", stream, len(rep.Content))
+			}
+		}
+	})
+
+	t.Run("reasoning over MaxReasoningBytes fails the request", func(t *testing.T) {
+		f := k.Serve(t, Step{Reasoning: strings.Repeat("r", loop.MaxReasoningBytes+1024), Text: "x"}, Step{Text: "never"})
+		c := k.cycle(t, f, true, loop.Config{MaxRetries: -1})
+		_, err := collect(ctx, c, "go", nil)
+		if loop.KindOf(err) != loop.KindProvider || !errors.Is(err, loop.ErrBadResponse) {
+			t.Errorf("err %v (kind %q)", err, loop.KindOf(err))
+		}
+		if len(c.Messages()) != 1 {
+			t.Errorf("the reply was kept: %d messages", len(c.Messages()))
 		}
 	})
 
