@@ -4,10 +4,12 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/anthropictest"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/geminitest"
 	"github.com/agcore/agrun/internal/testing/responsestest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/loop/anthropic"
 	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/loop/gemini"
 	"github.com/agcore/agrun/loop/responses"
@@ -18,7 +20,7 @@ import (
 // tests that run the CLI against each API.
 
 // Kits are the kits of every API, by name.
-var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini, "responses": Responses}
+var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini, "responses": Responses, "anthropic": Anthropic}
 
 // plain is usage as most APIs report it: prompt tokens include the
 // cached ones, completion tokens the reasoning ones.
@@ -188,6 +190,64 @@ var Responses = Kit{
 		}
 		return p
 	},
+	KeyHeader: "Authorization",
+	KeyValue:  func(k string) string { return "Bearer " + k },
+	WantUsage: plain,
+}
+
+type anthropicFake struct{ s *anthropictest.Server }
+
+func (f anthropicFake) URL() string              { return f.s.URL }
+func (f anthropicFake) Requests() int            { return len(f.s.Requests()) }
+func (f anthropicFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
+func (f anthropicFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
+
+// Anthropic is the kit of loop/anthropic, against anthropictest, which
+// refuses (with thinking on) a tool-result turn whose assistant turn does
+// not start with a thinking block it signed, byte for byte.
+var Anthropic = Kit{
+	API: "anthropic",
+	Serve: func(t testing.TB, steps ...Step) Fake {
+		var script []anthropictest.Reply
+		for _, st := range steps {
+			r := anthropictest.Reply{Text: st.Text, Thinking: st.Reasoning}
+			for _, c := range st.Calls {
+				r.ToolCalls = append(r.ToolCalls, anthropictest.Call{ID: c.ID, Name: c.Name, Args: c.Args})
+			}
+			if u := st.Usage; u != nil {
+				// input_tokens is what the cache did not serve.
+				r.Usage = &anthropictest.Usage{InputTokens: u.Input - u.Cached, OutputTokens: u.Output,
+					CacheReadInputTokens: u.Cached, ThinkingTokens: u.Reasoning}
+			}
+			switch st.Fail {
+			case "429":
+				r = anthropictest.RateLimited("1")
+			case "overloaded":
+				r = anthropictest.Overloaded()
+			case "400":
+				r = anthropictest.InvalidRequest("messages.0.content: Input should be a valid list")
+			case "overflow":
+				r = anthropictest.PromptTooLong(210000, 200000)
+			case "cut":
+				r.Cut = true
+			}
+			script = append(script, r)
+		}
+		return anthropicFake{anthropictest.New(t, script...)}
+	},
+	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
+		cfg := anthropic.Config{BaseURL: baseURL, APIKey: key, Model: "claude-sonnet-4-5"}
+		if reasoning {
+			cfg.Reasoning = "low"
+		}
+		p, err := anthropic.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	},
+	// anthropic-sdk-go sends the key as a bearer token (with
+	// anthropic-version 2026-10-21), as Anthropic's current docs say.
 	KeyHeader: "Authorization",
 	KeyValue:  func(k string) string { return "Bearer " + k },
 	WantUsage: plain,
