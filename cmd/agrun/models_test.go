@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -173,3 +174,49 @@ func TestChatAndServeEveryAPI(t *testing.T) {
 		})
 	}
 }
+
+// A session continued with another api keeps its text and tool calls and
+// drops the reasoning of the earlier replies (another API refuses a
+// signature it did not make, some refuse fields they do not know); a
+// session written before reasoning was kept continues as it was.
+func TestSessionAcrossAPIs(t *testing.T) {
+	e, _ := modelEnv(t, "anthropic", countSteps...)
+	e.run("", "run", "--session", "x1", "How many words in 'a b c'?").wantCode(t, exitOK)
+	if s := e.sessionFile("x1"); !strings.Contains(s, `"api":"anthropic"`) || !strings.Contains(s, `"signature"`) {
+		t.Fatalf("the anthropic reasoning was not kept: %s", s)
+	}
+	for _, api := range []string{"gemini", "chat", "responses"} {
+		f := providertest.Kits[api].Serve(t, providertest.Step{Text: "Still three."})
+		cfg, _ := os.ReadFile(e.config)
+		next := regexpReplace(string(cfg), `(?m)^api = .*$`, `api = "`+api+`"`)
+		next = regexpReplace(next, `(?m)^base_url = .*$`, `base_url = "`+f.URL()+`"`)
+		os.WriteFile(e.config, []byte(next), 0o644)
+		r := e.run("", "run", "--session", "x1", "Sure?").wantCode(t, exitOK)
+		if r.stdout != "Still three.\n" {
+			t.Errorf("%s: %q %q", api, r.stdout, r.stderr)
+		}
+		b := string(f.Body(0))
+		if strings.Contains(b, "Counting needs the tool") || strings.Contains(b, "signature") || !strings.Contains(b, "Three words.") || !strings.Contains(b, "word_count") {
+			t.Errorf("%s: the request carries another API's reasoning, or lacks the conversation: %s", api, b)
+		}
+	}
+
+	// A session file of an older agrun: no reasoning anywhere.
+	old := `{"time":"2026-01-01T00:00:00Z","message":{"role":"user","content":"How many words in 'a b c'?"}}
+{"time":"2026-01-01T00:00:01Z","message":{"role":"assistant","tool_calls":[{"id":"call_1","name":"word_count","arguments":"{\"text\":\"a b c\"}"}]}}
+{"time":"2026-01-01T00:00:02Z","message":{"role":"tool","content":"{\"words\":3}","tool_call_id":"call_1","name":"word_count"}}
+{"time":"2026-01-01T00:00:03Z","message":{"role":"assistant","content":"Three words."}}
+`
+	for _, api := range apis() {
+		e, f := modelEnv(t, api, providertest.Step{Text: "Still three."})
+		os.WriteFile(filepath.Join(e.dir, "sessions", "old.jsonl"), []byte(old), 0o644)
+		if r := e.run("", "run", "--session", "old", "Sure?").wantCode(t, exitOK); r.stdout != "Still three.\n" {
+			t.Errorf("%s: an old session did not continue: %q %q", api, r.stdout, r.stderr)
+		}
+		if b := string(f.Body(0)); !strings.Contains(b, "Three words.") {
+			t.Errorf("%s: %s", api, b)
+		}
+	}
+}
+
+func regexpReplace(s, re, repl string) string { return regexp.MustCompile(re).ReplaceAllString(s, repl) }
