@@ -219,4 +219,6 @@ func TestSessionAcrossAPIs(t *testing.T) {
 	}
 }
 
-func regexpReplace(s, re, repl string) string { return regexp.MustCompile(re).ReplaceAllString(s, repl) }
+func regexpReplace(s, re, repl string) string {
+	return regexp.MustCompile(re).ReplaceAllString(s, repl)
+}
