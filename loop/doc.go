@@ -1,10 +1,16 @@
 // Package loop is the LLM tool-calling cycle: it sends a conversation to
-// any OpenAI-compatible Chat Completions API (OpenAI, Ollama, vLLM,
-// llama.cpp server, LM Studio, OpenRouter, Groq, ...) through openai-go,
-// runs the tools the model asks for through a [registry.Registry], sends
-// their results back, and repeats until the model answers.
+// a model through a [Provider], runs the tools the model asks for through
+// a [registry.Registry], sends their results back, and repeats until the
+// model answers. The providers are packages of their own, one per wire
+// API, so that a program links only the SDKs it uses: loop/chat (OpenAI
+// Chat Completions and every server that speaks it: Ollama, vLLM,
+// llama.cpp, LM Studio, OpenRouter, Groq, DeepSeek, ...), loop/responses
+// (OpenAI Responses), loop/anthropic (Anthropic Messages), loop/gemini
+// (Gemini generateContent); an embedder may write its own.
 //
-//	c, err := loop.New(loop.Config{BaseURL: "http://localhost:11434/v1", Model: "qwen3", MaxTurns: 8})
+//	p, err := chat.New(chat.Config{BaseURL: "http://localhost:11434/v1", Model: "qwen3"})
+//	if err != nil { ... }
+//	c, err := loop.New(loop.Config{Provider: p, MaxTurns: 8})
 //	if err != nil { ... }
 //	resp, err := c.SubmitWithTools(ctx, "How many words are in README.md?", reg)
 //	if err != nil { ... }           // errors.Is(err, loop.ErrMaxTurns), *loop.APIError, ...
@@ -47,16 +53,17 @@
 //
 // # Requests
 //
-// The loop retries a model request itself (openai-go's client is built
-// with no retries, so that each retry is seen and bounded): after a
-// connection error, HTTP 408, 409, 429 or 5xx (an "x-should-retry" header
-// overrides the status), a stream that ended before its finish_reason
-// ([ErrIncompleteStream]: a half sentence, a tool call cut mid-arguments;
-// nothing of it is kept, emitted as complete or run), or a stream silent
-// for Config.StreamIdleTimeout, before its first chunk or between chunks
-// ([ErrStreamIdle], default 60 s). At most Config.MaxRetries retries
-// (default 2); each waits for the provider's retry-after-ms or
-// Retry-After, else a backoff (0.5 s doubling, at most 8 s), and the
+// The loop retries a model request itself (the adapters build their SDK
+// clients with no retries, so that each retry is seen and bounded): after
+// a connection error, HTTP 408, 409, 429 or 5xx (Anthropic's 529 included;
+// an "x-should-retry" header overrides the status), a stream that ended
+// before its API's end marker ([ErrIncompleteStream]: a half sentence, a
+// tool call cut mid-arguments; nothing of it is kept, emitted as complete
+// or run), or a stream silent for Config.StreamIdleTimeout, before its
+// first event or between events ([ErrStreamIdle], default 60 s). At most
+// Config.MaxRetries retries (default 2); each waits for the provider's
+// retry-after-ms, Retry-After or [APIError].RetryAfter, else a backoff
+// (0.5 s doubling, at most 8 s), and the
 // waits of one request add up to at most Config.MaxRetryWait (default
 // 30 s): a Retry-After beyond what is left fails the request at once,
 // with an error that names the wait. Each retry is a [*Retry] event
@@ -64,11 +71,13 @@
 // TurnComplete are then void, as the reply starts over. Config.RequestTimeout
 // (per attempt) and the context end a request without retry.
 //
-// A streamed reply is complete when its finish_reason arrives; "data:
-// [DONE]" is not required (not every server sends it), and a stream that
-// carries [DONE] but no finish_reason is incomplete. A finish_reason of
-// "length" is a complete, if cut, answer: the run succeeds with
-// Response.FinishReason and TurnComplete.Reason "length".
+// A streamed reply is complete when its API's end marker arrives
+// (finish_reason, response.completed, message_stop, a finishReason; with
+// Chat Completions "data: [DONE]" is not required, not every server sends
+// it, and a stream that carries [DONE] but no finish_reason is
+// incomplete). A reply cut at the model's output limit (the adapters map
+// every API's form onto "length") is a complete, if cut, answer: the run
+// succeeds with Response.FinishReason and TurnComplete.Reason "length".
 //
 // Config.OnRequest receives a [RequestInfo] per request (retries
 // included; failed ones too): the model that answered, its [Usage] with
@@ -165,24 +174,31 @@
 // the history) is trimmed: the tool results of earlier turns, oldest
 // first, become notes naming the call, the tool and the size (readable
 // again with the page tool); then whole earlier turns go, oldest first;
-// then the current turn's results. Tool calls always keep their tool
-// messages. A provider that refuses a request as too long (OpenAI's
-// context_length_exceeded and the forms of vLLM, DeepSeek, OpenRouter,
-// Anthropic, llama.cpp, HTTP 413: [ErrContextOverflow]; a [Retry] event says so) gets it once more,
+// then the current turn's results, each to the head and tail of it that
+// fit. Tool calls always keep their tool messages. A provider that
+// refuses a request as too long (OpenAI's context_length_exceeded,
+// Anthropic's "prompt is too long", Gemini's "input token count exceeds",
+// the forms of vLLM, DeepSeek, OpenRouter, llama.cpp, HTTP 413:
+// [ErrContextOverflow]; a [Retry] event says so) gets it once more,
 // trimmed to what fits in the window it names (scaled by how far the
 // estimate was from its count), else to three quarters of the estimate,
-// with or without ContextWindow; the Cycle keeps the smaller bound. A
-// second refusal ends the run with [KindContextOverflow]; the history is
+// with or without ContextWindow; the Cycle keeps the smaller bound. When
+// nothing can be trimmed (a system prompt and one prompt), the run ends
+// at once with [KindContextOverflow] instead: the same request would be
+// refused again. A second refusal ends the run likewise; the history is
 // whole and the next run trims again, so a session that overflowed can
 // always continue. [Compact] shrinks a stored history for good.
 //
 // # Structured output
 //
 // With Config.ResponseSchema (an object schema, checked by
-// registry.CompileSchema: size, references, cost), requests carry
-// response_format json_schema — strict when the schema is in OpenAI's
-// strict subset — or, under [SchemaPrompt] or after a provider refused
-// response_format under [SchemaAuto], an instruction in the system prompt.
+// registry.CompileSchema: size, references, cost), requests carry the
+// schema as [Request].Schema, which each adapter sends in its API's form
+// (response_format json_schema, strict when the schema is in OpenAI's
+// strict subset; text.format; output_config.format; responseJsonSchema)
+// — or, under [SchemaPrompt], for a provider without
+// [ProviderInfo].StructuredOutput, or after a provider refused the schema
+// under [SchemaAuto], an instruction in the system prompt.
 // Every final answer (a reply without tool calls) is decoded strictly and
 // validated by the registry's metered validator (a ```json fence is
 // allowed) and reported by a [StructuredOutput] event. One that does not
@@ -192,19 +208,31 @@
 //
 // # Providers
 //
-// Streams are assembled by this package, not by openai-go's
-// ChatCompletionAccumulator, because real servers send shapes it
-// mis-assembles: calls whole in one chunk, all calls at index 0 with
-// different ids, indices starting at 1, no index or type, finish_reason
-// in the same chunk as the call, empty or missing ids, the name repeated
-// in every chunk, empty arguments (meaning {}), "choices": [] chunks, and
-// an error event mid-stream (Groq), which becomes an [*APIError]. An HTTP
-// error that is not retried (see Requests), or still fails after the
-// retries, becomes an *APIError with the server's own message, whatever
-// shape its error body has. Reasoning streamed beside the reply, as
-// "reasoning_content" (DeepSeek, vLLM, llama.cpp) or "reasoning"
-// (OpenRouter, Ollama), is emitted as [*ReasoningDelta] events and kept
-// out of the history: providers do not want it sent back.
+// A [Provider] makes one attempt of one [Request] (the messages that fit,
+// the system prompt, the tools, the schema) and returns a [Reply]; the
+// loop does the rest, the same for every API. Reasoning a reply needs
+// back — Chat Completions' "reasoning_content" (DeepSeek refuses a
+// tool-call turn without it), Responses' reasoning items with their
+// encrypted content, Anthropic's signed thinking blocks, Gemini's thought
+// signatures — comes as [Reasoning]: readable text, shown as
+// [*ReasoningDelta] events, and the adapter's opaque parts. The loop
+// keeps it in the history ([Message].Reasoning, so a stored session
+// resumes with it), stamped with the provider's API, endpoint and model,
+// and sends it back only to that provider: a history continued with
+// another drops it and keeps the text and tool calls. A reply is bounded
+// (64 MiB, its reasoning included; reasoning at most [MaxReasoningBytes]).
+// An HTTP error that is not retried (see Requests), or still fails after
+// the retries, becomes an [*APIError] with the server's own message,
+// whatever shape its error body has; an error event inside a stream too
+// (Groq's failed tool-call generation, Anthropic's overload).
+//
+// The Chat Completions adapter (loop/chat) assembles streams itself, not
+// with openai-go's ChatCompletionAccumulator, because real servers send
+// shapes it mis-assembles: calls whole in one chunk, all calls at index 0
+// with different ids, indices starting at 1, no index or type,
+// finish_reason in the same chunk as the call, empty or missing ids, the
+// name repeated in every chunk, empty arguments (meaning {}), and
+// "choices": [] chunks.
 //
 // # Concurrency
 //
