@@ -45,7 +45,9 @@ type conversation struct {
 	// that failed) is removed on close, so a failed first run leaves no
 	// orphan session behind; a session the user named is kept.
 	fresh, replied bool
-	model          string // [llm] model, for the run's span
+	// tel is what a turn's span says of the provider, the system prompt
+	// and the output type (runInfo adds the session, tools and history).
+	tel telemetry.RunInfo
 	// trace is the span of the turn under way (nil: telemetry off, or no
 	// turn running), which the loop's callbacks feed.
 	trace atomic.Pointer[telemetry.Run]
@@ -77,7 +79,7 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	}
 	// Only a session agrun named itself is removed when its first
 	// request fails: one the user named (--session) is theirs to resume.
-	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named, model: cfg.LLM.Model}
+	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named}
 	lc, err := loopConfig(cfg)
 	if err != nil {
 		sess.Close()
@@ -104,6 +106,10 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string,
 	lc.ResumePending = true // a run paused for approvals can be resumed
 	if len(schema) > 0 && len(schema[0]) > 0 {
 		lc.ResponseSchema, conv.schema = schema[0], true
+	}
+	conv.tel = telemetry.RunInfo{Provider: lc.Provider.Info(), System: lc.System, OutputType: "text"}
+	if conv.schema {
+		conv.tel.OutputType = "json"
 	}
 	cyc, err := loop.New(lc)
 	if err != nil {
@@ -620,7 +626,7 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	var runErr error
 	// The turn's span (telemetry on): the loop's callbacks feed it the
 	// requests, the events its tool calls.
-	ctx, trace := c.tel.StartRun(ctx, conv.id, conv.model)
+	ctx, trace := c.tel.StartRun(ctx, conv.runInfo(c.tel, reg))
 	conv.trace.Store(trace)
 	defer func() {
 		conv.trace.Store(nil)
@@ -705,6 +711,21 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 		fmt.Fprintln(c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
 	}
 	return final.String(), runErr
+}
+
+// runInfo is what a turn's span says of itself: the session, the
+// provider, the system prompt, the output type and, with telemetry on,
+// the tools offered and the history the prompt continues.
+func (cv *conversation) runInfo(tel *telemetry.Telemetry, reg *registry.Registry) telemetry.RunInfo {
+	info := cv.tel
+	info.Session = cv.id
+	if tel.Enabled() && reg != nil {
+		info.Tools = reg.Definitions()
+	}
+	if tel.CapturesContent() {
+		info.History = cv.cycle.Messages()
+	}
+	return info
 }
 
 // turnStats is what one turn of `run` or `chat` did, for the summary line

@@ -93,7 +93,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	// The run's span (telemetry on), a child of the client's trace
 	// context; the loop's callbacks feed it the requests, the events its
 	// tool calls.
-	ctx, trace := s.tel.StartRun(s.traceContext(r), id, s.loopCfg.Provider.Info().Model)
+	ctx, trace := s.tel.StartRun(s.traceContext(r), s.runInfo(id, req.Schema))
 	var runErr error
 	defer func() { trace.Finish(runErr) }()
 	// The run, for approvals (approvals.go): registered once its session
@@ -177,6 +177,21 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String(), Truncated: lastReason == "length", Usage: usage})
 }
 
+// runInfo is what a run's span says of itself: the session, the
+// provider, the system prompt, the output type and, with telemetry on,
+// the tools offered (the session's history comes with Resume, once it is
+// open).
+func (s *Server) runInfo(id string, schema json.RawMessage) telemetry.RunInfo {
+	info := telemetry.RunInfo{Session: id, Provider: s.loopCfg.Provider.Info(), System: s.loopCfg.System, OutputType: "text"}
+	if len(schema) > 0 || len(s.loopCfg.ResponseSchema) > 0 {
+		info.OutputType = "json"
+	}
+	if s.tel.Enabled() && s.reg != nil {
+		info.Tools = s.reg.Definitions()
+	}
+	return info
+}
+
 // errClientGone ends the span of a run whose client stopped reading.
 var errClientGone = errors.New("server: the client went away")
 
@@ -209,6 +224,7 @@ func (s *Server) openConversation(id string, schema json.RawMessage, trace *tele
 	conv := &conversation{sess: sess}
 	cfg := *s.loopCfg
 	cfg.History = history
+	trace.Resume(history) // the run's input continues the session
 	cfg.OnMessage = func(m loop.Message) {
 		sess.Record(m)
 		trace.Message(m)

@@ -1,37 +1,43 @@
 // Package telemetry turns agrun's runs into OpenTelemetry traces and
-// metrics, following the GenAI semantic conventions: a span per run
-// ("invoke_agent agrun"), per model request ("chat {model}") and per tool
-// call ("execute_tool {name}"), the sandbox's audit of each call as
-// agrun.sandbox.* attributes, and counters and histograms of calls,
-// durations and tokens.
+// metrics, following the GenAI semantic conventions (docs/OBSERVABILITY.md
+// lists what is exported and the version followed): a span per run
+// ("invoke_agent agrun"), per model request ("chat {model}", or
+// "generate_content {model}" for the Gemini API) and per tool call
+// ("execute_tool {name}"), the sandbox's audit of each call as
+// agrun.sandbox.* attributes, and the GenAI histograms of durations,
+// tokens and times to first chunk, with the spec's bucket boundaries.
 //
 // It consumes what the loop and the registry already report (events,
-// request records, audits) and produces spans after the fact with their
-// real start and end times, so that neither runtime, registry nor loop
-// imports OpenTelemetry (docs/ARCHITECTURE.md).
+// request records, messages, audits) and produces spans after the fact
+// with their real start and end times, so that neither runtime, registry
+// nor loop imports OpenTelemetry (docs/ARCHITECTURE.md).
 //
 //	tel, err := telemetry.Setup(ctx, telemetry.Config{Endpoint: "http://localhost:4318"})
 //	defer tel.Shutdown(ctx)
-//	ctx, run := tel.StartRun(ctx, sessionID, model)
-//	run.Request(telemetry.Request{...}) // each model request
-//	run.ToolStarted(id, name, input); run.ToolCompleted(...)
-//	run.End(err)
+//	ctx, run := tel.StartRun(ctx, telemetry.RunInfo{Session: id, Provider: p.Info(), ...})
+//	// loop.Config.OnMessage: run.Message; OnRequest: run.LoopRequest;
+//	// every event of the run: run.Event
+//	run.Finish(err)
 //
 // Off (no endpoint, no OTEL_EXPORTER_OTLP_*ENDPOINT, no tree) it costs a
-// nil check per event. Contents (prompts, completions, tool arguments and
-// results) are recorded only with Config.CaptureContent.
+// nil check per event. Contents (system prompt, messages, tool
+// definitions, arguments and results) are recorded only with
+// Config.CaptureContent, as valid JSON of at most MaxContent bytes each.
 package telemetry
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -58,9 +64,12 @@ type Config struct {
 	Headers map[string]string
 	// Sampling is the fraction of runs traced, 0 < s <= 1; zero means 1.
 	Sampling float64
-	// CaptureContent records prompts, completions, tool arguments and
-	// results (cut to MaxContent bytes) as span attributes. Off by default:
-	// they may hold anything the user or a tool handed over.
+	// CaptureContent records the system prompt (gen_ai.system_instructions),
+	// the tools offered (gen_ai.tool.definitions), each request's input and
+	// output (gen_ai.input.messages, gen_ai.output.messages, in the
+	// convention's role/parts JSON) and tool arguments and results, each
+	// cleaned and bounded by MaxContent. Off by default: they may hold
+	// anything the user or a tool handed over.
 	CaptureContent bool
 	// Tree keeps every span in memory for WriteTree (agrun run --trace).
 	Tree bool
@@ -71,10 +80,23 @@ type Config struct {
 	MetricInterval time.Duration
 }
 
-// MaxContent cuts each captured content attribute.
-const MaxContent = 8 << 10
+// The bounds of captured content (Config.CaptureContent). Each content
+// attribute is one valid JSON value of at most MaxContent bytes: never a
+// document cut mid-way. A text (a message's text, reasoning, a tool
+// result or arguments that are not small JSON) is cleaned and cut to
+// MaxPartContent bytes, ending in an ellipsis; gen_ai.input.messages
+// then drops its oldest messages until it fits (how many in
+// agrun.input.messages.dropped), and gen_ai.tool.definitions drops the
+// tools' parameters, then their descriptions, then the last tools. A
+// value still too large after that (one message of very many tool calls)
+// has its parts cut shorter, then its last parts replaced by a note.
+const (
+	MaxContent     = 16 << 10
+	MaxPartContent = 4 << 10
+)
 
-// spanLimits are the SDK's defaults with a cap on attribute values.
+// spanLimits are the SDK's defaults with a cap on attribute values: a
+// backstop, as every value is built to fit MaxContent.
 func spanLimits() sdktrace.SpanLimits {
 	l := sdktrace.NewSpanLimits()
 	l.AttributeValueLengthLimit = MaxContent
@@ -82,9 +104,22 @@ func spanLimits() sdktrace.SpanLimits {
 }
 
 // word is a short value from an untrusted party (a session id from a
-// serve client, a provider's model or finish_reason, a model's call id):
-// cleaned and cut.
+// serve client, a provider's model, response id or finish_reason, a
+// model's call id): cleaned and cut.
 func word(s string) string { return textsafe.Clean(s, 128) }
+
+// The explicit bucket boundaries the GenAI metric conventions give:
+// durationBuckets (seconds, 10 ms doubling to 81.92 s) for
+// gen_ai.client.operation.duration,
+// gen_ai.client.operation.time_to_first_chunk and
+// gen_ai.execute_tool.duration; agentBuckets (seconds, 100 ms doubling to
+// 409.6 s) for gen_ai.invoke_agent.duration; tokenBuckets (powers of 4
+// from 1 to 67,108,864) for gen_ai.client.token.usage.
+var (
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	agentBuckets    = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
 
 // Telemetry is the process's tracer and meter. A nil *Telemetry is valid
 // and records nothing. It is safe for concurrent use.
@@ -95,14 +130,21 @@ type Telemetry struct {
 	tracer trace.Tracer
 	tree   *treeRecorder
 
-	toolCalls    metric.Int64Counter
-	toolDuration metric.Float64Histogram
-	reqDuration  metric.Float64Histogram
-	tokens       metric.Int64Counter
+	toolCalls     metric.Int64Counter
+	toolDuration  metric.Float64Histogram
+	reqDuration   metric.Float64Histogram
+	firstChunk    metric.Float64Histogram
+	tokens        metric.Int64Histogram
+	agentDuration metric.Float64Histogram
 }
 
 // Enabled reports whether anything is recorded.
 func (t *Telemetry) Enabled() bool { return t != nil }
+
+// CapturesContent reports whether contents (messages, tool arguments and
+// results) are recorded: only then does a run need its history
+// (RunInfo.History).
+func (t *Telemetry) CapturesContent() bool { return t != nil && t.cfg.CaptureContent }
 
 // envEndpoint reports whether the standard variables name an endpoint.
 func envEndpoint() bool {
@@ -216,11 +258,21 @@ func (t *Telemetry) instruments() error {
 	var err error
 	t.toolCalls, err = m.Int64Counter("agrun.tool.calls", metric.WithDescription("Tool calls, by tool and outcome (error kind, or ok)."))
 	errs = append(errs, err)
-	t.toolDuration, err = m.Float64Histogram("gen_ai.execute_tool.duration", metric.WithUnit("s"), metric.WithDescription("Duration of tool calls."))
+	t.toolDuration, err = m.Float64Histogram("gen_ai.execute_tool.duration", metric.WithUnit("s"),
+		metric.WithDescription("The duration of a single tool execution."), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	errs = append(errs, err)
-	t.reqDuration, err = m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"), metric.WithDescription("Duration of model requests."))
+	t.reqDuration, err = m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("GenAI operation duration."), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	errs = append(errs, err)
-	t.tokens, err = m.Int64Counter("gen_ai.client.token.usage", metric.WithUnit("{token}"), metric.WithDescription("Tokens used, by type (input, output)."))
+	t.firstChunk, err = m.Float64Histogram("gen_ai.client.operation.time_to_first_chunk", metric.WithUnit("s"),
+		metric.WithDescription("Time to receive the first chunk, measured from when the client issues the generation request to when the first chunk is received in the response stream."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	errs = append(errs, err)
+	t.tokens, err = m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used."), metric.WithExplicitBucketBoundaries(tokenBuckets...))
+	errs = append(errs, err)
+	t.agentDuration, err = m.Float64Histogram("gen_ai.invoke_agent.duration", metric.WithUnit("s"),
+		metric.WithDescription("The end-to-end duration of a single agent invocation."), metric.WithExplicitBucketBoundaries(agentBuckets...))
 	errs = append(errs, err)
 	return errors.Join(errs...)
 }
@@ -275,21 +327,137 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // `agrun serve` reads incoming requests with.
 var Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
+// agentName is gen_ai.agent.name: agrun's runs are one agent.
+const agentName = "agrun"
+
+// RunInfo is what a run says of itself to StartRun.
+type RunInfo struct {
+	// Session is the conversation (gen_ai.conversation.id), "" for none.
+	Session string
+	// Provider is the model API: System is gen_ai.provider.name, Model
+	// gen_ai.request.model (of the spans and the metrics), Endpoint gives
+	// server.address and server.port, API the operation ("chat", or
+	// "generate_content" for "gemini").
+	Provider loop.ProviderInfo
+	// System is the system prompt (gen_ai.system_instructions, with
+	// CaptureContent).
+	System string
+	// Tools are the tools offered (gen_ai.tool.definitions with
+	// CaptureContent; each call's gen_ai.tool.description).
+	Tools []registry.Definition
+	// OutputType is "json" when the run has a response schema
+	// (gen_ai.output.type, recorded only then: the convention asks for
+	// it when the request names an output format), else "" or "text".
+	OutputType string
+	// History is, for a resumed session, the messages the run continues
+	// (with CaptureContent: the start of its requests' input). Run.Resume
+	// gives them once the run has started.
+	History []loop.Message
+}
+
+// describe is what every span and metric of one run repeats.
+type describe struct {
+	op, provider, model, api string
+	address                  string
+	port                     int
+	conversation, output     string
+	spanName                 string
+	// metric is the attributes of the gen_ai.client.* metrics.
+	metric []attribute.KeyValue
+}
+
+func describeRun(info RunInfo) describe {
+	p := info.Provider
+	d := describe{op: "chat", provider: word(p.System), model: word(p.Model), api: p.API, conversation: word(info.Session)}
+	if p.API == "gemini" {
+		d.op = "generate_content" // the convention's operation for Gemini's generateContent
+	}
+	if d.provider == "" {
+		d.provider = word(p.API) // gen_ai.provider.name is required: an embedder's API of its own
+	}
+	if d.provider == "" {
+		d.provider = "unknown"
+	}
+	if info.OutputType != "" && info.OutputType != "text" {
+		d.output = word(info.OutputType)
+	}
+	d.address, d.port = server(p.Endpoint)
+	d.spanName = strings.TrimSpace(d.op + " " + d.model)
+	d.metric = []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", d.op),
+		attribute.String("gen_ai.provider.name", d.provider),
+	}
+	if d.model != "" {
+		d.metric = append(d.metric, attribute.String("gen_ai.request.model", d.model))
+	}
+	if d.address != "" {
+		d.metric = append(d.metric, attribute.String("server.address", d.address))
+		if d.port > 0 {
+			d.metric = append(d.metric, attribute.Int("server.port", d.port))
+		}
+	}
+	return d
+}
+
+// server is server.address and server.port of a provider's base URL: its
+// host, and its port or the scheme's; "" when there is none.
+func server(endpoint string) (string, int) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return "", 0
+	}
+	port, _ := strconv.Atoi(u.Port())
+	if port <= 0 || port > 65535 {
+		switch u.Scheme {
+		case "https":
+			port = 443
+		case "http":
+			port = 80
+		default:
+			port = 0
+		}
+	}
+	return word(u.Hostname()), port
+}
+
+// errorType is error.type for a loop or registry kind: the kind, or the
+// convention's fallback "_OTHER" for none and for "other".
+func errorType(kind string) string {
+	if kind == "" || kind == string(loop.KindOther) {
+		return "_OTHER"
+	}
+	return word(kind)
+}
+
 // Run is one run's span and the spans of its requests and tool calls. Its
-// methods may be called from the goroutine consuming the run's events;
-// a nil *Run records nothing.
+// methods may be called from the goroutine consuming the run's events
+// and from the loop's callbacks; a nil *Run records nothing.
 type Run struct {
 	t     *Telemetry
 	ctx   context.Context
 	span  trace.Span
-	model string
+	start time.Time
+	d     describe
+	// descs are the tools' descriptions (gen_ai.tool.description).
+	descs map[string]string
+	// With CaptureContent: gen_ai.system_instructions and
+	// gen_ai.tool.definitions, made once.
+	system, tools string
 
 	mu    sync.Mutex
-	tools map[string]toolStart
-	// With CaptureContent: the messages since the last request (its
-	// input) and the reply text streamed so far (its output).
-	input []string
-	text  strings.Builder
+	calls map[string]toolStart
+	// retries are the Retry events since the last request: span events
+	// of the next request's span.
+	retries []retryEvent
+	// usage is what the run's requests reported.
+	usage    loop.Usage
+	reported bool
+	// With CaptureContent: the conversation so far (the next request's
+	// input), the reply and reasoning streamed since the last request,
+	// and the last request's span, made once its reply's message is known.
+	msgs            []loop.Message
+	text, reasoning strings.Builder
+	pending         *chatSpan
 }
 
 type toolStart struct {
@@ -298,78 +466,223 @@ type toolStart struct {
 	input string
 }
 
+// retryEvent is a Retry event and when it came.
+type retryEvent struct {
+	at time.Time
+	ev loop.Retry
+}
+
 // StartRun starts a run's span ("invoke_agent agrun") under whatever span
 // ctx carries (a request of agrun serve's, propagated from its client).
-func (t *Telemetry) StartRun(ctx context.Context, session, model string) (context.Context, *Run) {
+func (t *Telemetry) StartRun(ctx context.Context, info RunInfo) (context.Context, *Run) {
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, "invoke_agent agrun", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	d := describeRun(info)
+	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", "agrun"),
-		attribute.String("gen_ai.provider.name", "openai"),
-		attribute.String("gen_ai.request.model", model),
-		attribute.String("gen_ai.conversation.id", word(session)),
-	))
-	return ctx, &Run{t: t, ctx: ctx, span: span, model: model, tools: map[string]toolStart{}}
+		attribute.String("gen_ai.agent.name", agentName),
+		attribute.String("gen_ai.provider.name", d.provider),
+	}
+	if d.model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", d.model))
+	}
+	if d.conversation != "" {
+		attrs = append(attrs, attribute.String("gen_ai.conversation.id", d.conversation))
+	}
+	if d.output != "" {
+		attrs = append(attrs, attribute.String("gen_ai.output.type", d.output))
+	}
+	start := time.Now()
+	ctx, span := t.tracer.Start(ctx, "invoke_agent "+agentName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	r := &Run{t: t, ctx: ctx, span: span, start: start, d: d, calls: map[string]toolStart{}}
+	if len(info.Tools) > 0 {
+		r.descs = make(map[string]string, len(info.Tools))
+		for _, def := range info.Tools {
+			r.descs[def.Name] = def.Description
+		}
+	}
+	if t.cfg.CaptureContent {
+		r.system = systemInstructions(info.System)
+		r.tools = toolDefinitions(info.Tools)
+		r.msgs = compactMessages(nil, info.History)
+	}
+	return ctx, r
 }
 
-// Request is one finished model request.
-type Request struct {
-	Model        string
-	Start        time.Time
-	Duration     time.Duration
-	InputTokens  int64
-	OutputTokens int64
-	FinishReason string
-	Retries      int
-	// ErrorKind is the loop's kind when the request failed.
-	ErrorKind string
-	// Prompt and Completion are recorded only with CaptureContent.
-	Prompt, Completion string
-}
-
-// Request records a model request's span ("chat {model}") with its real
-// start and end.
-func (r *Run) Request(q Request) {
-	if r == nil {
+// Resume gives, with CaptureContent, the messages of the session the run
+// continues when they were loaded after StartRun (agrun serve opens the
+// session under its lock once the run's span has started): as
+// RunInfo.History, they open the input of the run's requests.
+func (r *Run) Resume(history []loop.Message) {
+	if r == nil || !r.t.cfg.CaptureContent || len(history) == 0 {
 		return
 	}
-	// The configured model names the span and the metrics (the provider
-	// says which model answered: gen_ai.response.model, an attribute
-	// only, so that a provider cannot create metric series at will).
-	model := r.model
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", "openai"),
-		attribute.String("gen_ai.request.model", model),
-		attribute.Int64("gen_ai.usage.input_tokens", q.InputTokens),
-		attribute.Int64("gen_ai.usage.output_tokens", q.OutputTokens),
-		attribute.Int("agrun.request.retries", q.Retries),
+	r.mu.Lock()
+	r.msgs = append(compactMessages(nil, history), r.msgs...)
+	r.mu.Unlock()
+}
+
+// chatSpan is one model request, until its span is made.
+type chatSpan struct {
+	info    loop.RequestInfo
+	retries []retryEvent
+	// With CaptureContent: gen_ai.input.messages and how many messages
+	// it left out, and what was streamed of the reply.
+	input           string
+	dropped         int
+	text, reasoning string
+}
+
+// chat makes a request's span ("chat {model}") with its real start and
+// end, its retries as events, and records its metrics. reply is the
+// assistant message it produced (nil if unknown).
+func (r *Run) chat(q *chatSpan, reply *loop.Message) {
+	if q == nil {
+		return
 	}
-	if q.Model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", word(q.Model)))
+	info, d := q.info, r.d
+	failed := info.Error != ""
+	attrs := append([]attribute.KeyValue{}, d.metric...)
+	if d.conversation != "" {
+		attrs = append(attrs, attribute.String("gen_ai.conversation.id", d.conversation))
 	}
-	if q.FinishReason != "" {
-		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{word(q.FinishReason)}))
+	if d.output != "" {
+		attrs = append(attrs, attribute.String("gen_ai.output.type", d.output))
+	}
+	if d.provider == "openai" && (d.api == "chat" || d.api == "responses") {
+		api := "chat_completions"
+		if d.api == "responses" {
+			api = "responses"
+		}
+		attrs = append(attrs, attribute.String("openai.api.type", api))
+	}
+	if info.Stream {
+		attrs = append(attrs, attribute.Bool("gen_ai.request.stream", true))
+	}
+	attrs = append(attrs, attribute.Int("agrun.request.retries", info.Retries))
+	// A failed request has no response: no model, id, finish reason or
+	// usage is made up for it.
+	if !failed {
+		if m := word(info.ResponseModel); m != "" {
+			attrs = append(attrs, attribute.String("gen_ai.response.model", m))
+		}
+		if id := word(info.ResponseID); id != "" {
+			attrs = append(attrs, attribute.String("gen_ai.response.id", id))
+		}
+		if f := word(info.FinishReason); f != "" {
+			attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{f}))
+		}
+		if u := info.Usage; usageReported(u) {
+			attrs = append(attrs, usageAttributes(u, true)...)
+		}
+		if info.Stream && info.TimeToFirstChunk > 0 {
+			attrs = append(attrs, attribute.Float64("gen_ai.response.time_to_first_chunk", info.TimeToFirstChunk.Seconds()))
+		}
 	}
 	if r.t.cfg.CaptureContent {
-		attrs = append(attrs, content("gen_ai.input.messages", q.Prompt), content("gen_ai.output.messages", q.Completion))
+		if r.system != "" {
+			attrs = append(attrs, attribute.String("gen_ai.system_instructions", r.system))
+		}
+		if r.tools != "" {
+			attrs = append(attrs, attribute.String("gen_ai.tool.definitions", r.tools))
+		}
+		attrs = append(attrs, attribute.String("gen_ai.input.messages", q.input))
+		if q.dropped > 0 {
+			attrs = append(attrs, attribute.Int("agrun.input.messages.dropped", q.dropped))
+		}
+		if !failed {
+			attrs = append(attrs, attribute.String("gen_ai.output.messages", outputMessages(q, reply)))
+		}
 	}
-	start := q.Start
+	start := info.Start
 	if start.IsZero() {
-		start = time.Now().Add(-q.Duration)
+		start = time.Now().Add(-info.Duration)
 	}
-	_, span := r.t.tracer.Start(r.ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
-	if q.ErrorKind != "" {
-		span.SetAttributes(attribute.String("error.type", q.ErrorKind))
-		span.SetStatus(codes.Error, q.ErrorKind)
+	end := start.Add(info.Duration)
+	_, span := r.t.tracer.Start(r.ctx, d.spanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	for _, e := range q.retries {
+		at := e.at
+		if at.Before(start) {
+			at = start // a trim or a schema fallback comes just before the request it makes again
+		}
+		if at.After(end) {
+			at = end
+		}
+		name, eattrs := retryEventOf(e.ev)
+		span.AddEvent(name, trace.WithTimestamp(at), trace.WithAttributes(eattrs...))
 	}
-	span.End(trace.WithTimestamp(start.Add(q.Duration)))
-	kind := attribute.String("gen_ai.request.model", model)
-	r.t.reqDuration.Record(r.ctx, q.Duration.Seconds(), metric.WithAttributes(kind, attribute.String("gen_ai.operation.name", "chat")))
-	r.t.tokens.Add(r.ctx, q.InputTokens, metric.WithAttributes(kind, attribute.String("gen_ai.token.type", "input")))
-	r.t.tokens.Add(r.ctx, q.OutputTokens, metric.WithAttributes(kind, attribute.String("gen_ai.token.type", "output")))
+	if failed {
+		span.SetAttributes(attribute.String("error.type", errorType(string(info.ErrorKind))))
+		span.SetStatus(codes.Error, textsafe.Clean(info.Error, 256))
+	}
+	span.End(trace.WithTimestamp(end))
+
+	dur := d.metric
+	if failed {
+		dur = append(append([]attribute.KeyValue{}, d.metric...), attribute.String("error.type", errorType(string(info.ErrorKind))))
+	}
+	r.t.reqDuration.Record(r.ctx, info.Duration.Seconds(), metric.WithAttributes(dur...))
+	if !failed && usageReported(info.Usage) {
+		in := append(append([]attribute.KeyValue{}, d.metric...), attribute.String("gen_ai.token.type", "input"))
+		out := append(append([]attribute.KeyValue{}, d.metric...), attribute.String("gen_ai.token.type", "output"))
+		r.t.tokens.Record(r.ctx, max(info.Usage.PromptTokens, 0), metric.WithAttributes(in...))
+		r.t.tokens.Record(r.ctx, max(info.Usage.CompletionTokens, 0), metric.WithAttributes(out...))
+	}
+	if !failed && info.Stream && info.TimeToFirstChunk > 0 {
+		r.t.firstChunk.Record(r.ctx, info.TimeToFirstChunk.Seconds(), metric.WithAttributes(d.metric...))
+	}
+}
+
+// retryEventOf is the span event of a Retry: "agrun.context_trimmed" for
+// the loop's retry of a request refused as too long for the model (made
+// again trimmed), "agrun.schema_fallback" for its retry of a request
+// whose response schema the provider refused (made again with the schema
+// in the system prompt), else "agrun.retry" (a failed attempt retried).
+func retryEventOf(ev loop.Retry) (string, []attribute.KeyValue) {
+	reason := textsafe.Clean(ev.Reason, 300)
+	adapted := ev.Status == 0 && ev.Wait == 0 && ev.Max == 1
+	switch {
+	case adapted && strings.Contains(ev.Reason, "too long"):
+		return "agrun.context_trimmed", []attribute.KeyValue{attribute.String("agrun.retry.reason", reason)}
+	case adapted && strings.Contains(ev.Reason, "response_format"):
+		return "agrun.schema_fallback", []attribute.KeyValue{attribute.String("agrun.retry.reason", reason)}
+	}
+	kv := []attribute.KeyValue{
+		attribute.Int("agrun.retry.attempt", ev.Attempt),
+		attribute.Int("agrun.retry.max", ev.Max),
+		attribute.Float64("agrun.retry.wait", ev.Wait.Seconds()),
+		attribute.String("agrun.retry.reason", reason),
+	}
+	if ev.Status != 0 {
+		kv = append(kv, attribute.Int("http.response.status_code", ev.Status))
+	}
+	return "agrun.retry", kv
+}
+
+// usageReported reports whether the provider reported any usage.
+func usageReported(u loop.Usage) bool {
+	return u.PromptTokens > 0 || u.CompletionTokens > 0 || u.TotalTokens > 0
+}
+
+// usageAttributes are the gen_ai.usage.* attributes of u; the cache and
+// reasoning counts only where reported (they are parts of the input and
+// output counts).
+func usageAttributes(u loop.Usage, reasoning bool) []attribute.KeyValue {
+	kv := []attribute.KeyValue{
+		attribute.Int64("gen_ai.usage.input_tokens", u.PromptTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", u.CompletionTokens),
+	}
+	if u.CachedTokens > 0 {
+		kv = append(kv, attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CachedTokens))
+	}
+	if u.CacheWriteTokens > 0 {
+		kv = append(kv, attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteTokens))
+	}
+	if reasoning && u.ReasoningTokens > 0 {
+		kv = append(kv, attribute.Int64("gen_ai.usage.reasoning.output_tokens", u.ReasoningTokens))
+	}
+	return kv
 }
 
 // ToolStarted notes when tool call id started.
@@ -382,7 +695,7 @@ func (r *Run) ToolStarted(id, name string, input []byte) {
 		ts.input = string(input)
 	}
 	r.mu.Lock()
-	r.tools[id] = ts
+	r.calls[id] = ts
 	r.mu.Unlock()
 }
 
@@ -392,7 +705,8 @@ type Tool struct {
 	Duration time.Duration
 	// ErrorKind is the registry's kind ("" on success).
 	ErrorKind string
-	// Output is recorded only with CaptureContent.
+	// Output is recorded only with CaptureContent, and only for a call
+	// that succeeded.
 	Output []byte
 	Audit  *registry.Audit
 }
@@ -405,14 +719,14 @@ func (r *Run) ToolCompleted(c Tool) {
 		return
 	}
 	r.mu.Lock()
-	ts, ok := r.tools[c.ID]
-	delete(r.tools, c.ID)
+	ts, ok := r.calls[c.ID]
+	delete(r.calls, c.ID)
 	r.mu.Unlock()
 	end := time.Now()
 	if !ok {
 		ts = toolStart{name: c.Name, start: end.Add(-c.Duration)}
 	}
-	r.t.toolSpan(r.ctx, ts, end, c)
+	r.t.toolSpan(r.ctx, ts, end, c, true, r.descs[c.Name])
 }
 
 // Call records a tool call made outside a run (agrun serve's POST
@@ -427,11 +741,12 @@ func (t *Telemetry) Call(ctx context.Context, start time.Time, input []byte, c T
 	if t.cfg.CaptureContent {
 		ts.input = string(input)
 	}
-	t.toolSpan(ctx, ts, time.Now(), c)
+	t.toolSpan(ctx, ts, time.Now(), c, false, "")
 }
 
-// toolSpan records one tool call's span and metrics.
-func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c Tool) {
+// toolSpan records one tool call's span and metrics; agent says a run
+// made it (gen_ai.agent.name), desc is the tool's description.
+func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c Tool, agent bool, desc string) {
 	// The name is the model's word: a call of no registered tool (or one
 	// not a valid name) is "unknown" in the span's name and the metrics,
 	// so that a model cannot create series or send text at will; what it
@@ -440,13 +755,19 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	var requested []attribute.KeyValue
 	if !registry.ValidName(toolName) || c.ErrorKind == string(registry.NotFound) {
 		requested = append(requested, attribute.String("agrun.tool.requested", textsafe.Clean(toolName, 64)))
-		toolName = "unknown"
+		toolName, desc = "unknown", ""
 	}
-	attrs := append([]attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", toolName),
-		attribute.String("gen_ai.tool.type", "function"),
-	}, requested...)
+	name := attribute.String("gen_ai.tool.name", toolName)
+	kind := attribute.String("gen_ai.tool.type", "function")
+	attrs := append([]attribute.KeyValue{attribute.String("gen_ai.operation.name", "execute_tool"), name, kind}, requested...)
+	var metricAttrs []attribute.KeyValue
+	if agent {
+		attrs = append(attrs, attribute.String("gen_ai.agent.name", agentName))
+		metricAttrs = append(metricAttrs, attribute.String("gen_ai.agent.name", agentName))
+	}
+	if desc != "" {
+		attrs = append(attrs, attribute.String("gen_ai.tool.description", textsafe.Clean(desc, 256)))
+	}
 	if c.ID != "" { // a direct call (serve's /call) has no call id
 		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", word(c.ID)))
 	}
@@ -455,31 +776,54 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	}
 	attrs = append(attrs, auditAttributes(c.Audit)...)
 	if t.cfg.CaptureContent {
-		attrs = append(attrs, content("gen_ai.tool.call.arguments", ts.input), content("gen_ai.tool.call.result", string(c.Output)))
+		if ts.input != "" { // a call that never started has none
+			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", jsonValue(ts.input, MaxContent)))
+		}
+		if c.ErrorKind == "" && len(c.Output) > 0 { // the result of a call that succeeded
+			attrs = append(attrs, attribute.String("gen_ai.tool.call.result", jsonValue(string(c.Output), MaxContent)))
+		}
 	}
 	_, span := t.tracer.Start(ctx, "execute_tool "+toolName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
 	outcome := "ok"
 	if c.ErrorKind != "" {
 		outcome = c.ErrorKind
-		span.SetAttributes(attribute.String("error.type", c.ErrorKind))
+		et := attribute.String("error.type", errorType(c.ErrorKind))
+		span.SetAttributes(et)
 		span.SetStatus(codes.Error, c.ErrorKind)
+		metricAttrs = append(metricAttrs, et)
 	}
 	span.End(trace.WithTimestamp(end))
-	name := attribute.String("gen_ai.tool.name", toolName)
 	t.toolCalls.Add(ctx, 1, metric.WithAttributes(name, attribute.String("agrun.outcome", outcome)))
-	t.toolDuration.Record(ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(name))
+	t.toolDuration.Record(ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(append(metricAttrs, name, kind)...))
 }
 
-// End ends the run's span; err (nil on success) sets its status.
+// End ends the run's span; err (nil on success) sets its status, and
+// kind (its loop kind) its error.type. The requests' usage is summed on
+// it, and its duration is gen_ai.invoke_agent.duration.
 func (r *Run) End(kind string, err error) {
 	if r == nil {
 		return
 	}
-	if err != nil {
-		r.span.SetAttributes(attribute.String("error.type", kind))
-		r.span.SetStatus(codes.Error, textsafe.Clean(err.Error(), 256))
+	r.flush()
+	r.mu.Lock()
+	usage, reported := r.usage, r.reported
+	r.mu.Unlock()
+	if reported {
+		r.span.SetAttributes(usageAttributes(usage, false)...)
 	}
-	r.span.End()
+	attrs := []attribute.KeyValue{attribute.String("gen_ai.agent.name", agentName)}
+	if r.d.model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", r.d.model))
+	}
+	if err != nil {
+		et := attribute.String("error.type", errorType(kind))
+		r.span.SetAttributes(et)
+		r.span.SetStatus(codes.Error, textsafe.Clean(err.Error(), 256))
+		attrs = append(attrs, et)
+	}
+	end := time.Now()
+	r.span.End(trace.WithTimestamp(end))
+	r.t.agentDuration.Record(r.ctx, end.Sub(r.start).Seconds(), metric.WithAttributes(attrs...))
 }
 
 // auditAttributes are the sandbox's record of a call as agrun.sandbox.*
@@ -536,8 +880,4 @@ func permissionDecision(kind string) string {
 		return ""
 	}
 	return "allowed"
-}
-
-func content(key, s string) attribute.KeyValue {
-	return attribute.String(key, textsafe.Clean(s, MaxContent))
 }

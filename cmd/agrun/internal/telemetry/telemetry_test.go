@@ -3,23 +3,28 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	collmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -29,22 +34,49 @@ var audit = &registry.Audit{
 	Requests: []registry.RequestAudit{{Method: "GET", Host: "api.example.com", Status: 200}, {Method: "GET", Host: "api.example.com", Status: 200}},
 }
 
-// aRun makes one run: a request that asks for a tool, the tool call, a
-// second request, the end.
-func aRun(t *Telemetry, runErr error) {
-	ctx, run := t.StartRun(context.Background(), "sess1", "m1")
-	_ = ctx
-	start := time.Now().Add(-time.Second)
-	run.Request(Request{Start: start, Duration: 300 * time.Millisecond, InputTokens: 50, OutputTokens: 7, FinishReason: "tool_calls", Prompt: "hi \x1b[31m", Completion: ""})
+// deepseek is the provider of the runs below: its gen_ai.provider.name,
+// the configured model, the base URL server.address and port come from.
+var deepseek = loop.ProviderInfo{API: "chat", System: "deepseek", Model: "m1", Endpoint: "https://api.deepseek.com/v1"}
+
+var wordCount = registry.Definition{Name: "word_count", Description: "Counts the words of a text.",
+	Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
+
+// aRun feeds one run the way the CLI does: a streamed request retried
+// once after a 429 that asks for a tool (with reasoning and a provider's
+// cache and reasoning counts), the tool call, a request refused as too
+// long, its trimmed retry answered in text, a call of no such tool in
+// between. runErr ends it.
+func aRun(t *Telemetry, info RunInfo, runErr error) {
+	_, run := t.StartRun(context.Background(), info)
+	start := time.Now().Add(-2 * time.Second)
+	run.Message(loop.Message{Role: loop.RoleUser, Content: "count: secret words \x1b[31m"})
+	run.Event(&loop.ReasoningDelta{Text: "void"})
+	run.Event(&loop.Retry{Attempt: 1, Max: 2, Wait: 100 * time.Millisecond, Status: 429, Reason: "429 Too Many Requests: slow down"})
+	run.Event(&loop.ReasoningDelta{Text: "Counting needs "})
+	run.Event(&loop.ReasoningDelta{Text: "the tool."})
+	run.LoopRequest(loop.RequestInfo{Model: "m1-0613", ResponseModel: "m1-0613", ResponseID: "resp-1", Start: start, Duration: 300 * time.Millisecond,
+		Stream: true, TimeToFirstChunk: 120 * time.Millisecond, Retries: 1, FinishReason: "tool_calls",
+		Usage: loop.Usage{PromptTokens: 50, CompletionTokens: 7, TotalTokens: 57, CachedTokens: 30, ReasoningTokens: 5, CacheWriteTokens: 4}})
+	run.Message(loop.Message{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "call_1", Name: "word_count", Arguments: `{"text":"secret words"}`}}})
+	run.Event(&loop.TurnComplete{Reason: "tool_calls"})
 	run.ToolStarted("call_1", "word_count", []byte(`{"text":"secret words"}`))
 	run.ToolCompleted(Tool{ID: "call_1", Name: "word_count", Duration: time.Millisecond, Output: []byte(`{"words":2}`), Audit: audit})
 	run.ToolCompleted(Tool{ID: "call_2", Name: "nosuch", ErrorKind: "not_found"}) // never started
-	run.Request(Request{Duration: 200 * time.Millisecond, InputTokens: 70, OutputTokens: 9, FinishReason: "stop"})
-	kind := ""
-	if runErr != nil {
-		kind = "provider"
-	}
-	run.End(kind, runErr)
+	run.Message(loop.Message{Role: loop.RoleTool, ToolCallID: "call_1", Name: "word_count", Content: `{"words":2}`})
+	run.LoopRequest(loop.RequestInfo{Model: "m1", Start: start.Add(400 * time.Millisecond), Duration: 50 * time.Millisecond, Stream: true,
+		Error: "loop: 400 Bad Request: prompt is too long", ErrorKind: loop.KindContextOverflow})
+	run.Event(&loop.Retry{Attempt: 1, Max: 1, Reason: "the provider refused the request as too long for the model: trimmed, once more"})
+	run.Event(&loop.TextDelta{Text: "Two "})
+	run.Event(&loop.TextDelta{Text: "words."})
+	run.LoopRequest(loop.RequestInfo{Model: "m1", ResponseModel: "m1", ResponseID: "resp-2", Start: time.Now().Add(-200 * time.Millisecond), Duration: 200 * time.Millisecond,
+		Stream: true, TimeToFirstChunk: 30 * time.Millisecond, FinishReason: "stop", Usage: loop.Usage{PromptTokens: 70, CompletionTokens: 9, TotalTokens: 79}})
+	run.Message(loop.Message{Role: loop.RoleAssistant, Content: "Two words."})
+	run.Event(&loop.TurnComplete{Reason: "stop"})
+	run.Finish(runErr)
+}
+
+func runInfo() RunInfo {
+	return RunInfo{Session: "sess1", Provider: deepseek, System: "Be brief.", Tools: []registry.Definition{wordCount}}
 }
 
 func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
@@ -55,107 +87,421 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return m
 }
 
-// TestSpans: names, GenAI attributes, the sandbox's audit, parent links,
-// real start times, and no contents unless asked.
-func TestSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := sdkmetric.NewManualReader()
-	tel, err := setup(context.Background(), Config{}, reader, rec)
+func record(t *testing.T, cfg Config) (*Telemetry, *tracetest.SpanRecorder, *sdkmetric.ManualReader) {
+	t.Helper()
+	rec, reader := tracetest.NewSpanRecorder(), sdkmetric.NewManualReader()
+	tel, err := setup(context.Background(), cfg, reader, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	aRun(tel, nil)
-	spans := rec.Ended()
-	if len(spans) != 5 {
-		t.Fatalf("%d spans", len(spans))
-	}
-	byName := map[string]sdktrace.ReadOnlySpan{}
-	var names []string
-	for _, s := range spans {
-		names = append(names, s.Name())
-		byName[s.Name()] = s
-	}
-	if strings.Join(names, ",") != "chat m1,execute_tool word_count,execute_tool unknown,chat m1,invoke_agent agrun" {
-		t.Fatalf("spans %v", names)
-	}
-	root := byName["invoke_agent agrun"]
-	for _, s := range spans[:4] {
-		if s.Parent().SpanID() != root.SpanContext().SpanID() || s.SpanContext().TraceID() != root.SpanContext().TraceID() {
-			t.Errorf("%s is not a child of the run", s.Name())
-		}
-	}
-	if a := attrs(root); a["gen_ai.operation.name"].AsString() != "invoke_agent" || a["gen_ai.conversation.id"].AsString() != "sess1" {
-		t.Errorf("run attributes %v", a)
-	}
-	chat := spans[0]
-	a := attrs(chat)
-	if a["gen_ai.request.model"].AsString() != "m1" || a["gen_ai.usage.input_tokens"].AsInt64() != 50 || a["gen_ai.usage.output_tokens"].AsInt64() != 7 ||
-		strings.Join(a["gen_ai.response.finish_reasons"].AsStringSlice(), ",") != "tool_calls" {
-		t.Errorf("chat attributes %v", a)
-	}
-	if d := chat.EndTime().Sub(chat.StartTime()); d != 300*time.Millisecond {
-		t.Errorf("chat span lasts %v, want the request's 300ms", d)
-	}
-	if _, ok := a["gen_ai.input.messages"]; ok {
-		t.Error("content captured without CaptureContent")
-	}
-	tool := attrs(byName["execute_tool word_count"])
-	if tool["gen_ai.tool.name"].AsString() != "word_count" || tool["gen_ai.tool.call.id"].AsString() != "call_1" ||
-		tool["agrun.sandbox.memory.peak"].AsInt64() != 2<<20 || tool["agrun.sandbox.files.read_bytes"].AsInt64() != 100 ||
-		tool["agrun.sandbox.http.requests"].AsInt64() != 2 || strings.Join(tool["agrun.sandbox.http.hosts"].AsStringSlice(), ",") != "api.example.com" {
-		t.Errorf("tool attributes %v", tool)
-	}
-	if _, ok := tool["gen_ai.tool.call.arguments"]; ok {
-		t.Error("arguments captured without CaptureContent")
-	}
-	failed := byName["execute_tool unknown"] // no such tool: not the model's word in the span name
-	if attrs(failed)["error.type"].AsString() != "not_found" || failed.Status().Code.String() != "Error" || attrs(failed)["agrun.tool.requested"].AsString() != "nosuch" {
-		t.Errorf("failed tool %v %v", attrs(failed), failed.Status())
-	}
+	return tel, rec, reader
+}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
+func byName(spans []sdktrace.ReadOnlySpan) map[string][]sdktrace.ReadOnlySpan {
+	m := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		m[s.Name()] = append(m[s.Name()], s)
 	}
-	got := map[string]bool{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = true
-			if m.Name == "gen_ai.client.token.usage" {
-				var sum int64
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					sum += p.Value
-				}
-				if sum != 50+7+70+9 {
-					t.Errorf("tokens %d", sum)
-				}
-			}
+	return m
+}
+
+// wantAttrs fails for each key of want that s lacks or holds another
+// value for (compared as the SDK prints them).
+func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
+	t.Helper()
+	a := attrs(s)
+	for k, v := range want {
+		got, ok := a[attribute.Key(k)]
+		if !ok {
+			t.Errorf("%s: no %s (have %v)", s.Name(), k, a)
+			continue
 		}
-	}
-	for _, n := range []string{"agrun.tool.calls", "gen_ai.execute_tool.duration", "gen_ai.client.operation.duration", "gen_ai.client.token.usage"} {
-		if !got[n] {
-			t.Errorf("metric %s missing (have %v)", n, got)
+		if g := got.Emit(); g != toValue(v).Emit() {
+			t.Errorf("%s: %s = %s, want %v", s.Name(), k, g, v)
 		}
 	}
 }
 
-// TestCaptureContent: with the opt-in, contents are recorded, cleaned.
-func TestCaptureContent(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tel, err := setup(context.Background(), Config{CaptureContent: true}, nil, rec)
-	if err != nil {
+func toValue(v any) attribute.Value {
+	switch x := v.(type) {
+	case string:
+		return attribute.StringValue(x)
+	case int:
+		return attribute.Int64Value(int64(x))
+	case float64:
+		return attribute.Float64Value(x)
+	case bool:
+		return attribute.BoolValue(x)
+	case []string:
+		return attribute.StringSliceValue(x)
+	}
+	panic(v)
+}
+
+func noAttrs(t *testing.T, s sdktrace.ReadOnlySpan, keys ...string) {
+	t.Helper()
+	a := attrs(s)
+	for _, k := range keys {
+		if v, ok := a[attribute.Key(k)]; ok {
+			t.Errorf("%s: %s = %s, want none", s.Name(), k, v.Emit())
+		}
+	}
+}
+
+// TestSpans: names, kinds, parent links, real start times, and the GenAI
+// attributes the conventions ask for on the run's, the requests' and the
+// tool calls' spans; no contents unless asked.
+func TestSpans(t *testing.T) {
+	tel, rec, _ := record(t, Config{})
+	aRun(tel, runInfo(), nil)
+	spans := rec.Ended()
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name())
+	}
+	if strings.Join(names, ",") != "chat m1,execute_tool word_count,execute_tool unknown,chat m1,chat m1,invoke_agent agrun" {
+		t.Fatalf("spans %v", names)
+	}
+	root := spans[len(spans)-1]
+	for _, s := range spans[:len(spans)-1] {
+		if s.Parent().SpanID() != root.SpanContext().SpanID() || s.SpanContext().TraceID() != root.SpanContext().TraceID() {
+			t.Errorf("%s is not a child of the run", s.Name())
+		}
+		want := trace.SpanKindInternal
+		if strings.HasPrefix(s.Name(), "chat ") {
+			want = trace.SpanKindClient
+		}
+		if s.SpanKind() != want {
+			t.Errorf("%s is %v, want %v", s.Name(), s.SpanKind(), want)
+		}
+	}
+	if root.SpanKind() != trace.SpanKindInternal {
+		t.Errorf("run span kind %v", root.SpanKind())
+	}
+	wantAttrs(t, root, map[string]any{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "agrun", "gen_ai.provider.name": "deepseek",
+		"gen_ai.request.model": "m1", "gen_ai.conversation.id": "sess1",
+		"gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 16, "gen_ai.usage.cache_read.input_tokens": 30, "gen_ai.usage.cache_creation.input_tokens": 4})
+	noAttrs(t, root, "gen_ai.output.type", "error.type")
+
+	first := spans[0]
+	wantAttrs(t, first, map[string]any{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "deepseek", "gen_ai.request.model": "m1",
+		"server.address": "api.deepseek.com", "server.port": 443, "gen_ai.conversation.id": "sess1",
+		"gen_ai.response.model": "m1-0613", "gen_ai.response.id": "resp-1", "gen_ai.response.finish_reasons": []string{"tool_calls"},
+		"gen_ai.usage.input_tokens": 50, "gen_ai.usage.output_tokens": 7, "gen_ai.usage.cache_read.input_tokens": 30,
+		"gen_ai.usage.cache_creation.input_tokens": 4, "gen_ai.usage.reasoning.output_tokens": 5,
+		"gen_ai.request.stream": true, "gen_ai.response.time_to_first_chunk": 0.12, "agrun.request.retries": 1})
+	noAttrs(t, first, "gen_ai.output.type", "openai.api.type", "error.type", "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.definitions")
+	if d := first.EndTime().Sub(first.StartTime()); d != 300*time.Millisecond {
+		t.Errorf("chat span lasts %v, want the request's 300ms", d)
+	}
+	if first.Status().Code.String() != "Unset" {
+		t.Errorf("status %v", first.Status())
+	}
+
+	tool := byName(spans)["execute_tool word_count"][0]
+	wantAttrs(t, tool, map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "word_count", "gen_ai.tool.type": "function",
+		"gen_ai.tool.call.id": "call_1", "gen_ai.agent.name": "agrun", "gen_ai.tool.description": "Counts the words of a text.",
+		"agrun.sandbox.memory.peak": 2 << 20, "agrun.sandbox.files.read_bytes": 100, "agrun.sandbox.http.requests": 2,
+		"agrun.sandbox.http.hosts": []string{"api.example.com"}})
+	noAttrs(t, tool, "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "error.type")
+	failed := byName(spans)["execute_tool unknown"][0] // no such tool: not the model's word in the span name
+	wantAttrs(t, failed, map[string]any{"error.type": "not_found", "agrun.tool.requested": "nosuch"})
+	noAttrs(t, failed, "gen_ai.tool.description")
+	if failed.Status().Code.String() != "Error" {
+		t.Errorf("failed tool status %v", failed.Status())
+	}
+}
+
+// TestProviders: gen_ai.provider.name is the provider's System whatever
+// its API, the Gemini API's operation is generate_content (its span
+// "generate_content {model}"), OpenAI's APIs are told apart by
+// openai.api.type, and an endpoint's port is its own or its scheme's.
+func TestProviders(t *testing.T) {
+	for _, c := range []struct {
+		info            loop.ProviderInfo
+		span, op        string
+		address         string
+		port            int
+		apiType         string
+		providerAttrKey string
+	}{
+		{loop.ProviderInfo{API: "chat", System: "openai", Model: "gpt", Endpoint: "https://api.openai.com/v1"}, "chat gpt", "chat", "api.openai.com", 443, "chat_completions", "openai"},
+		{loop.ProviderInfo{API: "responses", System: "openai", Model: "gpt", Endpoint: "http://127.0.0.1:8080/v1"}, "chat gpt", "chat", "127.0.0.1", 8080, "responses", "openai"},
+		{loop.ProviderInfo{API: "anthropic", System: "anthropic", Model: "claude", Endpoint: "https://api.anthropic.com"}, "chat claude", "chat", "api.anthropic.com", 443, "", "anthropic"},
+		{loop.ProviderInfo{API: "gemini", System: "gcp.gemini", Model: "gemini-pro", Endpoint: "https://generativelanguage.googleapis.com"}, "generate_content gemini-pro", "generate_content", "generativelanguage.googleapis.com", 443, "", "gcp.gemini"},
+		{loop.ProviderInfo{API: "mine", Model: "x", Endpoint: "http://localhost/"}, "chat x", "chat", "localhost", 80, "", "mine"},
+	} {
+		tel, rec, reader := record(t, Config{})
+		_, r := tel.StartRun(context.Background(), RunInfo{Provider: c.info})
+		r.LoopRequest(loop.RequestInfo{Duration: time.Millisecond, FinishReason: "stop", Usage: loop.Usage{PromptTokens: 1, CompletionTokens: 1}})
+		r.Finish(nil)
+		spans := rec.Ended()
+		if spans[0].Name() != c.span {
+			t.Errorf("%s: span %q, want %q", c.info.API, spans[0].Name(), c.span)
+		}
+		wantAttrs(t, spans[0], map[string]any{"gen_ai.operation.name": c.op, "gen_ai.provider.name": c.providerAttrKey, "server.address": c.address, "server.port": c.port})
+		wantAttrs(t, spans[1], map[string]any{"gen_ai.provider.name": c.providerAttrKey})
+		if c.apiType != "" {
+			wantAttrs(t, spans[0], map[string]any{"openai.api.type": c.apiType})
+		} else {
+			noAttrs(t, spans[0], "openai.api.type")
+		}
+		noAttrs(t, spans[1], "gen_ai.conversation.id") // no session, no conversation id
+		for _, p := range points(t, reader) {
+			if p.metric == "gen_ai.client.operation.duration" && (p.attrs["gen_ai.provider.name"] != c.providerAttrKey || p.attrs["gen_ai.operation.name"] != c.op) {
+				t.Errorf("%s: duration point %v", c.info.API, p.attrs)
+			}
+		}
+	}
+}
+
+// point is one data point of a collected metric.
+type point struct {
+	metric, kind string
+	attrs        map[string]string
+	bounds       []float64
+	count        uint64
+	sum          float64
+}
+
+func points(t *testing.T, reader *sdkmetric.ManualReader) []point {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	aRun(tel, errors.New("boom"))
+	var out []point
+	set := func(s attribute.Set) map[string]string {
+		m := map[string]string{}
+		for _, kv := range s.ToSlice() {
+			m[string(kv.Key)] = kv.Value.Emit()
+		}
+		return m
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out = append(out, point{m.Name, "histogram", set(p.Attributes), p.Bounds, p.Count, p.Sum})
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					out = append(out, point{m.Name, "histogram", set(p.Attributes), p.Bounds, p.Count, float64(p.Sum)})
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out = append(out, point{m.Name, "sum", set(p.Attributes), nil, 1, float64(p.Value)})
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out = append(out, point{m.Name, "gauge", set(p.Attributes), nil, 1, float64(p.Value)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The bucket boundaries of the GenAI metric conventions.
+var (
+	specDuration = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	specAgent    = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
+	specTokens   = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
+
+// TestMetrics: every GenAI metric is a histogram with the spec's
+// buckets; gen_ai.client.token.usage counts input and output tokens per
+// request by gen_ai.token.type; every gen_ai.client.* point carries the
+// required operation and provider, the configured model and the server;
+// a failed request's duration has its error.type and no token usage; no
+// metric carries the provider's model; time to first chunk is recorded
+// for streamed requests.
+func TestMetrics(t *testing.T) {
+	tel, _, reader := record(t, Config{})
+	aRun(tel, runInfo(), nil)
+	ps := points(t, reader)
+	want := map[string][]float64{
+		"gen_ai.client.operation.duration": specDuration, "gen_ai.client.operation.time_to_first_chunk": specDuration,
+		"gen_ai.execute_tool.duration": specDuration, "gen_ai.invoke_agent.duration": specAgent, "gen_ai.client.token.usage": specTokens,
+	}
+	seen := map[string]int{}
+	tokens := map[string]float64{}
+	var durations, failures int
+	for _, p := range ps {
+		seen[p.metric]++
+		if bounds, ok := want[p.metric]; ok && (p.kind != "histogram" || !slices.Equal(p.bounds, bounds)) {
+			t.Errorf("%s: %s with bounds %v, want a histogram with %v", p.metric, p.kind, p.bounds, bounds)
+		}
+		if _, ok := p.attrs["gen_ai.response.model"]; ok {
+			t.Errorf("%s carries the provider's model: %v", p.metric, p.attrs)
+		}
+		if strings.HasPrefix(p.metric, "gen_ai.client.") {
+			for k, v := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "deepseek", "gen_ai.request.model": "m1", "server.address": "api.deepseek.com", "server.port": "443"} {
+				if p.attrs[k] != v {
+					t.Errorf("%s point %v: %s is %q, want %q", p.metric, p.attrs, k, p.attrs[k], v)
+				}
+			}
+		}
+		switch p.metric {
+		case "gen_ai.client.token.usage":
+			tokens[p.attrs["gen_ai.token.type"]] += p.sum
+			if _, ok := p.attrs["error.type"]; ok || p.count != 2 {
+				t.Errorf("token usage point %v: %d requests", p.attrs, p.count)
+			}
+		case "gen_ai.client.operation.duration":
+			durations += int(p.count)
+			if et, ok := p.attrs["error.type"]; ok {
+				failures += int(p.count)
+				if et != "context_overflow" {
+					t.Errorf("error.type %q", et)
+				}
+			}
+		case "gen_ai.client.operation.time_to_first_chunk":
+			if p.count != 2 {
+				t.Errorf("time to first chunk of %d requests, want the 2 streamed ones that succeeded", p.count)
+			}
+		case "gen_ai.execute_tool.duration":
+			if p.attrs["gen_ai.tool.name"] == "" || p.attrs["gen_ai.tool.type"] != "function" || p.attrs["gen_ai.agent.name"] != "agrun" {
+				t.Errorf("tool duration point %v", p.attrs)
+			}
+			if p.attrs["gen_ai.tool.name"] == "unknown" && p.attrs["error.type"] != "not_found" {
+				t.Errorf("failed tool point %v", p.attrs)
+			}
+		case "gen_ai.invoke_agent.duration":
+			if p.attrs["gen_ai.agent.name"] != "agrun" || p.attrs["gen_ai.request.model"] != "m1" || p.count != 1 {
+				t.Errorf("invoke_agent point %v", p.attrs)
+			}
+		}
+	}
+	for name := range want {
+		if seen[name] == 0 {
+			t.Errorf("no %s (have %v)", name, seen)
+		}
+	}
+	if seen["agrun.tool.calls"] == 0 {
+		t.Errorf("no agrun.tool.calls")
+	}
+	if tokens["input"] != 120 || tokens["output"] != 16 || len(tokens) != 2 {
+		t.Errorf("token usage by type %v", tokens)
+	}
+	if durations != 3 || failures != 1 {
+		t.Errorf("%d request durations, %d failed", durations, failures)
+	}
+
+	// A failed run: the agent's duration has its error.type.
+	tel, _, reader = record(t, Config{})
+	_, r := tel.StartRun(context.Background(), runInfo())
+	r.Finish(errors.New("failed"))
+	for _, p := range points(t, reader) {
+		if p.metric == "gen_ai.invoke_agent.duration" && p.attrs["error.type"] != "_OTHER" {
+			t.Errorf("failed run point %v", p.attrs)
+		}
+	}
+}
+
+// TestFailedRequest: a failed request's span has its error.type and
+// status and nothing a response would have told: no response model, id,
+// finish reason or usage, not even zeros; an error without a kind is
+// "_OTHER", and so is the loop's "other".
+func TestFailedRequest(t *testing.T) {
+	tel, rec, _ := record(t, Config{CaptureContent: true})
+	aRun(tel, runInfo(), nil)
+	failed := rec.Ended()[3]
+	wantAttrs(t, failed, map[string]any{"error.type": "context_overflow", "gen_ai.request.model": "m1", "gen_ai.provider.name": "deepseek", "gen_ai.request.stream": true})
+	noAttrs(t, failed, "gen_ai.response.model", "gen_ai.response.id", "gen_ai.response.finish_reasons", "gen_ai.usage.input_tokens",
+		"gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.reasoning.output_tokens",
+		"gen_ai.response.time_to_first_chunk", "gen_ai.output.messages")
+	if failed.Status().Code.String() != "Error" || !strings.Contains(failed.Status().Description, "too long") {
+		t.Errorf("status %v", failed.Status())
+	}
+
+	tel, rec, _ = record(t, Config{})
+	_, r := tel.StartRun(context.Background(), runInfo())
+	r.LoopRequest(loop.RequestInfo{Model: "m1", Duration: time.Millisecond, Error: "loop: something"})
+	r.LoopRequest(loop.RequestInfo{Model: "m1", Duration: time.Millisecond, Error: "loop: busy", ErrorKind: loop.KindOther})
+	r.Finish(errors.New("failed"))
 	spans := rec.Ended()
-	if in := attrs(spans[0])["gen_ai.input.messages"].AsString(); in == "" || strings.ContainsRune(in, 0x1b) {
-		t.Errorf("prompt %q", in)
+	for _, s := range spans {
+		wantAttrs(t, s, map[string]any{"error.type": "_OTHER"})
 	}
-	if args := attrs(spans[1])["gen_ai.tool.call.arguments"].AsString(); args != `{"text":"secret words"}` {
-		t.Errorf("arguments %q", args)
+	noAttrs(t, spans[0], "gen_ai.usage.input_tokens", "gen_ai.response.model")
+}
+
+// events are the names of a span's events.
+func events(s sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, e := range s.Events() {
+		out = append(out, e.Name)
 	}
-	if root := spans[4]; root.Status().Code.String() != "Error" || attrs(root)["error.type"].AsString() != "provider" {
-		t.Errorf("run status %v", root.Status())
+	return out
+}
+
+func event(s sdktrace.ReadOnlySpan, name string) (sdktrace.Event, bool) {
+	for _, e := range s.Events() {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return sdktrace.Event{}, false
+}
+
+// TestRetryEvents: a retried attempt is an event of its request's span
+// (attempt, wait, status, reason), the trim after a context overflow and
+// the schema fallback are events of the request made again (within its
+// span), and a schema re-ask is an event of the run's span; gen_ai.output.type
+// is json under a schema.
+func TestRetryEvents(t *testing.T) {
+	tel, rec, _ := record(t, Config{})
+	info := runInfo()
+	info.OutputType = "json"
+	_, r := tel.StartRun(context.Background(), info)
+	t0 := time.Now()
+	r.Event(&loop.Retry{Attempt: 1, Max: 2, Wait: 2 * time.Second, Status: 429, Reason: "429 Too Many Requests: slow down"})
+	r.LoopRequest(loop.RequestInfo{Start: t0.Add(-time.Millisecond), Duration: 3 * time.Second, Retries: 1, Error: "loop: 400 Bad Request: response_format is not supported", ErrorKind: loop.KindProvider})
+	r.Event(&loop.Retry{Attempt: 1, Max: 1, Reason: "the provider refused response_format: the schema goes in the system prompt instead"})
+	time.Sleep(2 * time.Millisecond)
+	r.LoopRequest(loop.RequestInfo{Start: time.Now(), Duration: time.Millisecond, FinishReason: "stop", Usage: loop.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	r.Event(&loop.TurnComplete{Reason: "stop"})
+	r.Event(&loop.StructuredOutput{Valid: false, Error: "not JSON", Retry: true})
+	r.Message(loop.Message{Role: loop.RoleUser, Content: "[agrun: your answer does not match ...]"})
+	r.LoopRequest(loop.RequestInfo{Start: time.Now(), Duration: time.Millisecond, Error: "loop: 400: prompt is too long", ErrorKind: loop.KindContextOverflow})
+	r.Event(&loop.Retry{Attempt: 1, Max: 1, Reason: "the provider refused the request as too long for the model: trimmed, once more"})
+	r.LoopRequest(loop.RequestInfo{Start: time.Now(), Duration: time.Millisecond, FinishReason: "stop", Usage: loop.Usage{PromptTokens: 1, CompletionTokens: 1}})
+	r.Event(&loop.StructuredOutput{Valid: true, Output: json.RawMessage(`{}`)})
+	r.Finish(nil)
+	spans := rec.Ended()
+	if len(spans) != 5 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	for i, want := range [][]string{{"agrun.retry"}, {"agrun.schema_fallback"}, nil, {"agrun.context_trimmed"}, {"agrun.schema_retry"}} {
+		if got := events(spans[i]); !slices.Equal(got, want) {
+			t.Errorf("%s (%d): events %v, want %v", spans[i].Name(), i, got, want)
+		}
+	}
+	retry, _ := event(spans[0], "agrun.retry")
+	ra := map[attribute.Key]attribute.Value{}
+	for _, kv := range retry.Attributes {
+		ra[kv.Key] = kv.Value
+	}
+	if ra["agrun.retry.attempt"].AsInt64() != 1 || ra["agrun.retry.max"].AsInt64() != 2 || ra["agrun.retry.wait"].AsFloat64() != 2 ||
+		ra["http.response.status_code"].AsInt64() != 429 || ra["agrun.retry.reason"].AsString() != "429 Too Many Requests: slow down" {
+		t.Errorf("retry event %v", ra)
+	}
+	if retry.Time.Before(spans[0].StartTime()) || retry.Time.After(spans[0].EndTime()) {
+		t.Errorf("retry at %v, outside its span %v-%v", retry.Time, spans[0].StartTime(), spans[0].EndTime())
+	}
+	for _, i := range []int{1, 3} {
+		e := spans[i].Events()[0]
+		if e.Time.Before(spans[i].StartTime()) || e.Time.After(spans[i].EndTime()) {
+			t.Errorf("%s at %v, outside its span %v-%v", e.Name, e.Time, spans[i].StartTime(), spans[i].EndTime())
+		}
+	}
+	for _, s := range spans {
+		wantAttrs(t, s, map[string]any{"gen_ai.output.type": "json"})
+	}
+	if e, _ := event(spans[4], "agrun.schema_retry"); len(e.Attributes) != 0 {
+		t.Errorf("the schema error is content: %v", e.Attributes) // CaptureContent is off
 	}
 }
 
@@ -168,7 +514,10 @@ func TestOff(t *testing.T) {
 	if err != nil || tel != nil || tel.Enabled() {
 		t.Fatalf("Setup = %v, %v", tel, err)
 	}
-	aRun(tel, nil)
+	aRun(tel, runInfo(), nil)
+	_, r := tel.StartRun(context.Background(), runInfo())
+	r.Resume([]loop.Message{{Role: loop.RoleUser}})
+	r.End("", nil)
 	tel.WriteTree(io.Discard)
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -176,11 +525,13 @@ func TestOff(t *testing.T) {
 }
 
 // TestOTLPOverHTTP: spans and metrics reach a real OTLP/HTTP receiver
-// (started here) as protobuf, with the configured header.
+// (started here) as protobuf, with the configured header: the spans, and
+// the GenAI histograms with the spec's explicit bounds (token usage a
+// histogram, not a sum).
 func TestOTLPOverHTTP(t *testing.T) {
 	var mu sync.Mutex
 	var spans []string
-	var metrics []string
+	metrics := map[string]*metricpb.Metric{}
 	var header string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -208,7 +559,7 @@ func TestOTLPOverHTTP(t *testing.T) {
 			for _, rm := range req.ResourceMetrics {
 				for _, sm := range rm.ScopeMetrics {
 					for _, m := range sm.Metrics {
-						metrics = append(metrics, m.Name)
+						metrics[m.Name] = m
 					}
 				}
 			}
@@ -222,7 +573,7 @@ func TestOTLPOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aRun(tel, nil)
+	aRun(tel, runInfo(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tel.Shutdown(ctx); err != nil {
@@ -230,11 +581,27 @@ func TestOTLPOverHTTP(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(spans) != 5 || !contains(spans, "invoke_agent agrun") || !contains(spans, "execute_tool word_count") {
+	if len(spans) != 6 || !slices.Contains(spans, "invoke_agent agrun") || !slices.Contains(spans, "execute_tool word_count") {
 		t.Fatalf("received spans %v", spans)
 	}
-	if !contains(metrics, "agrun.tool.calls") || header != "k" {
+	if metrics["agrun.tool.calls"] == nil || header != "k" {
 		t.Fatalf("received metrics %v, header %q", metrics, header)
+	}
+	for name, bounds := range map[string][]float64{"gen_ai.client.operation.duration": specDuration, "gen_ai.client.token.usage": specTokens,
+		"gen_ai.client.operation.time_to_first_chunk": specDuration, "gen_ai.execute_tool.duration": specDuration, "gen_ai.invoke_agent.duration": specAgent} {
+		m := metrics[name]
+		if m == nil || m.GetHistogram() == nil || len(m.GetHistogram().DataPoints) == 0 {
+			t.Errorf("%s: %v, want a histogram", name, m)
+			continue
+		}
+		for _, p := range m.GetHistogram().DataPoints {
+			if !slices.Equal(p.ExplicitBounds, bounds) {
+				t.Errorf("%s: bounds %v, want %v", name, p.ExplicitBounds, bounds)
+			}
+		}
+	}
+	if u := metrics["gen_ai.client.token.usage"]; u != nil && u.Unit != "{token}" || metrics["gen_ai.client.operation.duration"].GetUnit() != "s" {
+		t.Errorf("units %q %q", u.GetUnit(), metrics["gen_ai.client.operation.duration"].GetUnit())
 	}
 }
 
@@ -245,68 +612,42 @@ func TestWriteTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	aRun(tel, nil)
+	aRun(tel, runInfo(), nil)
 	var b bytes.Buffer
 	tel.WriteTree(&b)
 	out := b.String()
-	for _, want := range []string{"trace ", "invoke_agent agrun", "\n  chat m1", "50 in / 7 out tokens", "\n  execute_tool word_count", "error (not_found)"} {
+	for _, want := range []string{"trace ", "invoke_agent agrun", "120 in / 16 out tokens", "\n  chat m1", "50 in / 7 out tokens", "\n  execute_tool word_count", "error (not_found)", "error (context_overflow)"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("tree lacks %q:\n%s", want, out)
 		}
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestObserveRuntime: the sandbox's counters are collected as metrics:
 // instances by state, compiles by result.
 func TestObserveRuntime(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	tel, err := setup(context.Background(), Config{}, reader, tracetest.NewSpanRecorder())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, _, reader := record(t, Config{})
 	if err := tel.ObserveRuntime(func() RuntimeStats {
 		return RuntimeStats{InstancesInUse: 2, InstancesPrepared: 1, Compiles: 5, CompileHits: 3, PreparedHits: 1}
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					v, _ := p.Attributes.Value("state")
-					got[m.Name+"/"+v.AsString()] = p.Value
-				}
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					if v, ok := p.Attributes.Value("result"); ok {
-						got[m.Name+"/"+v.AsString()] = p.Value
-					}
-				}
-			}
+	got := map[string]float64{}
+	for _, p := range points(t, reader) {
+		if v, ok := p.attrs["state"]; ok {
+			got[p.metric+"/"+v] = p.sum
+		}
+		if v, ok := p.attrs["result"]; ok {
+			got[p.metric+"/"+v] = p.sum
 		}
 	}
-	want := map[string]int64{
+	want := map[string]float64{
 		"agrun.sandbox.instances/in_use": 2, "agrun.sandbox.instances/prepared": 1,
 		"agrun.sandbox.compiles/compiled": 1, "agrun.sandbox.compiles/memory_hit": 3, "agrun.sandbox.compiles/prepared_hit": 1,
 	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
 	}
 	var off *Telemetry
