@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/permission"
 )
 
 // Kind classifies a tool failure. Kinds are stable strings: they appear in
@@ -118,7 +119,15 @@ func (e *Error) Message() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is the sentinel of e's Kind.
+//
+// Every *Error of Kind PermissionDenied also matches permission.ErrDenied,
+// whoever denied the call: the policy before it ran, or the sandbox when
+// the guest used a capability it was not granted (runtime.ErrNotGranted,
+// which the runtime cannot tie to package permission itself).
 func (e *Error) Is(target error) bool {
+	if target == permission.ErrDenied {
+		return e.Kind == PermissionDenied
+	}
 	s, ok := target.(*sentinel)
 	return ok && s.kind == e.Kind
 }

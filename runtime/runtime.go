@@ -231,6 +231,11 @@ func (m *Module) Close(ctx context.Context) error {
 // to Compile.
 func (m *Module) SHA256() string { return m.sha }
 
+// InitialMemory is the size in bytes of the module's linear memory when an
+// instance starts: a call whose memory limit is below it fails at once
+// (ErrMemoryLimit), so a grant below it is useless.
+func (m *Module) InitialMemory() int64 { return int64(m.c.info.Memories[0].Min) * 65536 }
+
 // CustomSection returns the payload of the first custom section with the
 // given name, or nil if there is none. The caller must not modify it.
 func (m *Module) CustomSection(name string) []byte { return m.c.info.CustomSection(name) }

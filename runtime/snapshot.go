@@ -216,6 +216,7 @@ func (r *Runtime) takeSnapshot(ctx context.Context, m *Module, in Input, lim Lim
 
 	st := newCallState(r, m, nil, cancel)
 	st.snapshotting = true
+	st.name, st.lim = in.Name, lim // the limits an error names
 	st.fuelLimit = lim.Fuel
 	defer st.close()
 	out := &capWriter{max: 0, onExceed: st.sideEffect}

@@ -399,3 +399,18 @@ func TestImageOf(t *testing.T) {
 		t.Fatal("applying the image does not give the memory back")
 	}
 }
+
+// A reactor whose start-up (_initialize, run for the snapshot) passes the
+// call's memory limit fails with that limit named, not "0B".
+func TestSnapshotMemoryLimitIsNamed(t *testing.T) {
+	r := newRuntime(t, Config{})
+	rea := compile(t, r, probeReactor(t))
+	limit := int64(rea.c.info.Memories[0].Min)*65536 + 65536 // one page above its initial memory
+	_, err := r.Run(context.Background(), rea, Input{Args: []string{"probe", "echo"}, Limits: Limits{MemoryBytes: limit}})
+	if !errors.Is(err, ErrMemoryLimit) {
+		t.Fatalf("err = %v, want ErrMemoryLimit (start-up needs more than one page above the initial memory)", err)
+	}
+	if want := "memory limit " + FormatBytes(limit&^0xffff) + " exceeded"; !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to name %q", err, want)
+	}
+}

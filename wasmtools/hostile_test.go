@@ -80,6 +80,10 @@ func TestHostileNetworkDeclaredNotGranted(t *testing.T) {
 	if !errors.Is(inv.Err, runtime.ErrNotGranted) || !strings.Contains(e.Message(), "agrun.http_request") {
 		t.Fatalf("error %v", inv.Err)
 	}
+	// A denial by the sandbox is a denial like the policy's.
+	if !errors.Is(inv.Err, permission.ErrDenied) {
+		t.Errorf("%v does not match permission.ErrDenied", inv.Err)
+	}
 	if inv.Output != nil || hits.Load() != 0 {
 		t.Fatalf("output %s, server hits %d", inv.Output, hits.Load())
 	}

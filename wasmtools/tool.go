@@ -90,7 +90,8 @@ var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
 // ErrInvalidGrant is wrapped by Load and LoadWithManifest when the grant
 // cannot be honoured: an allowed host that is not a host name or
 // host:port, a mount whose guest path is not absolute or is mounted twice,
-// or a mount whose host path is not a directory.
+// or a mount whose host path is not a directory, or a memory limit below
+// the module's initial memory.
 var ErrInvalidGrant = errors.New("wasmtools: invalid grant")
 
 // ErrNoManifest is wrapped by Load when the module has no manifest section.
@@ -178,6 +179,13 @@ func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g G
 	if err != nil {
 		// Compile errors may quote the module (names, section contents).
 		return nil, textsafe.WrapError(err, maxErrorMessage)
+	}
+	// A memory limit below the module's initial memory would fail every
+	// call: refused here, where the operator sees it.
+	if limit, min := rt.Effective(g.Limits).MemoryBytes, mod.InitialMemory(); min > limit {
+		mod.Close(context.Background())
+		return nil, fmt.Errorf("%w: the memory limit %s is below the module's initial memory of %s: every call would fail; grant at least %s",
+			ErrInvalidGrant, runtime.FormatBytes(limit), runtime.FormatBytes(min), runtime.FormatBytes(min))
 	}
 	params := m.Parameters
 	if len(bytes.TrimSpace(params)) == 0 {

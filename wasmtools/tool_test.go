@@ -939,3 +939,18 @@ func BenchmarkExecute(b *testing.B) {
 		})
 	}
 }
+
+// A memory grant below the module's initial memory would fail every call:
+// Load refuses it, naming both sizes; the smallest grant that fits loads.
+func TestLoadRefusesMemoryBelowInitial(t *testing.T) {
+	rt := testRuntime(t)
+	wasm := example(t, "word_count")
+	_, err := wasmtools.Load(context.Background(), rt, wasm, wasmtools.Grant{Limits: runtime.Limits{MemoryBytes: 64 << 10}})
+	if !errors.Is(err, wasmtools.ErrInvalidGrant) || !strings.Contains(err.Error(), "the memory limit 64KiB is below the module's initial memory") {
+		t.Fatalf("err = %v", err)
+	}
+	tool := load(t, wasm, wasmtools.Grant{Limits: runtime.Limits{MemoryBytes: 64 << 20}})
+	if out, err := tool.Execute(context.Background(), json.RawMessage(`{"text":"a b"}`)); err != nil || !strings.Contains(string(out), `"words":2`) {
+		t.Fatalf("%s %v", out, err)
+	}
+}

@@ -168,6 +168,9 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 // reply, HTML) is a bad response, not a transport failure.
 func requestError(ctx context.Context, rec *wire.Recording, err error) error {
 	if s := rec.Status(); s >= 200 && s < 300 && ctx.Err() == nil && !isNetwork(err) {
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			return fmt.Errorf("%w: the provider streamed a reply that was asked for whole (a server that always streams: use the streamed methods)", loop.ErrBadResponse)
+		}
 		return fmt.Errorf("%w: %w", loop.ErrBadResponse, err)
 	}
 	return wire.Error(ctx, rec, err)
