@@ -322,12 +322,11 @@ func objectJSON(args string) string {
 
 // block is one content block of a reply as it streams.
 type block struct {
-	typ                  string
-	id, name             string
-	text, input          strings.Builder
-	thinking, signature  strings.Builder
-	data                 string
-	started, inputDeltas bool
+	typ                 string
+	id, name            string
+	text, input         strings.Builder
+	thinking, signature strings.Builder
+	data                string
 }
 
 // assembler builds a reply from stream events (or a whole Message).

@@ -199,7 +199,7 @@ func TestCaptureContent(t *testing.T) {
 	}
 	for _, s := range spans {
 		for k, v := range attrs(s) {
-			if strings.ContainsRune(v.Emit(), 0x1b) {
+			if strings.ContainsRune(v.String(), 0x1b) {
 				t.Errorf("%s: %s not cleaned", s.Name(), k)
 			}
 		}

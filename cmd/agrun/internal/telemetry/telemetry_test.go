@@ -116,7 +116,7 @@ func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
 			t.Errorf("%s: no %s (have %v)", s.Name(), k, a)
 			continue
 		}
-		if g := got.Emit(); g != toValue(v).Emit() {
+		if g := got.String(); g != toValue(v).String() {
 			t.Errorf("%s: %s = %s, want %v", s.Name(), k, g, v)
 		}
 	}
@@ -143,7 +143,7 @@ func noAttrs(t *testing.T, s sdktrace.ReadOnlySpan, keys ...string) {
 	a := attrs(s)
 	for _, k := range keys {
 		if v, ok := a[attribute.Key(k)]; ok {
-			t.Errorf("%s: %s = %s, want none", s.Name(), k, v.Emit())
+			t.Errorf("%s: %s = %s, want none", s.Name(), k, v.String())
 		}
 	}
 }
@@ -274,7 +274,7 @@ func points(t *testing.T, reader *sdkmetric.ManualReader) []point {
 	set := func(s attribute.Set) map[string]string {
 		m := map[string]string{}
 		for _, kv := range s.ToSlice() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}
