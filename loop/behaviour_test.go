@@ -509,11 +509,17 @@ func TestRequestTimeout(t *testing.T) {
 // Some proxies answer 200 with an error object instead of a completion.
 func TestErrorObjectWithStatus200(t *testing.T) {
 	srv := newServer(t, step{Status: http.StatusOK, Body: `{"error":{"message":"upstream model failed","code":502}}`})
-	c := newCycle(t, srv, Config{})
+	c := newCycle(t, srv, Config{MaxRetries: -1})
 	_, err := c.Submit(context.Background(), "x")
 	var api *APIError
-	if !errors.As(err, &api) || api.Message != "upstream model failed" || api.Code != "502" {
+	if !errors.As(err, &api) || api.Message != "upstream model failed" || api.Code != "502" || api.StatusCode != 502 {
 		t.Fatalf("err = %v", err)
+	}
+	// A relayed 5xx (OpenRouter's upstream failed) is retried like one.
+	srv = newServer(t, step{Status: http.StatusOK, Body: `{"error":{"message":"upstream model failed","code":502}}`}, jsonReply("fine", ""))
+	c = newCycle(t, srv, Config{})
+	if resp, err := c.Submit(context.Background(), "x"); err != nil || resp.Text != "fine" {
+		t.Fatalf("resp %+v err %v", resp, err)
 	}
 }
 

@@ -165,15 +165,25 @@ type IncompleteStreamError struct {
 	Marker string
 	// Empty: the stream carried no event at all.
 	Empty bool
+	// Err is the read error that ended the stream, if any (a reset
+	// connection, say).
+	Err error
 }
 
 // Error implements error.
 func (e *IncompleteStreamError) Error() string {
+	msg := fmt.Sprintf("loop: the stream from the provider broke off before the reply was complete (no %s)", e.Marker)
 	if e.Empty {
-		return "loop: the stream from the provider ended without any event"
+		msg = "loop: the stream from the provider ended without any event"
 	}
-	return fmt.Sprintf("loop: the stream from the provider broke off before the reply was complete (no %s)", e.Marker)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
+
+// Unwrap returns the read error that ended the stream.
+func (e *IncompleteStreamError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrIncompleteStream or ErrBadResponse.
 func (e *IncompleteStreamError) Is(target error) bool {

@@ -364,10 +364,11 @@ func (a *assembler) add(ev *sdk.MessageStreamEventUnion) (loop.Delta, error) {
 		if err := a.budget.Charge(len(cb.ID)+len(cb.Name)+len(cb.Data)+len(cb.Text)+len(cb.Thinking)+len(cb.Signature), false); err != nil {
 			return d, err
 		}
-		if cb.Type == "tool_use" && cb.Input != nil {
-			if raw, err := json.Marshal(cb.Input); err == nil && string(raw) != "{}" && string(raw) != "null" {
-				b.input.Write(raw)
+		if raw := cb.JSON.Input.Raw(); cb.Type == "tool_use" && raw != "" && raw != "{}" && raw != "null" {
+			if err := a.budget.Charge(len(raw), false); err != nil {
+				return d, err
 			}
+			b.input.WriteString(raw)
 		}
 		a.blocks = append(a.blocks, b)
 		d.Text, d.Reasoning = cb.Text, cb.Thinking

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agcore/agrun/loop"
@@ -163,5 +165,50 @@ func TestAccumulatorShortfallChunkIDChanges(t *testing.T) {
 	}
 	if got := a.result().Content; got != "Hello" {
 		t.Errorf("assembler content %q", got)
+	}
+}
+
+func TestJSONEnd(t *testing.T) {
+	for _, c := range []struct {
+		parts []string
+		want  bool
+	}{
+		{[]string{`{"a":1}`}, true},
+		{[]string{`{"a":`, `1}`}, true},
+		{[]string{`{"a":"}"`}, false},
+		{[]string{`{"a":"\"}`, `"}`}, true},
+		{[]string{`[1,{"b":[2]}]`}, true},
+		{[]string{`{"a":{"b":1}`}, false},
+		{[]string{`  `}, false},
+	} {
+		var j jsonEnd
+		for _, p := range c.parts {
+			j.write(p)
+		}
+		if j.complete() != c.want {
+			t.Errorf("%q: complete %v", c.parts, j.complete())
+		}
+	}
+}
+
+// BenchmarkManyFragments: a call streamed as many fragments that each
+// repeat the name (as some servers do) and never complete its JSON costs
+// linear time in the fragments (docs/SECURITY.md, "Model output").
+func BenchmarkManyFragments(b *testing.B) {
+	mk := func(args string) openai.ChatCompletionChunk {
+		var c openai.ChatCompletionChunk
+		raw := `{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"f","arguments":` + strconv.Quote(args) + `}}]}}]}`
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	first, next := mk(`{"a":"`), mk(strings.Repeat("a", 64))
+	for b.Loop() {
+		a := assembler{max: 64 << 20}
+		a.add(&first)
+		for range 16000 {
+			a.add(&next)
+		}
 	}
 }

@@ -59,7 +59,45 @@ type partialCall struct {
 	id   string
 	name string
 	args strings.Builder
+	js   jsonEnd // whether args, so far, is a whole JSON object or array
 }
+
+// jsonEnd follows the structure of JSON text as it is appended, so that
+// "the arguments so far are complete" costs nothing per fragment (a
+// json.Valid over the whole buffer at each fragment made a stream of
+// many fragments quadratic).
+type jsonEnd struct {
+	depth             int
+	started           bool
+	inString, escaped bool
+}
+
+func (j *jsonEnd) write(s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case j.escaped:
+			j.escaped = false
+		case j.inString:
+			switch c {
+			case '\\':
+				j.escaped = true
+			case '"':
+				j.inString = false
+			}
+		case c == '"':
+			j.inString = true
+		case c == '{' || c == '[':
+			j.depth++
+			j.started = true
+		case c == '}' || c == ']':
+			j.depth--
+		}
+	}
+}
+
+// complete reports whether the text so far is one whole object or array.
+func (j *jsonEnd) complete() bool { return j.started && j.depth == 0 && !j.inString }
 
 // add takes one chunk and returns its text and reasoning. It fails once
 // the reply exceeds its limit.
@@ -166,6 +204,7 @@ func (a *assembler) addCall(f *openai.ChatCompletionChunkChoiceDeltaToolCall) {
 		cur.name += name
 	}
 	cur.args.WriteString(f.Function.Arguments)
+	cur.js.write(f.Function.Arguments)
 }
 
 func startsNewCall(cur *partialCall, f *openai.ChatCompletionChunkChoiceDeltaToolCall) bool {
@@ -176,7 +215,7 @@ func startsNewCall(cur *partialCall, f *openai.ChatCompletionChunkChoiceDeltaToo
 		return false
 	}
 	return f.Function.Name != "" && f.Function.Arguments != "" && cur.name != "" &&
-		cur.args.Len() > 0 && json.Valid([]byte(cur.args.String()))
+		cur.args.Len() > 0 && cur.js.complete()
 }
 
 // result returns the assembled reply. Calls with neither a name nor

@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/agcore/agrun/loop"
@@ -121,8 +122,10 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 		}
 		if extra, ok := cc.JSON.ExtraFields["error"]; ok && extra.Raw() != "" && extra.Raw() != "null" {
 			// 200 with an error object, as some proxies send.
-			e := wire.StreamError([]byte(`{"error":`+extra.Raw()+`}`), nil)
-			e.StatusCode = rec.Status()
+			e := streamError([]byte(`{"error":`+extra.Raw()+`}`), nil)
+			if e.StatusCode == 0 {
+				e.StatusCode = rec.Status()
+			}
 			return nil, e
 		}
 		rep, ok := replyFromCompletion(cc)
@@ -151,7 +154,12 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 	if err := s.Err(); err != nil {
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
-			return nil, wire.StreamError(se.Event.Data, err)
+			return nil, streamError(se.Event.Data, err)
+		}
+		if rec.Status() >= 200 && rec.Status() < 300 && ctx.Err() == nil && !wire.IsDecodeError(err) && !errors.Is(err, wire.ErrBodyTooLarge) {
+			// The stream broke after it began (a reset, a GOAWAY, a
+			// closed connection): an incomplete reply, retried.
+			return a.result(), &loop.IncompleteStreamError{Marker: "finish_reason", Empty: a.chunks == 0, Err: wire.Cause(err)}
 		}
 		return a.result(), requestError(ctx, rec, err)
 	}
@@ -161,6 +169,18 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 		return a.result(), &loop.IncompleteStreamError{Marker: "finish_reason", Empty: a.chunks == 0}
 	}
 	return a.result(), nil
+}
+
+// streamError is the *loop.APIError of an error event in a stream; a
+// numeric code that is an HTTP status of the kind that passes (429, 5xx:
+// OpenRouter relays its upstream's) is its status, so that it is retried
+// as the same error before the stream would be.
+func streamError(data []byte, cause error) *loop.APIError {
+	e := wire.StreamError(data, cause)
+	if n, err := strconv.Atoi(e.Code); err == nil && (n == http.StatusTooManyRequests || n >= 500 && n < 600) {
+		e.StatusCode = n
+	}
+	return e
 }
 
 // requestError classifies a failed request; a server that answered 200

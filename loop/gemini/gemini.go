@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,6 +164,9 @@ func requestError(ctx context.Context, rec *wire.Recording, err error) error {
 	e := wire.Error(ctx, rec, err)
 	var api *loop.APIError
 	if errors.As(e, &api) {
+		if api.Code == strconv.Itoa(api.StatusCode) {
+			api.Code = "" // Google's numeric code repeats the HTTP status
+		}
 		var body struct {
 			Error struct {
 				Details []map[string]any `json:"details"`
@@ -339,7 +343,9 @@ type assembler struct {
 	text     strings.Builder
 	thoughts strings.Builder
 	parts    []opaquePart
-	calls    []loop.ToolCall
+	// thoughtText holds, for each part of kind "thought", its text.
+	thoughtText []*strings.Builder
+	calls       []loop.ToolCall
 	finish   genai.FinishReason
 	usage    *genai.GenerateContentResponseUsageMetadata
 	events   int
@@ -395,14 +401,21 @@ func (a *assembler) add(r *genai.GenerateContentResponse) (loop.Delta, error) {
 			}
 			a.calls = append(a.calls, loop.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Arguments: string(args)})
 			a.parts = append(a.parts, opaquePart{Kind: "call", ID: p.FunctionCall.ID != "", Signature: p.ThoughtSignature})
+			a.thoughtText = append(a.thoughtText, nil)
 		case p.Thought:
 			a.thoughts.WriteString(p.Text)
 			thought.WriteString(p.Text)
+			// A thought streams in pieces until one carries its signature;
+			// its text is kept (with a builder: pieces may be many) only to
+			// go back with that signature.
 			if n := len(a.parts); n > 0 && a.parts[n-1].Kind == "thought" && len(a.parts[n-1].Signature) == 0 {
-				a.parts[n-1].Text += p.Text
+				a.thoughtText[n-1].WriteString(p.Text)
 				a.parts[n-1].Signature = p.ThoughtSignature
 			} else {
-				a.parts = append(a.parts, opaquePart{Kind: "thought", Text: p.Text, Signature: p.ThoughtSignature})
+				a.parts = append(a.parts, opaquePart{Kind: "thought", Signature: p.ThoughtSignature})
+				a.thoughtText = append(a.thoughtText, nil)
+				a.thoughtText[len(a.parts)-1] = &strings.Builder{}
+				a.thoughtText[len(a.parts)-1].WriteString(p.Text)
 			}
 		default:
 			a.text.WriteString(p.Text)
@@ -426,6 +439,7 @@ func (a *assembler) textPart(sig []byte) {
 		}
 	}
 	a.parts = append(a.parts, opaquePart{Kind: "text", Signature: sig})
+	a.thoughtText = append(a.thoughtText, nil)
 }
 
 // finishReasons maps Gemini's finishReason onto the loop's.
@@ -444,12 +458,26 @@ func (a *assembler) reply() *loop.Reply {
 			r.FinishReason = "stop"
 		}
 	}
+	// What goes back: every part's place and signature; a thought only
+	// when signed (its text with it): an unsigned thought summary is
+	// not needed back, and its text is Reasoning.Text already.
+	var parts []opaquePart
 	signed := false
-	for _, p := range a.parts {
+	for i, p := range a.parts {
+		if p.Kind == "thought" {
+			if len(p.Signature) == 0 {
+				continue
+			}
+			p.Text = a.thoughtText[i].String()
+		}
 		signed = signed || len(p.Signature) > 0
+		parts = append(parts, p)
 	}
 	if signed || a.thoughts.Len() > 0 {
-		o, _ := json.Marshal(a.parts)
+		var o []byte
+		if signed {
+			o, _ = json.Marshal(parts)
+		}
 		r.Reasoning = &loop.Reasoning{Text: a.thoughts.String(), Opaque: o}
 	}
 	if u := a.usage; u != nil {

@@ -127,31 +127,106 @@ func (t *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		res.ContentLength = int64(len(body))
 		return res, nil
 	}
-	res.Body = &limitedBody{rc: res.Body, left: rec.limit}
+	sse := strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
+	res.Body = &guardedBody{rc: res.Body, left: rec.limit, sse: sse}
 	return res, nil
 }
 
-// ErrBodyTooLarge is the read error of a body past its attempt's limit.
+// The bounds of a body's JSON, checked as it is read, before an SDK
+// decodes it: an SDK turns JSON into values (genai into map[string]any,
+// anthropic-sdk-go a tool's input into any) that cost up to a hundred
+// times their bytes when the JSON is a long array of small values.
+const (
+	// MaxEventBytes bounds one event of a stream (a tool call's
+	// arguments come whole in one Gemini chunk; the registry takes at
+	// most 1 MiB of arguments anyway).
+	MaxEventBytes = 4 << 20
+	// MaxEventValues bounds the JSON values (counted as the structural
+	// characters { [ , : outside strings) of one event of a stream, and
+	// MaxBodyValues those of a whole (non-streamed) body.
+	MaxEventValues = 1 << 16
+	MaxBodyValues  = 1 << 20
+)
+
+// ErrBodyTooLarge is the read error of a body past its attempt's limit,
+// or of one event or body whose JSON has more values than they may.
 var ErrBodyTooLarge = errors.New("the provider's response is larger than the reply limit")
 
-type limitedBody struct {
+// guardedBody counts what is read of a 2xx body: its bytes against the
+// attempt's limit, and, with a state machine over the JSON it carries,
+// the bytes and values of each stream event (a blank line ends one) or of
+// the whole body.
+type guardedBody struct {
 	rc   io.ReadCloser
 	left int64
+	sse  bool
+
+	eventBytes, values int
+	inString, escaped  bool
+	newline            bool // the last byte was a newline (SSE: a second one ends the event)
+	err                error
 }
 
-func (b *limitedBody) Read(p []byte) (int, error) {
+func (b *guardedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	if b.left <= 0 {
-		return 0, ErrBodyTooLarge
+		b.err = ErrBodyTooLarge
+		return 0, b.err
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
+	if e := b.scan(p[:n]); e != nil {
+		b.err = e
+		return 0, e
+	}
 	return n, err
 }
 
-func (b *limitedBody) Close() error { return b.rc.Close() }
+// scan updates the counts over p.
+func (b *guardedBody) scan(p []byte) error {
+	maxValues, what := MaxBodyValues, "reply"
+	if b.sse {
+		maxValues, what = MaxEventValues, "stream event"
+	}
+	for _, c := range p {
+		if b.sse {
+			if c == '\n' && b.newline {
+				b.eventBytes, b.values, b.inString, b.escaped = 0, 0, false, false
+			}
+			b.newline = c == '\n'
+			b.eventBytes++
+			if b.eventBytes > MaxEventBytes {
+				return fmt.Errorf("%w: a stream event of more than %d bytes", ErrBodyTooLarge, MaxEventBytes)
+			}
+		}
+		switch {
+		case b.escaped:
+			b.escaped = false
+		case b.inString:
+			switch c {
+			case '\\':
+				b.escaped = true
+			case '"', '\n':
+				b.inString = false // a newline ends a broken string: SSE framing goes on
+			}
+		case c == '"':
+			b.inString = true
+		case c == '{' || c == '[' || c == ',' || c == ':':
+			b.values++
+			if b.values > maxValues {
+				return fmt.Errorf("%w: more than %d JSON values in one %s", ErrBodyTooLarge, maxValues, what)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *guardedBody) Close() error { return b.rc.Close() }
 
 // BodyLimit is the wire bytes an attempt may read for a reply of at most
 // maxReply bytes: the events' JSON around the text costs several times
@@ -173,23 +248,51 @@ func Error(ctx context.Context, rec *Recording, err error) error {
 		return fmt.Errorf("loop: request: %w", ctx.Err())
 	}
 	if s := rec.Status(); s >= 400 {
-		e := &loop.APIError{StatusCode: s, Header: rec.Header(), Err: err}
+		e := &loop.APIError{StatusCode: s, Header: rec.Header(), Err: Cause(err)}
 		e.Type, e.Code, e.Message = ParseErrorBody(rec.Body())
 		if e.Message == "" {
 			e.Message = http.StatusText(s)
 		}
 		return e
 	}
-	if errors.Is(err, ErrBodyTooLarge) {
-		return fmt.Errorf("%w: %w", loop.ErrBadResponse, err)
-	}
-	var se *json.SyntaxError
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &se) || errors.As(err, &ute) {
+	err = Cause(err)
+	if errors.Is(err, ErrBodyTooLarge) || IsDecodeError(err) {
 		return fmt.Errorf("%w: %w", loop.ErrBadResponse, err)
 	}
 	return &loop.TransportError{Err: err}
 }
+
+// IsDecodeError reports whether err is JSON that could not be decoded.
+func IsDecodeError(err error) bool {
+	var se *json.SyntaxError
+	var ute *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &ute)
+}
+
+// maxCause bounds an SDK error's text as the loop keeps it.
+const maxCause = 512
+
+// Cause is err with its text cleaned and cut (an SDK's error may quote a
+// whole chunk or body the provider sent), still unwrapping to err.
+func Cause(err error) error {
+	if err == nil {
+		return nil
+	}
+	var c *cause
+	if errors.As(err, &c) {
+		return err
+	}
+	return &cause{err: err, text: textsafe.Clean(err.Error(), maxCause)}
+}
+
+type cause struct {
+	err  error
+	text string
+}
+
+func (c *cause) Error() string { return c.text }
+func (c *cause) Unwrap() error { return c.err }
+
 
 // ParseErrorBody finds the type, code and message in the error bodies
 // providers send: {"error":{"message","type","code"}} (OpenAI and most
@@ -213,7 +316,7 @@ func parseErrorBody(body []byte) (typ, code, msg string) {
 				if typ == "" {
 					typ = jsonText(obj["status"])
 				}
-				return typ, stringText(obj["code"]), firstText(obj["message"], raw)
+				return typ, jsonText(obj["code"]), firstText(obj["message"], raw)
 			}
 			return "", "", jsonText(raw)
 		}
@@ -225,16 +328,6 @@ func parseErrorBody(body []byte) (typ, code, msg string) {
 		}
 	}
 	return "", "", textsafe.Truncate(strings.TrimSpace(string(body)), 512)
-}
-
-// stringText is a JSON string's value, "" for anything else (Google's
-// numeric "code" repeats the HTTP status).
-func stringText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return ""
 }
 
 func firstText(raws ...json.RawMessage) string {
@@ -262,7 +355,7 @@ func jsonText(raw json.RawMessage) string {
 // (StatusCode 0), from the event's JSON.
 func StreamError(data []byte, cause error) *loop.APIError {
 	typ, code, msg := ParseErrorBody(data)
-	return &loop.APIError{Type: typ, Code: code, Message: msg, Err: cause}
+	return &loop.APIError{Type: typ, Code: code, Message: msg, Err: Cause(cause)}
 }
 
 // Budget counts what a reply makes an adapter hold against
