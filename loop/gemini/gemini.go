@@ -346,10 +346,10 @@ type assembler struct {
 	// thoughtText holds, for each part of kind "thought", its text.
 	thoughtText []*strings.Builder
 	calls       []loop.ToolCall
-	finish   genai.FinishReason
-	usage    *genai.GenerateContentResponseUsageMetadata
-	events   int
-	finished bool
+	finish      genai.FinishReason
+	usage       *genai.GenerateContentResponseUsageMetadata
+	events      int
+	finished    bool
 }
 
 // add takes one chunk (or a whole response) and returns the text and

@@ -293,7 +293,6 @@ type cause struct {
 func (c *cause) Error() string { return c.text }
 func (c *cause) Unwrap() error { return c.err }
 
-
 // ParseErrorBody finds the type, code and message in the error bodies
 // providers send: {"error":{"message","type","code"}} (OpenAI and most
 // others), {"type":"error","error":{"type","message"}} (Anthropic),
