@@ -150,6 +150,12 @@ func messageTokens(m *Message) int {
 	for _, tc := range m.ToolCalls {
 		b += len(tc.ID) + len(tc.Name) + len(tc.Arguments) + 16
 	}
+	if r := m.Reasoning; r != nil {
+		// Sent back to its provider (signatures, encrypted content): it
+		// counts, also where another provider will not get it (an
+		// estimate that errs high trims early).
+		b += len(r.Text) + len(r.Opaque)
+	}
 	return (b + 2) / 3
 }
 

@@ -564,7 +564,7 @@ func (r *runState) attempt(ctx context.Context, stream bool) (Reply, time.Durati
 // that fit the context window, the tools, the schema.
 func (c *Cycle) buildRequest(reg *registry.Registry, stream bool) *Request {
 	pl := c.plan(reg)
-	req := &Request{Stream: stream, MaxReplyBytes: maxReplyBytes}
+	req := &Request{Stream: stream, MaxReplyBytes: maxReplyBytes, Trimmed: pl.trimmed}
 	c.mu.Lock()
 	c.lastEstimate = pl.estimate
 	c.mu.Unlock()

@@ -81,6 +81,11 @@ type Request struct {
 	// text), in the goroutine that called Request.
 	Stream  bool
 	OnDelta func(Delta)
+	// Trimmed says Messages is less than the history (trimmed to the
+	// context window): a provider that keeps the conversation on its
+	// side (Responses with store) must send these messages, not continue
+	// from what it keeps, or the request would not shrink.
+	Trimmed bool
 	// MaxReplyBytes bounds what the reply may make the provider hold:
 	// text, reasoning, tool-call names and arguments, opaque reasoning
 	// parts, plus an allowance per streamed event (EventCost). Past it

@@ -638,7 +638,8 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			break
 		}
 		trace.Event(ev)
-		if asJSON {
+		if _, isReasoning := ev.(*loop.ReasoningDelta); asJSON && (!isReasoning || c.showReasoning) {
+			// Reasoning is shown only when asked, in --json too.
 			writeJSONLine(c.stdout, ev)
 		}
 		if _, ok := ev.(*loop.ReasoningDelta); !ok {

@@ -166,7 +166,7 @@ func TestRunLengthTruncated(t *testing.T) {
 
 func TestRunReasoning(t *testing.T) {
 	reply := chattest.Reply{Reasoning: "Thinking it over.", Text: "Answer."}
-	srv := chattest.New(t, reply, reply, reply)
+	srv := chattest.New(t, reply, reply, reply, reply)
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("", "run", "--session", "rs", "q").wantCode(t, exitOK)
 	if strings.Contains(r.stdout+r.stderr, "Thinking") || r.stdout != "Answer.\n" {
@@ -177,6 +177,10 @@ func TestRunReasoning(t *testing.T) {
 		t.Errorf("--show-reasoning: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 	r = e.run("", "run", "--json", "q").wantCode(t, exitOK)
+	if ev := ofType(jsonEvents(t, r.stdout), "reasoning_delta"); len(ev) != 0 || strings.Contains(r.stdout+r.stderr, "Thinking") {
+		t.Errorf("--json without --show-reasoning shows the reasoning: %s", r.stdout)
+	}
+	r = e.run("", "run", "--json", "--show-reasoning", "q").wantCode(t, exitOK)
 	var text strings.Builder
 	for _, ev := range ofType(jsonEvents(t, r.stdout), "reasoning_delta") {
 		text.WriteString(ev["text"].(string))

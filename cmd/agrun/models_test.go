@@ -105,7 +105,7 @@ func TestRunEveryAPI(t *testing.T) {
 				t.Errorf("the continued request lacks the session: %s", b)
 			}
 
-			r = e.run("", "run", "--json", "Count 'x y'").wantCode(t, exitOK)
+			r = e.run("", "run", "--json", "--show-reasoning", "Count 'x y'").wantCode(t, exitOK)
 			evs := jsonEvents(t, r.stdout)
 			if len(ofType(evs, "reasoning_delta")) == 0 || len(ofType(evs, "tool_completed")) != 1 || len(ofType(evs, "turn_complete")) != 2 {
 				t.Errorf("--json events: %s", r.stdout)

@@ -24,11 +24,14 @@ package anthropic
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
@@ -44,9 +47,28 @@ const DefaultBaseURL = "https://api.anthropic.com"
 // (the API requires one); a thinking budget comes on top.
 const DefaultMaxOutputTokens = 8192
 
-// ThinkingBudget maps Config.Reasoning to the thinking budget sent
-// (budget_tokens).
-var ThinkingBudget = map[string]int64{"low": 2048, "medium": 8192, "high": 24576}
+// The thinking budget (budget_tokens) Config.Reasoning asks for: low
+// 2048, medium 8192, high 24576 tokens.
+var thinkingBudget = map[string]int64{"low": 2048, "medium": 8192, "high": 24576}
+
+// ThinkingBudget is the thinking budget (budget_tokens) of a
+// Config.Reasoning level, and false for "", "off" and unknown levels.
+func ThinkingBudget(reasoning string) (int64, bool) {
+	b, ok := thinkingBudget[reasoning]
+	return b, ok
+}
+
+// adaptive reports whether model thinks adaptively (thinking.type
+// "adaptive" with an effort), as Anthropic's models from Claude Opus 4.6
+// on do.
+func adaptive(model string) bool {
+	for _, p := range []string{"claude-opus-4-6", "claude-mythos", "claude-opus-4-7", "claude-opus-4-8", "claude-opus-5", "claude-sonnet-5"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // Config configures a Provider. Only Model is required.
 type Config struct {
@@ -62,8 +84,9 @@ type Config struct {
 	// which the API refuses it with).
 	Temperature *float64
 	// Reasoning is extended thinking: "low", "medium" or "high" enable it
-	// with ThinkingBudget's budget; "off" disables it; "" sends nothing
-	// (the API's default: off).
+	// with ThinkingBudget's budget (models that think adaptively, Claude
+	// Opus 4.6 on, get thinking.type "adaptive" and that effort instead);
+	// "off" disables it; "" sends nothing (the API's default: off).
 	Reasoning string
 	// MaxOutputTokens is max_tokens (default DefaultMaxOutputTokens); the
 	// thinking budget is added to it.
@@ -93,7 +116,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: %w", err)
 	}
-	if _, ok := ThinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" && cfg.Reasoning != "off" {
+	if _, ok := thinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" && cfg.Reasoning != "off" {
 		return nil, fmt.Errorf("anthropic: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	if cfg.MaxOutputTokens <= 0 {
@@ -124,7 +147,10 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 	ctx, rec := wire.Start(ctx, wire.BodyLimit(req.MaxReplyBytes))
 	a := assembler{budget: wire.Budget{Max: req.MaxReplyBytes}}
 	if !req.Stream {
-		m, err := p.client.New(ctx, params)
+		// The SDK refuses, before sending, a whole reply it guesses may
+		// take over 10 minutes (from max_tokens) unless it is given a
+		// timeout: the loop bounds the attempt itself (RequestTimeout).
+		m, err := p.client.New(ctx, params, option.WithRequestTimeout(24*time.Hour))
 		if err != nil {
 			return nil, requestError(ctx, rec, err)
 		}
@@ -182,7 +208,15 @@ func (p *Provider) params(req *loop.Request) sdk.MessageNewParams {
 		mp.System = []sdk.TextBlockParam{tb}
 	}
 	thinking := false
-	switch budget, ok := ThinkingBudget[p.cfg.Reasoning]; {
+	switch budget, ok := thinkingBudget[p.cfg.Reasoning]; {
+	case ok && adaptive(p.cfg.Model):
+		// Models that think adaptively are given an effort, not a budget
+		// (budgets are deprecated for them, and the SDK says so on
+		// stderr at every request).
+		thinking = true
+		mp.MaxTokens += budget
+		mp.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+		mp.OutputConfig.Effort = sdk.OutputConfigEffort(p.cfg.Reasoning)
 	case ok:
 		thinking = true
 		mp.MaxTokens += budget
@@ -266,7 +300,7 @@ func toMessages(msgs []loop.Message, cache bool) []sdk.MessageParam {
 			if content == "" {
 				content = "(empty)"
 			}
-			user = append(user, sdk.NewToolResultBlock(m.ToolCallID, content, strings.HasPrefix(m.Content, "error (")))
+			user = append(user, sdk.NewToolResultBlock(toolID(m.ToolCallID), content, strings.HasPrefix(m.Content, "error (")))
 		case loop.RoleAssistant:
 			flush()
 			var blocks []sdk.ContentBlockParamUnion
@@ -286,7 +320,7 @@ func toMessages(msgs []loop.Message, cache bool) []sdk.MessageParam {
 				blocks = append(blocks, sdk.NewTextBlock(m.Content))
 			}
 			for _, c := range m.ToolCalls {
-				blocks = append(blocks, sdk.NewToolUseBlock(c.ID, json.RawMessage(objectJSON(c.Arguments)), c.Name))
+				blocks = append(blocks, sdk.NewToolUseBlock(toolID(c.ID), json.RawMessage(objectJSON(c.Arguments)), c.Name))
 			}
 			if len(blocks) == 0 {
 				blocks = append(blocks, sdk.NewTextBlock(emptyReply))
@@ -296,19 +330,52 @@ func toMessages(msgs []loop.Message, cache bool) []sdk.MessageParam {
 	}
 	flush()
 	if cache && len(out) > 0 {
-		var last []sdk.ContentBlockParamUnion
-		if m := out[len(out)-1]; m.OfUser != nil {
-			last = m.OfUser.Content
-		} else if m.OfAssistant != nil {
-			last = m.OfAssistant.Content
-		}
-		if n := len(last); n > 0 {
-			if cc := last[n-1].GetCacheControl(); cc != nil {
-				*cc = sdk.NewCacheControlEphemeralParam()
+		// The end of the conversation, and the end of the user turn
+		// before it: the cache looks back at most 20 blocks from a
+		// breakpoint, and a turn of many parallel calls adds more than
+		// that (with the system prompt's and the tools', 4 breakpoints:
+		// the API's most).
+		markLast(out[len(out)-1])
+		for i := len(out) - 2; i >= 0; i-- {
+			if out[i].OfUser != nil {
+				markLast(out[i])
+				break
 			}
 		}
 	}
 	return out
+}
+
+// markLast makes the last block of m a cache breakpoint.
+func markLast(m sdk.MessageParam) {
+	var blocks []sdk.ContentBlockParamUnion
+	if m.OfUser != nil {
+		blocks = m.OfUser.Content
+	} else if m.OfAssistant != nil {
+		blocks = m.OfAssistant.Content
+	}
+	if n := len(blocks); n > 0 {
+		if cc := blocks[n-1].GetCacheControl(); cc != nil {
+			*cc = sdk.NewCacheControlEphemeralParam()
+		}
+	}
+}
+
+// toolID is a tool call's id as the API takes it (^[a-zA-Z0-9_-]+$): a
+// conversation begun with another API may hold ids like "functions.f:0";
+// those are replaced by a stable digest, the same in the tool_use and in
+// its tool_result.
+func toolID(id string) string {
+	ok := id != "" && len(id) <= 200
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "toolu_" + hex.EncodeToString(sum[:12])
 }
 
 // objectJSON is args when it is a JSON object (tool_use input must be

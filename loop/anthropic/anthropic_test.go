@@ -3,6 +3,8 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -106,5 +108,61 @@ func TestStreamOverloadRetriedAndUnknownEventsIgnored(t *testing.T) {
 	}
 	if retries != 1 || text != "fine" {
 		t.Errorf("retries %d, text %q", retries, text)
+	}
+}
+
+// Models that think adaptively get thinking.type "adaptive" and an
+// effort, not a budget: the SDK would print a deprecation warning on
+// stderr at every request, and the round trip works the same.
+func TestAdaptiveThinking(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	defer func() { os.Stderr = stderr }()
+	srv := anthropictest.New(t,
+		anthropictest.Reply{Thinking: "hmm", ToolCalls: []anthropictest.Call{{ID: "toolu_1", Name: "echo", Args: `{}`}}},
+		anthropictest.Reply{Text: "done"})
+	p, _ := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Model: "claude-opus-4-6", Reasoning: "medium"})
+	c, _ := loop.New(loop.Config{Provider: p})
+	reg := registry.New()
+	reg.Register(echo{})
+	resp, err := c.SubmitWithTools(context.Background(), "go", reg)
+	w.Close()
+	os.Stderr = stderr
+	printed, _ := io.ReadAll(r)
+	if err != nil || resp.Text != "done" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	req := srv.Requests()[0]
+	if !strings.Contains(string(req.Thinking), `"adaptive"`) || !strings.Contains(string(req.OutputConfig), `"effort":"medium"`) {
+		t.Errorf("thinking %s, output_config %s", req.Thinking, req.OutputConfig)
+	}
+	if len(printed) > 0 {
+		t.Errorf("the SDK printed on stderr: %s", printed)
+	}
+}
+
+// A conversation begun with another API may hold call ids the Messages
+// API refuses ("functions.f:0", as Kimi's Chat Completions send): they
+// are replaced by one stable id, the same in the tool_use and its
+// tool_result.
+func TestForeignToolIDs(t *testing.T) {
+	history := []loop.Message{
+		{Role: loop.RoleUser, Content: "q"},
+		{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "functions.echo:0", Name: "echo", Arguments: `{}`}}},
+		{Role: loop.RoleTool, ToolCallID: "functions.echo:0", Name: "echo", Content: `{}`},
+		{Role: loop.RoleAssistant, Content: "ok"},
+	}
+	srv := anthropictest.New(t, anthropictest.Reply{Text: "fine"})
+	p, _ := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Model: "claude-sonnet-4-5"})
+	c, _ := loop.New(loop.Config{Provider: p, History: history})
+	if resp, err := c.Submit(context.Background(), "again"); err != nil || resp.Text != "fine" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+	if raw := string(srv.Requests()[0].Raw); strings.Contains(raw, "functions.echo:0") || !strings.Contains(raw, `"tool_use_id":"toolu_`) {
+		t.Errorf("request %s", raw)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -74,6 +75,7 @@ type Provider struct {
 	client openai.ChatCompletionService
 	cfg    Config
 	info   loop.ProviderInfo
+	openAI bool // the endpoint is OpenAI's own (max_completion_tokens)
 }
 
 // New returns a Provider for cfg. It fails if Model is empty, BaseURL is
@@ -92,7 +94,11 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("chat: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	cfg.BaseURL = base
-	p := &Provider{cfg: cfg, info: loop.ProviderInfo{
+	host := ""
+	if u, err := url.Parse(base); err == nil {
+		host = strings.ToLower(u.Hostname())
+	}
+	p := &Provider{cfg: cfg, openAI: host == "api.openai.com" || strings.HasSuffix(host, ".openai.azure.com"), info: loop.ProviderInfo{
 		API: "chat", System: wire.ProviderName(base, "openai"), Model: cfg.Model, Endpoint: base, StructuredOutput: true,
 	}}
 	// The Chat Completions service alone, not openai.NewClient: the
@@ -219,7 +225,7 @@ func (p *Provider) params(req *loop.Request) openai.ChatCompletionNewParams {
 		cp.Temperature = param.NewOpt(*p.cfg.Temperature)
 	}
 	if n := p.cfg.MaxOutputTokens; n > 0 {
-		if p.info.System == "openai" {
+		if p.openAI {
 			cp.MaxCompletionTokens = param.NewOpt(n)
 		} else {
 			cp.MaxTokens = param.NewOpt(n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,3 +72,35 @@ func TestStreamResetIsRetried(t *testing.T) {
 		t.Errorf("history %+v", m)
 	}
 }
+
+// max_output_tokens is max_completion_tokens for OpenAI's own endpoint
+// (its reasoning models refuse max_tokens) and max_tokens for every other
+// server (most know only that one).
+func TestMaxOutputTokensField(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{Text: "a"})
+	p, _ := chat.New(chat.Config{BaseURL: srv.URL, Model: "m", MaxOutputTokens: 77})
+	c, _ := loop.New(loop.Config{Provider: p})
+	if _, err := c.Submit(context.Background(), "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(srv.Requests()[0].Raw); !strings.Contains(raw, `"max_tokens":77`) || strings.Contains(raw, "max_completion_tokens") {
+		t.Errorf("a local server got %s", raw)
+	}
+	// OpenAI's host: the request is not sent here; its params are checked.
+	var got string
+	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+		b, _ := io.ReadAll(r.Body)
+		got = string(b)
+		return nil, errors.New("not sent")
+	})
+	p, _ = chat.New(chat.Config{BaseURL: "https://api.openai.com/v1", Model: "gpt-5", MaxOutputTokens: 77, HTTPClient: &http.Client{Transport: rt}})
+	c, _ = loop.New(loop.Config{Provider: p, MaxRetries: -1})
+	c.Submit(context.Background(), "hi")
+	if !strings.Contains(got, `"max_completion_tokens":77`) || strings.Contains(got, `"max_tokens"`) {
+		t.Errorf("api.openai.com got %s", got)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

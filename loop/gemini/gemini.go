@@ -34,9 +34,16 @@ import (
 // DefaultBaseURL is the base URL of a zero Config.BaseURL.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 
-// ThinkingBudget maps Config.Reasoning to thinkingConfig.thinkingBudget
-// ("off" is 0: no thinking, where the model allows it).
-var ThinkingBudget = map[string]int32{"off": 0, "low": 1024, "medium": 8192, "high": 24576}
+// The thinkingConfig.thinkingBudget Config.Reasoning asks for: off 0 (no
+// thinking, where the model allows it), low 1024, medium 8192, high 24576.
+var thinkingBudget = map[string]int32{"off": 0, "low": 1024, "medium": 8192, "high": 24576}
+
+// ThinkingBudget is the thinking budget of a Config.Reasoning level, and
+// false for "" (no thinkingConfig: the model's default) and unknown ones.
+func ThinkingBudget(reasoning string) (int32, bool) {
+	b, ok := thinkingBudget[reasoning]
+	return b, ok
+}
 
 // Config configures a Provider. Only Model is required.
 type Config struct {
@@ -78,7 +85,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
-	if _, ok := ThinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" {
+	if _, ok := thinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" {
 		return nil, fmt.Errorf("gemini: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	cfg.BaseURL = base
@@ -133,6 +140,9 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 		if !a.finished {
 			return nil, fmt.Errorf("%w: no candidate with a finishReason", loop.ErrBadResponse)
 		}
+		if err := a.failure(); err != nil {
+			return nil, err
+		}
 		return a.reply(), nil
 	}
 	for r, err := range p.client.Models.GenerateContentStream(ctx, p.cfg.Model, contents, config) {
@@ -149,6 +159,9 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 	}
 	if !a.finished {
 		return a.reply(), &loop.IncompleteStreamError{Marker: "finishReason", Empty: a.events == 0}
+	}
+	if err := a.failure(); err != nil {
+		return nil, err
 	}
 	return a.reply(), nil
 }
@@ -208,7 +221,7 @@ func (p *Provider) params(req *loop.Request) ([]*genai.Content, *genai.GenerateC
 	if n := p.cfg.MaxOutputTokens; n > 0 {
 		cfg.MaxOutputTokens = int32(min(n, 1<<31-1))
 	}
-	if b, ok := ThinkingBudget[p.cfg.Reasoning]; ok {
+	if b, ok := thinkingBudget[p.cfg.Reasoning]; ok {
 		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: &b, IncludeThoughts: b > 0}
 	}
 	if len(req.Tools) > 0 {
@@ -279,8 +292,10 @@ func response(content string) map[string]any {
 	if strings.HasPrefix(content, "error (") {
 		return map[string]any{"error": content}
 	}
+	d := json.NewDecoder(strings.NewReader(content))
+	d.UseNumber() // large integers stay exact
 	var v any
-	if json.Unmarshal([]byte(content), &v) == nil {
+	if d.Decode(&v) == nil && !d.More() {
 		return map[string]any{"output": v}
 	}
 	return map[string]any{"output": content}
@@ -448,6 +463,23 @@ var finishReasons = map[genai.FinishReason]string{
 	genai.FinishReasonSafety: "content_filter", genai.FinishReasonRecitation: "content_filter",
 	genai.FinishReasonBlocklist: "content_filter", genai.FinishReasonProhibitedContent: "content_filter",
 	genai.FinishReasonSPII: "content_filter",
+}
+
+// failedCalls are the finish reasons of a reply whose function calls
+// failed on the model's side: the reply is the provider's error, not an
+// empty answer.
+var failedCalls = map[genai.FinishReason]string{
+	genai.FinishReasonMalformedFunctionCall: "the model produced a malformed function call",
+	genai.FinishReasonUnexpectedToolCall:    "the model called a tool that was not offered",
+	genai.FinishReasonTooManyToolCalls:      "the model made too many tool calls",
+}
+
+// failure is the error of a reply that finished with a failed call.
+func (a *assembler) failure() error {
+	if msg, ok := failedCalls[a.finish]; ok {
+		return &loop.APIError{Type: string(a.finish), Message: msg}
+	}
+	return nil
 }
 
 func (a *assembler) reply() *loop.Reply {

@@ -22,7 +22,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
@@ -66,9 +68,10 @@ type Config struct {
 // Provider is a loop.Provider for the Responses API. It is safe for
 // concurrent use.
 type Provider struct {
-	svc  oai.ResponseService
-	cfg  Config
-	info loop.ProviderInfo
+	svc       oai.ResponseService
+	cfg       Config
+	info      loop.ProviderInfo
+	noSummary atomic.Bool // the API refused reasoning summaries
 }
 
 // New returns a Provider for cfg. It fails if Model is empty, BaseURL is
@@ -102,11 +105,42 @@ func New(cfg Config) (*Provider, error) {
 // Info implements loop.Provider.
 func (p *Provider) Info() loop.ProviderInfo { return p.info }
 
-// Request implements loop.Provider: one Responses request, streamed or not.
+// Request implements loop.Provider: one Responses request, streamed or
+// not. It is made once more at once, without what the API refused, when
+// the API refuses reasoning summaries (an organization that is not
+// verified: summaries stay off for the provider's life) or does not know
+// the previous response it was to continue (expired, or never stored:
+// the whole conversation is sent instead).
 func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply, error) {
-	params := p.params(req)
+	usePrevious := true
+	for range 3 {
+		rep, err := p.attempt(ctx, req, usePrevious)
+		var api *loop.APIError
+		switch {
+		case err == nil || !errors.As(err, &api) || api.StatusCode != http.StatusBadRequest:
+			return rep, err
+		case api.Code == "previous_response_not_found" && usePrevious && p.cfg.Store:
+			usePrevious = false
+		case p.wantSummary() && strings.Contains(strings.ToLower(api.Message), "summar"):
+			p.noSummary.Store(true)
+		default:
+			return rep, err
+		}
+	}
+	return nil, errors.New("responses: the API refused the request three times")
+}
+
+func (p *Provider) wantSummary() bool {
+	_, ok := efforts[p.cfg.Reasoning]
+	return ok && !p.noSummary.Load()
+}
+
+var efforts = map[string]bool{"low": true, "medium": true, "high": true}
+
+func (p *Provider) attempt(ctx context.Context, req *loop.Request, usePrevious bool) (*loop.Reply, error) {
+	params := p.params(req, usePrevious)
 	ctx, rec := wire.Start(ctx, wire.BodyLimit(req.MaxReplyBytes))
-	a := assembler{budget: wire.Budget{Max: req.MaxReplyBytes}}
+	a := assembler{budget: wire.Budget{Max: req.MaxReplyBytes}, stored: p.cfg.Store}
 	if !req.Stream {
 		r, err := p.svc.New(ctx, params)
 		if err != nil {
@@ -144,17 +178,20 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 }
 
 // params builds the request.
-func (p *Provider) params(req *loop.Request) oai.ResponseNewParams {
+func (p *Provider) params(req *loop.Request, usePrevious bool) oai.ResponseNewParams {
 	rp := oai.ResponseNewParams{Model: shared.ResponsesModel(p.cfg.Model), Store: param.NewOpt(p.cfg.Store)}
 	msgs := req.Messages
-	if p.cfg.Store {
+	// Continue from the last stored reply, unless the loop trimmed the
+	// conversation (what the API holds would not shrink).
+	if p.cfg.Store && usePrevious && !req.Trimmed {
 		if id, rest := continueFrom(msgs); id != "" {
 			rp.PreviousResponseID, msgs = param.NewOpt(id), rest
 		}
-	} else {
+	}
+	if !p.cfg.Store {
 		rp.Include = []oai.ResponseIncludable{oai.ResponseIncludableReasoningEncryptedContent}
 	}
-	rp.Input = oai.ResponseNewParamsInputUnion{OfInputItemList: toInput(msgs)}
+	rp.Input = oai.ResponseNewParamsInputUnion{OfInputItemList: toInput(msgs, p.cfg.Store)}
 	if req.System != "" {
 		rp.Instructions = param.NewOpt(req.System)
 	}
@@ -169,6 +206,11 @@ func (p *Provider) params(req *loop.Request) oai.ResponseNewParams {
 		rp.Reasoning.Effort = shared.ReasoningEffortNone
 	case "low", "medium", "high":
 		rp.Reasoning.Effort = shared.ReasoningEffort(p.cfg.Reasoning)
+	}
+	if p.wantSummary() {
+		// The readable summary of the reasoning (--show-reasoning);
+		// OpenAI asks organizations to be verified for it.
+		rp.Reasoning.Summary = shared.ReasoningSummaryAuto
 	}
 	for _, d := range req.Tools {
 		// strict is true by default in this API and then refuses schemas
@@ -206,8 +248,12 @@ type opaqueItem struct {
 }
 
 type opaque struct {
-	ResponseID string       `json:"response_id,omitempty"`
-	Items      []opaqueItem `json:"items,omitempty"`
+	ResponseID string `json:"response_id,omitempty"`
+	// Stored: the response was made with store true (OpenAI keeps it: a
+	// later request may continue from it, and its items' ids name
+	// stored items).
+	Stored bool         `json:"stored,omitempty"`
+	Items  []opaqueItem `json:"items,omitempty"`
 }
 
 // continueFrom finds the last assistant message that came from a stored
@@ -222,7 +268,7 @@ func continueFrom(msgs []loop.Message) (string, []loop.Message) {
 			return "", msgs
 		}
 		var o opaque
-		if json.Unmarshal(m.Reasoning.Opaque, &o) != nil || o.ResponseID == "" {
+		if json.Unmarshal(m.Reasoning.Opaque, &o) != nil || o.ResponseID == "" || !o.Stored {
 			return "", msgs
 		}
 		return o.ResponseID, msgs[i+1:]
@@ -234,7 +280,7 @@ func continueFrom(msgs []loop.Message) (string, []loop.Message) {
 // message with reasoning is sent as its items were, in their order and
 // with their ids: the reasoning items unchanged, the text as the output
 // message it was, each call as a function_call.
-func toInput(msgs []loop.Message) oai.ResponseInputParam {
+func toInput(msgs []loop.Message, store bool) oai.ResponseInputParam {
 	var in oai.ResponseInputParam
 	for _, m := range msgs {
 		switch m.Role {
@@ -247,13 +293,34 @@ func toInput(msgs []loop.Message) oai.ResponseInputParam {
 			item.OfFunctionCallOutput.CallID = param.NewOpt(m.ToolCallID)
 			in = append(in, item)
 		case loop.RoleAssistant:
-			in = append(in, assistantItems(m)...)
+			in = append(in, assistantItems(m, store)...)
 		}
 	}
 	return in
 }
 
-func assistantItems(m loop.Message) oai.ResponseInputParam {
+// usable reports whether a reply's items can go back as they came: with
+// store false, only reasoning items that carry their encrypted content
+// can (a bare id names an item the API did not keep), and only with
+// them do the other items' ids mean anything.
+func usable(o opaque, store bool) bool {
+	if store {
+		return o.Stored
+	}
+	for _, it := range o.Items {
+		if it.Type == "reasoning" {
+			var r struct {
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			if json.Unmarshal(it.Item, &r) != nil || r.EncryptedContent == "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func assistantItems(m loop.Message, store bool) oai.ResponseInputParam {
 	var out oai.ResponseInputParam
 	text := func(id string) {
 		if m.Content == "" {
@@ -280,9 +347,8 @@ func assistantItems(m loop.Message) oai.ResponseInputParam {
 			out = append(out, item)
 		}
 	}
-	if m.Reasoning != nil {
-		var o opaque
-		_ = json.Unmarshal(m.Reasoning.Opaque, &o)
+	var o opaque
+	if m.Reasoning != nil && json.Unmarshal(m.Reasoning.Opaque, &o) == nil && usable(o, store) {
 		for _, it := range o.Items {
 			switch it.Type {
 			case "reasoning":
@@ -304,6 +370,7 @@ func assistantItems(m loop.Message) oai.ResponseInputParam {
 // assembler builds a reply from stream events (or a whole Response).
 type assembler struct {
 	budget     wire.Budget
+	stored     bool // the request had store true
 	id, model  string
 	items      map[int64]*item
 	order      []int64
@@ -492,8 +559,9 @@ func (a *assembler) response(r *oai.Response) error {
 func (a *assembler) reply() (*loop.Reply, error) {
 	r := &loop.Reply{ID: a.id, Model: textsafe.Clean(a.model, 200)}
 	var text strings.Builder
-	o := opaque{ResponseID: a.id}
+	o := opaque{ResponseID: a.id, Stored: a.stored}
 	hasReasoning := false
+	slices.Sort(a.order) // output order: items the stream left out come where they stood
 	for _, i := range a.order {
 		it := a.items[i]
 		switch it.typ {

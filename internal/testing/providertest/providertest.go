@@ -369,17 +369,44 @@ func Run(t *testing.T, k Kit) {
 	})
 
 	t.Run("a reply over the reply limit fails, bounded", func(t *testing.T) {
+		// 2 MiB of text against an 8 KiB limit: a stream stops at the
+		// limit; a whole reply is not read past four times it (and 1 MiB).
 		for _, stream := range []bool{true, false} {
-			f := k.Serve(t, Step{Text: strings.Repeat("x", 64<<10)})
+			f := k.Serve(t, Step{Text: strings.Repeat("x", 2<<20)})
 			p := k.Provider(t, f.URL(), "k", false)
 			req := &loop.Request{Messages: []loop.Message{{Role: loop.RoleUser, Content: "hi"}}, Stream: stream, MaxReplyBytes: 8 << 10}
 			rep, err := p.Request(ctx, req)
-			if !errors.Is(err, loop.ErrBadResponse) {
+			if !errors.Is(err, loop.ErrBadResponse) || !strings.Contains(err.Error(), "reply") {
 				t.Errorf("stream %v: err %v", stream, err)
 			}
-			if rep != nil && len(rep.Content) >= 64<<10 {
+			if rep != nil && len(rep.Content) >= 2<<20 {
 				t.Errorf("stream %v: the provider read the whole reply (%d bytes) past its limit", stream, len(rep.Content))
 			}
+		}
+	})
+
+	t.Run("context overflow: trimmed and sent again, smaller", func(t *testing.T) {
+		big := `{"echo":"` + strings.Repeat("y", 60000) + `"}`
+		history := []loop.Message{
+			{Role: loop.RoleUser, Content: "before"},
+			{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "call_old", Name: "echo", Arguments: `{"x":"y"}`}}},
+			{Role: loop.RoleTool, ToolCallID: "call_old", Name: "echo", Content: big},
+			{Role: loop.RoleAssistant, Content: "done before"},
+		}
+		f := k.Serve(t, Step{Fail: "overflow"}, Step{Text: "fits now"})
+		c := k.cycle(t, f, false, loop.Config{History: history, MaxToolMessageBytes: -1})
+		evs, err := collect(ctx, c, "again", registryWith(t, &tool{name: "echo"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var retried bool
+		for _, ev := range evs {
+			if r, ok := ev.(*loop.Retry); ok && strings.Contains(r.Reason, "too long") {
+				retried = true
+			}
+		}
+		if !retried || f.Requests() != 2 || len(f.Body(1)) >= len(f.Body(0)) || strings.Contains(string(f.Body(1)), strings.Repeat("y", 1000)) {
+			t.Errorf("retried %v, %d requests, sizes %d then %d", retried, f.Requests(), len(f.Body(0)), len(f.Body(f.Requests()-1)))
 		}
 	})
 

@@ -190,8 +190,9 @@ type APIErr struct{ Code, Message string }
 type Reply struct {
 	Text      string
 	ToolCalls []Call
-	// Reasoning, if set, is the summary of a reasoning item ("rs_...")
-	// put first in the output; when the request includes
+	// Reasoning, if set, makes a reasoning item ("rs_...") first in the
+	// output, whose summary it is (sent when the request asks for
+	// summaries: reasoning.summary); when the request includes
 	// "reasoning.encrypted_content" the item carries an encrypted_content
 	// the server makes up and later checks.
 	Reasoning string
@@ -1114,7 +1115,17 @@ func build(req *Request, rep Reply) *built {
 		b.obfus = *so.IncludeObfuscation
 	}
 	if rep.Reasoning != "" {
-		it := &outItem{kind: "reasoning", id: "rs_" + randHex(24), summary: rep.Reasoning}
+		// The reasoning's summary is sent only when asked for
+		// (reasoning.summary), as the API does; the item is there anyway.
+		var rs struct {
+			Summary *string `json:"summary"`
+		}
+		json.Unmarshal(req.Reasoning, &rs)
+		summary := ""
+		if rs.Summary != nil && *rs.Summary != "" {
+			summary = rep.Reasoning
+		}
+		it := &outItem{kind: "reasoning", id: "rs_" + randHex(24), summary: summary}
 		if contains(req.Include, "reasoning.encrypted_content") {
 			raw := make([]byte, 94)
 			rand.Read(raw)
@@ -1302,6 +1313,9 @@ func (b *built) stream(w http.ResponseWriter, ctx context.Context) bool {
 		send("response.output_item.added", map[string]any{"output_index": i, "item": it.wire(false, st)})
 		switch it.kind {
 		case "reasoning":
+			if it.summary == "" {
+				break // no summary asked for: the item alone
+			}
 			send("response.reasoning_summary_part.added", item(map[string]any{"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}}))
 			for _, d := range splitN(it.summary, 2) {
 				send("response.reasoning_summary_text.delta", item(delta(map[string]any{"summary_index": 0, "delta": d})))

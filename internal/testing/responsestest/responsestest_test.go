@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 func client(s *Server) *responses.ResponseService {
@@ -85,6 +86,7 @@ func TestStreamedThroughSDK(t *testing.T) {
 		Tools:        []responses.ToolUnionParam{wordCount},
 		Store:        openai.Bool(false),
 		Include:      []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
+		Reasoning:    shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto},
 	})
 	var types []string
 	var text, summary, args strings.Builder

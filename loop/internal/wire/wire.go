@@ -397,8 +397,10 @@ func ToolSchema(params json.RawMessage) map[string]any {
 // Object is a JSON object's fields (for a tool call's arguments, which
 // the loop has made valid JSON): {} when they are not an object.
 func Object(args string) map[string]any {
+	d := json.NewDecoder(strings.NewReader(args))
+	d.UseNumber() // large integers stay exact
 	var m map[string]any
-	if err := json.Unmarshal([]byte(args), &m); err != nil || m == nil {
+	if err := d.Decode(&m); err != nil || m == nil {
 		return map[string]any{}
 	}
 	return m

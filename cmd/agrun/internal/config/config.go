@@ -83,8 +83,9 @@ type LLM struct {
 	// MaxOutputTokens bounds each reply's tokens; 0: the API's default
 	// (anthropic, which requires one: 8192, plus the thinking budget).
 	MaxOutputTokens int64 `toml:"max_output_tokens"`
-	// PromptCache (api = "anthropic"): mark the system prompt and the
-	// tool definitions cacheable (cache_control); nil: true.
+	// PromptCache (api = "anthropic"): mark the system prompt, the tool
+	// definitions and the end of the conversation cacheable
+	// (cache_control); nil: true.
 	PromptCache *bool `toml:"prompt_cache"`
 }
 

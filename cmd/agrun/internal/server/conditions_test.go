@@ -12,16 +12,17 @@ import (
 )
 
 // A run whose stream breaks off is retried (a retry event, the reply
-// starts over), reasoning arrives as reasoning_delta events, and a
-// length-cut answer ends with "truncated" and the run's usage in done.
+// starts over), reasoning arrives as reasoning_delta events when the run
+// asks for it (show_reasoning), and a length-cut answer ends with "truncated" and the run's usage in done.
 func TestRunRealConditions(t *testing.T) {
 	chat := chattest.New(t,
 		chattest.Reply{Text: "Half a sent", Cut: true},
 		chattest.Reply{Reasoning: "Let me think.", Text: "The answer is cut", Finish: "length"},
+		chattest.Reply{Reasoning: "Hidden.", Text: "ok"},
 	)
 	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL)}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc}})
-	status, evs, body := ts.postRun(t, `{"prompt":"q","session":"rc-1"}`)
+	status, evs, body := ts.postRun(t, `{"prompt":"q","session":"rc-1","show_reasoning":true}`)
 	if status != http.StatusOK {
 		t.Fatalf("run: %d %s", status, body)
 	}
@@ -32,6 +33,11 @@ func TestRunRealConditions(t *testing.T) {
 	done := evs[len(evs)-1]
 	if done.data["text"] != "The answer is cut" || done.data["truncated"] != true || !strings.Contains(done.raw, `"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`) {
 		t.Errorf("done %s", done.raw)
+	}
+	// Not asked for: no reasoning on the stream.
+	_, evs, _ = ts.postRun(t, `{"prompt":"q","session":"rc-2"}`)
+	if names := strings.Join(eventNames(evs), " "); strings.Contains(names, "reasoning_delta") {
+		t.Errorf("events %s", names)
 	}
 }
 

@@ -29,6 +29,10 @@ type RunRequest struct {
 	// twice ends the run with kind invalid_output. A schema the registry's
 	// checks refuse is a 400 before the run starts.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// ShowReasoning asks for the model's reasoning as reasoning_delta
+	// events; without it they are left out of the stream (the reasoning
+	// is still kept in the session, for the model).
+	ShowReasoning bool `json:"show_reasoning,omitempty"`
 }
 
 // The events a run's stream adds to the loop's (text_delta, tool_started,
@@ -75,7 +79,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id", "schema": {optional JSON Schema}}: %v`, err))
+		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id", "schema": {optional JSON Schema}, "show_reasoning": optional bool}: %v`, err))
 		return
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
@@ -156,6 +160,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		case *loop.StructuredOutput:
 			final.Reset()
 			final.Write(ev.Output) // the checked JSON, or nothing before a retry
+		case *loop.ReasoningDelta:
+			if !req.ShowReasoning {
+				continue
+			}
 		}
 		if !sw.send(ev.EventType(), ev) {
 			runErr = errClientGone
