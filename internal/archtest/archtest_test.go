@@ -26,10 +26,12 @@ var layers = map[string]struct {
 	external []string
 }{
 	"permission": {},
-	"registry":   {project: []string{"permission"}, external: []string{"github.com/santhosh-tekuri/jsonschema/v6"}},
-	"runtime":    {external: []string{"github.com/tetratelabs/wazero"}},
-	"wasmtools":  {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
-	"mcp":        {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
+	// registry: jsonschema-go (the MCP SDK's) derives a Go function
+	// tool's schema from its argument type (registry.NewFunc).
+	"registry":  {project: []string{"permission"}, external: []string{"github.com/santhosh-tekuri/jsonschema/v6", "github.com/google/jsonschema-go"}},
+	"runtime":   {external: []string{"github.com/tetratelabs/wazero"}},
+	"wasmtools": {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
+	"mcp":       {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
 	// loop's provider adapters (loop/chat, loop/responses, loop/anthropic,
 	// loop/gemini) each use one SDK; package loop itself none
 	// (TestAdaptersLinkOnlyTheirSDK).
