@@ -5,12 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
-[ -x scripts/setup-npm.sh ] && scripts/setup-npm.sh
+# Each phase says when it starts and how long it took, on stderr.
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "test.sh: $name ..." >&2
+  "$@"
+  echo "test.sh: $name: $((SECONDS - start)) s" >&2
+}
+
+phase "setup (Debian packages)" scripts/setup.sh
+[ -x scripts/setup-npm.sh ] && phase "setup (npm packages)" scripts/setup-npm.sh
 # The cluster tests' Temporal dev server (built once into .cache/) and
 # PostgreSQL; without them those tests skip, saying so (and fail under
 # AGRUN_REQUIRE_CLUSTER=1, as in .ci/run).
-scripts/setup-cluster.sh
+phase "setup (Temporal dev server, PostgreSQL)" scripts/setup-cluster.sh
 
 # Test guests and the wazero compilation cache are shared by every test
 # binary of the run (see internal/testing/testguest).
@@ -21,4 +30,4 @@ export AGRUN_TEST_CACHE="${AGRUN_TEST_CACHE:-$PWD/.cache/test}"
 if [ $# -gt 0 ]; then
   exec go test -tags cluster -count=1 "$@"
 fi
-go test -tags cluster -count=1 -timeout 20m ./...
+phase "go test ./..." go test -tags cluster -count=1 -timeout 20m ./...

@@ -15,6 +15,7 @@ var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
 	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun", "cluster"}, // cluster: run errors it stores and returns
 	"internal/atomicfile": {"runtime", "cmd/agrun", "cluster"},                              // runtime: prepared modules (prepared.go); cluster: DirObjects
+	"internal/flock":      {"cmd/agrun"},                                                    // session files, serve's data directory
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package leak observes what a test can leave behind on the host: open
 // file descriptors, child processes, and changes to a directory tree.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package pgtest starts a real PostgreSQL server for tests, from the
 // server binaries of the machine (Debian's postgresql package:
 // /usr/lib/postgresql/<version>/bin), in a temporary directory, on a free

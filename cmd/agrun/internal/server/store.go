@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agcore/agrun/internal/atomicfile"
+	"github.com/agcore/agrun/internal/flock"
 )
 
 // The data directory:
@@ -99,8 +99,8 @@ func openStore(dir string) (_ *store, _ index, err error) {
 			s.lock.Close()
 		}
 	}()
-	if err := syscall.Flock(int(s.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	if err := flock.TryLock(s.lock); err != nil {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, index{}, fmt.Errorf("%w: %s", ErrDataDirLocked, dir)
 		}
 		return nil, index{}, fmt.Errorf("server: locking the data dir: %w", err)

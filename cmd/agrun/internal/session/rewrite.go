@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agcore/agrun/internal/atomicfile"
+	"github.com/agcore/agrun/internal/flock"
 )
 
 // ErrDamaged is returned by Rewrite for a session with lines the reader
@@ -128,11 +128,11 @@ func (st *Store) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessag
 // a Rewrite may have replaced it between the open and the lock, and a
 // lock on the replaced file would guard nothing.
 func lockCurrent(f *os.File, path string) error {
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	if err := flock.TryLock(f); err != nil {
+		if errors.Is(err, flock.ErrLocked) {
 			return ErrLocked
 		}
-		return fmt.Errorf("lock: %w", err)
+		return err
 	}
 	fi, err := f.Stat()
 	if err != nil {
