@@ -149,9 +149,9 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			return ModelOutput{}, err
 		}
 		if in.Final {
-			events = cyc.AnswerStreamWithResults(ctx, a.Registry, results)
+			events = cyc.Run(ctx, loop.Turn{Tools: a.Registry, Results: results, AnswerOnly: true})
 		} else {
-			events = cyc.ResumeStreamWithResults(ctx, a.Registry, results)
+			events = cyc.Run(ctx, loop.Turn{Tools: a.Registry, Results: results})
 		}
 	} else {
 		prompt := in.Prompt

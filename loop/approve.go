@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -114,7 +113,7 @@ func (r *runState) approvalRequest(c ToolCall) (ApprovalRequest, bool) {
 // batch index) an Approver must decide.
 func (r *runState) needsApproval(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, ask map[int]ApprovalRequest) {
 	if r.supplied != nil {
-		return toRun, runIdx, nil // ran elsewhere (ResumeStreamWithResults)
+		return toRun, runIdx, nil // ran elsewhere (Turn.Results)
 	}
 	if r.c.cfg.DeferCalls {
 		return r.deferCalls(ctx, b, toRun, runIdx)
@@ -275,7 +274,7 @@ func approvalKey(req ApprovalRequest) string {
 // HTTP client): the call is neither run nor answered. The other calls of
 // the reply run as usual; then the run emits an ApprovalRequired event
 // per call waiting and ends with an *ApprovalPendingError. The history
-// then ends with those calls unanswered: ResumeStreamWithTools continues
+// then ends with those calls unanswered: Run with Decisions continues
 // the run with the decisions, without a new model request (for a saved
 // session, with Config.ResumePending). A Submit method instead answers
 // them "cancelled" and starts a new run.
@@ -327,8 +326,8 @@ func (e *ApprovalRequired) MarshalJSON() ([]byte, error) {
 	}{e.EventType(), e.CallID, e.Tool, safeJSON(json.RawMessage(e.Arguments)), e.Grant})
 }
 
-// ErrNothingPending is returned by ResumeStreamWithTools when no call
-// waits for a decision, or a decision names a call that does not.
+// ErrNothingPending is returned by Run, given decisions or results, when
+// no call waits, or a decision or a result names a call that does not.
 var ErrNothingPending = errors.New("loop: no tool call waits for a decision")
 
 // Pending returns the calls waiting for a decision (see
@@ -340,26 +339,14 @@ func (c *Cycle) Pending() []ToolCall {
 	return slices.Clone(c.pending)
 }
 
-// ResumeStreamWithTools continues a run that ended with
-// ErrApprovalPending: the waiting calls are decided — by decisions (call
-// id -> Decision, recorded through OnDecision like an Approver's), the
-// others by the Approver — run or denied, answered, and the run goes on
-// with its next model request, as SubmitStreamWithTools does. A decision
-// for a call that does not wait, or no call waiting, is ErrNothingPending
-// (nothing is changed).
-func (c *Cycle) ResumeStreamWithTools(ctx context.Context, reg *registry.Registry, decisions map[string]Decision) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error {
-		return c.resume(ctx, reg, resumeArgs{decisions: decisions, goOn: true}, emit)
-	})
-}
-
 // resumeArgs is how a resume answers the waiting calls: by decisions
-// (ResumeStreamWithTools), or by results run elsewhere (results non-nil);
+// (Run with Turn.Decisions), or by results run elsewhere (results non-nil);
 // goOn: then the next model request.
 type resumeArgs struct {
 	decisions map[string]Decision
 	results   map[string]registry.Invocation
 	goOn      bool
+	stream    bool // streamed replies (Turn.Whole false)
 }
 
 func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeArgs, emit func(Event) bool) error {
@@ -408,7 +395,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 	// call that reuses one of their ids is asked about (and run) like any
 	// other.
 	r.decisions, r.supplied = nil, nil
-	_, err := r.turns(ctx, true)
+	_, err := r.turns(ctx, args.stream)
 	return err
 }
 
@@ -418,7 +405,7 @@ var ErrCallsDeferred = errors.New("loop: tool calls deferred")
 
 // CallsDeferredError ends a run whose calls are to run elsewhere
 // (Config.DeferCalls). The history ends with those calls unanswered, as
-// with ErrApprovalPending; ResumeStreamWithResults answers them.
+// with ErrApprovalPending; Run with Turn.Results answers them.
 type CallsDeferredError struct {
 	// Calls are the deferred calls, in call order, each with the grant
 	// it will run with (its Source says which kind of tool it is).
@@ -430,40 +417,6 @@ func (e *CallsDeferredError) Error() string { return "loop: tool calls deferred:
 
 // Is makes errors.Is(err, ErrCallsDeferred) true.
 func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDeferred }
-
-// ResumeStreamWithResults continues a run that ended with
-// ErrCallsDeferred (or a saved history that ends with unanswered calls,
-// with Config.ResumePending): each waiting call is answered with
-// results[its id] — the Invocation it returned where it ran; its Output,
-// or its Err (a *registry.Error: the kind reaches the model as usual) —
-// exactly as if the registry had run it here (the same caps, events and
-// tool messages), and the run goes on with its next model request. Every
-// waiting call needs a result, and every result a waiting call;
-// otherwise the error wraps ErrNothingPending and nothing is changed.
-func (c *Cycle) ResumeStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error {
-		return c.resume(ctx, reg, resumeArgs{results: orEmpty(results), goOn: true}, emit)
-	})
-}
-
-// AnswerStreamWithResults is ResumeStreamWithResults without the next
-// model request: the waiting calls are answered (their events emitted,
-// their tool messages appended) and the run ends there, with nil. A run
-// whose turns are spent ends this way, so that the calls that did run
-// are in the history, as they are when a local run hits MaxTurns.
-func (c *Cycle) AnswerStreamWithResults(ctx context.Context, reg *registry.Registry, results map[string]registry.Invocation) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error {
-		return c.resume(ctx, reg, resumeArgs{results: orEmpty(results)}, emit)
-	})
-}
-
-// orEmpty is m, or an empty map for nil (results were given: none).
-func orEmpty(m map[string]registry.Invocation) map[string]registry.Invocation {
-	if m == nil {
-		return map[string]registry.Invocation{}
-	}
-	return m
-}
 
 // cancelPending answers the calls left waiting by an earlier run
 // "cancelled", before a new run starts.

@@ -253,13 +253,13 @@ func TestApprovalPendingAndResume(t *testing.T) {
 	if p := c2.Pending(); len(p) != 1 {
 		t.Fatalf("pending after reload %+v", p)
 	}
-	for _, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"nope": {Answer: ApproveOnce}}) {
+	for _, err := range c2.Run(context.Background(), Turn{Tools: reg, Decisions: map[string]Decision{"nope": {Answer: ApproveOnce}}}) {
 		if !errors.Is(err, ErrNothingPending) {
 			t.Fatalf("unknown call: %v", err)
 		}
 	}
 	var text strings.Builder
-	for ev, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"c1": {Answer: Deny, Reason: "use the other folder", By: "script"}}) {
+	for ev, err := range c2.Run(context.Background(), Turn{Tools: reg, Decisions: map[string]Decision{"c1": {Answer: Deny, Reason: "use the other folder", By: "script"}}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +308,7 @@ func TestResumeDecisionCoversOnlyThePausedCall(t *testing.T) {
 	}
 	ask := &askCounter{tool: "deleter"}
 	c2 := newCycle(t, srv, Config{History: c.Messages(), ResumePending: true, Approver: ask})
-	for _, err := range c2.ResumeStreamWithTools(context.Background(), reg, map[string]Decision{"c1": {Answer: ApproveOnce, By: "script"}}) {
+	for _, err := range c2.Run(context.Background(), Turn{Tools: reg, Decisions: map[string]Decision{"c1": {Answer: ApproveOnce, By: "script"}}}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,7 +143,7 @@ type Config struct {
 	OnDecision func(DecisionRecord)
 	// ResumePending: if History ends with tool calls left unanswered (a
 	// run that stopped with ErrApprovalPending, saved), New keeps them
-	// open for ResumeStreamWithTools instead of answering them
+	// open for Run with Turn.Decisions instead of answering them
 	// "cancelled". A Submit method answers them "cancelled" first.
 	ResumePending bool
 	// OnRequest, if set, is called after each model request (retries
@@ -154,7 +154,7 @@ type Config struct {
 	// the registry are not run here; the run ends with a
 	// *CallsDeferredError listing them (the calls the loop answers itself
 	// — unknown tools, calls over a budget, the page tool — are answered
-	// as usual), and ResumeStreamWithResults answers them with what they
+	// as usual), and Run with Turn.Results answers them with what they
 	// returned where they did run (a cluster's workers: package cluster)
 	// and goes on. With an Approver, the calls that need a yes are decided
 	// before the run ends, in call order: the approved ones are deferred,
@@ -286,38 +286,30 @@ func (c *Cycle) Usage() Usage {
 	return c.usage
 }
 
-// Submit sends prompt without tools and returns the reply. If the model
-// asks for tools anyway (a resumed history may make it), each call is
-// answered with a not_found tool message and the run goes on.
+// Submit sends prompt without tools and returns the reply: Run with
+// Turn{Prompt: prompt, Whole: true}, collected. If the model asks for
+// tools anyway (a resumed history may make it), each call is answered
+// with a not_found tool message and the run goes on.
 func (c *Cycle) Submit(ctx context.Context, prompt string) (*Response, error) {
-	return c.run(ctx, prompt, nil, nil)
+	return c.run(ctx, prompt, nil, nil, false)
 }
 
 // SubmitWithTools sends prompt with reg's tools and runs the tool cycle
-// until the model answers without tool calls: each reply's calls run in
+// until the model answers without tool calls: Run with Turn{Prompt:
+// prompt, Tools: reg, Whole: true}, collected. Each reply's calls run in
 // parallel through reg.InvokeAll and their results (or errors, as
 // "error (<kind>): <message>") go back to the model in call order. Tool
 // errors never end a run; transport and provider errors, cancellation,
 // MaxTurns and a repeated call do, and the history stays valid. Requests
 // are non-streamed. reg may be nil (no tools).
 func (c *Cycle) SubmitWithTools(ctx context.Context, prompt string, reg *registry.Registry) (*Response, error) {
-	return c.run(ctx, prompt, reg, nil)
+	return c.run(ctx, prompt, reg, nil, false)
 }
 
-// SubmitStreamWithTools is SubmitWithTools over streamed requests, as a
-// sequence of events (see Event for their order). A failed run ends the
-// sequence with one (nil, err) pair; a successful one simply ends. The run
-// happens in the goroutine that ranges over the sequence, so stopping
-// early (break) cancels the request in flight and leaves no goroutine
-// behind; tool calls already in the history are then answered "cancelled".
-// The sequence can be ranged over once; a second range yields ErrConsumed.
-// After the sequence ends, Messages holds the run and its last assistant
-// message is the final reply.
+// SubmitStreamWithTools is Run with Turn{Prompt: prompt, Tools: reg}:
+// SubmitWithTools over streamed requests, as a sequence of events.
 func (c *Cycle) SubmitStreamWithTools(ctx context.Context, prompt string, reg *registry.Registry) iter.Seq2[Event, error] {
-	return eventSeq(func(emit func(Event) bool) error {
-		_, err := c.run(ctx, prompt, reg, emit)
-		return err
-	})
+	return c.Run(ctx, Turn{Prompt: prompt, Tools: reg})
 }
 
 // eventSeq is the sequence of the events body emits, ranged over once
@@ -347,14 +339,14 @@ func eventSeq(body func(emit func(Event) bool) error) iter.Seq2[Event, error] {
 // errStopped: the consumer of a stream stopped ranging.
 var errStopped = errors.New("loop: consumer stopped")
 
-// run is the one tool cycle behind every Submit method. emit is nil for
-// the non-streamed methods; it returns false when the consumer stopped.
-func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, emit func(Event) bool) (resp *Response, err error) {
+// run is the one tool cycle behind a prompt (Run and the Submit
+// methods). emit returns false when the consumer stopped (nil: no one
+// listens); stream asks for streamed replies.
+func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, emit func(Event) bool, stream bool) (resp *Response, err error) {
 	if !c.running.CompareAndSwap(false, true) {
 		return nil, ErrBusy
 	}
 	defer c.running.Store(false)
-	stream := emit != nil
 	if emit == nil {
 		emit = func(Event) bool { return true }
 	}
@@ -447,11 +439,11 @@ type runState struct {
 
 	schemaRetried bool // a final answer failed the schema and was asked again
 
-	decisions map[string]Decision // given to ResumeStreamWithTools, by call id
+	decisions map[string]Decision // given in Turn.Decisions, by call id
 	paused    []ApprovalRequest   // calls waiting for a decision (ErrApprovalPending), or deferred
 	deferred  bool                // paused holds deferred calls (Config.DeferCalls)
 	// supplied answers the calls of this batch instead of the registry
-	// (ResumeStreamWithResults), by call id; nil: the registry runs them.
+	// (Turn.Results), by call id; nil: the registry runs them.
 	supplied map[string]registry.Invocation
 }
 

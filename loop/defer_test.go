@@ -50,7 +50,7 @@ func TestDeferCallsAndResumeWithResults(t *testing.T) {
 	}
 	saved := c.Messages()
 	c2 := newCycle(t, srv, Config{History: saved, ResumePending: true, DeferCalls: true})
-	for _, err := range c2.ResumeStreamWithResults(context.Background(), reg, map[string]registry.Invocation{"c1": {}}) {
+	for _, err := range c2.Run(context.Background(), Turn{Tools: reg, Results: map[string]registry.Invocation{"c1": {}}}) {
 		if !errors.Is(err, ErrNothingPending) {
 			t.Fatalf("a missing result: %v", err)
 		}
@@ -61,7 +61,7 @@ func TestDeferCallsAndResumeWithResults(t *testing.T) {
 	}
 	var text strings.Builder
 	var completed []string
-	for ev, err := range c2.ResumeStreamWithResults(context.Background(), reg, results) {
+	for ev, err := range c2.Run(context.Background(), Turn{Tools: reg, Results: results}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestDeferCallsDecidesApprovalsFirst(t *testing.T) {
 	}
 }
 
-// TestAnswerWithResultsMakesNoRequest: AnswerStreamWithResults answers
+// TestAnswerWithResultsMakesNoRequest: Run with AnswerOnly answers
 // the deferred calls and stops: no model request, the tool messages in
 // the history.
 func TestAnswerWithResultsMakesNoRequest(t *testing.T) {
@@ -137,7 +137,7 @@ func TestAnswerWithResultsMakesNoRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var completed int
-	for ev, err := range c.AnswerStreamWithResults(context.Background(), reg, map[string]registry.Invocation{"c1": {Output: json.RawMessage(`{"v":1}`)}}) {
+	for ev, err := range c.Run(context.Background(), Turn{Tools: reg, Results: map[string]registry.Invocation{"c1": {Output: json.RawMessage(`{"v":1}`)}}, AnswerOnly: true}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestResumeManyCallsKeepsEachResult(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		results[fmt.Sprintf("c%d", i)] = registry.Invocation{Output: json.RawMessage(fmt.Sprintf(`{"r":%d}`, i))}
 	}
-	for _, err := range c.ResumeStreamWithResults(context.Background(), reg, results) {
+	for _, err := range c.Run(context.Background(), Turn{Tools: reg, Results: results}) {
 		if err != nil {
 			t.Fatal(err)
 		}

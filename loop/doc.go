@@ -16,9 +16,12 @@
 //	if err != nil { ... }           // errors.Is(err, loop.ErrMaxTurns), *loop.APIError, ...
 //	fmt.Println(resp.Text)
 //
-// Streamed, as events:
+// Every run goes through one entry, [Cycle.Run], given a [Turn]: a
+// prompt, or the decisions or results of calls an earlier run left
+// waiting; it streams the run as events (the Submit methods are Run with
+// a prompt, collected):
 //
-//	for ev, err := range c.SubmitStreamWithTools(ctx, prompt, reg) {
+//	for ev, err := range c.Run(ctx, loop.Turn{Prompt: prompt, Tools: reg}) {
 //		if err != nil { ... }       // the run failed; always the last pair
 //		switch e := ev.(type) {
 //		case *loop.TextDelta:
@@ -144,8 +147,8 @@
 // reply's other calls run and are answered, an [*ApprovalRequired] event
 // is emitted per waiting call, and the run ends with an
 // [*ApprovalPendingError]; the waiting calls stay open ([Cycle.Pending]).
-// [Cycle.ResumeStreamWithTools] decides them (its decisions by call id,
-// the Approver for the others), answers them after the ones already
+// [Cycle.Run] with [Turn].Decisions decides them (by call id, the
+// Approver the others), answers them after the ones already
 // answered, and goes on with the next model request — the request that
 // asked for the calls is not repeated. A Cycle built from the saved
 // history with Config.ResumePending resumes the same way; a Submit
@@ -157,9 +160,10 @@
 // calls it would run through the registry to someone else: the run ends
 // with a *CallsDeferredError (ErrCallsDeferred) listing them, each with
 // its registry.Grant, and the history ends with them unanswered.
-// ResumeStreamWithResults, on that Cycle or on one built from the saved
+// Run with [Turn].Results, on that Cycle or on one built from the saved
 // history with Config.ResumePending, answers them with the
-// registry.Invocation each returned where it ran, and the run goes on
+// registry.Invocation each returned where it ran (AnswerOnly: and ends
+// there), and the run goes on
 // exactly as if they had run here (the same caps, paging, events, repeat
 // checks and budgets). Package cluster runs each call as a Temporal
 // activity on a worker this way, and each model request as another.

@@ -296,3 +296,41 @@ func TestMaxToolCallsPerTurn(t *testing.T) {
 		t.Errorf("ran %v", got)
 	}
 }
+
+// Run is the one entry: a prompt, decisions or results, one at a time;
+// Whole asks for whole replies (no deltas), the events otherwise the same.
+func TestRunTurns(t *testing.T) {
+	c := newCycle(t, newServer(t), Config{})
+	for _, bad := range []Turn{
+		{Prompt: "x", Decisions: map[string]Decision{}},
+		{Prompt: "x", Results: map[string]registry.Invocation{}},
+		{Decisions: map[string]Decision{}, Results: map[string]registry.Invocation{}},
+		{Results: nil, AnswerOnly: true},
+	} {
+		for _, err := range c.Run(context.Background(), bad) {
+			if !errors.Is(err, ErrBadTurn) {
+				t.Errorf("%+v: %v", bad, err)
+			}
+		}
+	}
+	for _, err := range c.Run(context.Background(), Turn{}) {
+		if !errors.Is(err, ErrNothingPending) {
+			t.Errorf("nothing waiting: %v", err)
+		}
+	}
+	srv := newServer(t, jsonReply("whole answer", "stop"))
+	c = newCycle(t, srv, Config{})
+	var types []string
+	for ev, err := range c.Run(context.Background(), Turn{Prompt: "hi", Whole: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.EventType())
+	}
+	if strings.Join(types, ",") != "turn_complete" || srv.Requests()[0].Stream {
+		t.Errorf("events %v, streamed %v", types, srv.Requests()[0].Stream)
+	}
+	if m := c.Messages(); m[len(m)-1].Content != "whole answer" {
+		t.Errorf("history %+v", m)
+	}
+}

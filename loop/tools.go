@@ -362,7 +362,7 @@ func marshalString(s string) []byte {
 }
 
 // invokeEach runs calls through the registry, or answers them with the
-// supplied invocations (ResumeStreamWithResults).
+// supplied invocations (Turn.Results).
 func (r *runState) invokeEach(ctx context.Context, calls []registry.Call, done func(int, registry.Invocation)) {
 	if r.supplied == nil {
 		r.reg.InvokeEach(ctx, calls, done)

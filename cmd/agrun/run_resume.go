@@ -70,7 +70,7 @@ func (o *runOptions) checkResume(fs *flag.FlagSet, pos []string) error {
 // the resumed run of the session's waiting calls.
 func (cv *conversation) events(ctx context.Context, prompt string, reg *registry.Registry) iter.Seq2[loop.Event, error] {
 	if cv.resume != nil {
-		return cv.cycle.ResumeStreamWithTools(ctx, reg, cv.resume)
+		return cv.cycle.Run(ctx, loop.Turn{Tools: reg, Decisions: cv.resume})
 	}
 	return cv.cycle.SubmitStreamWithTools(ctx, prompt, reg)
 }
