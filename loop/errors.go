@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/registry"
 	"net/http"
 	"strings"
 	"time"
@@ -94,11 +95,13 @@ func (e *APIError) Error() string {
 func (e *APIError) Unwrap() error { return e.Err }
 
 // Kind is the kind of a failed run, as KindOf returns it: a stable string
-// for the `{"type":"error","kind":...}` line of `agrun run --json`. Kinds
-// are added, never renamed or removed. They are the kinds of a run; a
-// failed tool call does not end a run and has a [registry.Kind] instead
-// ([ToolExecutionCompleted.ErrorKind]).
-type Kind string
+// for the `{"type":"error","kind":...}` line of `agrun run --json`. It is
+// the registry's Kind — one vocabulary of kinds across the registry, the
+// loop and agrun serve, each string declared once (internal/archtest) —
+// with the kinds of a run added here. Kinds are added, never renamed or
+// removed. A failed tool call does not end a run and has a registry kind
+// instead ([ToolExecutionCompleted.ErrorKind]).
+type Kind = registry.Kind
 
 // The kinds of a failed run.
 const (
@@ -106,9 +109,9 @@ const (
 	KindRepeatedCall Kind = "repeated_call"
 	KindProvider     Kind = "provider"  // *APIError, ErrBadResponse
 	KindTransport    Kind = "transport" // the provider could not be reached or the connection broke
-	KindCancelled    Kind = "cancelled"
-	KindTimeout      Kind = "timeout"
-	KindOther        Kind = "other" // ErrBusy, ErrConsumed, ErrInvalidHistory, ...
+	KindCancelled         = registry.Cancelled
+	KindTimeout           = registry.Timeout
+	KindOther             = registry.Other // ErrBusy, ErrConsumed, ErrInvalidHistory, ...
 	// KindContextOverflow: the provider refused the request as too long
 	// for the model's context window, also after the loop trimmed it
 	// (ErrContextOverflow).

@@ -176,6 +176,13 @@ func callResult(out json.RawMessage, err error) server.Result {
 	return server.Result{Error: errorOf(err)}
 }
 
+// The CLI's own kinds, of the outcomes that exit 2 (design.md, "error
+// kinds"): a bad configuration, a bad command line.
+const (
+	kindConfig registry.Kind = "config"
+	kindUsage  registry.Kind = "usage"
+)
+
 // errorOf gives an error its stable kind and message for JSON output.
 // Configuration and usage errors have kinds "config" and "usage", unless
 // they carry a tool's kind (a call to a tool that failed to load:
@@ -191,9 +198,9 @@ func errorOf(err error) *server.ErrorInfo {
 	case errors.As(err, &re) && errors.As(err, &ce):
 		return &server.ErrorInfo{Kind: string(re.Kind), Message: re.Message()}
 	case errors.As(err, &ce):
-		return &server.ErrorInfo{Kind: "config", Message: err.Error()}
+		return &server.ErrorInfo{Kind: string(kindConfig), Message: err.Error()}
 	case errors.As(err, &ue):
-		return &server.ErrorInfo{Kind: "usage", Message: err.Error()}
+		return &server.ErrorInfo{Kind: string(kindUsage), Message: err.Error()}
 	}
 	return server.ErrorOf(err)
 }

@@ -246,7 +246,7 @@ func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtoo
 	switch {
 	case errors.Is(err, wasmtools.ErrNoManifest):
 		err = fmt.Errorf("%w (add one with `agrun pack`, or give a manifest with %s)", err, s.manifest)
-	case err != nil && t.SHA256 != "" && strings.Contains(err.Error(), "integrity"):
+	case errors.Is(err, wasmtools.ErrIntegrity):
 		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
 	}
 	return tool, err

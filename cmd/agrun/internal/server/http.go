@@ -13,11 +13,13 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Kind is the kind of one of the API's own failures, beside the
-// registry's kinds (not_found, invalid_arguments, permission_denied,
-// timeout, ...) that a call can end with and the loop's kinds that a run
-// can end with. Kinds are stable strings: added, never renamed or removed.
-type Kind string
+// Kind is the kind of a failure the API answers: the registry's Kind (one
+// vocabulary across the registry, the loop and the server, each string
+// declared once: internal/archtest), with the API's own kinds added here,
+// beside the registry's (not_found, invalid_arguments, permission_denied,
+// timeout, ...) that a call can end with and the loop's that a run can
+// end with. Kinds are stable strings: added, never renamed or removed.
+type Kind = registry.Kind
 
 // The API's own kinds.
 const (
@@ -32,7 +34,7 @@ const (
 	KindBusy             Kind = "busy"                   // max_concurrent_calls (or uploads, or this client's share) reached
 	KindRateLimited      Kind = "rate_limited"           // uploads_per_minute reached for this token
 	KindMalformedModule  Kind = "malformed_module"       // the bytes are not a WebAssembly module
-	KindModuleRefused    Kind = "module_refused"         // the sandbox refuses the module
+	KindModuleRefused         = registry.ModuleRefused   // the sandbox refuses the module
 	KindNoManifest       Kind = "no_manifest"            // the module has no agrun.manifest section
 	KindInvalidManifest  Kind = "invalid_manifest"       // the manifest is invalid
 	KindInvalidName      Kind = "invalid_name"           // a name reserved for MCP tools ("__")
