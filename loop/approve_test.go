@@ -80,7 +80,7 @@ func toolContents(got received) (ids []string, content map[string]string) {
 // decision is recorded with the grant the call would run with.
 func TestApprovalParallelDenyAndOrder(t *testing.T) {
 	ran := make(chan struct{})
-	grant := registry.Grant{Source: "wasm", Mounts: []registry.GrantMount{{Guest: "/notes", Host: "/tmp/notes", Mode: "rw"}}}
+	grant := registry.Grant{Source: "wasm", Mounts: []registry.GrantMount{{Guest: "/notes", Host: "/tmp/notes", Mode: registry.ReadWrite}}}
 	srv := newServer(t,
 		step{ToolCalls: []chattest.Call{
 			{ID: "c1", Name: "writer", Args: `{"title":"a"}`},
@@ -119,7 +119,7 @@ func TestApprovalParallelDenyAndOrder(t *testing.T) {
 		t.Fatalf("request %+v", ap.asked[0])
 	}
 	if len(recs) != 2 || recs[0].Answer != ApproveOnce || recs[1].Answer != Deny || recs[1].Reason != "not this one" ||
-		recs[1].By != "user" || recs[0].Time.IsZero() || recs[0].Grant.Mounts[0].Mode != "rw" {
+		recs[1].By != "user" || recs[0].Time.IsZero() || recs[0].Grant.Mounts[0].Mode != registry.ReadWrite {
 		t.Fatalf("records %+v", recs)
 	}
 	var denied *ToolExecutionCompleted

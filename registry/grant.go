@@ -51,9 +51,9 @@ type GrantMount struct {
 	// configured.
 	Guest string `json:"guest"`
 	Host  string `json:"host"`
-	// Mode is "ro", "rw" or "rwd" (rw + delete): what the call can do
-	// there, after the intersection with the declared permissions.
-	Mode string `json:"mode"`
+	// Mode is what the call can do there ("ro", "rw", "rwd" in JSON),
+	// after the intersection with the declared permissions.
+	Mode MountMode `json:"mode"`
 }
 
 // Uses returns the permissions a call of the tool can exercise: the
@@ -66,9 +66,9 @@ func (g Grant) Uses() []permission.Permission {
 	out := slices.Clone(g.Permissions)
 	for _, m := range g.Mounts {
 		switch m.Mode {
-		case "rw":
+		case ReadWrite:
 			out = append(out, permission.Write)
-		case "rwd":
+		case ReadWriteDelete:
 			out = append(out, permission.Write, permission.Delete)
 		}
 	}

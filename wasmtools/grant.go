@@ -18,13 +18,7 @@ func (t *Tool) Grant() registry.Grant {
 		MaxOutputBytes: l.MaxStdout,
 	}
 	for _, m := range t.caps.Mounts {
-		mode := "ro"
-		switch {
-		case m.AllowDelete:
-			mode = "rwd"
-		case m.Writable:
-			mode = "rw"
-		}
+		mode := registry.MountModeOf(m.Writable, m.AllowDelete)
 		if m.Writable {
 			g.MaxWriteBytes = l.MaxWriteBytes
 		}

@@ -22,7 +22,7 @@ func TestToolGrant(t *testing.T) {
 		Limits: runtime.Limits{MemoryBytes: 32 << 20},
 	})
 	g := note.Grant()
-	if g.Source != "wasm" || len(g.Mounts) != 1 || g.Mounts[0] != (registry.GrantMount{Guest: "/notes", Host: notes, Mode: "rw"}) {
+	if g.Source != "wasm" || len(g.Mounts) != 1 || g.Mounts[0] != (registry.GrantMount{Guest: "/notes", Host: notes, Mode: registry.ReadWrite}) {
 		t.Fatalf("grant %+v: want /notes rw (write_note declares no delete)", g)
 	}
 	if g.MemoryBytes != 32<<20 || g.Timeout != runtime.DefaultTimeout || g.MaxOutputBytes != runtime.DefaultMaxStdout || g.MaxWriteBytes != runtime.DefaultMaxWriteBytes {

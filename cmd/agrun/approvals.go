@@ -16,6 +16,7 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 )
 
@@ -126,9 +127,9 @@ func question(req loop.ApprovalRequest, cwd string) string {
 	for _, m := range g.Mounts {
 		host := shortPath(m.Host, cwd)
 		switch m.Mode {
-		case "rw", "rwd":
+		case registry.ReadWrite, registry.ReadWriteDelete:
 			verb := "write to"
-			if m.Mode == "rwd" {
+			if m.Mode.Delete() {
 				verb = "write and delete in"
 			}
 			limit := ""

@@ -87,7 +87,7 @@ func (c *cli) printApprovals(asJSON bool) error {
 func grantSummary(g registry.Grant) string {
 	var parts []string
 	for _, m := range g.Mounts {
-		parts = append(parts, m.Guest+"="+m.Host+":"+m.Mode)
+		parts = append(parts, m.Guest+"="+m.Host+":"+m.Mode.String())
 	}
 	if len(g.AllowedHosts) > 0 {
 		parts = append(parts, "hosts "+strings.Join(g.AllowedHosts, ","))

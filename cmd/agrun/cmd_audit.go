@@ -169,14 +169,7 @@ func grantOf(cfg *config.Config, t config.Tool) lpriv.Grant {
 		MaxOutput:    firstPositive(int64(t.MaxOutput), int64(cfg.Sandbox.MaxOutput), runtime.DefaultMaxStdout),
 	}
 	for _, m := range t.Mounts {
-		mode := "ro"
-		switch {
-		case m.AllowDelete:
-			mode = "rwd"
-		case m.Writable:
-			mode = "rw"
-		}
-		g.Mounts = append(g.Mounts, lpriv.Mount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: mode})
+		g.Mounts = append(g.Mounts, lpriv.Mount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: registry.MountModeOf(m.Writable, m.AllowDelete)})
 	}
 	return g
 }
@@ -287,7 +280,7 @@ func mountUse(m lpriv.MountUse) string {
 		return "never touched"
 	}
 	s := strings.Join(did, ", ") + " (" + plural(m.Calls, "call") + ")"
-	if m.Mode != "ro" && !m.Wrote && !m.Deleted {
+	if m.Mode != registry.ReadOnly && !m.Wrote && !m.Deleted {
 		s = "only read (" + plural(m.Calls, "call") + ")"
 	}
 	return s

@@ -284,28 +284,18 @@ func (m *Mount) UnmarshalText(b []byte) error {
 		return fmt.Errorf("mount %q: guest path must be absolute", s)
 	}
 	if len(parts) == 3 {
-		switch parts[2] {
-		case "ro":
-		case "rw":
-			m.Writable = true
-		case "rwd":
-			m.Writable, m.AllowDelete = true, true
-		default:
-			return fmt.Errorf("mount %q: mode must be ro, rw or rwd", s)
+		mode, err := registry.ParseMountMode(parts[2])
+		if err != nil {
+			return fmt.Errorf("mount %q: %w", s, err)
 		}
+		m.Writable, m.AllowDelete = mode.Writable(), mode.Delete()
 	}
 	return nil
 }
 
 // String returns the mount in HOST:GUEST:MODE form.
 func (m Mount) String() string {
-	mode := "ro"
-	if m.AllowDelete {
-		mode = "rwd"
-	} else if m.Writable {
-		mode = "rw"
-	}
-	return m.Host + ":" + m.Guest + ":" + mode
+	return m.Host + ":" + m.Guest + ":" + registry.MountModeOf(m.Writable, m.AllowDelete).String()
 }
 
 // Duration is a time.Duration written as "10s", "1m30s".

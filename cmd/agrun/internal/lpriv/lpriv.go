@@ -32,11 +32,11 @@ type Grant struct {
 	MaxOutput    int64         `json:"max_output"`
 }
 
-// Mount is one HOST:GUEST:MODE entry; Mode is "ro", "rw" or "rwd".
+// Mount is one HOST:GUEST:MODE entry.
 type Mount struct {
-	Host  string `json:"host"`
-	Guest string `json:"guest"`
-	Mode  string `json:"mode"`
+	Host  string             `json:"host"`
+	Guest string             `json:"guest"`
+	Mode  registry.MountMode `json:"mode"`
 }
 
 // Observation is one recorded call of the tool.
@@ -188,18 +188,19 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 		switch {
 		case u.Calls == 0 && !u.Read && !u.Wrote && !u.Deleted:
 			u.Suggest = ""
-		case u.Deleted && u.Mode == "rwd":
-			u.Suggest = "rwd"
-		case (u.Wrote || u.Deleted) && u.Mode != "ro":
-			u.Suggest = "rw"
+		case u.Deleted && u.Mode == registry.ReadWriteDelete:
+			u.Suggest = registry.ReadWriteDelete.String()
+		case (u.Wrote || u.Deleted) && u.Mode != registry.ReadOnly:
+			u.Suggest = registry.ReadWrite.String()
 		default:
-			u.Suggest = "ro"
+			u.Suggest = registry.ReadOnly.String()
 		}
 		if u.Refused > 0 {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d operation(s) refused by its mode %s; if the tool needs them, widen the mode yourself", u.Guest, u.Refused, u.Mode))
 		}
 		if u.Suggest != "" {
-			s.Mounts = append(s.Mounts, Mount{Host: u.Host, Guest: u.Guest, Mode: u.Suggest})
+			mode, _ := registry.ParseMountMode(u.Suggest)
+			s.Mounts = append(s.Mounts, Mount{Host: u.Host, Guest: u.Guest, Mode: mode})
 		}
 	}
 	rep.Mounts = uses
@@ -269,7 +270,7 @@ func TOML(tool string, g Grant) string {
 	}
 	mounts := make([]string, len(g.Mounts))
 	for i, m := range g.Mounts {
-		mounts[i] = fmt.Sprintf("%q", m.Host+":"+m.Guest+":"+m.Mode)
+		mounts[i] = fmt.Sprintf("%q", m.Host+":"+m.Guest+":"+m.Mode.String())
 	}
 	fmt.Fprintf(&b, "mounts = [%s]\n", strings.Join(mounts, ", "))
 	hosts := make([]string, len(g.AllowedHosts))

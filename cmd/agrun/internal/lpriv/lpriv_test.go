@@ -15,9 +15,9 @@ func grant() Grant {
 	return Grant{
 		Wasm: "testdata/notes.wasm",
 		Mounts: []Mount{
-			{Host: "./docs", Guest: "/docs", Mode: "rw"},    // only read: ro
-			{Host: "./notes", Guest: "/notes", Mode: "rwd"}, // written, never deleted: rw
-			{Host: "./tmp", Guest: "/tmp", Mode: "rwd"},     // never touched: dropped
+			{Host: "./docs", Guest: "/docs", Mode: registry.ReadWrite},         // only read: ro
+			{Host: "./notes", Guest: "/notes", Mode: registry.ReadWriteDelete}, // written, never deleted: rw
+			{Host: "./tmp", Guest: "/tmp", Mode: registry.ReadWriteDelete},     // never touched: dropped
 		},
 		AllowedHosts: []string{"api.example.com", "unused.example.com"},
 		Timeout:      10 * time.Second,
