@@ -114,8 +114,10 @@ type countedConn struct {
 	release func()
 }
 
+// Close gives the client's share back before closing the connection:
+// closing it frees its slot of the total, and the connection accepted
+// next (from the same client, say) must not find the share still taken.
 func (c *countedConn) Close() error {
-	err := c.Conn.Close()
 	c.once.Do(c.release)
-	return err
+	return c.Conn.Close()
 }
