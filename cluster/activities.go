@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"iter"
 	"os"
 	"time"
@@ -33,8 +34,8 @@ type Activities struct {
 	Loop loop.Config
 	// Sessions holds the transcripts; Blobs the payloads passed by
 	// reference (nil: payloads over InlineLimit fail the step).
-	Sessions SessionStore
-	Blobs    ObjectStore
+	Sessions store.SessionStore
+	Blobs    store.ObjectStore
 	Records  Records
 	// InlineLimit (0: DefaultInlineLimit).
 	InlineLimit int
@@ -114,7 +115,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		return a.recovered(ctx, in, recs)
 	}
 	if int64(len(recs)) < in.Seq {
-		return ModelOutput{}, permanent(fmt.Errorf("%w: session %s holds %d records, the run expected %d", ErrSeqGap, in.Session, len(recs), in.Seq))
+		return ModelOutput{}, permanent(fmt.Errorf("%w: session %s holds %d records, the run expected %d", store.ErrSeqGap, in.Session, len(recs), in.Seq))
 	}
 	history, err := a.Records.History(recs)
 	if err != nil {
@@ -243,7 +244,7 @@ func transient(err error) bool {
 // load returns the session's records (none for a new session).
 func (a *Activities) load(ctx context.Context, session string) ([]json.RawMessage, error) {
 	recs, err := a.Sessions.Load(ctx, session, 0)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	return recs, err
@@ -496,7 +497,7 @@ func (a *Activities) spill(ctx context.Context, r ToolResult) (ToolResult, error
 // grantDigest names a grant: a call is decided and run on the same.
 func grantDigest(g registry.Grant) string {
 	b, _ := json.Marshal(g)
-	return Digest(b)
+	return store.Digest(b)
 }
 
 // workerName names this process in results, for the record.

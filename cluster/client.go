@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -17,8 +18,8 @@ var ErrSessionBusy = errors.New("cluster: the session is running elsewhere in th
 // Client starts runs of sessions on a cluster and reads their results.
 type Client struct {
 	Temporal client.Client
-	Sessions SessionStore
-	Blobs    ObjectStore
+	Sessions store.SessionStore
+	Blobs    store.ObjectStore
 	// Defaults holds the run settings (Queues, MaxTurns, timeouts,
 	// RetrySideEffects) each run starts from.
 	Defaults RunInput
@@ -30,7 +31,7 @@ type Client struct {
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, session, prompt string) (client.WorkflowRun, int64, error) {
 	recs, err := c.Sessions.Load(ctx, session, 0)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, 0, err
 	}
 	in := c.Defaults

@@ -6,10 +6,13 @@
 // machine running it without repeating the model requests and tool calls
 // that completed.
 //
-// The package owns the workflow, the activities and the stores they share:
-// an ObjectStore for modules (ModuleStore), the names of uploaded tools
-// (ToolIndex, shared by agrun serve replicas) and payloads passed by
-// reference, and a SessionStore for transcripts. It knows nothing of agrun.toml: the
+// The package owns the workflow and the activities; the stores they share
+// are packages of their own, so that a program links only the clients of
+// the stores it uses: cluster/store (the interfaces — an ObjectStore for
+// modules, the names of uploaded tools and payloads passed by reference,
+// a SessionStore for transcripts — and the directory and memory
+// implementations), cluster/s3store (S3), cluster/pgstore (PostgreSQL).
+// It knows nothing of agrun.toml: the
 // caller (cmd/agrun) builds the registry and the loop configuration and
 // hands them in. loop, registry, runtime and wasmtools never import it
 // (internal/archtest). See docs/SCALING.md.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"strings"
 	"time"
 
@@ -257,7 +258,7 @@ type Records interface {
 
 // blobs puts and gets payloads.
 type blobs struct {
-	store ObjectStore
+	store store.ObjectStore
 	limit int
 }
 
@@ -272,11 +273,11 @@ func (b blobs) put(ctx context.Context, data []byte) (Payload, error) {
 	if b.store == nil {
 		return Payload{}, fmt.Errorf("cluster: a payload of %d bytes needs a blob store (over the inline limit of %d)", len(data), limit)
 	}
-	d := Digest(data)
-	if err := b.store.Put(ctx, blobKey(d), data); err != nil {
+	d := store.Digest(data)
+	if err := b.store.Put(ctx, store.BlobKey(d), data); err != nil {
 		return Payload{}, err
 	}
-	return Payload{Ref: blobKey(d), Size: len(data)}, nil
+	return Payload{Ref: store.BlobKey(d), Size: len(data)}, nil
 }
 
 // maxPayload caps what get reads back: a payload is at most what a step
@@ -287,7 +288,7 @@ func (b blobs) get(ctx context.Context, p Payload) ([]byte, error) {
 	if p.Ref == "" {
 		return p.Data, nil
 	}
-	if d, ok := strings.CutPrefix(p.Ref, "blobs/sha256/"); !ok || !validDigest(d) {
+	if d, ok := strings.CutPrefix(p.Ref, "blobs/sha256/"); !ok || !store.ValidDigest(d) {
 		return nil, fmt.Errorf("cluster: %q is not a payload reference", p.Ref)
 	}
 	if b.store == nil {
@@ -297,8 +298,8 @@ func (b blobs) get(ctx context.Context, p Payload) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if "blobs/sha256/"+Digest(data) != p.Ref {
-		return nil, fmt.Errorf("%w: %s", ErrDigest, p.Ref)
+	if "blobs/sha256/"+store.Digest(data) != p.Ref {
+		return nil, fmt.Errorf("%w: %s", store.ErrDigest, p.Ref)
 	}
 	return data, nil
 }

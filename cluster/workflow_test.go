@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agcore/agrun/cluster/store"
 	"log/slog"
 	"strings"
 	"sync"
@@ -114,7 +115,7 @@ func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawM
 	return json.RawMessage(`{"tool":"` + f.name + `"}`), nil
 }
 
-func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (*Activities, *MemSessions) {
+func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (*Activities, *store.MemSessions) {
 	t.Helper()
 	reg := registry.New()
 	for _, tl := range tools {
@@ -122,8 +123,8 @@ func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (
 			t.Fatal(err)
 		}
 	}
-	st := &MemSessions{}
-	objs, err := NewDirObjects(t.TempDir())
+	st := &store.MemSessions{}
+	objs, err := store.NewDirObjects(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

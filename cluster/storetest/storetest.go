@@ -1,12 +1,12 @@
 // Package storetest is the one test suite of the cluster stores' contracts
-// (cluster.ObjectStore, cluster.SessionStore, and cluster.ModuleStore and
-// cluster.ToolIndex over an object store): every implementation runs it,
+// (store.ObjectStore, store.SessionStore, and store.ModuleStore and
+// store.ToolIndex over an object store): every implementation runs it,
 // so that the directory and S3 object stores, and the in-memory,
 // PostgreSQL and JSON-lines session stores, behave alike.
 //
 //	func TestDirObjects(t *testing.T) {
-//		storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore {
-//			s, err := cluster.NewDirObjects(t.TempDir())
+//		storetest.TestObjectStore(t, func(t *testing.T) store.ObjectStore {
+//			s, err := store.NewDirObjects(t.TempDir())
 //			if err != nil {
 //				t.Fatal(err)
 //			}
@@ -24,13 +24,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/agcore/agrun/cluster"
 )
 
 // badKeys are refused by every ObjectStore method.
@@ -47,7 +46,7 @@ var badPrefixes = []string{"a", "/", "a//", "../", "./", "A/", "/a/", ".x/"}
 // newStore makes: round trips of any bytes, ErrNotFound, ErrTooLarge at
 // Get's cap, ErrBadKey, sorted List confined to its prefix, Delete,
 // concurrent Puts of one key.
-func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+func TestObjectStore(t *testing.T, newStore func(t *testing.T) store.ObjectStore) {
 	ctx := context.Background()
 
 	t.Run("RoundTrip", func(t *testing.T) {
@@ -86,7 +85,7 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 			t.Fatal(err)
 		}
 		for _, key := range []string{"missing", "dir/missing", "dir", "dir/obj/below", "other/obj"} {
-			if _, err := s.Get(ctx, key, 0); !errors.Is(err, cluster.ErrNotFound) {
+			if _, err := s.Get(ctx, key, 0); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get(%q) error %v, want ErrNotFound", key, err)
 			}
 		}
@@ -98,7 +97,7 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 		if err := s.Put(ctx, "big", data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Get(ctx, "big", 999); !errors.Is(err, cluster.ErrTooLarge) {
+		if _, err := s.Get(ctx, "big", 999); !errors.Is(err, store.ErrTooLarge) {
 			t.Errorf("Get(max 999) of 1000 bytes: error %v, want ErrTooLarge", err)
 		}
 		for _, max := range []int64{1000, 1001, 0, -1} {
@@ -106,7 +105,7 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 				t.Errorf("Get(max %d) of 1000 bytes = %d bytes, %v", max, len(got), err)
 			}
 		}
-		if _, err := s.Get(ctx, "missing", 1); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Get(ctx, "missing", 1); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get(missing, max 1): error %v, want ErrNotFound", err)
 		}
 	})
@@ -114,18 +113,18 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 	t.Run("BadKeys", func(t *testing.T) {
 		s := newStore(t)
 		for _, key := range badKeys {
-			if err := s.Put(ctx, key, []byte("x")); !errors.Is(err, cluster.ErrBadKey) {
+			if err := s.Put(ctx, key, []byte("x")); !errors.Is(err, store.ErrBadKey) {
 				t.Errorf("Put(%q) error %v, want ErrBadKey", key, err)
 			}
-			if _, err := s.Get(ctx, key, 0); !errors.Is(err, cluster.ErrBadKey) {
+			if _, err := s.Get(ctx, key, 0); !errors.Is(err, store.ErrBadKey) {
 				t.Errorf("Get(%q) error %v, want ErrBadKey", key, err)
 			}
-			if err := s.Delete(ctx, key); !errors.Is(err, cluster.ErrBadKey) {
+			if err := s.Delete(ctx, key); !errors.Is(err, store.ErrBadKey) {
 				t.Errorf("Delete(%q) error %v, want ErrBadKey", key, err)
 			}
 		}
 		for _, p := range badPrefixes {
-			if _, err := s.List(ctx, p); !errors.Is(err, cluster.ErrBadKey) {
+			if _, err := s.List(ctx, p); !errors.Is(err, store.ErrBadKey) {
 				t.Errorf("List(%q) error %v, want ErrBadKey", p, err)
 			}
 		}
@@ -174,15 +173,15 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 		if err := s.Delete(ctx, "d/a"); err != nil {
 			t.Fatalf("Delete(d/a): %v", err)
 		}
-		if _, err := s.Get(ctx, "d/a", 0); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Get(ctx, "d/a", 0); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get after Delete: %v, want ErrNotFound", err)
 		}
-		if err := s.Delete(ctx, "d/a"); !errors.Is(err, cluster.ErrNotFound) {
+		if err := s.Delete(ctx, "d/a"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("second Delete: %v, want ErrNotFound", err)
 		}
 		// Neither a missing key nor a folder of keys is an object.
 		for _, k := range []string{"missing", "d", "d/sub", "e/below"} {
-			if err := s.Delete(ctx, k); !errors.Is(err, cluster.ErrNotFound) {
+			if err := s.Delete(ctx, k); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Delete(%q): %v, want ErrNotFound", k, err)
 			}
 		}
@@ -237,24 +236,24 @@ func TestObjectStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 	})
 }
 
-// TestModuleStore runs cluster.ModuleStore over the object stores that
+// TestModuleStore runs store.ModuleStore over the object stores that
 // newStore makes: the digest it returns, the manifest beside the module
 // (or none), a module whose stored bytes were changed (ErrDigest), bad
 // and unknown digests, the cap, List.
-func TestModuleStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+func TestModuleStore(t *testing.T, newStore func(t *testing.T) store.ObjectStore) {
 	ctx := context.Background()
 	wasm := []byte("\x00asm\x01\x00\x00\x00 a module")
 	manifest := []byte(`{"name":"word_count","version":"1.0.0"}`)
 
 	t.Run("RoundTrip", func(t *testing.T) {
 		objs := newStore(t)
-		ms := cluster.ModuleStore{Objects: objs}
+		ms := store.ModuleStore{Objects: objs}
 		d, err := ms.Put(ctx, wasm, manifest)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d != cluster.Digest(wasm) {
-			t.Fatalf("Put = %s, want the module's sha256 %s", d, cluster.Digest(wasm))
+		if d != store.Digest(wasm) {
+			t.Fatalf("Put = %s, want the module's sha256 %s", d, store.Digest(wasm))
 		}
 		// Where the issue says they are: sha256/<digest>.wasm with the
 		// manifest beside it.
@@ -288,60 +287,60 @@ func TestModuleStore(t *testing.T, newStore func(t *testing.T) cluster.ObjectSto
 
 	t.Run("Tampered", func(t *testing.T) {
 		objs := newStore(t)
-		ms := cluster.ModuleStore{Objects: objs}
+		ms := store.ModuleStore{Objects: objs}
 		d, err := ms.Put(ctx, wasm, manifest)
 		if err != nil {
 			t.Fatal(err)
 		}
 		evil := bytes.Clone(wasm)
 		evil[len(evil)-1] ^= 1
-		if err := objs.Put(ctx, cluster.ModuleKey(d), evil); err != nil {
+		if err := objs.Put(ctx, store.ModuleKey(d), evil); err != nil {
 			t.Fatal(err)
 		}
-		if w, m, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrDigest) || w != nil || m != nil {
+		if w, m, err := ms.Get(ctx, d); !errors.Is(err, store.ErrDigest) || w != nil || m != nil {
 			t.Errorf("Get of a tampered module = %q, %q, %v; want nothing and ErrDigest", w, m, err)
 		}
 	})
 
 	t.Run("Digests", func(t *testing.T) {
-		ms := cluster.ModuleStore{Objects: newStore(t)}
+		ms := store.ModuleStore{Objects: newStore(t)}
 		for _, d := range []string{"", "abc", strings.Repeat("A", 64), strings.Repeat("g", 64), "../" + strings.Repeat("a", 61), strings.Repeat("a", 65)} {
-			if _, _, err := ms.Get(ctx, d); err == nil || errors.Is(err, cluster.ErrNotFound) {
+			if _, _, err := ms.Get(ctx, d); err == nil || errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get(%q): error %v, want a refusal of the digest", d, err)
 			}
 		}
-		if _, _, err := ms.Get(ctx, cluster.Digest([]byte("never stored"))); !errors.Is(err, cluster.ErrNotFound) {
+		if _, _, err := ms.Get(ctx, store.Digest([]byte("never stored"))); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get of an unknown digest: %v, want ErrNotFound", err)
 		}
 	})
 
 	t.Run("Cap", func(t *testing.T) {
-		ms := cluster.ModuleStore{Objects: newStore(t), MaxModuleBytes: int64(len(wasm) - 1)}
+		ms := store.ModuleStore{Objects: newStore(t), MaxModuleBytes: int64(len(wasm) - 1)}
 		d, err := ms.Put(ctx, wasm, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrTooLarge) {
+		if _, _, err := ms.Get(ctx, d); !errors.Is(err, store.ErrTooLarge) {
 			t.Errorf("Get of a module over MaxModuleBytes: %v, want ErrTooLarge", err)
 		}
 	})
 }
 
-// TestToolIndex runs cluster.ToolIndex over the object stores that
+// TestToolIndex runs store.ToolIndex over the object stores that
 // newStore makes: round trips of names in both key forms, last writer
 // wins, ErrNotFound, ErrBadName, refused records, damaged and foreign
 // objects, a sorted List and Delete.
-func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore) {
+func TestToolIndex(t *testing.T, newStore func(t *testing.T) store.ObjectStore) {
 	ctx := context.Background()
-	sha := func(s string) string { return cluster.Digest([]byte(s)) }
+	sha := func(s string) string { return store.Digest([]byte(s)) }
 	when := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
 
 	t.Run("RoundTrip", func(t *testing.T) {
 		objs := newStore(t)
-		x := cluster.ToolIndex{Objects: objs}
+		x := store.ToolIndex{Objects: objs}
 		names := []string{"word_count", "a", "9-x", "Upper", "_lead", "-dash", "MiXeD_Case-1", strings.Repeat("Z", 64), strings.Repeat("z", 64)}
 		for i, n := range names {
-			rec := cluster.ToolRecord{Name: n, SHA256: sha(n), Size: int64(i), Uploaded: when.Add(time.Duration(i) * time.Second), Manifest: i%2 == 0}
+			rec := store.ToolRecord{Name: n, SHA256: sha(n), Size: int64(i), Uploaded: when.Add(time.Duration(i) * time.Second), Manifest: i%2 == 0}
 			if err := x.Put(ctx, rec); err != nil {
 				t.Fatalf("Put(%q): %v", n, err)
 			}
@@ -355,7 +354,7 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 			t.Errorf("the record of word_count is not at tools/word_count.json: %v", err)
 		}
 		// Names that differ only in case are different tools.
-		if got, err := x.Get(ctx, "upper"); !errors.Is(err, cluster.ErrNotFound) {
+		if got, err := x.Get(ctx, "upper"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get(upper) after Put(Upper) = %+v, %v; want ErrNotFound", got, err)
 		}
 		recs, err := x.List(ctx)
@@ -374,9 +373,9 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 	})
 
 	t.Run("LastWriterWins", func(t *testing.T) {
-		x := cluster.ToolIndex{Objects: newStore(t)}
+		x := store.ToolIndex{Objects: newStore(t)}
 		for _, v := range []string{"v1", "v2"} {
-			if err := x.Put(ctx, cluster.ToolRecord{Name: "t", SHA256: sha(v), Size: 2}); err != nil {
+			if err := x.Put(ctx, store.ToolRecord{Name: "t", SHA256: sha(v), Size: 2}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -393,19 +392,19 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 	})
 
 	t.Run("Delete", func(t *testing.T) {
-		x := cluster.ToolIndex{Objects: newStore(t)}
+		x := store.ToolIndex{Objects: newStore(t)}
 		for _, n := range []string{"keep", "Drop"} {
-			if err := x.Put(ctx, cluster.ToolRecord{Name: n, SHA256: sha(n)}); err != nil {
+			if err := x.Put(ctx, store.ToolRecord{Name: n, SHA256: sha(n)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if err := x.Delete(ctx, "Drop"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.Get(ctx, "Drop"); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := x.Get(ctx, "Drop"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get after Delete: %v, want ErrNotFound", err)
 		}
-		if err := x.Delete(ctx, "Drop"); !errors.Is(err, cluster.ErrNotFound) {
+		if err := x.Delete(ctx, "Drop"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("second Delete: %v, want ErrNotFound", err)
 		}
 		if recs, err := x.List(ctx); err != nil || len(recs) != 1 || recs[0].Name != "keep" {
@@ -414,19 +413,19 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 	})
 
 	t.Run("Refused", func(t *testing.T) {
-		x := cluster.ToolIndex{Objects: newStore(t)}
+		x := store.ToolIndex{Objects: newStore(t)}
 		for _, n := range []string{"", "a.b", "a/b", "a b", "é", "../x", strings.Repeat("a", 65)} {
-			if err := x.Put(ctx, cluster.ToolRecord{Name: n, SHA256: sha(n)}); !errors.Is(err, cluster.ErrBadName) {
+			if err := x.Put(ctx, store.ToolRecord{Name: n, SHA256: sha(n)}); !errors.Is(err, store.ErrBadName) {
 				t.Errorf("Put(%q): %v, want ErrBadName", n, err)
 			}
-			if _, err := x.Get(ctx, n); !errors.Is(err, cluster.ErrBadName) {
+			if _, err := x.Get(ctx, n); !errors.Is(err, store.ErrBadName) {
 				t.Errorf("Get(%q): %v, want ErrBadName", n, err)
 			}
-			if err := x.Delete(ctx, n); !errors.Is(err, cluster.ErrBadName) {
+			if err := x.Delete(ctx, n); !errors.Is(err, store.ErrBadName) {
 				t.Errorf("Delete(%q): %v, want ErrBadName", n, err)
 			}
 		}
-		for _, rec := range []cluster.ToolRecord{{Name: "t"}, {Name: "t", SHA256: "abc"}, {Name: "t", SHA256: strings.ToUpper(sha("t"))}, {Name: "t", SHA256: sha("t"), Size: -1}} {
+		for _, rec := range []store.ToolRecord{{Name: "t"}, {Name: "t", SHA256: "abc"}, {Name: "t", SHA256: strings.ToUpper(sha("t"))}, {Name: "t", SHA256: sha("t"), Size: -1}} {
 			if err := x.Put(ctx, rec); err == nil {
 				t.Errorf("Put(%+v) succeeded", rec)
 			}
@@ -438,8 +437,8 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 
 	t.Run("Damaged", func(t *testing.T) {
 		objs := newStore(t)
-		x := cluster.ToolIndex{Objects: objs}
-		good := cluster.ToolRecord{Name: "good", SHA256: sha("good"), Size: 1, Uploaded: when}
+		x := store.ToolIndex{Objects: objs}
+		good := store.ToolRecord{Name: "good", SHA256: sha("good"), Size: 1, Uploaded: when}
 		if err := x.Put(ctx, good); err != nil {
 			t.Fatal(err)
 		}
@@ -458,14 +457,14 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) cluster.ObjectStore
 			"extra":   `{"name":"extra","sha256":"` + sha("x") + `","size":1,"uploaded":"2026-12-01T15:00:00Z","manifest":false,"more":1}`,
 			"garbage": `not json`,
 		} {
-			key, err := cluster.ToolKey(name)
+			key, err := store.ToolKey(name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := objs.Put(ctx, key, []byte(data)); err != nil {
 				t.Fatal(err)
 			}
-			if rec, err := x.Get(ctx, name); err == nil || errors.Is(err, cluster.ErrNotFound) {
+			if rec, err := x.Get(ctx, name); err == nil || errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get of a damaged record %s = %+v, %v; want an error", name, rec, err)
 			}
 		}
@@ -485,7 +484,7 @@ func rec(format string, a ...any) json.RawMessage {
 // ErrNotFound, idempotent Append (the first writer's records stay),
 // ErrSeqGap, ErrTooLarge, ErrBadID and refused batches, sorted List,
 // Delete, and concurrent Appends at one seq with exactly one winner.
-func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionStore) {
+func TestSessionStore(t *testing.T, newStore func(t *testing.T) store.SessionStore) {
 	ctx := context.Background()
 
 	// Records that a normalising store (jsonb, a JSON re-encoder) would
@@ -541,10 +540,10 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 
 	t.Run("NotFound", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.Load(ctx, "nobody", 0); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Load(ctx, "nobody", 0); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Load of an unknown session: %v, want ErrNotFound", err)
 		}
-		if err := s.Delete(ctx, "nobody"); !errors.Is(err, cluster.ErrNotFound) {
+		if err := s.Delete(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Delete of an unknown session: %v, want ErrNotFound", err)
 		}
 		if ids, err := s.List(ctx); err != nil || len(ids) != 0 {
@@ -586,17 +585,17 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 
 	t.Run("SeqGap", func(t *testing.T) {
 		s := newStore(t)
-		if w, err := s.Append(ctx, "s", 1, []json.RawMessage{rec(`1`)}); !errors.Is(err, cluster.ErrSeqGap) || w {
+		if w, err := s.Append(ctx, "s", 1, []json.RawMessage{rec(`1`)}); !errors.Is(err, store.ErrSeqGap) || w {
 			t.Errorf("first Append at 1 = %v, %v; want ErrSeqGap", w, err)
 		}
-		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a refused first Append created the session: Load error %v", err)
 		}
 		if _, err := s.Append(ctx, "s", 0, []json.RawMessage{rec(`0`), rec(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 		for _, seq := range []int64{3, 100} {
-			if w, err := s.Append(ctx, "s", seq, []json.RawMessage{rec(`9`)}); !errors.Is(err, cluster.ErrSeqGap) || w {
+			if w, err := s.Append(ctx, "s", seq, []json.RawMessage{rec(`9`)}); !errors.Is(err, store.ErrSeqGap) || w {
 				t.Errorf("Append at %d after 2 records = %v, %v; want ErrSeqGap", seq, w, err)
 			}
 		}
@@ -606,12 +605,12 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 
 	t.Run("Refused", func(t *testing.T) {
 		s := newStore(t)
-		big := make([]byte, cluster.MaxRecordBytes+1)
+		big := make([]byte, store.MaxRecordBytes+1)
 		for i := range big {
 			big[i] = ' '
 		}
 		big[0] = '1' // valid JSON with trailing spaces
-		if w, err := s.Append(ctx, "s", 0, []json.RawMessage{rec(`{}`), big}); !errors.Is(err, cluster.ErrTooLarge) || w {
+		if w, err := s.Append(ctx, "s", 0, []json.RawMessage{rec(`{}`), big}); !errors.Is(err, store.ErrTooLarge) || w {
 			t.Errorf("Append of a record over MaxRecordBytes = %v, %v; want ErrTooLarge", w, err)
 		}
 		for name, recs := range map[string][]json.RawMessage{
@@ -627,7 +626,7 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 		if w, err := s.Append(ctx, "s", -1, []json.RawMessage{rec(`{}`)}); err == nil || w {
 			t.Errorf("Append at -1 = %v, %v; want an error", w, err)
 		}
-		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Load(ctx, "s", 0); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a refused batch wrote something: Load error %v", err)
 		}
 		// Large but within the cap: kept whole.
@@ -645,13 +644,13 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 	t.Run("BadIDs", func(t *testing.T) {
 		s := newStore(t)
 		for _, id := range []string{"", "-x", ".x", "_x", "a/b", "../x", "..", "a b", "é", "a\x00", strings.Repeat("a", 65)} {
-			if _, err := s.Append(ctx, id, 0, []json.RawMessage{rec(`{}`)}); !errors.Is(err, cluster.ErrBadID) {
+			if _, err := s.Append(ctx, id, 0, []json.RawMessage{rec(`{}`)}); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("Append(%q): %v, want ErrBadID", id, err)
 			}
-			if _, err := s.Load(ctx, id, 0); !errors.Is(err, cluster.ErrBadID) {
+			if _, err := s.Load(ctx, id, 0); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("Load(%q): %v, want ErrBadID", id, err)
 			}
-			if err := s.Delete(ctx, id); !errors.Is(err, cluster.ErrBadID) {
+			if err := s.Delete(ctx, id); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("Delete(%q): %v, want ErrBadID", id, err)
 			}
 		}
@@ -691,10 +690,10 @@ func TestSessionStore(t *testing.T, newStore func(t *testing.T) cluster.SessionS
 		if err := s.Delete(ctx, "drop"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Load(ctx, "drop", 0); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := s.Load(ctx, "drop", 0); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Load after Delete: %v, want ErrNotFound", err)
 		}
-		if err := s.Delete(ctx, "drop"); !errors.Is(err, cluster.ErrNotFound) {
+		if err := s.Delete(ctx, "drop"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("second Delete: %v, want ErrNotFound", err)
 		}
 		if ids, err := s.List(ctx); err != nil || !slices.Equal(ids, []string{"keep"}) {

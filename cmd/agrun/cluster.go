@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/pgstore"
+	"github.com/agcore/agrun/cluster/s3store"
+	"github.com/agcore/agrun/cluster/store"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,8 +33,8 @@ const clusterSupport = true
 type clusterEnv struct {
 	cfg      *config.Config
 	temporal client.Client
-	sessions cluster.SessionStore
-	objects  cluster.ObjectStore
+	sessions store.SessionStore
+	objects  store.ObjectStore
 	queues   cluster.Queues
 	closers  []func()
 }
@@ -77,7 +80,7 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 		if dsn == "" {
 			return nil, &configError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
 		}
-		pg, err := cluster.NewPGSessions(ctx, dsn)
+		pg, err := pgstore.New(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("[cluster] session_store: %w", err)
 		}
@@ -94,7 +97,7 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 	switch m := cc.ModuleStore; {
 	case strings.HasPrefix(m, "s3://"):
 		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(m, "s3://"), "/")
-		s3, err := cluster.NewS3Objects(ctx, cluster.S3Config{Bucket: bucket, Prefix: prefix, Endpoint: cc.S3Endpoint, Region: cc.S3Region, UsePathStyle: cc.S3PathStyle})
+		s3, err := s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: cc.S3Endpoint, Region: cc.S3Region, UsePathStyle: cc.S3PathStyle})
 		if err != nil {
 			return nil, fmt.Errorf("[cluster] module_store: %w", err)
 		}
@@ -106,7 +109,7 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 		} else if !filepath.IsAbs(dir) && cfg.Path != "" {
 			dir = filepath.Join(filepath.Dir(cfg.Path), dir)
 		}
-		objs, err := cluster.NewDirObjects(dir)
+		objs, err := store.NewDirObjects(dir)
 		if err != nil {
 			return nil, fmt.Errorf("[cluster] module_store: %w", err)
 		}
@@ -158,7 +161,7 @@ func runDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 
 // --- the session store of the local path, for the cluster ---
 
-// dirSessions is cluster.SessionStore over the [sessions] directory: the
+// dirSessions is store.SessionStore over the [sessions] directory: the
 // same JSON-lines files as the local path (so `agrun sessions`, `agrun
 // audit` read cluster sessions too), each step's records appended in one
 // write under the session's lock. A batch is atomic per line, not as a
@@ -199,7 +202,7 @@ func (d dirSessions) Append(ctx context.Context, id string, seq int64, recs []js
 	case seq < n:
 		return false, nil
 	case seq > n:
-		return false, fmt.Errorf("%w: session %s has %d records, not %d", cluster.ErrSeqGap, id, n, seq)
+		return false, fmt.Errorf("%w: session %s has %d records, not %d", store.ErrSeqGap, id, n, seq)
 	}
 	if err := s.AppendRecords(rs); err != nil {
 		return false, err
@@ -210,7 +213,7 @@ func (d dirSessions) Append(ctx context.Context, id string, seq int64, recs []js
 func (d dirSessions) Load(ctx context.Context, id string, from int64) ([]json.RawMessage, error) {
 	recs, _, err := d.st.Records(id)
 	if errors.Is(err, session.ErrNotFound) {
-		return nil, fmt.Errorf("%w: session %s", cluster.ErrNotFound, id)
+		return nil, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, err
@@ -244,7 +247,7 @@ func (d dirSessions) List(context.Context) ([]string, error) {
 func (d dirSessions) Delete(_ context.Context, id string) error {
 	err := d.st.Remove(id)
 	if errors.Is(err, session.ErrNotFound) {
-		return fmt.Errorf("%w: session %s", cluster.ErrNotFound, id)
+		return fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
 	return err
 }
@@ -310,7 +313,7 @@ func (sessionRecords) History(recs []json.RawMessage) ([]loop.Message, error) {
 // pgSessions opens the cluster's session store for `agrun sessions` when
 // [cluster] session_store is "postgres" (ok false otherwise: the local
 // files are the store, read as ever).
-func (c *cli) pgSessions(ctx context.Context) (*cluster.PGSessions, bool, error) {
+func (c *cli) pgSessions(ctx context.Context) (*pgstore.Sessions, bool, error) {
 	cfg, err := c.loadConfig()
 	if err != nil || !cfg.Cluster.Enabled() || cfg.Cluster.SessionStore != "postgres" {
 		return nil, false, err
@@ -323,7 +326,7 @@ func (c *cli) pgSessions(ctx context.Context) (*cluster.PGSessions, bool, error)
 	if dsn == "" {
 		return nil, true, &configError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
 	}
-	pg, err := cluster.NewPGSessions(ctx, dsn)
+	pg, err := pgstore.New(ctx, dsn)
 	if err != nil {
 		return nil, true, fmt.Errorf("[cluster] session_store: %w", err)
 	}
@@ -364,13 +367,13 @@ func (c *cli) sharedRecords(id string) ([]session.Record, bool, error) {
 	}
 	defer pg.Close()
 	recs, err := c.decodeRecords(ctx, pg, id)
-	if errors.Is(err, cluster.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, true, fmt.Errorf("session %q: %w", id, session.ErrNotFound)
 	}
 	return recs, true, err
 }
 
-func (c *cli) decodeRecords(ctx context.Context, st cluster.SessionStore, id string) ([]session.Record, error) {
+func (c *cli) decodeRecords(ctx context.Context, st store.SessionStore, id string) ([]session.Record, error) {
 	raw, err := st.Load(ctx, id, 0)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/cluster/pgstore"
+	"github.com/agcore/agrun/cluster/s3store"
 	"io"
 	"os"
 	"os/exec"
@@ -330,7 +332,7 @@ session_store = "postgres"
 		t.Fatalf("run: %+v", r)
 	}
 	ctx := context.Background()
-	pg, err := cluster.NewPGSessions(ctx, dsn)
+	pg, err := pgstore.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +345,7 @@ session_store = "postgres"
 	if err != nil || len(h) != 4 || h[2].Role != loop.RoleTool || len(h[2].FullContent) < 307200 {
 		t.Fatalf("the PostgreSQL transcript: %d messages, %v", len(h), err)
 	}
-	objs, err := cluster.NewS3Objects(ctx, cluster.S3Config{Bucket: s3test.Bucket, Prefix: "shared", Endpoint: s3.URL, UsePathStyle: true})
+	objs, err := s3store.New(ctx, s3store.Config{Bucket: s3test.Bucket, Prefix: "shared", Endpoint: s3.URL, UsePathStyle: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"io"
 	"strings"
 	"time"
@@ -107,7 +108,7 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 	next := from
 	drain := func() error {
 		recs, err := ce.sessions.Load(context.WithoutCancel(ctx), id, next)
-		if errors.Is(err, cluster.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		if err != nil {

@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agcore/agrun/cluster/store"
 	"slices"
 	"testing"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/session"
 	"github.com/agcore/agrun/loop"
 )
@@ -34,7 +34,7 @@ func TestDirSessionsContract(t *testing.T) {
 	reply, _ := r.Message(loop.Message{Role: loop.RoleAssistant, Content: "hello"})
 	other, _ := r.Message(loop.Message{Role: loop.RoleAssistant, Content: "a second attempt"})
 
-	if _, err := d.Load(ctx, "s1", 0); !errors.Is(err, cluster.ErrNotFound) {
+	if _, err := d.Load(ctx, "s1", 0); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("load of a new session: %v", err)
 	}
 	if ok, err := d.Append(ctx, "s1", 0, []json.RawMessage{user}); !ok || err != nil {
@@ -46,7 +46,7 @@ func TestDirSessionsContract(t *testing.T) {
 	if ok, err := d.Append(ctx, "s1", 1, []json.RawMessage{other}); ok || err != nil {
 		t.Fatalf("append at a held seq: %v %v", ok, err)
 	}
-	if _, err := d.Append(ctx, "s1", 9, []json.RawMessage{other}); !errors.Is(err, cluster.ErrSeqGap) {
+	if _, err := d.Append(ctx, "s1", 9, []json.RawMessage{other}); !errors.Is(err, store.ErrSeqGap) {
 		t.Fatalf("append past the end: %v", err)
 	}
 	if _, err := d.Append(ctx, "../x", 0, []json.RawMessage{user}); err == nil {
@@ -77,7 +77,7 @@ func TestDirSessionsContract(t *testing.T) {
 	if err := d.Delete(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Delete(ctx, "s1"); !errors.Is(err, cluster.ErrNotFound) {
+	if err := d.Delete(ctx, "s1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"strings"
 
 	"github.com/agcore/agrun/cluster"
@@ -83,8 +84,8 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		Blobs:    ce.objects,
 		Records:  sessionRecords{},
 	}
-	up := &uploadedTools{reg: e.reg, rt: e.rt, grant: serveOptions(cfg.Serve).Uploads, index: cluster.ToolIndex{Objects: ce.objects},
-		modules: cluster.ModuleStore{Objects: ce.objects}, log: c.logger(),
+	up := &uploadedTools{reg: e.reg, rt: e.rt, grant: serveOptions(cfg.Serve).Uploads, index: store.ToolIndex{Objects: ce.objects},
+		modules: store.ModuleStore{Objects: ce.objects}, log: c.logger(),
 		loaded: map[string]string{}, failed: map[string]string{}}
 	a.Refresh = up.refresh
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",

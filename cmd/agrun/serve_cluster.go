@@ -6,21 +6,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 )
 
 // sharedTools is server.SharedStore over the cluster's object store
-// ([cluster] module_store): the modules in cluster.ModuleStore
+// ([cluster] module_store): the modules in store.ModuleStore
 // (sha256/<digest>.wasm, verified on every read), the names in
-// cluster.ToolIndex (tools/<name>.json) beside them. It is what makes
+// store.ToolIndex (tools/<name>.json) beside them. It is what makes
 // `agrun serve` replicas share their uploads (docs/API.md, "Cluster
 // mode"); the server package knows only the interface.
 type sharedTools struct {
-	modules cluster.ModuleStore
-	index   cluster.ToolIndex
+	modules store.ModuleStore
+	index   store.ToolIndex
 }
 
 // serveShared opens cfg's cluster for `agrun serve`: the shared store of
@@ -33,15 +33,15 @@ func (c *cli) serveShared(ctx context.Context, cfg *config.Config) (server.Share
 	return newSharedTools(ce.objects, 0), ce.close, nil
 }
 
-func newSharedTools(objs cluster.ObjectStore, maxModule int64) sharedTools {
-	return sharedTools{modules: cluster.ModuleStore{Objects: objs, MaxModuleBytes: maxModule}, index: cluster.ToolIndex{Objects: objs}}
+func newSharedTools(objs store.ObjectStore, maxModule int64) sharedTools {
+	return sharedTools{modules: store.ModuleStore{Objects: objs, MaxModuleBytes: maxModule}, index: store.ToolIndex{Objects: objs}}
 }
 
 var _ server.SharedStore = sharedTools{}
 
 // noTool maps the cluster's ErrNotFound to the server's.
 func noTool(err error) error {
-	if errors.Is(err, cluster.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %w", server.ErrNoStoredTool, err)
 	}
 	return err
@@ -59,7 +59,7 @@ func (s sharedTools) Module(ctx context.Context, sha string) ([]byte, error) {
 }
 
 func (s sharedTools) PutTool(ctx context.Context, name string, t server.StoredTool) error {
-	return s.index.Put(ctx, cluster.ToolRecord{Name: name, SHA256: t.SHA256, Size: t.Size, Uploaded: t.Uploaded})
+	return s.index.Put(ctx, store.ToolRecord{Name: name, SHA256: t.SHA256, Size: t.Size, Uploaded: t.Uploaded})
 }
 
 func (s sharedTools) Tool(ctx context.Context, name string) (server.StoredTool, error) {

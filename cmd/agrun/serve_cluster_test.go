@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"io"
 	"net/http"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/server"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
@@ -112,13 +112,13 @@ session_store = "postgres"
 		t.Fatalf("upload through A: %d %s", st, body)
 	}
 	// The module and its name record are in the bucket, where docs/API.md says.
-	for _, key := range []string{"replicas/" + cluster.ModuleKey(cluster.Digest(wc)), "replicas/tools/word_count.json"} {
+	for _, key := range []string{"replicas/" + store.ModuleKey(store.Digest(wc)), "replicas/tools/word_count.json"} {
 		if _, err := s3.Backend.HeadObject(s3test.Bucket, key); err != nil {
 			t.Errorf("object %s after the upload: %v", key, err)
 		}
 	}
 	// List and call through B.
-	if st, body := httpDo(t, "GET", b+"/v1/tools", "", nil); st != http.StatusOK || !strings.Contains(body, `"name":"word_count"`) || !strings.Contains(body, `"sha256":"`+cluster.Digest(wc)+`"`) {
+	if st, body := httpDo(t, "GET", b+"/v1/tools", "", nil); st != http.StatusOK || !strings.Contains(body, `"name":"word_count"`) || !strings.Contains(body, `"sha256":"`+store.Digest(wc)+`"`) {
 		t.Fatalf("list through B: %d %s", st, body)
 	}
 	if st, body := httpDo(t, "POST", b+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"one two three"}`)); st != http.StatusOK || !strings.Contains(body, `"ok":true`) || !strings.Contains(body, `"words":3`) {
@@ -161,14 +161,14 @@ session_store = "postgres"
 // changed in the store is refused by its digest.
 func TestSharedToolsAdapter(t *testing.T) {
 	ctx := t.Context()
-	objs, err := cluster.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
+	objs, err := store.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := newSharedTools(objs, 0)
 	wasm := []byte("\x00asm\x01\x00\x00\x00 not run here")
 	sha, err := st.PutModule(ctx, wasm)
-	if err != nil || sha != cluster.Digest(wasm) {
+	if err != nil || sha != store.Digest(wasm) {
 		t.Fatalf("PutModule = %s, %v", sha, err)
 	}
 	if got, err := st.Module(ctx, sha); err != nil || !bytes.Equal(got, wasm) {
@@ -195,10 +195,10 @@ func TestSharedToolsAdapter(t *testing.T) {
 	if err := st.DeleteTool(ctx, "word_count"); !errors.Is(err, server.ErrNoStoredTool) {
 		t.Errorf("second DeleteTool: %v, want ErrNoStoredTool", err)
 	}
-	if err := objs.Put(ctx, cluster.ModuleKey(sha), append(bytes.Clone(wasm), '!')); err != nil {
+	if err := objs.Put(ctx, store.ModuleKey(sha), append(bytes.Clone(wasm), '!')); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Module(ctx, sha); !errors.Is(err, cluster.ErrDigest) {
+	if _, err := st.Module(ctx, sha); !errors.Is(err, store.ErrDigest) {
 		t.Errorf("Module of a changed object: %v, want ErrDigest", err)
 	}
 }

@@ -5,11 +5,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -29,8 +29,8 @@ type uploadedTools struct {
 	reg     *registry.Registry
 	rt      *runtime.Runtime
 	grant   wasmtools.Grant
-	index   cluster.ToolIndex
-	modules cluster.ModuleStore
+	index   store.ToolIndex
+	modules store.ModuleStore
 	log     *slog.Logger
 
 	mu     sync.Mutex

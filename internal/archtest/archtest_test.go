@@ -202,3 +202,29 @@ func TestAdaptersLinkOnlyTheirSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestStoresLinkOnlyTheirClient: the cluster's stores are packages of
+// their own, so that a program using the PostgreSQL store does not link
+// the AWS SDK or Temporal, one using S3 not pgx or Temporal, and the
+// interfaces (cluster/store) none of them.
+func TestStoresLinkOnlyTheirClient(t *testing.T) {
+	const (
+		temporal = "go.temporal.io/sdk"
+		aws      = "github.com/aws/aws-sdk-go-v2"
+		pgx      = "github.com/jackc/pgx/v5"
+	)
+	for pkg, allowed := range map[string][]string{
+		"cluster/store":   nil,
+		"cluster/s3store": {aws},
+		"cluster/pgstore": {pgx},
+		"cluster":         {temporal},
+	} {
+		deps := goList(t, "-deps", "./"+pkg)
+		for _, lib := range []string{temporal, aws, pgx} {
+			linked := slices.ContainsFunc(deps, func(d string) bool { return d == lib || strings.HasPrefix(d, lib+"/") })
+			if linked != slices.Contains(allowed, lib) {
+				t.Errorf("%s links %s: %v, want %v", pkg, lib, linked, !linked)
+			}
+		}
+	}
+}

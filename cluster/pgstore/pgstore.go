@@ -1,4 +1,8 @@
-package cluster
+// Package pgstore is a store.SessionStore in PostgreSQL, over pgx.
+//
+//	sessions, err := pgstore.New(ctx, "postgres://agrun@db/agrun")
+//	defer sessions.Close()
+package pgstore
 
 import (
 	"cmp"
@@ -7,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -17,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// PGSessions is a SessionStore in PostgreSQL, through a pgx connection
+// Sessions is a store.SessionStore in PostgreSQL, through a pgx connection
 // pool: table session_events(session_id, seq, data, created_at) with
 // (session_id, seq) as the primary key, created by the embedded
 // migrations (migrations/*.sql) when the store is opened.
@@ -36,7 +41,7 @@ import (
 // ids, which only serialises them).
 //
 // It is safe for concurrent use. Close releases the pool.
-type PGSessions struct {
+type Sessions struct {
 	pool *pgxpool.Pool
 }
 
@@ -53,7 +58,7 @@ const (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// NewPGSessions connects to the PostgreSQL database dsn names (a URL
+// New connects to the PostgreSQL database dsn names (a URL
 // "postgres://user:pass@host:port/db?sslmode=..." or key=value pairs, as
 // libpq and pgx read them, PG* environment variables included; the
 // pool holds up to pgx's default of max(4, CPUs) connections unless the
@@ -64,7 +69,7 @@ var migrationFS embed.FS
 // in schema_migrations. A database with migrations newer than this build
 // knows is used as it is (migrations only add). Cancelling ctx aborts the
 // start; it is not kept.
-func NewPGSessions(ctx context.Context, dsn string) (*PGSessions, error) {
+func New(ctx context.Context, dsn string) (*Sessions, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: session store: %w", err)
@@ -81,12 +86,12 @@ func NewPGSessions(ctx context.Context, dsn string) (*PGSessions, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &PGSessions{pool: pool}, nil
+	return &Sessions{pool: pool}, nil
 }
 
 // Close closes the pool, waiting for the connections in use to be
 // returned. The store must not be used after.
-func (s *PGSessions) Close() { s.pool.Close() }
+func (s *Sessions) Close() { s.pool.Close() }
 
 // migration is one numbered file of migrations/.
 type migration struct {
@@ -173,10 +178,10 @@ func lockSession(ctx context.Context, tx pgx.Tx, session string) error {
 }
 
 // Append writes recs at seq, seq+1, ... in one transaction (see
-// SessionStore): written false if the session holds a record at seq,
-// ErrSeqGap past its end.
-func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error) {
-	if err := CheckAppend(session, seq, recs); err != nil {
+// store.SessionStore): written false if the session holds a record at seq,
+// store.ErrSeqGap past its end.
+func (s *Sessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error) {
+	if err := store.CheckAppend(session, seq, recs); err != nil {
 		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -191,7 +196,7 @@ func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs
 		case seq < next:
 			return nil
 		case seq > next:
-			return fmt.Errorf("%w: session %s: append at %d, next is %d", ErrSeqGap, session, seq, next)
+			return fmt.Errorf("%w: session %s: append at %d, next is %d", store.ErrSeqGap, session, seq, next)
 		}
 		rows := make([][]any, len(recs))
 		for i, r := range recs {
@@ -213,7 +218,7 @@ func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs
 	}
 	if err != nil {
 		written = false
-		if !errors.Is(err, ErrSeqGap) {
+		if !errors.Is(err, store.ErrSeqGap) {
 			err = fmt.Errorf("cluster: append to session %s: %w", session, err)
 		}
 	}
@@ -221,8 +226,8 @@ func (s *PGSessions) Append(ctx context.Context, session string, seq int64, recs
 }
 
 // Load returns the session's records from seq from on, in order.
-func (s *PGSessions) Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error) {
-	if err := checkLoad(session, from); err != nil {
+func (s *Sessions) Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error) {
+	if err := store.CheckLoad(session, from); err != nil {
 		return nil, err
 	}
 	var out []json.RawMessage
@@ -247,13 +252,13 @@ func (s *PGSessions) Load(ctx context.Context, session string, from int64) ([]js
 			return err
 		}
 		if !exists {
-			return fmt.Errorf("%w: session %s", ErrNotFound, session)
+			return fmt.Errorf("%w: session %s", store.ErrNotFound, session)
 		}
 		out = []json.RawMessage{}
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("cluster: load session %s: %w", session, err)
@@ -262,7 +267,7 @@ func (s *PGSessions) Load(ctx context.Context, session string, from int64) ([]js
 }
 
 // List returns the ids of the sessions, sorted byte-wise.
-func (s *PGSessions) List(ctx context.Context) ([]string, error) {
+func (s *Sessions) List(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT session_id FROM session_events ORDER BY session_id`)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: list sessions: %w", err)
@@ -275,11 +280,11 @@ func (s *PGSessions) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Delete removes the session's records (ErrNotFound if it has none),
+// Delete removes the session's records (store.ErrNotFound if it has none),
 // under the session's lock so that it does not interleave with an Append.
-func (s *PGSessions) Delete(ctx context.Context, session string) error {
-	if !ValidSessionID(session) {
-		return fmt.Errorf("%w: %q", ErrBadID, session)
+func (s *Sessions) Delete(ctx context.Context, session string) error {
+	if !store.ValidSessionID(session) {
+		return fmt.Errorf("%w: %q", store.ErrBadID, session)
 	}
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -294,7 +299,7 @@ func (s *PGSessions) Delete(ctx context.Context, session string) error {
 		return fmt.Errorf("cluster: delete session %s: %w", session, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: session %s", ErrNotFound, session)
+		return fmt.Errorf("%w: session %s", store.ErrNotFound, session)
 	}
 	return nil
 }
@@ -308,4 +313,4 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-var _ SessionStore = (*PGSessions)(nil)
+var _ store.SessionStore = (*Sessions)(nil)

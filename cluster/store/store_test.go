@@ -1,19 +1,19 @@
-package cluster_test
+package store_test
 
 import (
+	"github.com/agcore/agrun/cluster/store"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cluster/storetest"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func newDir(t *testing.T) cluster.ObjectStore {
-	s, err := cluster.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
+func newDir(t *testing.T) store.ObjectStore {
+	s, err := store.NewDirObjects(filepath.Join(t.TempDir(), "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestDirModules(t *testing.T) { storetest.TestModuleStore(t, newDir) }
 func TestDirToolIndex(t *testing.T) { storetest.TestToolIndex(t, newDir) }
 
 func TestMemSessions(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) cluster.SessionStore { return new(cluster.MemSessions) })
+	storetest.TestSessionStore(t, func(t *testing.T) store.SessionStore { return new(store.MemSessions) })
 }
 
 func TestValidKey(t *testing.T) {
@@ -36,7 +36,7 @@ func TestValidKey(t *testing.T) {
 		"": false, "a/": false, "/a": false, "a//b": false, ".": false, "..": false, ".tmp-a": false,
 		"a/-b": false, "_a": false, "A": false, "1/2/3/4/5/6/7/8/9": false, "a\x00": false,
 	} {
-		if got := cluster.ValidKey(key); got != want {
+		if got := store.ValidKey(key); got != want {
 			t.Errorf("ValidKey(%q) = %v, want %v", key, got, want)
 		}
 	}
@@ -47,7 +47,7 @@ func TestValidSessionID(t *testing.T) {
 		"20261201-144202-0a1b2c3d": true, "A": true, "a.b-c_d": true, "9": true,
 		"": false, ".a": false, "-a": false, "_a": false, "a/b": false, "a b": false, "é": false,
 	} {
-		if got := cluster.ValidSessionID(id); got != want {
+		if got := store.ValidSessionID(id); got != want {
 			t.Errorf("ValidSessionID(%q) = %v, want %v", id, got, want)
 		}
 	}

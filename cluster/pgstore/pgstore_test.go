@@ -1,10 +1,12 @@
-package cluster_test
+package pgstore_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/pgstore"
+	"github.com/agcore/agrun/cluster/store"
 	"strings"
 	"sync"
 	"testing"
@@ -12,14 +14,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cluster/storetest"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 )
 
-func openPG(t *testing.T, dsn string) *cluster.PGSessions {
+func openPG(t *testing.T, dsn string) *pgstore.Sessions {
 	t.Helper()
-	s, err := cluster.NewPGSessions(context.Background(), dsn)
+	s, err := pgstore.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,20 +28,20 @@ func openPG(t *testing.T, dsn string) *cluster.PGSessions {
 	return s
 }
 
-// TestPGSessions runs the session store suite against a real PostgreSQL
+// TestSessions runs the session store suite against a real PostgreSQL
 // server (internal/testing/pgtest), a new database per subtest.
-func TestPGSessions(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) cluster.SessionStore { return openPG(t, pgtest.Start(t)) })
+func TestSessions(t *testing.T) {
+	storetest.TestSessionStore(t, func(t *testing.T) store.SessionStore { return openPG(t, pgtest.Start(t)) })
 }
 
-// TestPGSessionsTwoProcesses: stores with pools of their own on one
+// TestSessionsTwoProcesses: stores with pools of their own on one
 // database (as two worker processes have) race to append at the same
 // seqs; exactly one wins each, the others see written false, and every
 // store reads the winner's records.
-func TestPGSessionsTwoProcesses(t *testing.T) {
+func TestSessionsTwoProcesses(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.Start(t)
-	stores := []*cluster.PGSessions{openPG(t, dsn), openPG(t, dsn), openPG(t, dsn)}
+	stores := []*pgstore.Sessions{openPG(t, dsn), openPG(t, dsn), openPG(t, dsn)}
 	for seq := int64(0); seq < 20; seq++ {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -87,7 +88,7 @@ func TestPGMigrations(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			s, err := cluster.NewPGSessions(ctx, dsn)
+			s, err := pgstore.New(ctx, dsn)
 			if err != nil {
 				t.Error(err)
 				return
@@ -124,19 +125,19 @@ func TestPGMigrations(t *testing.T) {
 	}
 }
 
-// TestPGSessionsErrors: a server that is not there fails at open with
+// TestSessionsErrors: a server that is not there fails at open with
 // the cause, and a bad DSN names the problem without the password.
-func TestPGSessionsErrors(t *testing.T) {
+func TestSessionsErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := cluster.NewPGSessions(ctx, "postgres://u:secretpw@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
+	_, err := pgstore.New(ctx, "postgres://u:secretpw@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
 	if err == nil {
-		t.Fatal("NewPGSessions to a closed port succeeded")
+		t.Fatal("New to a closed port succeeded")
 	}
 	if s := err.Error(); strings.Contains(s, "secretpw") {
 		t.Errorf("error shows the password: %s", s)
 	}
-	_, err = cluster.NewPGSessions(ctx, "postgres://u:secretpw@127.0.0.1:notaport/db")
+	_, err = pgstore.New(ctx, "postgres://u:secretpw@127.0.0.1:notaport/db")
 	if err == nil || strings.Contains(err.Error(), "secretpw") {
 		t.Errorf("bad DSN: %v", err)
 	}

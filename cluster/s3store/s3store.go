@@ -1,10 +1,17 @@
-package cluster
+// Package s3store is a store.ObjectStore in a bucket of S3 or an
+// S3-compatible service (MinIO, R2, Ceph, SeaweedFS), over the AWS SDK
+// for Go v2.
+//
+//	objects, err := s3store.New(ctx, s3store.Config{Bucket: "agrun", Endpoint: "http://127.0.0.1:9000"})
+//	modules := store.ModuleStore{Objects: objects}
+package s3store
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/store"
 	"io"
 	"net/http"
 	"os"
@@ -20,9 +27,9 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// S3Config says where an S3Objects store keeps its objects and how it
+// Config says where an Objects store keeps its objects and how it
 // signs in. The zero value of each field is the SDK's default.
-type S3Config struct {
+type Config struct {
 	// Bucket is the bucket's name (required). It must exist.
 	Bucket string
 	// Prefix is put before every key in the bucket ("agrun/" keeps the
@@ -54,24 +61,24 @@ type S3Config struct {
 	AccessKeyEnv, SecretKeyEnv string
 }
 
-// S3Objects is an ObjectStore in a bucket of S3 or an S3-compatible
+// Objects is a store.ObjectStore in a bucket of S3 or an S3-compatible
 // service, through the AWS SDK for Go v2: the object under key is the
 // bucket's object Prefix+key. An upload is atomic in S3 itself (a reader
 // sees the whole object or the one before). It is safe for concurrent
 // use by many goroutines and processes.
-type S3Objects struct {
+type Objects struct {
 	client   *s3.Client
 	bucket   string
 	prefix   string
 	pageSize int32 // ListObjectsV2 MaxKeys; 0: the service's (1000)
 }
 
-// NewS3Objects builds the client cfg describes and checks that the
+// New builds the client cfg describes and checks that the
 // bucket is there and reachable with its credentials (HeadBucket), so
 // that a wrong name, endpoint or key fails at start, not at the first
 // upload. ctx bounds that check and the loading of the SDK's
 // configuration; it is not kept.
-func NewS3Objects(ctx context.Context, cfg S3Config) (*S3Objects, error) {
+func New(ctx context.Context, cfg Config) (*Objects, error) {
 	if cfg.Bucket == "" {
 		return nil, errors.New("cluster: s3 object store: no bucket")
 	}
@@ -79,7 +86,7 @@ func NewS3Objects(ctx context.Context, cfg S3Config) (*S3Objects, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	if !validPrefix(prefix) {
+	if !store.ValidPrefix(prefix) {
 		return nil, fmt.Errorf("cluster: s3 object store: prefix %q: segments of [a-z0-9._-] joined by \"/\"", cfg.Prefix)
 	}
 	var opts []func(*config.LoadOptions) error
@@ -120,18 +127,18 @@ func NewS3Objects(ctx context.Context, cfg S3Config) (*S3Objects, error) {
 		}
 		return nil, fmt.Errorf("cluster: s3 object store: bucket %q: %w", cfg.Bucket, err)
 	}
-	return &S3Objects{client: client, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Objects{client: client, bucket: cfg.Bucket, prefix: prefix}, nil
 }
 
-func (s *S3Objects) objectKey(key string) (string, error) {
-	if !ValidKey(key) {
-		return "", fmt.Errorf("%w: %q", ErrBadKey, key)
+func (s *Objects) objectKey(key string) (string, error) {
+	if !store.ValidKey(key) {
+		return "", fmt.Errorf("%w: %q", store.ErrBadKey, key)
 	}
 	return s.prefix + key, nil
 }
 
 // Put uploads data under key (one PutObject), replacing what was there.
-func (s *S3Objects) Put(ctx context.Context, key string, data []byte) error {
+func (s *Objects) Put(ctx context.Context, key string, data []byte) error {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return err
@@ -149,11 +156,11 @@ func (s *S3Objects) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// Get downloads the object under key: ErrNotFound if there is none,
-// ErrTooLarge if it is over max bytes (max > 0), told by its
+// Get downloads the object under key: store.ErrNotFound if there is none,
+// store.ErrTooLarge if it is over max bytes (max > 0), told by its
 // Content-Length before the body is read and by a capped read after, so
 // a service that lies about the length cannot make Get read more.
-func (s *S3Objects) Get(ctx context.Context, key string, max int64) ([]byte, error) {
+func (s *Objects) Get(ctx context.Context, key string, max int64) ([]byte, error) {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return nil, err
@@ -161,13 +168,13 @@ func (s *S3Objects) Get(ctx context.Context, key string, max int64) ([]byte, err
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)})
 	if err != nil {
 		if isS3NotFound(err) {
-			return nil, fmt.Errorf("%w: object %s", ErrNotFound, key)
+			return nil, fmt.Errorf("%w: object %s", store.ErrNotFound, key)
 		}
 		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
 	}
 	defer out.Body.Close()
 	if max > 0 && out.ContentLength != nil && *out.ContentLength > max {
-		return nil, fmt.Errorf("%w: object %s is %d bytes, over %d", ErrTooLarge, key, *out.ContentLength, max)
+		return nil, fmt.Errorf("%w: object %s is %d bytes, over %d", store.ErrTooLarge, key, *out.ContentLength, max)
 	}
 	var r io.Reader = out.Body
 	if max > 0 {
@@ -178,7 +185,7 @@ func (s *S3Objects) Get(ctx context.Context, key string, max int64) ([]byte, err
 		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
 	}
 	if max > 0 && int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: object %s is over %d bytes", ErrTooLarge, key, max)
+		return nil, fmt.Errorf("%w: object %s is over %d bytes", store.ErrTooLarge, key, max)
 	}
 	return data, nil
 }
@@ -186,9 +193,9 @@ func (s *S3Objects) Get(ctx context.Context, key string, max int64) ([]byte, err
 // List returns the keys under prefix, sorted, reading every page of
 // ListObjectsV2. Objects under the store's Prefix whose names are not
 // valid keys (put there by something else) are left out.
-func (s *S3Objects) List(ctx context.Context, prefix string) ([]string, error) {
-	if !validPrefix(prefix) {
-		return nil, fmt.Errorf("%w: list prefix %q", ErrBadKey, prefix)
+func (s *Objects) List(ctx context.Context, prefix string) ([]string, error) {
+	if !store.ValidPrefix(prefix) {
+		return nil, fmt.Errorf("%w: list prefix %q", store.ErrBadKey, prefix)
 	}
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + prefix)}
 	if s.pageSize > 0 {
@@ -201,7 +208,7 @@ func (s *S3Objects) List(ctx context.Context, prefix string) ([]string, error) {
 			return nil, fmt.Errorf("cluster: list %q: %w", prefix, err)
 		}
 		for _, o := range page.Contents {
-			if k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix); ok && ValidKey(k) {
+			if k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix); ok && store.ValidKey(k) {
 				keys = append(keys, k)
 			}
 		}
@@ -210,17 +217,17 @@ func (s *S3Objects) List(ctx context.Context, prefix string) ([]string, error) {
 	return keys, nil
 }
 
-// Delete removes the object under key: ErrNotFound if there is none.
+// Delete removes the object under key: store.ErrNotFound if there is none.
 // S3's DeleteObject succeeds for a missing key too, so Delete asks
 // HeadObject first: of two Deletes racing on one key, both may succeed.
-func (s *S3Objects) Delete(ctx context.Context, key string) error {
+func (s *Objects) Delete(ctx context.Context, key string) error {
 	k, err := s.objectKey(key)
 	if err != nil {
 		return err
 	}
 	if _, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)}); err != nil {
 		if isS3NotFound(err) {
-			return fmt.Errorf("%w: object %s", ErrNotFound, key)
+			return fmt.Errorf("%w: object %s", store.ErrNotFound, key)
 		}
 		return fmt.Errorf("cluster: delete %s: %w", key, err)
 	}
@@ -260,4 +267,4 @@ func isNoSuchBucket(err error) bool {
 	return errors.As(err, &nsb) || errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket"
 }
 
-var _ ObjectStore = (*S3Objects)(nil)
+var _ store.ObjectStore = (*Objects)(nil)

@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"bytes"
@@ -39,8 +39,8 @@ func CheckAppend(session string, seq int64, recs []json.RawMessage) error {
 	return nil
 }
 
-// checkLoad validates Load's arguments.
-func checkLoad(session string, from int64) error {
+// CheckLoad validates Load's arguments.
+func CheckLoad(session string, from int64) error {
 	if !ValidSessionID(session) {
 		return fmt.Errorf("%w: %q", ErrBadID, session)
 	}
@@ -90,7 +90,7 @@ func (m *MemSessions) Append(ctx context.Context, session string, seq int64, rec
 
 // Load returns copies of the session's records from seq from on.
 func (m *MemSessions) Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error) {
-	if err := checkLoad(session, from); err != nil {
+	if err := CheckLoad(session, from); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

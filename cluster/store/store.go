@@ -1,4 +1,18 @@
-package cluster
+// Package store is what a cluster's processes share, as interfaces and
+// the implementations that need nothing but the standard library: an
+// ObjectStore (a directory: DirObjects; S3: package cluster/s3store)
+// for modules (ModuleStore), the names of uploaded tools (ToolIndex,
+// shared by agrun serve replicas) and payloads passed by reference, and
+// a SessionStore for transcripts (in memory: MemSessions; PostgreSQL:
+// package cluster/pgstore). Every implementation passes
+// cluster/storetest. A program that uses one store links only its
+// client library: this package imports neither Temporal, the AWS SDK
+// nor pgx.
+//
+//	objects, err := store.NewDirObjects("/var/lib/agrun/objects")
+//	modules := store.ModuleStore{Objects: objects}
+//	digest, err := modules.Put(ctx, wasm, manifest)
+package store
 
 import (
 	"context"
@@ -140,9 +154,9 @@ func ValidSessionID(id string) bool {
 	return true
 }
 
-// validPrefix reports whether p is a List prefix: "" or a valid key
+// ValidPrefix reports whether p is a List prefix: "" or a valid key
 // followed by "/".
-func validPrefix(p string) bool {
+func ValidPrefix(p string) bool {
 	k, ok := strings.CutSuffix(p, "/")
 	return p == "" || ok && ValidKey(k)
 }
@@ -153,8 +167,8 @@ func Digest(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// validDigest reports whether d is a hex SHA-256.
-func validDigest(d string) bool {
+// ValidDigest reports whether d is a lowercase hex SHA-256.
+func ValidDigest(d string) bool {
 	if len(d) != 64 {
 		return false
 	}
@@ -169,8 +183,8 @@ func ModuleKey(digest string) string { return "sha256/" + digest + ".wasm" }
 // module of digest, beside it.
 func ManifestKey(digest string) string { return "sha256/" + digest + ".manifest.json" }
 
-// blobKey is where a payload passed by reference is kept.
-func blobKey(digest string) string { return "blobs/sha256/" + digest }
+// BlobKey is the key of a payload stored by reference, by its digest.
+func BlobKey(digest string) string { return "blobs/sha256/" + digest }
 
 // ModuleStore keeps WebAssembly modules content-addressed in an
 // ObjectStore (sha256/<digest>.wasm), each with the manifest it was
@@ -201,7 +215,7 @@ func (m ModuleStore) Put(ctx context.Context, wasm, manifest []byte) (string, er
 // Get fetches the module stored under digest and its manifest (nil if it
 // was stored without one), verifying the module's hash.
 func (m ModuleStore) Get(ctx context.Context, digest string) (wasm, manifest []byte, err error) {
-	if !validDigest(digest) {
+	if !ValidDigest(digest) {
 		return nil, nil, fmt.Errorf("cluster: module digest %q: not a lowercase hex sha256", digest)
 	}
 	limit := m.MaxModuleBytes
@@ -230,7 +244,7 @@ func (m ModuleStore) List(ctx context.Context) ([]string, error) {
 	}
 	var ds []string
 	for _, k := range keys {
-		if d, ok := strings.CutSuffix(strings.TrimPrefix(k, "sha256/"), ".wasm"); ok && validDigest(d) {
+		if d, ok := strings.CutSuffix(strings.TrimPrefix(k, "sha256/"), ".wasm"); ok && ValidDigest(d) {
 			ds = append(ds, d)
 		}
 	}

@@ -1,10 +1,12 @@
-package cluster_test
+package s3store_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/cluster/s3store"
+	"github.com/agcore/agrun/cluster/store"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,7 +17,6 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cluster/storetest"
 )
 
@@ -69,8 +70,8 @@ func (n *noLength) Write(b []byte) (int, error) {
 	return n.ResponseWriter.Write(b)
 }
 
-func (f *fakeS3) config(prefix string) cluster.S3Config {
-	return cluster.S3Config{
+func (f *fakeS3) config(prefix string) s3store.Config {
+	return s3store.Config{
 		Bucket: testBucket, Prefix: prefix, Endpoint: f.url, Region: "us-east-1", UsePathStyle: true,
 		AccessKeyEnv: "AGRUN_TEST_S3_KEY", SecretKeyEnv: "AGRUN_TEST_S3_SECRET",
 	}
@@ -83,44 +84,44 @@ func (f *fakeS3) put(t *testing.T, key string, data []byte) {
 	}
 }
 
-// store returns an S3Objects under a prefix of its own, in a bucket that
+// store returns an Objects under a prefix of its own, in a bucket that
 // also holds objects outside the prefix and ones whose names are not
 // keys, and that lists two keys per page (so List reads many pages).
-func (f *fakeS3) store(t *testing.T) *cluster.S3Objects {
+func (f *fakeS3) store(t *testing.T) *s3store.Objects {
 	t.Helper()
 	prefix := fmt.Sprintf("run/t%d", f.n.Add(1))
 	f.put(t, prefix+"x/outside", []byte("a neighbour's object: same letters, other prefix"))
 	f.put(t, "other/"+prefix+"/a", []byte("elsewhere"))
 	f.put(t, prefix+"/NotAKey", []byte("foreign, not a key"))
-	s, err := cluster.NewS3Objects(context.Background(), f.config(prefix))
+	s, err := s3store.New(context.Background(), f.config(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster.SetS3PageSize(s, 2)
+	s3store.SetPageSize(s, 2)
 	return s
 }
 
-func TestS3Objects(t *testing.T) {
+func TestObjects(t *testing.T) {
 	f := newFakeS3(t)
-	storetest.TestObjectStore(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })
+	storetest.TestObjectStore(t, func(t *testing.T) store.ObjectStore { return f.store(t) })
 }
 
 func TestS3ToolIndex(t *testing.T) {
 	f := newFakeS3(t)
-	storetest.TestToolIndex(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })
+	storetest.TestToolIndex(t, func(t *testing.T) store.ObjectStore { return f.store(t) })
 }
 
 func TestS3Modules(t *testing.T) {
 	f := newFakeS3(t)
-	storetest.TestModuleStore(t, func(t *testing.T) cluster.ObjectStore { return f.store(t) })
+	storetest.TestModuleStore(t, func(t *testing.T) store.ObjectStore { return f.store(t) })
 }
 
-// TestS3ObjectsLayout: keys land under the prefix in the bucket, and a
+// TestObjectsLayout: keys land under the prefix in the bucket, and a
 // store without a prefix lists the whole bucket's valid keys.
-func TestS3ObjectsLayout(t *testing.T) {
+func TestObjectsLayout(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeS3(t)
-	s, err := cluster.NewS3Objects(ctx, f.config("agrun")) // the "/" is added
+	s, err := s3store.New(ctx, f.config("agrun")) // the "/" is added
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestS3ObjectsLayout(t *testing.T) {
 	obj.Contents.Close()
 	f.put(t, "Top/Level", []byte("not a key"))
 	f.put(t, "top", []byte("a key"))
-	whole, err := cluster.NewS3Objects(ctx, f.config(""))
+	whole, err := s3store.New(ctx, f.config(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +144,8 @@ func TestS3ObjectsLayout(t *testing.T) {
 	}
 }
 
-// TestS3ObjectsPages: List follows the continuation tokens to the end.
-func TestS3ObjectsPages(t *testing.T) {
+// TestObjectsPages: List follows the continuation tokens to the end.
+func TestObjectsPages(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeS3(t)
 	s := f.store(t) // two keys a page
@@ -166,9 +167,9 @@ func TestS3ObjectsPages(t *testing.T) {
 	}
 }
 
-// TestS3ObjectsNoLength: a body without Content-Length is still capped
+// TestObjectsNoLength: a body without Content-Length is still capped
 // by the read.
-func TestS3ObjectsNoLength(t *testing.T) {
+func TestObjectsNoLength(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeS3(t)
 	s := f.store(t)
@@ -179,7 +180,7 @@ func TestS3ObjectsNoLength(t *testing.T) {
 	f.unchunked.Store(true)
 	// The message says the size only when Content-Length told it: this
 	// one was found by the capped read.
-	if _, err := s.Get(ctx, "big", 99_999); !errors.Is(err, cluster.ErrTooLarge) || strings.Contains(err.Error(), "100000") {
+	if _, err := s.Get(ctx, "big", 99_999); !errors.Is(err, store.ErrTooLarge) || strings.Contains(err.Error(), "100000") {
 		t.Errorf("Get(max 99999) of a chunked 100000-byte body: %v, want ErrTooLarge from the read", err)
 	}
 	if got, err := s.Get(ctx, "big", 100_000); err != nil || !bytes.Equal(got, data) {
@@ -187,30 +188,30 @@ func TestS3ObjectsNoLength(t *testing.T) {
 	}
 }
 
-// TestNewS3ObjectsErrors: a missing bucket, unset or half-named
+// TestNewErrors: a missing bucket, unset or half-named
 // credential variables, a bad prefix and an unreachable endpoint fail at
 // start with a message that says which.
-func TestNewS3ObjectsErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeS3(t)
 	cases := map[string]struct {
-		cfg  func(c *cluster.S3Config)
+		cfg  func(c *s3store.Config)
 		want string
 	}{
-		"no bucket":      {func(c *cluster.S3Config) { c.Bucket = "" }, "no bucket"},
-		"missing bucket": {func(c *cluster.S3Config) { c.Bucket = "nope" }, `bucket "nope" does not exist`},
-		"unset variable": {func(c *cluster.S3Config) { c.AccessKeyEnv = "AGRUN_TEST_S3_UNSET" }, "$AGRUN_TEST_S3_UNSET and $AGRUN_TEST_S3_SECRET must both be set"},
-		"one variable":   {func(c *cluster.S3Config) { c.SecretKeyEnv = "" }, "both"},
-		"bad prefix":     {func(c *cluster.S3Config) { c.Prefix = "../up" }, "prefix"},
-		"unreachable":    {func(c *cluster.S3Config) { c.Endpoint = "http://127.0.0.1:1" }, "127.0.0.1:1"},
+		"no bucket":      {func(c *s3store.Config) { c.Bucket = "" }, "no bucket"},
+		"missing bucket": {func(c *s3store.Config) { c.Bucket = "nope" }, `bucket "nope" does not exist`},
+		"unset variable": {func(c *s3store.Config) { c.AccessKeyEnv = "AGRUN_TEST_S3_UNSET" }, "$AGRUN_TEST_S3_UNSET and $AGRUN_TEST_S3_SECRET must both be set"},
+		"one variable":   {func(c *s3store.Config) { c.SecretKeyEnv = "" }, "both"},
+		"bad prefix":     {func(c *s3store.Config) { c.Prefix = "../up" }, "prefix"},
+		"unreachable":    {func(c *s3store.Config) { c.Endpoint = "http://127.0.0.1:1" }, "127.0.0.1:1"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			cfg := f.config("p")
 			c.cfg(&cfg)
-			s, err := cluster.NewS3Objects(ctx, cfg)
+			s, err := s3store.New(ctx, cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("NewS3Objects = %v, %v; want an error containing %q", s, err, c.want)
+				t.Errorf("New = %v, %v; want an error containing %q", s, err, c.want)
 			}
 			if err != nil && strings.Contains(err.Error(), "test-secret") {
 				t.Errorf("the error shows the secret: %v", err)

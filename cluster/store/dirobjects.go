@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"context"
@@ -149,7 +149,7 @@ func (d *DirObjects) Delete(ctx context.Context, key string) error {
 // List returns the keys under prefix, sorted. Files whose relative path
 // is not a valid key (temporary files among them) are left out.
 func (d *DirObjects) List(ctx context.Context, prefix string) ([]string, error) {
-	if !validPrefix(prefix) {
+	if !ValidPrefix(prefix) {
 		return nil, fmt.Errorf("%w: list prefix %q", ErrBadKey, prefix)
 	}
 	root := filepath.Join(d.dir, filepath.FromSlash(prefix))

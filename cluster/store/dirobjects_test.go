@@ -1,15 +1,15 @@
-package cluster_test
+package store_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/agcore/agrun/cluster/store"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/atomicfile"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestDirObjectsOnDisk(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "store")
-	s, err := cluster.NewDirObjects(dir)
+	s, err := store.NewDirObjects(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,20 +49,20 @@ func TestDirObjectsOnDisk(t *testing.T) {
 	if keys, err := s.List(ctx, ""); err != nil || !slices.Equal(keys, []string{"sha256/ab.wasm"}) {
 		t.Errorf("List = %q, %v; want only the key put", keys, err)
 	}
-	if _, err := s.Get(ctx, "sha256", 0); !errors.Is(err, cluster.ErrNotFound) {
+	if _, err := s.Get(ctx, "sha256", 0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get of a folder: %v, want ErrNotFound", err)
 	}
 	// A relative path is made absolute: the store does not move with the
 	// working directory.
 	t.Chdir(t.TempDir())
-	rel, err := cluster.NewDirObjects("rel")
+	rel, err := store.NewDirObjects("rel")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !filepath.IsAbs(rel.Dir()) {
 		t.Errorf("Dir() = %q, want an absolute path", rel.Dir())
 	}
-	if _, err := cluster.NewDirObjects(""); err == nil {
+	if _, err := store.NewDirObjects(""); err == nil {
 		t.Error("NewDirObjects(\"\") succeeded")
 	}
 }
@@ -72,11 +72,11 @@ func TestDirObjectsOnDisk(t *testing.T) {
 func TestDirModuleTamperedOnDisk(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := cluster.NewDirObjects(dir)
+	s, err := store.NewDirObjects(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := cluster.ModuleStore{Objects: s}
+	ms := store.ModuleStore{Objects: s}
 	wasm := []byte("\x00asm\x01\x00\x00\x00")
 	d, err := ms.Put(ctx, wasm, []byte(`{"name":"t"}`))
 	if err != nil {
@@ -89,7 +89,7 @@ func TestDirModuleTamperedOnDisk(t *testing.T) {
 	if err := os.WriteFile(path, append(bytes.Clone(wasm), 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ms.Get(ctx, d); !errors.Is(err, cluster.ErrDigest) {
+	if _, _, err := ms.Get(ctx, d); !errors.Is(err, store.ErrDigest) {
 		t.Errorf("Get of a module changed on disk: %v, want ErrDigest", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package store
 
 import (
 	"bytes"
@@ -127,7 +127,7 @@ func (x ToolIndex) Put(ctx context.Context, rec ToolRecord) error {
 	if err != nil {
 		return err
 	}
-	if !validDigest(rec.SHA256) || rec.Size < 0 {
+	if !ValidDigest(rec.SHA256) || rec.Size < 0 {
 		return fmt.Errorf("cluster: tool %s: record needs a lowercase hex sha256 and a size >= 0", rec.Name)
 	}
 	if rec.Uploaded.IsZero() {
@@ -160,7 +160,7 @@ func (x ToolIndex) Get(ctx context.Context, name string) (ToolRecord, error) {
 	if err := dec.Decode(&rec); err != nil {
 		return ToolRecord{}, fmt.Errorf("cluster: tool record %s is damaged: %w", key, err)
 	}
-	if rec.Name != name || !validDigest(rec.SHA256) || rec.Size < 0 {
+	if rec.Name != name || !ValidDigest(rec.SHA256) || rec.Size < 0 {
 		return ToolRecord{}, fmt.Errorf("cluster: tool record %s is damaged: name %q, sha256 %q, size %d", key, rec.Name, rec.SHA256, rec.Size)
 	}
 	return rec, nil
