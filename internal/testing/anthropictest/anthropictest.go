@@ -98,6 +98,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/internal/testing/scripted"
 	"io"
 	"math"
 	"net/http"
@@ -426,33 +427,15 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		refuse(invalid("anthropictest: script exhausted"))
 		return
 	}
-	if rep.Started != nil {
-		close(rep.Started)
-	}
+	pace := scripted.Pace{Started: rep.Started, Hold: rep.Hold, Delay: rep.Delay, Gone: rep.Gone}
+	pace.Start()
 	if rep.Check != nil {
 		rep.Check(s.t, req)
 	}
-	gone := func() {
-		if rep.Gone != nil {
-			close(rep.Gone)
-		}
+	if !pace.Wait(r.Context()) {
+		return
 	}
-	if rep.Hold != nil {
-		select {
-		case <-rep.Hold:
-		case <-r.Context().Done():
-			gone()
-			return
-		}
-	}
-	if rep.Delay > 0 {
-		select {
-		case <-time.After(rep.Delay):
-		case <-r.Context().Done():
-			gone()
-			return
-		}
-	}
+	gone := pace.Left
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}

@@ -28,6 +28,7 @@ package chattest
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/internal/testing/scripted"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -288,33 +289,15 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"error":{"message":"chattest: script exhausted","type":"invalid_request_error"}}`)
 		return
 	}
-	if rep.Started != nil {
-		close(rep.Started)
-	}
+	pace := scripted.Pace{Started: rep.Started, Hold: rep.Hold, Delay: rep.Delay, Gone: rep.Gone}
+	pace.Start()
 	if rep.Check != nil {
 		rep.Check(s.t, req)
 	}
-	gone := func() {
-		if rep.Gone != nil {
-			close(rep.Gone)
-		}
+	if !pace.Wait(r.Context()) {
+		return
 	}
-	if rep.Hold != nil {
-		select {
-		case <-rep.Hold:
-		case <-r.Context().Done():
-			gone()
-			return
-		}
-	}
-	if rep.Delay > 0 {
-		select {
-		case <-time.After(rep.Delay):
-		case <-r.Context().Done():
-			gone()
-			return
-		}
-	}
+	gone := pace.Left
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}

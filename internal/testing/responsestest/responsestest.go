@@ -103,6 +103,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/internal/testing/scripted"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -415,21 +416,15 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		invalid("", "", "responsestest: script exhausted").write(w)
 		return
 	}
-	if rep.Started != nil {
-		close(rep.Started)
-	}
+	pace := scripted.Pace{Started: rep.Started, Hold: rep.Hold, Delay: rep.Delay, Gone: rep.Gone}
+	pace.Start()
 	if rep.Check != nil {
 		rep.Check(s.t, req)
 	}
-	gone := func() {
-		if rep.Gone != nil {
-			close(rep.Gone)
-		}
-	}
-	if !wait(r.Context(), rep.Hold, rep.Delay) {
-		gone()
+	if !pace.Wait(r.Context()) {
 		return
 	}
+	gone := pace.Left
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}
@@ -466,26 +461,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Write(body)
 	}
-}
-
-// wait waits for hold (if not nil) and then delay; false if the client went
-// away first.
-func wait(ctx context.Context, hold <-chan struct{}, delay time.Duration) bool {
-	if hold != nil {
-		select {
-		case <-hold:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
 }
 
 // decode decodes the body as far as it can; the error is for a body that
