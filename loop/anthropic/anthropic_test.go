@@ -2,7 +2,6 @@ package anthropic_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -12,20 +11,18 @@ import (
 	"github.com/agcore/agrun/internal/testing/providertest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/anthropic"
-	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
 
 func TestSuite(t *testing.T) { providertest.Run(t, providertest.Anthropic) }
 
-type echo struct{}
-
-func (echo) Name() string                         { return "echo" }
-func (echo) Description() string                  { return "echo" }
-func (echo) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
-func (echo) Permissions() []permission.Permission { return nil }
-func (echo) Execute(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
-	return a, nil
+// echo is a tool that answers its arguments.
+func echo() registry.Tool {
+	t, err := registry.NewFunc("echo", "echo", func(_ context.Context, in map[string]any) (map[string]any, error) { return in, nil })
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 func runOnce(t *testing.T, srv *anthropictest.Server, cfg anthropic.Config) []loop.RequestInfo {
@@ -42,7 +39,7 @@ func runOnce(t *testing.T, srv *anthropictest.Server, cfg anthropic.Config) []lo
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	reg.Register(echo{})
+	reg.Register(echo())
 	for _, err := range c.SubmitStreamWithTools(context.Background(), "go", reg) {
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +125,7 @@ func TestAdaptiveThinking(t *testing.T) {
 	p, _ := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKey: "k", Model: "claude-opus-4-6", Reasoning: "medium"})
 	c, _ := loop.New(loop.Config{Provider: p})
 	reg := registry.New()
-	reg.Register(echo{})
+	reg.Register(echo())
 	resp, err := c.SubmitWithTools(context.Background(), "go", reg)
 	w.Close()
 	os.Stderr = stderr

@@ -10,20 +10,18 @@ import (
 	"github.com/agcore/agrun/internal/testing/responsestest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/responses"
-	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 )
 
 func TestSuite(t *testing.T) { providertest.Run(t, providertest.Responses) }
 
-type echo struct{}
-
-func (echo) Name() string                         { return "echo" }
-func (echo) Description() string                  { return "echo" }
-func (echo) Parameters() json.RawMessage          { return json.RawMessage(`{"type":"object"}`) }
-func (echo) Permissions() []permission.Permission { return nil }
-func (echo) Execute(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
-	return a, nil
+// echo is a tool that answers its arguments.
+func echo() registry.Tool {
+	t, err := registry.NewFunc("echo", "echo", func(_ context.Context, in map[string]any) (map[string]any, error) { return in, nil })
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 // With Store, a request continues from the last reply with
@@ -43,7 +41,7 @@ func TestStoreContinuesWithPreviousResponseID(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	if err := reg.Register(echo{}); err != nil {
+	if err := reg.Register(echo()); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil || resp.Text != "done" {
@@ -72,7 +70,7 @@ func TestStatelessSendsReasoningBack(t *testing.T) {
 	}
 	c, _ := loop.New(loop.Config{Provider: p})
 	reg := registry.New()
-	reg.Register(echo{})
+	reg.Register(echo())
 	if _, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +103,7 @@ func newCycle(t *testing.T, cfg responses.Config, history []loop.Message) *loop.
 
 func echoRegistry(t *testing.T) *registry.Registry {
 	reg := registry.New()
-	if err := reg.Register(echo{}); err != nil {
+	if err := reg.Register(echo()); err != nil {
 		t.Fatal(err)
 	}
 	return reg

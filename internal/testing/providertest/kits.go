@@ -22,19 +22,35 @@ import (
 // Kits are the kits of every API, by name.
 var Kits = map[string]Kit{"chat": Chat, "gemini": Gemini, "responses": Responses, "anthropic": Anthropic}
 
+// fake is a fake server as the suite sees it: its URL and what each
+// request sent.
+type fake[Q any] struct {
+	url  string
+	reqs func() []Q
+	wire func(Q) (http.Header, []byte)
+}
+
+func fakeOf[Q any](url string, reqs func() []Q, wire func(Q) (http.Header, []byte)) Fake {
+	return fake[Q]{url, reqs, wire}
+}
+
+func (f fake[Q]) URL() string   { return f.url }
+func (f fake[Q]) Requests() int { return len(f.reqs()) }
+func (f fake[Q]) Header(i int) http.Header {
+	h, _ := f.wire(f.reqs()[i])
+	return h
+}
+func (f fake[Q]) Body(i int) []byte {
+	_, b := f.wire(f.reqs()[i])
+	return b
+}
+
 // plain is usage as most APIs report it: prompt tokens include the
 // cached ones, completion tokens the reasoning ones.
 func plain(u Usage) loop.Usage {
 	return loop.Usage{PromptTokens: int64(u.Input), CompletionTokens: int64(u.Output), TotalTokens: int64(u.Input + u.Output),
 		CachedTokens: int64(u.Cached), ReasoningTokens: int64(u.Reasoning)}
 }
-
-type chatFake struct{ s *chattest.Server }
-
-func (f chatFake) URL() string              { return f.s.URL }
-func (f chatFake) Requests() int            { return len(f.s.Requests()) }
-func (f chatFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
-func (f chatFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
 
 // Chat is the kit of loop/chat, against chattest in DeepSeek's thinking
 // mode (a tool-call turn without its reasoning_content is refused).
@@ -68,7 +84,7 @@ var Chat = Kit{
 		}
 		s := chattest.New(t, script...)
 		s.RequireReasoning()
-		return chatFake{s}
+		return fakeOf(s.URL, s.Requests, func(q chattest.Request) (http.Header, []byte) { return q.Header, q.Raw })
 	},
 	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
 		p, err := chat.New(chat.Config{BaseURL: baseURL, APIKey: key, Model: "deepseek-reasoner"})
@@ -81,13 +97,6 @@ var Chat = Kit{
 	KeyValue:  func(k string) string { return "Bearer " + k },
 	WantUsage: plain,
 }
-
-type geminiFake struct{ s *geminitest.Server }
-
-func (f geminiFake) URL() string              { return f.s.URL }
-func (f geminiFake) Requests() int            { return len(f.s.Requests()) }
-func (f geminiFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
-func (f geminiFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
 
 // Gemini is the kit of loop/gemini, against geminitest, which signs
 // replies with reasoning (thought signatures) as Gemini 3 does. The
@@ -122,7 +131,8 @@ var Gemini = Kit{
 			}
 			script = append(script, r)
 		}
-		return geminiFake{geminitest.New(t, script...)}
+		s := geminitest.New(t, script...)
+		return fakeOf(s.URL, s.Requests, func(q geminitest.Request) (http.Header, []byte) { return q.Header, q.Raw })
 	},
 	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
 		cfg := gemini.Config{BaseURL: baseURL, APIKey: key, Model: "gemini-3-pro-preview"}
@@ -139,13 +149,6 @@ var Gemini = Kit{
 	KeyValue:  func(k string) string { return k },
 	WantUsage: plain,
 }
-
-type responsesFake struct{ s *responsestest.Server }
-
-func (f responsesFake) URL() string              { return f.s.URL }
-func (f responsesFake) Requests() int            { return len(f.s.Requests()) }
-func (f responsesFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
-func (f responsesFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
 
 // Responses is the kit of loop/responses (stateless: store false, the
 // reasoning items passed back with their encrypted content), against
@@ -177,7 +180,8 @@ var Responses = Kit{
 			}
 			script = append(script, r)
 		}
-		return responsesFake{responsestest.New(t, script...)}
+		s := responsestest.New(t, script...)
+		return fakeOf(s.URL, s.Requests, func(q responsestest.Request) (http.Header, []byte) { return q.Header, q.Raw })
 	},
 	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
 		cfg := responses.Config{BaseURL: baseURL, APIKey: key, Model: "gpt-5-mini"}
@@ -194,13 +198,6 @@ var Responses = Kit{
 	KeyValue:  func(k string) string { return "Bearer " + k },
 	WantUsage: plain,
 }
-
-type anthropicFake struct{ s *anthropictest.Server }
-
-func (f anthropicFake) URL() string              { return f.s.URL }
-func (f anthropicFake) Requests() int            { return len(f.s.Requests()) }
-func (f anthropicFake) Header(i int) http.Header { return f.s.Requests()[i].Header }
-func (f anthropicFake) Body(i int) []byte        { return f.s.Requests()[i].Raw }
 
 // Anthropic is the kit of loop/anthropic, against anthropictest, which
 // refuses (with thinking on) a tool-result turn whose assistant turn does
@@ -233,7 +230,8 @@ var Anthropic = Kit{
 			}
 			script = append(script, r)
 		}
-		return anthropicFake{anthropictest.New(t, script...)}
+		s := anthropictest.New(t, script...)
+		return fakeOf(s.URL, s.Requests, func(q anthropictest.Request) (http.Header, []byte) { return q.Header, q.Raw })
 	},
 	Provider: func(t testing.TB, baseURL, key string, reasoning bool) loop.Provider {
 		cfg := anthropic.Config{BaseURL: baseURL, APIKey: key, Model: "claude-sonnet-4-5"}
