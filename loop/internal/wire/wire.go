@@ -381,8 +381,6 @@ func (b *Budget) Charge(n int, event bool) error {
 	return nil
 }
 
-// Used is what was charged so far.
-func (b *Budget) Used() int { return b.used }
 
 // ToolSchema is a tool's parameters as a JSON object for an SDK's
 // parameters field: {"type":"object"} when they are not one.
