@@ -381,7 +381,6 @@ func (b *Budget) Charge(n int, event bool) error {
 	return nil
 }
 
-
 // ToolSchema is a tool's parameters as a JSON object for an SDK's
 // parameters field: {"type":"object"} when they are not one.
 func ToolSchema(params json.RawMessage) map[string]any {
