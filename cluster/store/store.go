@@ -138,7 +138,7 @@ func ValidKey(key string) bool {
 
 // ValidSessionID reports whether id may name a session: 1 to 64 bytes of
 // [A-Za-z0-9_.-], starting with a letter or a digit — the rule of the
-// local session files (cmd/agrun/internal/session.ValidID), so that a
+// local session files (session.ValidID), so that a
 // session moves between the stores under its name.
 func ValidSessionID(id string) bool {
 	if id == "" || len(id) > 64 {

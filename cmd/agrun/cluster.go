@@ -21,7 +21,7 @@ import (
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/loop"
 )
 

@@ -24,7 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/loop"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/lpriv"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/audit/lpriv"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/runtime"
 )
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/registry"
 )
 

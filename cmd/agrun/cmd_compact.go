@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/loop"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/mcp"
 )
 

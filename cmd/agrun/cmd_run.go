@@ -20,8 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"

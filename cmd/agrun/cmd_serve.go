@@ -6,12 +6,12 @@ import (
 	"net"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
 
-// serve is `agrun serve [--addr ADDR]`: the HTTP API of cmd/agrun/internal/server
+// serve is `agrun serve [--addr ADDR]`: the HTTP API of server
 // (docs/API.md) over the configured tools plus the uploaded ones. It
 // answers only requests naming it (loopback, ADDR's host, the address a
 // connection reached, [serve] allowed_hosts) and not from web pages of

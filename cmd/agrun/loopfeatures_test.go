@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 )
 

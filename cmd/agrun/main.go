@@ -40,7 +40,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/telemetry"
 )
 
 // Exit codes.

@@ -8,8 +8,8 @@ import (
 	"flag"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,

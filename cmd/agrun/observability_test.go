@@ -16,8 +16,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/lpriv"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/audit/lpriv"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/registry"
 	collmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"

@@ -9,7 +9,7 @@ import (
 	"github.com/agcore/agrun/cluster/store"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 )
 
 // sharedTools is server.SharedStore over the cluster's object store

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/internal/testing/s3test"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/runtime"
 	"go.opentelemetry.io/otel"
 )

@@ -47,6 +47,15 @@ var layers = map[string]struct {
 		"github.com/jackc/pgx/v5",
 		"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go",
 	}},
+	// The library packages for embedders (issue 31), once under
+	// cmd/agrun/internal: the session store, the OpenTelemetry mapping,
+	// the HTTP API, and the audit records with the least-privilege
+	// analysis. The why of each top-level folder: docs/ARCHITECTURE.md.
+	"session":   {project: []string{"loop", "registry", "permission"}},
+	"telemetry": {project: []string{"loop", "registry", "permission"}, external: []string{"go.opentelemetry.io/otel"}},
+	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission"},
+		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
+	"audit": {project: []string{"registry", "permission"}},
 }
 
 // transitive lists, for each layer, every project folder it may reach at
@@ -59,7 +68,11 @@ var transitive = map[string][]string{
 	"mcp":        {"registry", "permission"},
 	"loop":       {"registry", "permission"},
 	"guest-sdk":  {},
-	"cluster":    {"loop", "registry", "permission"},
+	"cluster":    {"loop", "registry", "permission", "session"},
+	"session":    {"loop", "registry", "permission"},
+	"telemetry":  {"loop", "registry", "permission"},
+	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission"},
+	"audit":      {"registry", "permission"},
 }
 
 // touchSources opens every folder and stats every Go file of the module, so

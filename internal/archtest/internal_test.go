@@ -13,9 +13,10 @@ import (
 // the compiler lets every package of the module import.
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
-	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "cmd/agrun", "cluster"}, // cluster: run errors it stores and returns
-	"internal/atomicfile": {"runtime", "cmd/agrun", "cluster"},                              // runtime: prepared modules (prepared.go); cluster: DirObjects
-	"internal/flock":      {"cmd/agrun"},                                                    // session files, serve's data directory
+	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster"}, // cluster: run errors it stores and returns
+	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster"},                                           // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
+	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                 // session files, serve's data directory
+	"internal/termsafe":   {"server", "cmd/agrun"},                                                                            // JSON safe on a terminal: the HTTP API and --json
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages
@@ -86,7 +87,7 @@ func TestMayImportKit(t *testing.T) {
 		{"runtime", "internal/testing/testguest", false},
 		{"wasmtools", "internal/testing/testguest", false},
 		{"cmd/agrun", "internal/testing/testguest", false},
-		{"cmd/agrun/internal/server", "internal/testing/leak", false},
+		{"server", "internal/testing/leak", false},
 		{"mcp", "internal/hostile", false},
 	} {
 		if got := mayImportKit(c.rel, c.kit); got != c.want {

@@ -51,7 +51,7 @@ func TestKindsDeclaredOnce(t *testing.T) {
 
 // TestOneKindType: loop.Kind and the server's Kind are the registry's.
 func TestOneKindType(t *testing.T) {
-	for _, f := range []string{"../../loop/errors.go", "../../cmd/agrun/internal/server/http.go"} {
+	for _, f := range []string{"../../loop/errors.go", "../../server/http.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -33,7 +33,7 @@ func Example() {
 	hs := httptest.NewServer(srv.Handler()) // or srv.Serve(ctx, listener)
 	defer hs.Close()
 
-	wasm, _ := os.ReadFile("../../../../testdata/word_count.wasm")
+	wasm, _ := os.ReadFile("../testdata/word_count.wasm")
 	resp, _ := http.Post(hs.URL+"/v1/tools", "application/wasm", bytes.NewReader(wasm))
 	resp.Body.Close()
 	fmt.Println(resp.Status)

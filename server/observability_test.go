@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"

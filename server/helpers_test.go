@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/internal/wasmbin"
@@ -31,7 +31,7 @@ import (
 // The committed example tools.
 func exampleTool(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", name+".wasm"))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", name+".wasm"))
 	if err != nil {
 		t.Fatalf("example tool: %v", err)
 	}

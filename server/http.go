@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
+	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/registry"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/textsafe"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"
@@ -230,7 +230,7 @@ func TestHostileUploads(t *testing.T) {
 		{"manifest bad name", "application/wasm", withCustomSection(ok, "agrun.manifest", []byte(`{"name":"../../etc/passwd","description":"x"}`)), 422, server.KindInvalidManifest},
 		{"manifest bad schema", "application/wasm", withCustomSection(ok, "agrun.manifest", []byte(`{"name":"s","description":"x","parameters":{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}}`)), 422, server.KindInvalidManifest},
 		{"table bomb", "application/wasm", pack(t, bomb, wasmtools.Manifest{Name: "bomb", Description: "grows its table forever"}), 422, server.KindModuleRefused},
-		{"bad imports", "application/wasm", pack(t, testguest.WAT(t, "../../../../runtime/testdata/wat/unknown.wat"), wasmtools.Manifest{Name: "imp", Description: "x"}), 422, server.KindModuleRefused},
+		{"bad imports", "application/wasm", pack(t, testguest.WAT(t, "../runtime/testdata/wat/unknown.wat"), wasmtools.Manifest{Name: "imp", Description: "x"}), 422, server.KindModuleRefused},
 		{"reserved name", "application/wasm", okTool(t, "srv__tool"), 422, server.KindInvalidName},
 		{"operator's name", "application/wasm", okTool(t, "operator_tool"), 403, server.KindForbidden},
 		{"oversize", "application/wasm", exampleTool(t, "word_count"), 413, server.KindBodyTooLarge},

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"

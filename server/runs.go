@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/session"
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
-	"github.com/agcore/agrun/cmd/agrun/internal/termsafe"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
+	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 )

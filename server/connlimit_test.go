@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 )
 
 // rawConn is one client connection kept open (keep-alive) across requests.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/server"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/runtime"
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/telemetry"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
