@@ -16,6 +16,7 @@ import (
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
 )
 
 // Activities are the work a worker does for the session workflows: the
@@ -34,9 +35,12 @@ type Activities struct {
 	Loop loop.Config
 	// Sessions holds the transcripts; Blobs the payloads passed by
 	// reference (nil: payloads over InlineLimit fail the step).
-	Sessions store.SessionStore
+	Sessions session.Store
 	Blobs    store.ObjectStore
-	Records  Records
+	// Records is the format of the records the steps store. Nil: the
+	// session files' (session.Codec), so that `agrun sessions` and
+	// `agrun audit` read what the steps wrote.
+	Records Records
 	// InlineLimit (0: DefaultInlineLimit).
 	InlineLimit int
 	// Refresh, if set, is called at the start of every step to bring
@@ -115,9 +119,9 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		return a.recovered(ctx, in, recs)
 	}
 	if int64(len(recs)) < in.Seq {
-		return ModelOutput{}, permanent(fmt.Errorf("%w: session %s holds %d records, the run expected %d", store.ErrSeqGap, in.Session, len(recs), in.Seq))
+		return ModelOutput{}, permanent(fmt.Errorf("%w: session %s holds %d records, the run expected %d", session.ErrSeqGap, in.Session, len(recs), in.Seq))
 	}
-	history, err := a.Records.History(recs)
+	history, err := a.records().History(recs)
 	if err != nil {
 		return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: %w", in.Session, err))
 	}
@@ -133,12 +137,12 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	}
 	var usage loop.Usage
 	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
-	cfg.OnMessage = func(m loop.Message) { keep(a.Records.Message(m)) }
+	cfg.OnMessage = func(m loop.Message) { keep(a.records().Message(m)) }
 	cfg.OnRequest = func(ri loop.RequestInfo) {
 		usage = addUsage(usage, ri.Usage)
-		keep(a.Records.Request(ri))
+		keep(a.records().Request(ri))
 	}
-	cfg.OnDecision = func(d loop.DecisionRecord) { keep(a.Records.Decision(d)) }
+	cfg.OnDecision = func(d loop.DecisionRecord) { keep(a.records().Decision(d)) }
 	cyc, err := loop.New(cfg)
 	if err != nil {
 		return ModelOutput{}, permanent(err)
@@ -172,7 +176,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			break
 		}
 		if tc, ok := ev.(*loop.ToolExecutionCompleted); ok {
-			keep(a.Records.Call(tc))
+			keep(a.records().Call(tc))
 		}
 	}
 	if recErr != nil {
@@ -242,9 +246,9 @@ func transient(err error) bool {
 }
 
 // load returns the session's records (none for a new session).
-func (a *Activities) load(ctx context.Context, session string) ([]json.RawMessage, error) {
-	recs, err := a.Sessions.Load(ctx, session, 0)
-	if errors.Is(err, store.ErrNotFound) {
+func (a *Activities) load(ctx context.Context, id string) ([]json.RawMessage, error) {
+	recs, err := a.Sessions.Load(ctx, id, 0)
+	if errors.Is(err, session.ErrNotFound) {
 		return nil, nil
 	}
 	return recs, err
@@ -253,7 +257,7 @@ func (a *Activities) load(ctx context.Context, session string) ([]json.RawMessag
 // recovered is the output of a step whose records an earlier attempt
 // stored.
 func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.RawMessage) (ModelOutput, error) {
-	history, err := a.Records.History(recs)
+	history, err := a.records().History(recs)
 	if err != nil {
 		return ModelOutput{}, permanent(err)
 	}
@@ -263,7 +267,7 @@ func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.Ra
 	// The decision was stored with the step: a call that needs a yes and
 	// has no approving decision record is not run.
 	if ap := a.Loop.Approver; ap != nil {
-		approved := a.Records.Approved(recs[min(int(in.Seq), len(recs)):])
+		approved := a.records().Approved(recs[min(int(in.Seq), len(recs)):])
 		for _, c := range openCalls(history) {
 			t, ok := a.Registry.Get(c.Name)
 			if !ok {
@@ -504,4 +508,13 @@ func grantDigest(g registry.Grant) string {
 func workerName() string {
 	h, _ := os.Hostname()
 	return fmt.Sprintf("%d@%s", os.Getpid(), h)
+}
+
+// records is the step's record format: a.Records, or the session
+// files' (session.Codec) when it is nil.
+func (a *Activities) records() Records {
+	if a.Records == nil {
+		return session.Codec{}
+	}
+	return a.Records
 }

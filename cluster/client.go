@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/session"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -18,7 +19,7 @@ var ErrSessionBusy = errors.New("cluster: the session is running elsewhere in th
 // Client starts runs of sessions on a cluster and reads their results.
 type Client struct {
 	Temporal client.Client
-	Sessions store.SessionStore
+	Sessions session.Store
 	Blobs    store.ObjectStore
 	// Defaults holds the run settings (Queues, MaxTurns, timeouts,
 	// RetrySideEffects) each run starts from.
@@ -29,13 +30,13 @@ type Client struct {
 // record, and returns its handle and that record's seq (where the run's
 // records begin). A run of the same session already going on is
 // ErrSessionBusy.
-func (c *Client) Start(ctx context.Context, session, prompt string) (client.WorkflowRun, int64, error) {
-	recs, err := c.Sessions.Load(ctx, session, 0)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
+	recs, err := c.Sessions.Load(ctx, id, 0)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return nil, 0, err
 	}
 	in := c.Defaults
-	in.Session, in.Prompt, in.Seq = session, prompt, int64(len(recs))
+	in.Session, in.Prompt, in.Seq = id, prompt, int64(len(recs))
 	if len(prompt) > DefaultInlineLimit {
 		p, err := blobs{store: c.Blobs}.put(ctx, []byte(prompt))
 		if err != nil {
@@ -47,7 +48,7 @@ func (c *Client) Start(ctx context.Context, session, prompt string) (client.Work
 		in.Queues = QueuesFor("")
 	}
 	run, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       WorkflowID(session),
+		ID:                       WorkflowID(id),
 		TaskQueue:                in.Queues.Sessions,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
@@ -56,14 +57,14 @@ func (c *Client) Start(ctx context.Context, session, prompt string) (client.Work
 	}, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, 0, fmt.Errorf("%w: %s", ErrSessionBusy, session)
+		return nil, 0, fmt.Errorf("%w: %s", ErrSessionBusy, id)
 	}
 	return run, in.Seq, err
 }
 
 // Run starts a run and waits for its result.
-func (c *Client) Run(ctx context.Context, session, prompt string) (RunResult, error) {
-	run, _, err := c.Start(ctx, session, prompt)
+func (c *Client) Run(ctx context.Context, id, prompt string) (RunResult, error) {
+	run, _, err := c.Start(ctx, id, prompt)
 	if err != nil {
 		return RunResult{}, err
 	}

@@ -10,8 +10,9 @@
 // are packages of their own, so that a program links only the clients of
 // the stores it uses: cluster/store (the interfaces — an ObjectStore for
 // modules, the names of uploaded tools and payloads passed by reference,
-// a SessionStore for transcripts — and the directory and memory
-// implementations), cluster/s3store (S3), cluster/pgstore (PostgreSQL).
+// and its directory implementation), cluster/s3store (S3); transcripts
+// are a session.Store (package session: JSON-lines files, memory;
+// session/pgstore: PostgreSQL), in session's record formats.
 // It knows nothing of agrun.toml: the
 // caller (cmd/agrun) builds the registry and the loop configuration and
 // hands them in. loop, registry, runtime and wasmtools never import it

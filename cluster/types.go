@@ -241,9 +241,9 @@ func SideEffects(g registry.Grant) bool {
 }
 
 // Records turns what a model step produced into session records and
-// records back into a history: cmd/agrun implements it with its session
-// package's formats, so that a session run on the cluster reads like a
-// local one (agrun sessions, agrun audit).
+// records back into a history. session.Codec is the one agrun uses (the
+// default of Activities.Records), so that a session run on the cluster
+// reads like a local one (agrun sessions, agrun audit).
 type Records interface {
 	Message(m loop.Message) (json.RawMessage, error)
 	Request(ri loop.RequestInfo) (json.RawMessage, error)

@@ -26,6 +26,7 @@ import (
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
 )
 
 // --- test doubles: records as JSON ---
@@ -115,7 +116,7 @@ func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawM
 	return json.RawMessage(`{"tool":"` + f.name + `"}`), nil
 }
 
-func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (*Activities, *store.MemSessions) {
+func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (*Activities, *session.Mem) {
 	t.Helper()
 	reg := registry.New()
 	for _, tl := range tools {
@@ -123,7 +124,7 @@ func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (
 			t.Fatal(err)
 		}
 	}
-	st := &store.MemSessions{}
+	st := &session.Mem{}
 	objs, err := store.NewDirObjects(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func TestTraceContextAndAudits(t *testing.T) {
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "read_file", Args: `{"path":"/docs/a.txt"}`}}},
 		chattest.Reply{Text: "alpha"},
 	)
-	store, err := session.OpenStore(t.TempDir())
+	store, err := session.OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

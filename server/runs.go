@@ -267,7 +267,7 @@ func (s *Server) openConversation(id string, schema json.RawMessage, trace *tele
 // getSession is GET /v1/sessions/{id}: the stored messages of a session.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	msgs, warnings, err := s.sessions.Load(id)
+	msgs, warnings, err := s.sessions.Messages(id)
 	switch {
 	case errors.Is(err, session.ErrBadID):
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))

@@ -223,7 +223,7 @@ func TestRunFailures(t *testing.T) {
 	}
 
 	// A session in use is refused.
-	st, err := session.OpenStore(filepath.Join(dir, "sessions"))
+	st, err := session.OpenFiles(filepath.Join(dir, "sessions"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ type Options struct {
 	Loop *loop.Config
 	// Sessions stores the runs' conversations. Nil: a "sessions" folder in
 	// the data directory.
-	Sessions *session.Store
+	Sessions *session.Files
 	// Logger receives warnings (tools that fail to restore, requests that
 	// fail on the server's side). Nil: slog.Default().
 	Logger *slog.Logger
@@ -248,7 +248,7 @@ type Server struct {
 	tel       *telemetry.Telemetry
 	liveMu    sync.Mutex
 	live      map[string]*liveRun // runs in progress, by session id (approvals.go)
-	sessions  *session.Store
+	sessions  *session.Files
 	log       *slog.Logger
 	dataDir   string
 	handler   http.Handler
@@ -331,7 +331,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 		if sessions == nil {
-			if sessions, err = session.OpenStore(filepath.Join(dataDir, "sessions")); err != nil {
+			if sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
 				st.close()
 				return nil, fmt.Errorf("server: %w", err)
 			}

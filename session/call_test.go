@@ -11,7 +11,7 @@ import (
 // TestCallRecords: a call record is stored beside the messages, read back
 // by Calls, skipped by the history readers and Info, and kept by Rewrite.
 func TestCallRecords(t *testing.T) {
-	st, err := OpenStore(filepath.Join(t.TempDir(), "s"))
+	st, err := OpenFiles(filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestCallRecords(t *testing.T) {
 
 	check := func(when string) {
 		t.Helper()
-		raw, warnings, err := st.Load("c1")
+		raw, warnings, err := st.Messages("c1")
 		if err != nil || len(warnings) != 0 {
 			t.Fatalf("%s: Load: %v %v", when, err, warnings)
 		}

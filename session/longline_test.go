@@ -13,7 +13,7 @@ import (
 )
 
 // writeLines writes a session file of raw lines.
-func writeLines(t *testing.T, st *Store, id string, lines ...[]byte) {
+func writeLines(t *testing.T, st *Files, id string, lines ...[]byte) {
 	t.Helper()
 	if err := os.WriteFile(st.path(id), bytes.Join(lines, nil), 0o600); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func lowerMaxLine(t *testing.T, n int) {
 // takes new messages.
 func TestLongLineIsCutNotFatal(t *testing.T) {
 	lowerMaxLine(t, 1<<20)
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestLongLineIsCutNotFatal(t *testing.T) {
 	if err != nil || info.Messages != 4 || info.Turns != 2 || info.FirstPrompt != "go" {
 		t.Errorf("Info = %+v, %v", info, err)
 	}
-	msgs, _, err := st.Load("s")
+	msgs, _, err := st.Messages("s")
 	if err != nil || len(msgs) != 4 {
 		t.Errorf("Load: %d, %v", len(msgs), err)
 	}
@@ -95,10 +95,10 @@ func TestLongLineIsCutNotFatal(t *testing.T) {
 // long strings) is dropped with a warning; the rest loads.
 func TestLongLineWithoutLongStringsIsDropped(t *testing.T) {
 	lowerMaxLine(t, 1<<20)
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenFiles(t.TempDir())
 	numbers := `{"role":"tool","content":"x","n":[` + strings.Repeat("1,", 1<<20) + `1]}`
 	writeLines(t, st, "s", recordLine(t, numbers), recordLine(t, `{"role":"user","content":"kept"}`))
-	msgs, warnings, err := st.Load("s")
+	msgs, warnings, err := st.Messages("s")
 	if err != nil || len(msgs) != 1 || string(msgs[0]) != `{"role":"user","content":"kept"}` {
 		t.Fatalf("Load = %d messages, %v", len(msgs), err)
 	}
@@ -112,7 +112,7 @@ func TestLongLineWithoutLongStringsIsDropped(t *testing.T) {
 // refused otherwise, leaving the file readable and appendable.
 func TestAppendBoundsLines(t *testing.T) {
 	lowerMaxLine(t, 1<<20)
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenFiles(t.TempDir())
 	s, _, _, err := st.Open("s")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestAppendBoundsLines(t *testing.T) {
 			t.Errorf("line %d is %d bytes", i+1, len(l))
 		}
 	}
-	msgs, warnings, err := st.Load("s")
+	msgs, warnings, err := st.Messages("s")
 	if err != nil || len(msgs) != 2 || len(warnings) != 0 {
 		t.Fatalf("Load = %d messages, %q, %v", len(msgs), warnings, err)
 	}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/session"
 )
 
 // These tests run the session writer in child processes (the test binary
@@ -47,7 +47,7 @@ func must(t testing.TB, err error) {
 // Append returned (the message is on disk), until it is killed. With
 // HOSTILE_HOLD=1 it only opens the session, prints "HELD" and waits.
 func sessionWriter() (string, error) {
-	st, err := session.OpenStore(os.Getenv("HOSTILE_STORE"))
+	st, err := session.OpenFiles(os.Getenv("HOSTILE_STORE"))
 	if err != nil {
 		return "", err
 	}
@@ -114,7 +114,7 @@ func TestSessionSIGKILLDuringWrites(t *testing.T) {
 				acked, _ = strconv.Atoi(n)
 			}
 		}
-		st, err := session.OpenStore(store)
+		st, err := session.OpenFiles(store)
 		must(t, err)
 		s, history, warnings, err := st.Open(id)
 		if err != nil {
@@ -133,7 +133,7 @@ func TestSessionSIGKILLDuringWrites(t *testing.T) {
 		t.Logf("round %d: killed after %d acks; %d on disk; warnings %v", round, acked, len(history), warnings)
 		must(t, s.Append(json.RawMessage(`{"role":"user","content":"after the kill"}`)))
 		must(t, s.Close())
-		if again, _, err := st.Load(id); err != nil || len(again) != len(history)+1 {
+		if again, _, err := st.Messages(id); err != nil || len(again) != len(history)+1 {
 			t.Errorf("round %d: after repair and append: %d messages, %v", round, len(again), err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestSessionTwoProcesses(t *testing.T) {
 	if l := <-lines; l != "HELD" {
 		t.Fatalf("holder said %q", l)
 	}
-	st, err := session.OpenStore(store)
+	st, err := session.OpenFiles(store)
 	must(t, err)
 	if _, _, _, err := st.Open("shared"); !errors.Is(err, session.ErrLocked) {
 		t.Fatalf("second Open: %v; want ErrLocked", err)

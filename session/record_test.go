@@ -14,7 +14,7 @@ type msg struct {
 }
 
 func TestRecordAndDecode(t *testing.T) {
-	st, err := OpenStore(filepath.Join(t.TempDir(), "s"))
+	st, err := OpenFiles(filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestRecordAndDecode(t *testing.T) {
 	}
 	s.Close()
 
-	raw, _, err := st.Load("rec")
+	raw, _, err := st.Messages("rec")
 	if err != nil {
 		t.Fatal(err)
 	}

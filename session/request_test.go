@@ -32,7 +32,7 @@ func req(model string, total int64) requestInfo {
 // Request records are kept beside the messages: history readers skip
 // them, Info sums them, Records returns everything in order.
 func TestRequestRecords(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRequestRecords(t *testing.T) {
 	if err != nil || len(got) != 4 || got[0].Content != "first" || got[3].Content != "two" {
 		t.Fatalf("Open history = %+v, %v; want the 4 messages only", got, err)
 	}
-	msgs, _, err := st.Load("r")
+	msgs, _, err := st.Messages("r")
 	if err != nil || len(msgs) != 4 {
 		t.Fatalf("Load = %d messages, %v", len(msgs), err)
 	}
@@ -102,7 +102,7 @@ func TestRequestRecords(t *testing.T) {
 // used again.
 func TestRemove(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenStore(filepath.Join(dir, "s"))
+	st, err := OpenFiles(filepath.Join(dir, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestRemove(t *testing.T) {
 	if err := s.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if infos, _ := st.List(); len(infos) != 0 {
+	if infos, _ := st.Infos(); len(infos) != 0 {
 		t.Fatalf("List after Session.Remove = %+v", infos)
 	}
 	s, hist, _, err := st.Open("orphan")
@@ -155,7 +155,7 @@ func TestRemove(t *testing.T) {
 // TestRemoveUnusedSince: the decision is made under the lock on the
 // file's own time: a session used after the cutoff is kept.
 func TestRemoveUnusedSince(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

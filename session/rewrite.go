@@ -28,7 +28,7 @@ var ErrDamaged = errors.New("the session has damaged lines; it is left as it is"
 // it got, each keeps its recorded time. before and after are the file's
 // sizes. A message that does not fit a line even with its long strings
 // cut fails the rewrite, leaving the file as it was.
-func (st *Store) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessage, error)) (before, after int64, err error) {
+func (st *Files) Rewrite(id string, fn func([]json.RawMessage) ([]json.RawMessage, error)) (before, after int64, err error) {
 	if !ValidID(id) {
 		return 0, 0, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}

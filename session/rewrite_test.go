@@ -15,7 +15,7 @@ import (
 // has open and an unknown one; a session opened after a rewrite appends
 // to the new file.
 func TestRewrite(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRewrite(t *testing.T) {
 	}
 	s.Append(json.RawMessage(`{"n":3}`))
 	s.Close()
-	if msgs, _, _ := st.Load("r1"); len(msgs) != 3 {
+	if msgs, _, _ := st.Messages("r1"); len(msgs) != 3 {
 		t.Errorf("%d messages after an append to the rewritten session", len(msgs))
 	}
 	if _, _, err := st.Rewrite("nope", shrink); !errors.Is(err, ErrNotFound) {
@@ -78,7 +78,7 @@ func TestRewrite(t *testing.T) {
 	if _, _, err := st.Rewrite("r1", func([]json.RawMessage) ([]json.RawMessage, error) { return nil, errors.New("no") }); err == nil {
 		t.Error("fn's error was lost")
 	}
-	if msgs, _, _ := st.Load("r1"); len(msgs) != 3 {
+	if msgs, _, _ := st.Messages("r1"); len(msgs) != 3 {
 		t.Errorf("a failed rewrite changed the session")
 	}
 }
@@ -86,7 +86,7 @@ func TestRewrite(t *testing.T) {
 // TestRewriteRefusesDamaged: a session with a line the reader drops is
 // not rewritten (that would lose the line for good).
 func TestRewriteRefusesDamaged(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestRewriteRefusesDamaged(t *testing.T) {
 // TestRewriteKeepsRecordsOfAnyTime: a request record dated ahead of the
 // clock (a clock stepped back, a copied session) survives a rewrite.
 func TestRewriteKeepsRecordsOfAnyTime(t *testing.T) {
-	st, err := OpenStore(t.TempDir())
+	st, err := OpenFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@
 // other process; the lock dies with its holder, so a killed process never
 // leaves a session locked.
 //
-//	st, _ := session.OpenStore(session.DefaultDir())
+//	st, _ := session.OpenFiles(session.DefaultDir())
 //	s, history, warnings, err := st.Open("my-session") // creates it if new
 //	defer s.Close()
 //	s.Append(json.RawMessage(`{"role":"user","content":"hi"}`))
@@ -135,23 +135,23 @@ func (r *Record) valid() bool {
 	return len(r.Message) != 0 || len(r.Request) != 0 || len(r.Call) != 0 || len(r.Decision) != 0
 }
 
-// Store is a folder of sessions. It is safe for concurrent use.
-type Store struct {
+// Files is a folder of sessions. It is safe for concurrent use.
+type Files struct {
 	dir string
 }
 
-// OpenStore returns the store in dir, creating the folder (0700).
-func OpenStore(dir string) (*Store, error) {
+// OpenFiles returns the store in dir, creating the folder (0700).
+func OpenFiles(dir string) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	return &Files{dir: dir}, nil
 }
 
 // Dir returns the store's folder.
-func (st *Store) Dir() string { return st.dir }
+func (st *Files) Dir() string { return st.dir }
 
-func (st *Store) path(id string) string { return filepath.Join(st.dir, id+".jsonl") }
+func (st *Files) path(id string) string { return filepath.Join(st.dir, id+".jsonl") }
 
 // Session is one open, locked session. Append, Record and Close are not
 // safe for concurrent use; one goroutine should own a Session. Err may be
@@ -168,7 +168,7 @@ type Session struct {
 // and returns the messages it already holds. It fails with ErrLocked if
 // another process has it open. Warnings describe data that was dropped (a
 // torn last line) and repaired.
-func (st *Store) Open(id string) (s *Session, history []json.RawMessage, warnings []string, err error) {
+func (st *Files) Open(id string) (s *Session, history []json.RawMessage, warnings []string, err error) {
 	if !ValidID(id) {
 		return nil, nil, nil, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
@@ -381,8 +381,8 @@ func Decode[T any](history []json.RawMessage) ([]T, error) {
 // Close releases the session's lock.
 func (s *Session) Close() error { return s.f.Close() }
 
-// Load returns the messages of session id without locking it.
-func (st *Store) Load(id string) ([]json.RawMessage, []string, error) {
+// Messages returns the messages of session id without locking it.
+func (st *Files) Messages(id string) ([]json.RawMessage, []string, error) {
 	f, err := st.openRead(id)
 	if err != nil {
 		return nil, nil, err
@@ -573,8 +573,8 @@ type Info struct {
 	Tokens int64 `json:"tokens"`
 }
 
-// List returns every session in the store, most recently used first.
-func (st *Store) List() ([]Info, error) {
+// Infos returns every session in the store, most recently used first.
+func (st *Files) Infos() ([]Info, error) {
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
@@ -611,7 +611,7 @@ type requestSummary struct {
 
 // Info summarises session id. An unknown id is an error matching
 // ErrNotFound.
-func (st *Store) Info(id string) (Info, error) {
+func (st *Files) Info(id string) (Info, error) {
 	if !ValidID(id) {
 		return Info{}, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
@@ -678,7 +678,7 @@ func InfoOf(id string, recs []Record) Info {
 // Records returns every record of session id, messages, requests and calls in
 // file order, without locking it, and warnings for lines dropped or cut.
 // An unknown id is an error matching ErrNotFound.
-func (st *Store) Records(id string) ([]Record, []string, error) {
+func (st *Files) Records(id string) ([]Record, []string, error) {
 	f, err := st.openRead(id)
 	if err != nil {
 		return nil, nil, err
@@ -692,7 +692,7 @@ func (st *Store) Records(id string) ([]Record, []string, error) {
 }
 
 // openRead opens session id's file for reading.
-func (st *Store) openRead(id string) (*os.File, error) {
+func (st *Files) openRead(id string) (*os.File, error) {
 	if !ValidID(id) {
 		return nil, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
@@ -709,7 +709,7 @@ func (st *Store) openRead(id string) (*os.File, error) {
 // Remove deletes session id. It fails with ErrLocked, and removes nothing,
 // if a process has the session open; with ErrNotFound if there is no such
 // session; with ErrBadID for an invalid id.
-func (st *Store) Remove(id string) error {
+func (st *Files) Remove(id string) error {
 	_, err := st.remove(id, time.Time{})
 	return err
 }
@@ -718,12 +718,12 @@ func (st *Store) Remove(id string) error {
 // changed) before cutoff, deciding under the session's lock, so that a
 // session used since the caller listed it is kept. It reports whether it
 // removed it; errors as Remove.
-func (st *Store) RemoveUnusedSince(id string, cutoff time.Time) (bool, error) {
+func (st *Files) RemoveUnusedSince(id string, cutoff time.Time) (bool, error) {
 	return st.remove(id, cutoff)
 }
 
 // remove is Remove, and with a non-zero cutoff RemoveUnusedSince.
-func (st *Store) remove(id string, cutoff time.Time) (bool, error) {
+func (st *Files) remove(id string, cutoff time.Time) (bool, error) {
 	if !ValidID(id) {
 		return false, fmt.Errorf("session %q: %w", id, ErrBadID)
 	}
@@ -779,7 +779,7 @@ type CallAt struct {
 // Calls returns the call records of session id in file order (a record
 // that does not decode is skipped), without locking it, and warnings for
 // lines dropped or cut. An unknown id is an error matching ErrNotFound.
-func (st *Store) Calls(id string) ([]CallAt, []string, error) {
+func (st *Files) Calls(id string) ([]CallAt, []string, error) {
 	recs, warnings, err := st.Records(id)
 	if err != nil {
 		return nil, nil, err

@@ -10,7 +10,7 @@ import (
 )
 
 func TestAppendReopenAndList(t *testing.T) {
-	st, err := OpenStore(filepath.Join(t.TempDir(), "s"))
+	st, err := OpenFiles(filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,14 +37,14 @@ func TestAppendReopenAndList(t *testing.T) {
 		t.Fatalf("reopen = %s, %v", hist, err)
 	}
 	s.Close()
-	infos, err := st.List()
+	infos, err := st.Infos()
 	if err != nil || len(infos) != 1 || infos[0].FirstPrompt != "first prompt" || infos[0].Turns != 2 || infos[0].Messages != 4 {
 		t.Fatalf("List = %+v, %v", infos, err)
 	}
 }
 
 func TestTornLastLineIsDroppedAndRepaired(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenFiles(t.TempDir())
 	s, _, _, err := st.Open("torn")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestTornLastLineIsDroppedAndRepaired(t *testing.T) {
 	f.WriteString(`{"time":"2026-01-01T00:00:00Z","message":{"role":"tool","con`)
 	f.Close()
 
-	hist, warn, err := st.Load("torn")
+	hist, warn, err := st.Messages("torn")
 	if err != nil || len(hist) != 2 || len(warn) != 1 || !strings.Contains(warn[0], "torn last line") {
 		t.Fatalf("Load = %s, %v, %v", hist, warn, err)
 	}
@@ -69,14 +69,14 @@ func TestTornLastLineIsDroppedAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	hist, warn, err = st.Load("torn")
+	hist, warn, err = st.Messages("torn")
 	if err != nil || len(hist) != 3 || len(warn) != 0 || string(hist[2]) != `{"role":"user","content":"c"}` {
 		t.Fatalf("after repair = %s, %v, %v", hist, warn, err)
 	}
 }
 
 func TestLocked(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenFiles(t.TempDir())
 	s, _, _, err := st.Open("busy")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestLocked(t *testing.T) {
 		t.Fatalf("second Open = %v, want ErrLocked", err)
 	}
 	// Reading is allowed while locked.
-	if _, _, err := st.Load("busy"); err != nil {
+	if _, _, err := st.Messages("busy"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -97,13 +97,13 @@ func TestLocked(t *testing.T) {
 }
 
 func TestBadIDs(t *testing.T) {
-	st, _ := OpenStore(t.TempDir())
+	st, _ := OpenFiles(t.TempDir())
 	for _, id := range []string{"", "../x", "a/b", ".hidden", "-flag", strings.Repeat("x", 65), "a b"} {
 		if _, _, _, err := st.Open(id); !errors.Is(err, ErrBadID) {
 			t.Errorf("Open(%q) = %v", id, err)
 		}
 	}
-	if _, _, err := st.Load("nope"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := st.Messages("nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Load unknown = %v", err)
 	}
 	if id := NewID(); !ValidID(id) {

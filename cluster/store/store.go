@@ -2,10 +2,10 @@
 // the implementations that need nothing but the standard library: an
 // ObjectStore (a directory: DirObjects; S3: package cluster/s3store)
 // for modules (ModuleStore), the names of uploaded tools (ToolIndex,
-// shared by agrun serve replicas) and payloads passed by reference, and
-// a SessionStore for transcripts (in memory: MemSessions; PostgreSQL:
-// package cluster/pgstore). Every implementation passes
-// cluster/storetest. A program that uses one store links only its
+// shared by agrun serve replicas) and payloads passed by reference.
+// Every implementation passes cluster/storetest. Transcripts are kept in
+// a session.Store (package session: files, memory; session/pgstore:
+// PostgreSQL). A program that uses one store links only its
 // client library: this package imports neither Temporal, the AWS SDK
 // nor pgx.
 //
@@ -18,32 +18,23 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 )
 
-// ErrNotFound is returned (wrapped) by a store for a key or session it
-// does not hold.
+// ErrNotFound is returned (wrapped) by a store for a key it does not
+// hold.
 var ErrNotFound = errors.New("cluster: not found")
 
 // ErrTooLarge is returned (wrapped) by ObjectStore.Get for an object over
 // the size the caller accepts, and by stores for records over their cap.
 var ErrTooLarge = errors.New("cluster: too large")
 
-// ErrSeqGap is returned (wrapped) by SessionStore.Append for a batch that
-// does not start at the session's next record or at one it holds.
-var ErrSeqGap = errors.New("cluster: records out of sequence")
-
 // ErrBadKey is returned (wrapped) by an ObjectStore for a key that is not
 // ValidKey, or a List prefix that is not a valid key followed by "/". A
 // bad key never reaches the file system or the network.
 var ErrBadKey = errors.New("cluster: invalid store key")
-
-// ErrBadID is returned (wrapped) by a SessionStore for a session id that
-// is not ValidSessionID.
-var ErrBadID = errors.New("cluster: invalid session id")
 
 // ErrDigest is returned (wrapped) when stored content does not hash to the
 // digest it is stored under (corruption, or tampering with the store).
@@ -75,45 +66,6 @@ type ObjectStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
-// A SessionStore keeps each session's records — the JSON lines of a
-// local session file (a message, a request, a call, a decision) —
-// numbered from 0 in the order they were appended: JSON-lines files in a
-// directory (the default; cmd/agrun adapts its session package) or
-// PostgreSQL (PGSessions); MemSessions for tests. It is safe for
-// concurrent use by many processes.
-//
-// Records are kept byte for byte as appended; each must be valid JSON on
-// one line, of at most MaxRecordBytes (ErrTooLarge). Session ids are
-// ValidSessionID (ErrBadID). CheckAppend is the common check.
-//
-// Appends are idempotent under retries: a step of a session workflow
-// writes its records at the seq the workflow gave it, and a retried step
-// whose first attempt already wrote them finds them there (first writer
-// wins: Append reports written false, and the step returns what is
-// stored instead of doing its work again).
-type SessionStore interface {
-	// Append writes recs at seq, seq+1, ... as one atomic batch. If the
-	// session already holds a record at seq, nothing is written and
-	// written is false. A seq past the session's next record is
-	// ErrSeqGap. A session is created by its first Append (seq 0). An
-	// empty batch is an error.
-	Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error)
-	// Load returns the session's records from seq from on, in order:
-	// ErrNotFound if the session has none; an empty slice if from is at
-	// or past its end.
-	Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error)
-	// List returns the ids of the sessions, sorted.
-	List(ctx context.Context) ([]string, error)
-	// Delete removes a session and its records (ErrNotFound if none).
-	Delete(ctx context.Context, session string) error
-}
-
-// MaxRecordBytes caps one session record (ErrTooLarge): the JSON of one
-// message, request or call record. Payloads larger than Temporal's limits
-// go by reference to the ObjectStore, so a record near this cap is
-// already unusual.
-const MaxRecordBytes = 64 << 20
-
 // ValidKey reports whether key is a store key: one to eight segments of
 // 1 to 128 bytes of [a-z0-9._-], each starting with a letter or a digit
 // (so no ".", "..", hidden or temporary file names), joined by "/".
@@ -131,24 +83,6 @@ func ValidKey(key string) bool {
 			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
 				return false
 			}
-		}
-	}
-	return true
-}
-
-// ValidSessionID reports whether id may name a session: 1 to 64 bytes of
-// [A-Za-z0-9_.-], starting with a letter or a digit — the rule of the
-// local session files (session.ValidID), so that a
-// session moves between the stores under its name.
-func ValidSessionID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
-			return false
 		}
 	}
 	return true

@@ -26,10 +26,6 @@ func TestDirModules(t *testing.T) { storetest.TestModuleStore(t, newDir) }
 
 func TestDirToolIndex(t *testing.T) { storetest.TestToolIndex(t, newDir) }
 
-func TestMemSessions(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) store.SessionStore { return new(store.MemSessions) })
-}
-
 func TestValidKey(t *testing.T) {
 	for key, want := range map[string]bool{
 		"a": true, "sha256/0a.wasm": true, "blobs/sha256/ff": true, "a-b_c.d/e": true, "1/2/3/4/5/6/7/8": true,
@@ -38,17 +34,6 @@ func TestValidKey(t *testing.T) {
 	} {
 		if got := store.ValidKey(key); got != want {
 			t.Errorf("ValidKey(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
-
-func TestValidSessionID(t *testing.T) {
-	for id, want := range map[string]bool{
-		"20261201-144202-0a1b2c3d": true, "A": true, "a.b-c_d": true, "9": true,
-		"": false, ".a": false, "-a": false, "_a": false, "a/b": false, "a b": false, "é": false,
-	} {
-		if got := store.ValidSessionID(id); got != want {
-			t.Errorf("ValidSessionID(%q) = %v, want %v", id, got, want)
 		}
 	}
 }

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/session"
 )
 
 // cliApprover is the loop.Approver of `run` and `chat`: the config's

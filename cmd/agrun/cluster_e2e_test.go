@@ -8,8 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agcore/agrun/cluster/pgstore"
 	"github.com/agcore/agrun/cluster/s3store"
+	"github.com/agcore/agrun/session/pgstore"
 	"io"
 	"os"
 	"os/exec"
@@ -24,7 +24,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
@@ -32,6 +31,7 @@ import (
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -147,11 +147,11 @@ func startRun(t *testing.T, e *testEnv, args ...string) *backgroundRun {
 // messagesOf returns a session's messages as JSON, for comparison.
 func messagesOf(t *testing.T, dir, id string) []loop.Message {
 	t.Helper()
-	st, err := session.OpenStore(dir)
+	st, err := session.OpenFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _, err := st.Load(id)
+	raw, _, err := st.Messages(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ session_store = "postgres"
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sessionRecords{}.History(recs)
+	h, err := session.Codec{}.History(recs)
 	if err != nil || len(h) != 4 || h[2].Role != loop.RoleTool || len(h[2].FullContent) < 307200 {
 		t.Fatalf("the PostgreSQL transcript: %d messages, %v", len(h), err)
 	}
@@ -389,7 +389,7 @@ func TestClusterRunUsesAnUploadedTool(t *testing.T) {
 	)
 	e := clusterTestEnv(t, srv.URL, addr)
 	base := startServeReplica(t, e.config, []string{"AGRUN_TOKENS="})
-	packed, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("internal", "server", "testdata", "ok.wat")),
+	packed, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("..", "..", "server", "testdata", "ok.wat")),
 		wasmtools.Manifest{Name: "uploaded_ok", Description: "answers ok"})
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/session"
 )
 
 // clusterErrorKind is the run error kind of a run on the cluster that

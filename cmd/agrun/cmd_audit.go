@@ -13,10 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/audit/lpriv"
-	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/session"
 )
 
 // auditReport is what `agrun audit --json` prints.
@@ -126,10 +126,10 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 // recordedCalls reads the call records of session id, or of every saved
 // session when id is empty, and how many sessions it read. An unknown id
 // is an error.
-func recordedCalls(st *session.Store, id string) ([]session.CallAt, int, []string, error) {
+func recordedCalls(st *session.Files, id string) ([]session.CallAt, int, []string, error) {
 	ids := []string{id}
 	if id == "" {
-		infos, err := st.List()
+		infos, err := st.Infos()
 		if err != nil {
 			return nil, 0, nil, err
 		}

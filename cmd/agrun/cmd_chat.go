@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
 )
 
 // chat is `agrun chat [FLAGS]`: an interactive session over stdin, on a
@@ -70,7 +70,7 @@ type chatSession struct {
 	*cli
 	env   *env
 	reg   *registry.Registry // the tools offered (nil: none)
-	store *session.Store
+	store *session.Files
 	conv  *conversation
 }
 

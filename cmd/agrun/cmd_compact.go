@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/session"
 )
 
 // sessionsCompact is `agrun sessions compact [--keep N] [--json] ID`: it

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/mcp"
+	"github.com/agcore/agrun/server"
 )
 
 // mcpServe is `agrun mcp serve [--http ADDR]`: every configured tool (WASM

@@ -20,11 +20,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/session"
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 )
 
 // progressEvery is how often a line on stderr says which tools are still
@@ -57,7 +57,7 @@ type conversation struct {
 
 // openConversation opens (or creates) session id and builds a cycle that
 // continues its history and writes every new message to it as it completes.
-func (c *cli) openConversation(cfg *config.Config, st *session.Store, id string, schema ...json.RawMessage) (*conversation, error) {
+func (c *cli) openConversation(cfg *config.Config, st *session.Files, id string, schema ...json.RawMessage) (*conversation, error) {
 	named := id != ""
 	if !named {
 		id = session.NewID()
@@ -531,11 +531,11 @@ func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (
 
 // sessionID is the session a run uses: --session, the most recently used
 // one with --continue, else "" (a new one).
-func (c *cli) sessionID(st *session.Store, o *runOptions) (string, error) {
+func (c *cli) sessionID(st *session.Files, o *runOptions) (string, error) {
 	if !o.cont {
 		return o.session, nil
 	}
-	infos, err := st.List()
+	infos, err := st.Infos()
 	if err != nil {
 		return "", err
 	}
@@ -602,12 +602,12 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 }
 
 // sessionStoreFor opens the sessions folder of cfg.
-func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Store, error) {
+func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Files, error) {
 	dir := cfg.Sessions.Dir
 	if dir == "" {
 		dir = session.DefaultDir()
 	}
-	return session.OpenStore(dir)
+	return session.OpenFiles(dir)
 }
 
 // turn sends one prompt and streams the events: text to stdout, one line

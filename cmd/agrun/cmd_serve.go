@@ -6,8 +6,8 @@ import (
 	"net"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"
 )
 

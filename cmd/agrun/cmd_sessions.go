@@ -13,14 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/session"
 )
 
 // sessionStore opens the sessions folder of the config ([sessions] dir, else
 // $XDG_DATA_HOME/agrun/sessions).
-func (c *cli) sessionStore() (*session.Store, error) {
+func (c *cli) sessionStore() (*session.Files, error) {
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (c *cli) sessions(args []string) error {
 	if err != nil {
 		return err
 	}
-	infos, err := st.List()
+	infos, err := st.Infos()
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *cli) sessionsShow(args []string) error {
 	if err != nil {
 		return err
 	}
-	var st *session.Store
+	var st *session.Files
 	var warnings []string
 	if !shared {
 		if st, err = c.sessionStore(); err != nil {
@@ -258,7 +258,7 @@ func (c *cli) sessionsExport(args []string) error {
 	if err != nil {
 		return sessionErr(err)
 	}
-	raw, warnings, err := st.Load(id)
+	raw, warnings, err := st.Messages(id)
 	if err != nil {
 		return sessionErr(err)
 	}
@@ -343,7 +343,7 @@ func (c *cli) sessionsPrune(args []string) error {
 	if err != nil {
 		return err
 	}
-	infos, err := st.List()
+	infos, err := st.Infos()
 	if err != nil {
 		return err
 	}

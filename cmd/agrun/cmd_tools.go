@@ -10,10 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"
 )
 

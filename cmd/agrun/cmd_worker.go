@@ -82,7 +82,6 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		Loop:     lc,
 		Sessions: ce.sessions,
 		Blobs:    ce.objects,
-		Records:  sessionRecords{},
 	}
 	up := &uploadedTools{reg: e.reg, rt: e.rt, grant: serveOptions(cfg.Serve).Uploads, index: store.ToolIndex{Objects: ce.objects},
 		modules: store.ModuleStore{Objects: ce.objects}, log: c.logger(),

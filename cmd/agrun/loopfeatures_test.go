@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/session"
 )
 
 // edit replaces old with new in the test config.
@@ -89,7 +89,7 @@ func TestRunBigToolResultIsPagedAndCompacted(t *testing.T) {
 	e.run("", "run", "--session", "big", "again").wantCode(t, exitOK)
 
 	// Compact: refused while in use, then the file shrinks and resumes.
-	st, _ := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, _ := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	s, _, _, err := st.Open("big")
 	if err != nil {
 		t.Fatal(err)

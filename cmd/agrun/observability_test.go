@@ -17,9 +17,9 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/audit/lpriv"
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
 	collmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -56,7 +56,7 @@ func TestAuditSuggestsReadOnly(t *testing.T) {
 	e.run("", "run", "--session", "a2", "list the docs").wantCode(t, exitOK)
 
 	// The records: one per call, beside the messages, with the audit.
-	st, err := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, err := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +717,7 @@ func TestChatTurnsTracedAndRecorded(t *testing.T) {
 	if len(runs) != 2 || runs[0].trace == runs[1].trace || runs[0].attrs["gen_ai.conversation.id"] != "ch1" || tools != 1 {
 		t.Fatalf("chat spans: %d runs %+v, %d tool calls", len(runs), runs, tools)
 	}
-	st, _ := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, _ := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	if calls, _, err := st.Calls("ch1"); err != nil || len(calls) != 1 || calls[0].Tool != "word_count" || calls[0].Audit == nil {
 		t.Fatalf("chat call records %+v, %v", calls, err)
 	}
@@ -729,7 +729,7 @@ func TestChatTurnsTracedAndRecorded(t *testing.T) {
 func TestAuditReportCannotBeForged(t *testing.T) {
 	srv := chattest.New(t)
 	e := newTestEnv(t, srv.URL, withReader(t))
-	st, err := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, err := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	if err != nil {
 		t.Fatal(err)
 	}

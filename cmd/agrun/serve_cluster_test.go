@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/internal/testing/s3test"
 	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -102,7 +102,7 @@ session_store = "postgres"
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("internal", "server", "testdata", "ok.wat")), wasmtools.Manifest{Name: "word_count", Description: "answers ok"})
+	other, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("..", "..", "server", "testdata", "ok.wat")), wasmtools.Manifest{Name: "word_count", Description: "answers ok"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/session"
 )
 
 // addRequest appends a request record to session id, as the loop's
 // callback will.
 func (e *testEnv) addRequest(id, model string, total int64) {
 	e.t.Helper()
-	st, err := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, err := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestSessionsRmAndPrune(t *testing.T) {
 	outside := filepath.Join(e.dir, "keep.jsonl")
 	os.WriteFile(outside, []byte("x"), 0o600)
 
-	st, _ := session.OpenStore(filepath.Join(e.dir, "sessions"))
+	st, _ := session.OpenFiles(filepath.Join(e.dir, "sessions"))
 	busy, _, _, err := st.Open("oldbusy")
 	if err != nil {
 		t.Fatal(err)

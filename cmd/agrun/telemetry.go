@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/telemetry"
 	"go.opentelemetry.io/otel"
 )
 

@@ -42,16 +42,15 @@ var layers = map[string]struct {
 	// loop and the registry, and the stores they share (S3 or a directory
 	// for modules, PostgreSQL or JSON lines for sessions). Its tests may
 	// use anything (gofakes3, internal/testing/pgtest).
-	"cluster": {project: []string{"loop", "registry", "permission"}, external: []string{
+	"cluster": {project: []string{"loop", "registry", "permission", "session"}, external: []string{
 		"go.temporal.io/sdk", "go.temporal.io/api",
-		"github.com/jackc/pgx/v5",
 		"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go",
 	}},
 	// The library packages for embedders (issue 31), once under
 	// cmd/agrun/internal: the session store, the OpenTelemetry mapping,
 	// the HTTP API, and the audit records with the least-privilege
 	// analysis. The why of each top-level folder: docs/ARCHITECTURE.md.
-	"session":   {project: []string{"loop", "registry", "permission"}},
+	"session":   {project: []string{"loop", "registry", "permission"}, external: []string{"github.com/jackc/pgx/v5"}}, // pgx: session/pgstore only (TestStoresLinkOnlyTheirClient)
 	"telemetry": {project: []string{"loop", "registry", "permission"}, external: []string{"go.opentelemetry.io/otel"}},
 	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission"},
 		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
@@ -229,7 +228,8 @@ func TestStoresLinkOnlyTheirClient(t *testing.T) {
 	for pkg, allowed := range map[string][]string{
 		"cluster/store":   nil,
 		"cluster/s3store": {aws},
-		"cluster/pgstore": {pgx},
+		"session/pgstore": {pgx},
+		"session":         nil,
 		"cluster":         {temporal},
 	} {
 		deps := goList(t, "-deps", "./"+pkg)

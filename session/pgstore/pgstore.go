@@ -1,4 +1,4 @@
-// Package pgstore is a store.SessionStore in PostgreSQL, over pgx.
+// Package pgstore is a session.Store in PostgreSQL, over pgx.
 //
 //	sessions, err := pgstore.New(ctx, "postgres://agrun@db/agrun")
 //	defer sessions.Close()
@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/session"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Sessions is a store.SessionStore in PostgreSQL, through a pgx connection
+// Sessions is a session.Store in PostgreSQL, through a pgx connection
 // pool: table session_events(session_id, seq, data, created_at) with
 // (session_id, seq) as the primary key, created by the embedded
 // migrations (migrations/*.sql) when the store is opened.
@@ -72,15 +72,15 @@ var migrationFS embed.FS
 func New(ctx context.Context, dsn string) (*Sessions, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: session store: %w", err)
+		return nil, fmt.Errorf("pgstore: session store: %w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: session store: %w", err)
+		return nil, fmt.Errorf("pgstore: session store: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cluster: session store: connect: %w", err)
+		return nil, fmt.Errorf("pgstore: session store: connect: %w", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -112,7 +112,7 @@ func migrations() ([]migration, error) {
 		num, _, ok := strings.Cut(e.Name(), "_")
 		v, err := strconv.ParseInt(num, 10, 64)
 		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("cluster: migration %s: name is not NNNN_what.sql", e.Name())
+			return nil, fmt.Errorf("pgstore: migration %s: name is not NNNN_what.sql", e.Name())
 		}
 		b, err := migrationFS.ReadFile("migrations/" + e.Name())
 		if err != nil {
@@ -123,7 +123,7 @@ func migrations() ([]migration, error) {
 	slices.SortFunc(ms, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
 	for i := 1; i < len(ms); i++ {
 		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("cluster: migrations %s and %s share a number", ms[i-1].name, ms[i].name)
+			return nil, fmt.Errorf("pgstore: migrations %s and %s share a number", ms[i-1].name, ms[i].name)
 		}
 	}
 	return ms, nil
@@ -140,31 +140,31 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey); err != nil {
-			return fmt.Errorf("cluster: session store: migration lock: %w", err)
+			return fmt.Errorf("pgstore: session store: migration lock: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schemaMigrationsT+` (
 			version    bigint PRIMARY KEY,
 			name       text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
 		}
 		rows, err := tx.Query(ctx, `SELECT version FROM `+schemaMigrationsT)
 		if err != nil {
-			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
 		}
 		applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return fmt.Errorf("cluster: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
 		}
 		for _, m := range ms {
 			if slices.Contains(applied, m.version) {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("cluster: session store: migration %s: %w", m.name, err)
+				return fmt.Errorf("pgstore: session store: migration %s: %w", m.name, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+schemaMigrationsT+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-				return fmt.Errorf("cluster: session store: migration %s: %w", m.name, err)
+				return fmt.Errorf("pgstore: session store: migration %s: %w", m.name, err)
 			}
 		}
 		return nil
@@ -172,35 +172,35 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // lockSession takes the session's advisory lock for the rest of tx.
-func lockSession(ctx context.Context, tx pgx.Tx, session string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, sessionLockSpace, session)
+func lockSession(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, sessionLockSpace, id)
 	return err
 }
 
 // Append writes recs at seq, seq+1, ... in one transaction (see
-// store.SessionStore): written false if the session holds a record at seq,
-// store.ErrSeqGap past its end.
-func (s *Sessions) Append(ctx context.Context, session string, seq int64, recs []json.RawMessage) (written bool, err error) {
-	if err := store.CheckAppend(session, seq, recs); err != nil {
+// session.Store): written false if the session holds a record at seq,
+// session.ErrSeqGap past its end.
+func (s *Sessions) Append(ctx context.Context, id string, seq int64, recs []json.RawMessage) (written bool, err error) {
+	if err := session.CheckAppend(id, seq, recs); err != nil {
 		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockSession(ctx, tx, session); err != nil {
+		if err := lockSession(ctx, tx, id); err != nil {
 			return err
 		}
 		var next int64
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq) + 1, 0) FROM session_events WHERE session_id = $1`, session).Scan(&next); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq) + 1, 0) FROM session_events WHERE session_id = $1`, id).Scan(&next); err != nil {
 			return err
 		}
 		switch {
 		case seq < next:
 			return nil
 		case seq > next:
-			return fmt.Errorf("%w: session %s: append at %d, next is %d", store.ErrSeqGap, session, seq, next)
+			return fmt.Errorf("%w: session %s: append at %d, next is %d", session.ErrSeqGap, id, seq, next)
 		}
 		rows := make([][]any, len(recs))
 		for i, r := range recs {
-			rows[i] = []any{session, seq + int64(i), []byte(r)}
+			rows[i] = []any{id, seq + int64(i), []byte(r)}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"session_events"}, []string{"session_id", "seq", "data"}, pgx.CopyFromRows(rows)); err != nil {
 			if isUniqueViolation(err) {
@@ -218,16 +218,16 @@ func (s *Sessions) Append(ctx context.Context, session string, seq int64, recs [
 	}
 	if err != nil {
 		written = false
-		if !errors.Is(err, store.ErrSeqGap) {
-			err = fmt.Errorf("cluster: append to session %s: %w", session, err)
+		if !errors.Is(err, session.ErrSeqGap) {
+			err = fmt.Errorf("pgstore: append to session %s: %w", id, err)
 		}
 	}
 	return written, err
 }
 
 // Load returns the session's records from seq from on, in order.
-func (s *Sessions) Load(ctx context.Context, session string, from int64) ([]json.RawMessage, error) {
-	if err := store.CheckLoad(session, from); err != nil {
+func (s *Sessions) Load(ctx context.Context, id string, from int64) ([]json.RawMessage, error) {
+	if err := session.CheckLoad(id, from); err != nil {
 		return nil, err
 	}
 	var out []json.RawMessage
@@ -235,7 +235,7 @@ func (s *Sessions) Load(ctx context.Context, session string, from int64) ([]json
 	// Delete between the two cannot make an empty result look like a
 	// session that exists.
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT data FROM session_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq`, session, from)
+		rows, err := tx.Query(ctx, `SELECT data FROM session_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq`, id, from)
 		if err != nil {
 			return err
 		}
@@ -248,20 +248,20 @@ func (s *Sessions) Load(ctx context.Context, session string, from int64) ([]json
 			return err
 		}
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1)`, session).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1)`, id).Scan(&exists); err != nil {
 			return err
 		}
 		if !exists {
-			return fmt.Errorf("%w: session %s", store.ErrNotFound, session)
+			return fmt.Errorf("%w: session %s", session.ErrNotFound, id)
 		}
 		out = []json.RawMessage{}
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("cluster: load session %s: %w", session, err)
+		return nil, fmt.Errorf("pgstore: load session %s: %w", id, err)
 	}
 	return out, nil
 }
@@ -270,42 +270,42 @@ func (s *Sessions) Load(ctx context.Context, session string, from int64) ([]json
 func (s *Sessions) List(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT session_id FROM session_events ORDER BY session_id`)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: list sessions: %w", err)
+		return nil, fmt.Errorf("pgstore: list sessions: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("cluster: list sessions: %w", err)
+		return nil, fmt.Errorf("pgstore: list sessions: %w", err)
 	}
 	slices.Sort(ids) // the column is COLLATE "C" already; this keeps the promise whatever the schema
 	return ids, nil
 }
 
-// Delete removes the session's records (store.ErrNotFound if it has none),
+// Delete removes the session's records (session.ErrNotFound if it has none),
 // under the session's lock so that it does not interleave with an Append.
-func (s *Sessions) Delete(ctx context.Context, session string) error {
-	if !store.ValidSessionID(session) {
-		return fmt.Errorf("%w: %q", store.ErrBadID, session)
+func (s *Sessions) Delete(ctx context.Context, id string) error {
+	if !session.ValidID(id) {
+		return fmt.Errorf("%w: %q", session.ErrBadID, id)
 	}
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockSession(ctx, tx, session); err != nil {
+		if err := lockSession(ctx, tx, id); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = $1`, session)
+		tag, err := tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = $1`, id)
 		n = tag.RowsAffected()
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: delete session %s: %w", session, err)
+		return fmt.Errorf("pgstore: delete session %s: %w", id, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: session %s", store.ErrNotFound, session)
+		return fmt.Errorf("%w: session %s", session.ErrNotFound, id)
 	}
 	return nil
 }
 
 // errAppendConflict rolls back an Append whose rows exist already.
-var errAppendConflict = errors.New("cluster: records exist")
+var errAppendConflict = errors.New("pgstore: records exist")
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation.
 func isUniqueViolation(err error) bool {
@@ -313,4 +313,4 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
-var _ store.SessionStore = (*Sessions)(nil)
+var _ session.Store = (*Sessions)(nil)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agcore/agrun/cluster/pgstore"
-	"github.com/agcore/agrun/cluster/store"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agcore/agrun/cluster/storetest"
 	"github.com/agcore/agrun/internal/testing/pgtest"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/session/pgstore"
+	"github.com/agcore/agrun/session/sessiontest"
 )
 
 func openPG(t *testing.T, dsn string) *pgstore.Sessions {
@@ -31,7 +31,7 @@ func openPG(t *testing.T, dsn string) *pgstore.Sessions {
 // TestSessions runs the session store suite against a real PostgreSQL
 // server (internal/testing/pgtest), a new database per subtest.
 func TestSessions(t *testing.T) {
-	storetest.TestSessionStore(t, func(t *testing.T) store.SessionStore { return openPG(t, pgtest.Start(t)) })
+	sessiontest.Run(t, func(t *testing.T) session.Store { return openPG(t, pgtest.Start(t)) }, sessiontest.Options{Verbatim: true})
 }
 
 // TestSessionsTwoProcesses: stores with pools of their own on one
