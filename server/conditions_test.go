@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/server"
 )
 
 // A run whose stream breaks off is retried (a retry event, the reply

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"
 )
 

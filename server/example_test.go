@@ -9,10 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
 )
 
 // Upload a tool and call it over HTTP.

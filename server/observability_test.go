@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/session"
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"
@@ -20,6 +17,9 @@ import (
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/wasmtools"
 )
 

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/session"
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 )
 
 // RunRequest is the body of POST /v1/runs.

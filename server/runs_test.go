@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
 )
 
 // askWordCount is a reply asking for word_count, its arguments in two

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/server"
 )
 
 // A run's body may carry a JSON Schema: it is sent as response_format,

@@ -60,11 +60,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/session"
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/session"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/wasmtools"
 )
 

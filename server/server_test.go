@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/internal/testing/testrt"
@@ -24,6 +23,7 @@ import (
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"
 )
 

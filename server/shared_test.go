@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/server"
 )
 
 // memShared is a SharedStore in memory, for several Servers of one test

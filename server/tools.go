@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/wasmtools"
 	"go.opentelemetry.io/otel/propagation"
 )

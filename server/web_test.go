@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testprovider"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/server"
 )
 
 // countingTool is an operator tool whose every run is counted: the proof
