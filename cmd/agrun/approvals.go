@@ -29,7 +29,7 @@ import (
 type cliApprover struct {
 	c       *cli
 	cfg     *config.Config
-	store   *approvalStore
+	store   *session.Approvals
 	session string
 	// server: the approver of `agrun serve` runs: a call that needs a yes
 	// (and is not approved "always") is left to the server, which asks
@@ -54,7 +54,7 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 		return loop.Decision{Answer: loop.Deny, By: "config", Reason: `the configuration does not allow this tool (approve = "never")`}, nil
 	}
 	if a.store != nil {
-		ok, err := a.store.has(req.Tool, req.Grant)
+		ok, err := a.store.Has(req.Tool, req.Grant)
 		if err != nil {
 			fmt.Fprintf(a.c.stderr, "agrun: approvals: %s\n", safe(err.Error()))
 		}
@@ -93,7 +93,7 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 			return loop.Decision{Answer: loop.ApproveSession, By: "user"}, nil
 		case "a", "always":
 			if a.store != nil {
-				err := a.store.add(standingApproval{Tool: req.Tool, Grant: req.Grant, Time: time.Now().UTC(), By: "user", Session: a.session})
+				err := a.store.Add(session.StandingApproval{Tool: req.Tool, Grant: req.Grant, Time: time.Now().UTC(), By: "user", Session: a.session})
 				if err != nil {
 					fmt.Fprintf(a.c.stderr, "agrun: approvals: not saved (approved for this session only): %s\n", safe(err.Error()))
 				}
@@ -279,7 +279,7 @@ func (c *cli) approverFor(cfg *config.Config, id string) loop.Approver {
 	if !asksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), session: id}
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), session: id}
 }
 
 // serveApprover is the Approver of `agrun serve` runs: the same policy,
@@ -289,7 +289,7 @@ func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
 	if !asksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), server: true}
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), server: true}
 }
 
 // asksAnything reports whether cfg can ask about any call.

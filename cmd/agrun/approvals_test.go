@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agcore/agrun/session"
 	"io"
 	"net/http"
 	"os"
@@ -201,7 +202,7 @@ func TestApprovalAlwaysPersists(t *testing.T) {
 		t.Fatalf("approvals list: %s", r.stdout)
 	}
 	r = e.run("", "approvals", "list", "--json").wantCode(t, exitOK)
-	var list []standingApproval
+	var list []session.StandingApproval
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].Tool != "write_note" || list[0].By != "user" {
 		t.Fatalf("approvals list --json: %s %v", r.stdout, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/agcore/agrun/session"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,12 +46,12 @@ func (c *cli) approvalsList(args []string) error {
 	return c.printApprovals(*asJSON)
 }
 
-func (c *cli) approvalStore() (*approvalStore, error) {
+func (c *cli) approvalStore() (*session.Approvals, error) {
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	return newApprovalStore(sessionsDir(cfg)), nil
+	return session.OpenApprovals(sessionsDir(cfg)), nil
 }
 
 // printApprovals lists the standing approvals: tool, when, by whom, and
@@ -60,13 +61,13 @@ func (c *cli) printApprovals(asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	list, err := st.load()
+	list, err := st.List()
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		if list == nil {
-			list = []standingApproval{}
+			list = []session.StandingApproval{}
 		}
 		writeJSONLine(c.stdout, list)
 		return nil
@@ -119,7 +120,7 @@ func (c *cli) approvalsRevoke(args []string) error {
 	}
 	var missing []string
 	for _, tool := range pos {
-		ok, err := st.revoke(tool)
+		ok, err := st.Revoke(tool)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/session"
 	"strings"
 
 	"github.com/agcore/agrun/cluster"
@@ -103,5 +104,5 @@ func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
 	if !asksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: newApprovalStore(sessionsDir(cfg)), cluster: true}
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), cluster: true}
 }
