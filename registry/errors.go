@@ -27,7 +27,7 @@ const (
 	// Cancelled: the caller's context was cancelled before or while the tool
 	// ran. It is not in the original list of kinds; it exists so that a
 	// cancelled call is told apart from a tool that failed (see
-	// docs/ARCHITECTURE.md).
+	// docs/RATIONALE.md).
 	Cancelled Kind = "cancelled"
 	// ModuleRefused: the tool's module was refused when it was loaded
 	// (missing, unreadable, invalid, failing its sha256 pin, without a

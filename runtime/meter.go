@@ -18,7 +18,7 @@ import (
 // the shape of its code — wazero's own interruption (WithCloseOnContextDone)
 // checks only at loop headers, so an exponential tree of calls without a
 // loop ran for ever — and how the call stack, which wazero grows on the Go
-// heap up to 400 MB, is bounded. docs/ARCHITECTURE.md has the reasons for
+// heap up to 400 MB, is bounded. docs/RATIONALE.md has the reasons for
 // this design.
 
 // meterModule is the import module of the metering functions. Guests

@@ -10,7 +10,7 @@
 // It consumes what the loop and the registry already report (events,
 // request records, messages, audits) and produces spans after the fact
 // with their real start and end times, so that neither runtime, registry
-// nor loop imports OpenTelemetry (docs/ARCHITECTURE.md).
+// nor loop imports OpenTelemetry (docs/RATIONALE.md).
 //
 //	tel, err := telemetry.Setup(ctx, telemetry.Config{Endpoint: "http://localhost:4318"})
 //	defer tel.Shutdown(ctx)

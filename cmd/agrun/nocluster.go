@@ -14,7 +14,7 @@ import (
 
 // This agrun is built without the cluster (the default: linking Temporal,
 // gRPC, the AWS SDK and pgx makes a first build much slower, see
-// docs/ARCHITECTURE.md). `go build -tags cluster ./cmd/agrun` has it.
+// docs/RATIONALE.md). `go build -tags cluster ./cmd/agrun` has it.
 
 // clusterSupport says whether this build runs [cluster] (agrun version).
 const clusterSupport = false

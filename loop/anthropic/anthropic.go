@@ -128,7 +128,7 @@ func New(cfg Config) (*Provider, error) {
 	}}
 	// The Messages service alone, not sdk.NewClient: the client holds
 	// every service (beta included), and linking them costs a program
-	// that imports this package megabytes (docs/ARCHITECTURE.md).
+	// that imports this package megabytes (docs/RATIONALE.md).
 	p.client = sdk.NewMessageService(
 		option.WithBaseURL(base+"/"),
 		option.WithAPIKey(cfg.APIKey),

@@ -103,7 +103,7 @@ func New(cfg Config) (*Provider, error) {
 	}}
 	// The Chat Completions service alone, not openai.NewClient: the
 	// client holds every service of the API, and linking them costs a
-	// program that imports this package megabytes (docs/ARCHITECTURE.md).
+	// program that imports this package megabytes (docs/RATIONALE.md).
 	p.client = openai.NewChatCompletionService(
 		option.WithBaseURL(base),
 		option.WithAPIKey(cfg.APIKey),
