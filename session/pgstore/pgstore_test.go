@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -147,5 +149,26 @@ func TestSessionsErrors(t *testing.T) {
 	ccancel()
 	if _, err := s.Append(cctx, "s", 0, []json.RawMessage{json.RawMessage(`{}`)}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Append with a cancelled context: %v", err)
+	}
+}
+
+// TestExample runs Example (the package's documentation) against a real
+// PostgreSQL server and checks what it prints.
+func TestExample(t *testing.T) {
+	t.Setenv("AGRUN_EXAMPLE_DSN", pgtest.Start(t))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	func() {
+		defer func() { os.Stdout = stdout }()
+		Example()
+	}()
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if want := "user: hello\nassistant: hi there\n"; string(out) != want {
+		t.Fatalf("Example printed %q, want %q", out, want)
 	}
 }
