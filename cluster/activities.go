@@ -123,7 +123,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	}
 	history, err := a.records().History(recs)
 	if err != nil {
-		return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: %w", in.Session, err))
+		return ModelOutput{}, permanent(fmt.Errorf("session %s: %w", in.Session, err))
 	}
 	var out []json.RawMessage
 	var recErr error
@@ -275,7 +275,7 @@ func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.Ra
 			}
 			req := loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}
 			if ap.NeedsApproval(req) && !approved[c.ID] {
-				return ModelOutput{}, permanent(fmt.Errorf("cluster: session %s: the stored step is incomplete: call %s (%s) needs approval and its decision is not stored", in.Session, c.ID, c.Name))
+				return ModelOutput{}, permanent(fmt.Errorf("session %s: the stored step is incomplete: call %s (%s) needs approval and its decision is not stored", in.Session, c.ID, c.Name))
 			}
 		}
 	}
@@ -362,7 +362,7 @@ func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map
 			id := r.ID
 			r = ToolResult{}
 			if err := json.Unmarshal(b, &r); err != nil || r.ID != id || r.Whole != nil {
-				return nil, permanent(fmt.Errorf("cluster: the stored result of call %s is damaged", id))
+				return nil, permanent(fmt.Errorf("the stored result of call %s is damaged", id))
 			}
 		}
 		inv := registry.Invocation{ID: r.ID, Duration: time.Duration(r.DurationMS) * time.Millisecond, Audit: r.Audit}

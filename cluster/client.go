@@ -14,7 +14,7 @@ import (
 
 // ErrSessionBusy is returned by Client.Run when a run of the session is
 // already going on somewhere in the cluster.
-var ErrSessionBusy = errors.New("cluster: the session is running elsewhere in the cluster")
+var ErrSessionBusy = errors.New("the session is running elsewhere in the cluster")
 
 // Client starts runs of sessions on a cluster and reads their results.
 type Client struct {

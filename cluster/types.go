@@ -271,7 +271,7 @@ func (b blobs) put(ctx context.Context, data []byte) (Payload, error) {
 		return Payload{Data: data, Size: len(data)}, nil
 	}
 	if b.store == nil {
-		return Payload{}, fmt.Errorf("cluster: a payload of %d bytes needs a blob store (over the inline limit of %d)", len(data), limit)
+		return Payload{}, fmt.Errorf("a payload of %d bytes needs a blob store (over the inline limit of %d)", len(data), limit)
 	}
 	d := store.Digest(data)
 	if err := b.store.Put(ctx, store.BlobKey(d), data); err != nil {
@@ -289,10 +289,10 @@ func (b blobs) get(ctx context.Context, p Payload) ([]byte, error) {
 		return p.Data, nil
 	}
 	if d, ok := strings.CutPrefix(p.Ref, "blobs/sha256/"); !ok || !store.ValidDigest(d) {
-		return nil, fmt.Errorf("cluster: %q is not a payload reference", p.Ref)
+		return nil, fmt.Errorf("%q is not a payload reference", p.Ref)
 	}
 	if b.store == nil {
-		return nil, errors.New("cluster: a payload by reference and no blob store")
+		return nil, errors.New("a payload by reference and no blob store")
 	}
 	data, err := b.store.Get(ctx, p.Ref, maxPayload)
 	if err != nil {

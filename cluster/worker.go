@@ -45,7 +45,7 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 	}
 	for _, s := range serve {
 		if s != ServeLLM && s != ServeWASM && s != ServeMCP {
-			return fmt.Errorf("cluster: unknown queue %q (llm, wasm, mcp)", s)
+			return fmt.Errorf("unknown queue %q (llm, wasm, mcp)", s)
 		}
 	}
 	n := o.Concurrency
@@ -93,14 +93,14 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 			for _, started := range ws[:i] {
 				started.Stop()
 			}
-			return fmt.Errorf("cluster: starting a worker: %w", err)
+			return fmt.Errorf("starting a worker: %w", err)
 		}
 	}
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-fatal:
-		err = fmt.Errorf("cluster: worker: %w", err)
+		err = fmt.Errorf("worker: %w", err)
 	}
 	for _, w := range ws {
 		w.Stop()

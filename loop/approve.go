@@ -278,7 +278,7 @@ func approvalKey(req ApprovalRequest) string {
 // the run with the decisions, without a new model request (for a saved
 // session, with Config.ResumePending). A Submit method instead answers
 // them "cancelled" and starts a new run.
-var ErrApprovalPending = errors.New("loop: approval pending")
+var ErrApprovalPending = errors.New("approval pending")
 
 // ApprovalPendingError ends a run whose calls wait for a decision; it
 // matches ErrApprovalPending.
@@ -328,7 +328,7 @@ func (e *ApprovalRequired) MarshalJSON() ([]byte, error) {
 
 // ErrNothingPending is returned by Run, given decisions or results, when
 // no call waits, or a decision or a result names a call that does not.
-var ErrNothingPending = errors.New("loop: no tool call waits for a decision")
+var ErrNothingPending = errors.New("no tool call waits for a decision")
 
 // Pending returns the calls waiting for a decision (see
 // ErrApprovalPending), in call order; nil if none. Safe to call at any
@@ -401,7 +401,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 
 // ErrCallsDeferred is matched by the *CallsDeferredError that ends a run
 // of a Cycle with Config.DeferCalls whose reply asked for tool calls.
-var ErrCallsDeferred = errors.New("loop: tool calls deferred")
+var ErrCallsDeferred = errors.New("tool calls deferred")
 
 // CallsDeferredError ends a run whose calls are to run elsewhere
 // (Config.DeferCalls). The history ends with those calls unanswered, as

@@ -22,7 +22,7 @@ import (
 // kind is KindContextOverflow. The loop has already trimmed the request
 // and retried it once when a Submit method returns it; the history is
 // whole and the next run trims again.
-var ErrContextOverflow = errors.New("loop: the conversation does not fit the model's context window")
+var ErrContextOverflow = errors.New("the conversation does not fit the model's context window")
 
 // Is reports whether target is ErrContextOverflow and e says so.
 func (e *APIError) Is(target error) bool { return target == ErrContextOverflow && isContextOverflow(e) }

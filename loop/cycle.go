@@ -204,11 +204,11 @@ type Cycle struct {
 // model, or History is invalid (ErrInvalidHistory); it makes no request.
 func New(cfg Config) (*Cycle, error) {
 	if cfg.Provider == nil {
-		return nil, errors.New("loop: Config.Provider is required (chat.New, responses.New, anthropic.New or gemini.New)")
+		return nil, errors.New("loop.Config.Provider is required (chat.New, responses.New, anthropic.New or gemini.New)")
 	}
 	info := cfg.Provider.Info()
 	if strings.TrimSpace(info.Model) == "" {
-		return nil, errors.New("loop: the provider names no model")
+		return nil, errors.New("the provider names no model")
 	}
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns
@@ -337,7 +337,7 @@ func eventSeq(body func(emit func(Event) bool) error) iter.Seq2[Event, error] {
 }
 
 // errStopped: the consumer of a stream stopped ranging.
-var errStopped = errors.New("loop: consumer stopped")
+var errStopped = errors.New("consumer stopped")
 
 // run is the one tool cycle behind a prompt (Run and the Submit
 // methods). emit returns false when the consumer stopped (nil: no one
@@ -538,11 +538,11 @@ func (r *runState) attempt(ctx context.Context, stream bool) (Reply, time.Durati
 		return out, first, errStopped
 	case err == nil:
 	case ctx.Err() != nil:
-		return out, first, fmt.Errorf("loop: request: %w", ctx.Err())
+		return out, first, fmt.Errorf("request: %w", ctx.Err())
 	case stalled.Load():
 		return out, first, &idleError{after: idle}
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
-		return out, first, fmt.Errorf("loop: request timed out after %s: %w", c.cfg.RequestTimeout, context.DeadlineExceeded)
+		return out, first, fmt.Errorf("request timed out after %s: %w", c.cfg.RequestTimeout, context.DeadlineExceeded)
 	default:
 		return out, first, err
 	}

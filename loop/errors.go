@@ -18,20 +18,20 @@ import (
 var (
 	// ErrMaxTurns: the run made Config.MaxTurns model requests and the last
 	// reply still asked for tools. The history keeps every message.
-	ErrMaxTurns = errors.New("loop: maximum number of turns reached")
+	ErrMaxTurns = errors.New("maximum number of turns reached")
 	// ErrRepeatedCall: the model made the same call (same tool, same
 	// arguments) in RepeatLimit+1 turns in a row. It was told after
 	// RepeatLimit; the repeated turn's calls are answered "cancelled".
-	ErrRepeatedCall = errors.New("loop: the model repeated the same tool call")
+	ErrRepeatedCall = errors.New("the model repeated the same tool call")
 	// ErrBusy: a Submit method was called while another run of the same
 	// Cycle was in progress.
-	ErrBusy = errors.New("loop: cycle is busy with another run")
+	ErrBusy = errors.New("cycle is busy with another run")
 	// ErrBadResponse: the provider's reply could not be used (no choices,
 	// an empty stream, a chunk that is not JSON).
-	ErrBadResponse = errors.New("loop: unusable response from provider")
+	ErrBadResponse = errors.New("unusable response from provider")
 	// ErrConsumed: the sequence returned by SubmitStreamWithTools was
 	// ranged over a second time.
-	ErrConsumed = errors.New("loop: stream already consumed")
+	ErrConsumed = errors.New("stream already consumed")
 )
 
 // RepeatedCallError is the error of a run ended by a repeated call; it

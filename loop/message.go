@@ -77,7 +77,7 @@ type ToolCall struct {
 
 // ErrInvalidHistory is returned (wrapped) by New when Config.History cannot
 // be sent to a provider and cannot be repaired by appending.
-var ErrInvalidHistory = errors.New("loop: invalid history")
+var ErrInvalidHistory = errors.New("invalid history")
 
 // repairHistory checks a saved history and returns the calls of its last
 // assistant message left unanswered (cancelledTail answers them, so that

@@ -35,16 +35,16 @@ var (
 	// included. Nothing of it is kept or run; the request is retried like
 	// a 5xx. It is matched by *IncompleteStreamError, which also matches
 	// ErrBadResponse (kind provider).
-	ErrIncompleteStream = errors.New("loop: the stream ended before the reply was complete")
+	ErrIncompleteStream = errors.New("the stream ended before the reply was complete")
 	// ErrStreamIdle: no chunk arrived for Config.StreamIdleTimeout. The
 	// request is retried; the error is the last attempt's (KindStreamIdle).
-	ErrStreamIdle = errors.New("loop: the stream stalled")
+	ErrStreamIdle = errors.New("the stream stalled")
 	// ErrTokenBudget: the run used Config.MaxTotalTokens tokens and would
 	// have made another request (*BudgetError, KindMaxTokens).
-	ErrTokenBudget = errors.New("loop: token budget reached")
+	ErrTokenBudget = errors.New("token budget reached")
 	// ErrToolCallBudget: the model asked for more tool calls than
 	// Config.MaxToolCalls allows in one run (*BudgetError, KindMaxToolCalls).
-	ErrToolCallBudget = errors.New("loop: tool call budget reached")
+	ErrToolCallBudget = errors.New("tool call budget reached")
 )
 
 // The kinds of a failed run added with the request settings.
@@ -262,7 +262,7 @@ func (r *runState) request(ctx context.Context, stream bool) (rep Reply, err err
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Reply{}, fmt.Errorf("loop: waiting to retry: %w", ctx.Err())
+			return Reply{}, fmt.Errorf("waiting to retry: %w", ctx.Err())
 		case <-t.C:
 		}
 		waited += wait

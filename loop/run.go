@@ -41,7 +41,7 @@ type Turn struct {
 // ErrBadTurn: a Turn that asks for two things at once (a Prompt with
 // Decisions or Results, Decisions with Results) or AnswerOnly without
 // Results.
-var ErrBadTurn = errors.New("loop: a turn is a prompt, decisions or results, one of them")
+var ErrBadTurn = errors.New("a turn is a prompt, decisions or results, one of them")
 
 // Run is the one way a Cycle runs: a prompt, or the decisions or results
 // of calls an earlier run left waiting, as a sequence of events (see

@@ -38,7 +38,7 @@ const (
 // JSON matching the schema, also after the loop told the model why and
 // asked once more. The run's kind is KindInvalidOutput; the history keeps
 // both answers and the correction between them.
-var ErrInvalidOutput = errors.New("loop: the final answer does not match the response schema")
+var ErrInvalidOutput = errors.New("the final answer does not match the response schema")
 
 // StructuredOutput reports the check of a final answer against
 // Config.ResponseSchema; it follows the TurnComplete of every reply
@@ -92,7 +92,7 @@ func compileResponseSchema(raw json.RawMessage) (*responseSchema, error) {
 	}
 	s, err := registry.CompileSchema(raw)
 	if err != nil {
-		return nil, fmt.Errorf("loop: Config.ResponseSchema (the root must be an object schema): %w", err)
+		return nil, fmt.Errorf("loop.Config.ResponseSchema (the root must be an object schema): %w", err)
 	}
 	rs := &responseSchema{schema: s}
 	_ = json.Unmarshal(raw, &rs.doc)
@@ -222,7 +222,7 @@ func (r *runState) checkOutput(ctx context.Context, content string) (out json.Ra
 		return out, false, nil
 	}
 	if ctx.Err() != nil {
-		return nil, false, fmt.Errorf("loop: run cancelled while checking the answer: %w", ctx.Err())
+		return nil, false, fmt.Errorf("run cancelled while checking the answer: %w", ctx.Err())
 	}
 	why := textsafe.Clean(verr.Error(), 2000)
 	retry := !r.schemaRetried

@@ -66,7 +66,7 @@ func (r *runState) runTools(ctx context.Context, calls []ToolCall) error {
 		return &BudgetError{Budget: "tool_calls", Limit: int64(limit), Used: int64(r.calls)}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("loop: run cancelled during tool calls: %w", err)
+		return fmt.Errorf("run cancelled during tool calls: %w", err)
 	}
 	return nil
 }

@@ -136,10 +136,10 @@ func (s *session) alive() bool {
 // next.
 func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, error) {
 	if serverName == "" {
-		return nil, errors.New("mcp: empty server name")
+		return nil, errors.New("empty server name")
 	}
 	if t == nil {
-		return nil, fmt.Errorf("mcp: server %q: nil transport", serverName)
+		return nil, fmt.Errorf("server %q: nil transport", serverName)
 	}
 	var o ClientOptions
 	if opts != nil {
@@ -147,7 +147,7 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		o.Permissions = slices.Clone(opts.Permissions)
 	}
 	if o.Timeout < 0 || o.MaxMessageBytes < 0 || o.RestartBackoff < 0 || o.MaxStderrBytes < 0 {
-		return nil, fmt.Errorf("mcp: server %q: negative option", serverName)
+		return nil, fmt.Errorf("server %q: negative option", serverName)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -466,18 +466,18 @@ func (c *Client) classify(ctx context.Context, tool, what string, err error, l *
 		name = ToolName(c.name, tool)
 	}
 	if errors.Is(context.Cause(ctx), errRequestTimeout) {
-		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("mcp: server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
+		return registry.NewError(registry.MCPTimeout, name, fmt.Errorf("server %q: %s: no answer within %s", c.name, what, c.opts.Timeout))
 	}
 	if l != nil && l.cause != nil {
 		if cause := l.cause(); cause != nil {
-			return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(cause)))
+			return registry.NewError(registry.MCPError, name, fmt.Errorf("server %q: %s: %w", c.name, what, cleanError(cause)))
 		}
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
-		return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
+		return registry.NewError(registry.MCPError, name, fmt.Errorf("server %q: %s: server error %d: %s", c.name, what, werr.Code, SanitizeText(werr.Message, 1024)))
 	}
-	return registry.NewError(registry.MCPError, name, fmt.Errorf("mcp: server %q: %s: %w", c.name, what, cleanError(err)))
+	return registry.NewError(registry.MCPError, name, fmt.Errorf("server %q: %s: %w", c.name, what, cleanError(err)))
 }
 
 // request runs f on a live session with the per-request timeout, mapping
@@ -713,7 +713,7 @@ func (c *Client) Sync(reg *registry.Registry) error {
 			for name := range st.owned {
 				reg.Unregister(name)
 			}
-			return fmt.Errorf("mcp: server %q: %w", c.name, err)
+			return fmt.Errorf("server %q: %w", c.name, err)
 		}
 		st.owned[t.Name()] = true
 	}
@@ -807,7 +807,7 @@ func (c *Client) endSession(ctx context.Context, s *session) error {
 	case <-ctx.Done():
 	}
 	if err != nil {
-		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("mcp: server %q: close: %w", c.name, cleanError(err)))
+		return registry.NewError(registry.MCPError, c.name, fmt.Errorf("server %q: close: %w", c.name, cleanError(err)))
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
-		return fmt.Errorf("mcp: encoding a message: %w", err)
+		return fmt.Errorf("encoding a message: %w", err)
 	}
 	return c.writeLine(data)
 }
@@ -161,7 +161,7 @@ func (c *lineConn) readLoop() {
 			}
 			if reply != nil {
 				if err := c.writeLine(reply); err != nil {
-					c.deliver(lineMsg{err: fmt.Errorf("mcp: answering a malformed message: %w", err)})
+					c.deliver(lineMsg{err: fmt.Errorf("answering a malformed message: %w", err)})
 					return
 				}
 			}
@@ -171,7 +171,7 @@ func (c *lineConn) readLoop() {
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
-				rerr = fmt.Errorf("mcp: reading the input: %w", rerr)
+				rerr = fmt.Errorf("reading the input: %w", rerr)
 			}
 			c.deliver(lineMsg{err: rerr})
 			return

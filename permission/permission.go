@@ -51,7 +51,7 @@ const customPrefix = "custom:"
 const maxCustomName = 64
 
 // ErrInvalid is returned (wrapped) by Parse for text that names no permission.
-var ErrInvalid = errors.New("permission: invalid permission")
+var ErrInvalid = errors.New("invalid permission")
 
 // Custom returns the custom permission with the given name. It returns an
 // error if name is empty, longer than 64 bytes, or contains characters other

@@ -41,21 +41,21 @@ type Func[In, Out any] struct {
 // an object schema (In must be a struct, or a map with string keys).
 func NewFunc[In, Out any](name, description string, fn func(context.Context, In) (Out, error), perms ...permission.Permission) (*Func[In, Out], error) {
 	if !ValidName(name) {
-		return nil, fmt.Errorf("registry: tool name %q must match %s", name, NamePattern)
+		return nil, fmt.Errorf("tool name %q must match %s", name, NamePattern)
 	}
 	if fn == nil {
-		return nil, fmt.Errorf("registry: tool %q: no function", name)
+		return nil, fmt.Errorf("tool %q: no function", name)
 	}
 	s, err := jsonschema.For[In](nil)
 	if err != nil {
-		return nil, fmt.Errorf("registry: tool %q: the schema of its argument type: %w", name, err)
+		return nil, fmt.Errorf("tool %q: the schema of its argument type: %w", name, err)
 	}
 	params, err := json.Marshal(s)
 	if err != nil {
-		return nil, fmt.Errorf("registry: tool %q: %w", name, err)
+		return nil, fmt.Errorf("tool %q: %w", name, err)
 	}
 	if s.Type != "object" {
-		return nil, fmt.Errorf("registry: tool %q: its argument type must be a struct (or a map): its schema is %s", name, params)
+		return nil, fmt.Errorf("tool %q: its argument type must be a struct (or a map): its schema is %s", name, params)
 	}
 	return &Func[In, Out]{name: name, description: description, params: params, perms: perms, fn: fn}, nil
 }

@@ -193,7 +193,7 @@ func (r *Registry) Register(t Tool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.tools[e.tool.Name()]; dup {
-		return fmt.Errorf("registry: %q: %w", e.tool.Name(), ErrDuplicate)
+		return fmt.Errorf("%q: %w", e.tool.Name(), ErrDuplicate)
 	}
 	r.tools[e.tool.Name()] = e
 	return nil
@@ -218,15 +218,15 @@ func (r *Registry) Replace(t Tool) (old Tool, err error) {
 
 func newEntry(t Tool) (*entry, error) {
 	if t == nil {
-		return nil, errors.New("registry: nil tool")
+		return nil, errors.New("nil tool")
 	}
 	name := t.Name()
 	if !ValidName(name) {
-		return nil, fmt.Errorf("registry: %q: %w", textsafe.Truncate(name, 80), ErrInvalidName)
+		return nil, fmt.Errorf("%q: %w", textsafe.Truncate(name, 80), ErrInvalidName)
 	}
 	s, err := CompileSchema(t.Parameters())
 	if err != nil {
-		return nil, fmt.Errorf("registry: %q: %w", name, err)
+		return nil, fmt.Errorf("%q: %w", name, err)
 	}
 	return &entry{tool: t, schema: s, perms: slices.Clone(t.Permissions())}, nil
 }

@@ -13,29 +13,29 @@ import (
 var (
 	// ErrCompile: the module is malformed, invalid, or refused by the
 	// sandbox's checks.
-	ErrCompile = errors.New("runtime: module refused")
+	ErrCompile = errors.New("module refused")
 	// ErrTimeout: the call's time limit (or the caller's deadline) ended
 	// it, or its fuel ran out (ErrFuelExhausted wraps it).
-	ErrTimeout = errors.New("runtime: time limit exceeded")
+	ErrTimeout = errors.New("time limit exceeded")
 	// ErrMemoryLimit: the guest tried to grow its memory past the limit,
 	// or a Go guest reported running out of memory.
-	ErrMemoryLimit = errors.New("runtime: memory limit exceeded")
+	ErrMemoryLimit = errors.New("memory limit exceeded")
 	// ErrOutputLimit: the guest wrote more than MaxStdout or MaxStderr.
-	ErrOutputLimit = errors.New("runtime: output limit exceeded")
+	ErrOutputLimit = errors.New("output limit exceeded")
 	// ErrInputLimit: the input is larger than MaxStdin; nothing ran.
-	ErrInputLimit = errors.New("runtime: input too large")
+	ErrInputLimit = errors.New("input too large")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access,
 	// division by zero, ...), its call stack passed Config.MaxStackBytes
 	// ("call stack exhausted"), or the host refused a call that would have
 	// crashed a host function ("the host refused a call to <function>";
 	// the panic is logged, never returned).
-	ErrTrap = errors.New("runtime: guest trapped")
+	ErrTrap = errors.New("guest trapped")
 	// ErrNotGranted: the guest called a host function it was not granted
 	// (agrun.http_request without a NetworkGrant). The call fails with it
 	// whatever the guest did afterwards.
-	ErrNotGranted = errors.New("runtime: capability not granted")
+	ErrNotGranted = errors.New("capability not granted")
 	// ErrClosed: the Runtime or the Module was closed.
-	ErrClosed = errors.New("runtime: closed")
+	ErrClosed = errors.New("the runtime is closed")
 )
 
 // limitError is how a call that crossed one of its Limits ends: its text

@@ -43,7 +43,7 @@ var ErrFuelExhausted = fmt.Errorf("%w: fuel exhausted", ErrTimeout)
 
 // errStackExhausted is the cause a call's context ends with when the
 // guest's estimated call stack passed Config.MaxStackBytes.
-var errStackExhausted = errors.New("runtime: call stack exhausted")
+var errStackExhausted = errors.New("call stack exhausted")
 
 // instrument rewrites a module for metering.
 func (r *Runtime) instrument(wasm []byte) ([]byte, error) {

@@ -33,14 +33,14 @@ func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer,
 	var fss []experimentalsys.FS
 	for _, m := range mounts {
 		if m.Guest == "" || m.Guest[0] != '/' || path.Clean(m.Guest) != m.Guest {
-			return fail(fmt.Errorf("runtime: mount %q: the guest path must be absolute and clean", m.Guest))
+			return fail(fmt.Errorf("mount %q: the guest path must be absolute and clean", m.Guest))
 		}
 		if seen[m.Guest] {
-			return fail(fmt.Errorf("runtime: mount %q: guest path mounted twice", m.Guest))
+			return fail(fmt.Errorf("mount %q: guest path mounted twice", m.Guest))
 		}
 		seen[m.Guest] = true
 		if m.AllowDelete && !m.Writable {
-			return fail(fmt.Errorf("runtime: mount %q: AllowDelete needs Writable", m.Guest))
+			return fail(fmt.Errorf("mount %q: AllowDelete needs Writable", m.Guest))
 		}
 		rec := &sandboxfs.Recorder{}
 		fs, err := sandboxfs.New(m.Host, sandboxfs.Options{
@@ -48,7 +48,7 @@ func mountFS(mounts []Mount, maxWrite int64) ([]experimentalsys.FS, []io.Closer,
 			MaxWriteBytes: maxWrite, WriteCounter: written, Recorder: rec,
 		})
 		if err != nil {
-			return fail(fmt.Errorf("runtime: mount %q: %w", m.Guest, err))
+			return fail(fmt.Errorf("mount %q: %w", m.Guest, err))
 		}
 		if c, ok := fs.(io.Closer); ok {
 			closers = append(closers, c)

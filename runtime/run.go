@@ -72,7 +72,7 @@ func sleeper(ctx context.Context) func(ns int64) {
 // errors raised before the guest started.
 func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error) {
 	if m == nil || m.r != r {
-		return nil, errors.New("runtime: Run with a nil module or one from another Runtime")
+		return nil, errors.New("runtime.Run with a nil module or one from another Runtime")
 	}
 	c, err := r.admit(ctx, m, in)
 	if err != nil {
@@ -399,7 +399,7 @@ func (st *callState) classify(ctx, timeoutCtx, callCtx context.Context, expired 
 	case err == nil && !expired:
 		return nil
 	case ctx.Err() == context.Canceled:
-		return fmt.Errorf("runtime: call cancelled: %w", context.Canceled)
+		return fmt.Errorf("call cancelled: %w", context.Canceled)
 	case timeoutCtx.Err() != nil && ctx.Err() != nil:
 		return &limitError{"the caller's deadline passed", ErrTimeout, context.DeadlineExceeded}
 	case timeoutCtx.Err() != nil:

@@ -266,7 +266,7 @@ func TestHostFunctionPanicIsRecovered(t *testing.T) {
 	if int32(stack[0]) != codeFault {
 		t.Errorf("result = %d, want %d", int32(stack[0]), codeFault)
 	}
-	if p := st.hostErr.Load(); p == nil || (*p).Error() != "runtime: guest trapped: the host refused a call to agrun.http_request" {
+	if p := st.hostErr.Load(); p == nil || (*p).Error() != "guest trapped: the host refused a call to agrun.http_request" {
 		t.Errorf("hostErr = %v", p)
 	}
 	if context.Cause(ctx) == nil {

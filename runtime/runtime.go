@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		if dir != "" {
 			c, err := wazero.NewCompilationCacheWithDir(dir)
 			if err != nil {
-				return nil, fmt.Errorf("runtime: compilation cache: %w", err)
+				return nil, fmt.Errorf("compilation cache: %w", err)
 			}
 			r.cache = c
 			rc = rc.WithCompilationCache(c)
@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.wz = wazero.NewRuntimeWithConfig(ctx, rc)
 	if err := r.instantiateWASI(ctx); err != nil {
 		r.wz.Close(ctx)
-		return nil, fmt.Errorf("runtime: instantiating WASI: %w", err)
+		return nil, fmt.Errorf("instantiating WASI: %w", err)
 	}
 	r.wasiSigs = map[string]wasmbin.FuncType{}
 	for name, d := range r.wz.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions() {
@@ -129,11 +129,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if err := r.instantiateMeter(ctx); err != nil {
 		r.wz.Close(ctx)
-		return nil, fmt.Errorf("runtime: instantiating the meter: %w", err)
+		return nil, fmt.Errorf("instantiating the meter: %w", err)
 	}
 	if err := r.instantiateHost(ctx); err != nil {
 		r.wz.Close(ctx)
-		return nil, fmt.Errorf("runtime: instantiating host functions: %w", err)
+		return nil, fmt.Errorf("instantiating host functions: %w", err)
 	}
 	r.modCfg = wazero.NewModuleConfig().
 		WithName("").

@@ -180,7 +180,7 @@ func (s *snapshotter) get(ctx context.Context, key string, take func() (snap *sn
 
 // errSideEffect ends a snapshot's _initialize that reached outside its
 // instance.
-var errSideEffect = errors.New("runtime: _initialize had an effect outside its instance")
+var errSideEffect = errors.New("_initialize had an effect outside its instance")
 
 // whileSnapshotting reports whether st belongs to a snapshot being taken;
 // if so the host function called is a side effect: the snapshot is
@@ -345,7 +345,7 @@ func restore(mod api.Module, s *snapshotter, snap *snapshot) error {
 	for i, name := range s.globals {
 		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
 		if !ok { // cannot happen: Compile exported them
-			return fmt.Errorf("runtime: snapshot: global %s is not exported", name)
+			return fmt.Errorf("snapshot: global %s is not exported", name)
 		}
 		g.Set(snap.globals[i])
 	}

@@ -131,7 +131,7 @@ func (r *Runtime) instantiateWASI(ctx context.Context) error {
 	for name, d := range upstream.ExportedFunctions() {
 		fn, ok := d.GoFunction().(api.GoModuleFunction)
 		if !ok {
-			return fmt.Errorf("runtime: WASI function %s is a %T, not an api.GoModuleFunction", name, d.GoFunction())
+			return fmt.Errorf("WASI function %s is a %T, not an api.GoModuleFunction", name, d.GoFunction())
 		}
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(r.guardWASI(name, wasiChecks[name], fn), d.ParamTypes(), d.ResultTypes()).

@@ -49,16 +49,16 @@ func TestWASIRefusesPanickingInputs(t *testing.T) {
 		want string
 	}{
 		{"poll_oneoff with 2^28 subscriptions", wat(t, "wasi_poll_overflow"),
-			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435456 subscriptions overflow the 32-bit size of their buffer"},
+			"guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435456 subscriptions overflow the 32-bit size of their buffer"},
 		// 2^28+1: the sizes wrap to 48 and 32, and the loop reads past them.
 		{"poll_oneoff with 2^28+1 subscriptions", wasiCallModule(r.wasiSigs, nil, wasiCall{"poll_oneoff", []uint64{0, 0, 1<<28 + 1, 0}}),
-			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435457 subscriptions overflow the 32-bit size of their buffer"},
+			"guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 268435457 subscriptions overflow the 32-bit size of their buffer"},
 		{"poll_oneoff with 2^32-1 subscriptions", wasiCallModule(r.wasiSigs, nil, wasiCall{"poll_oneoff", []uint64{0, 0, 1<<32 - 1, 0}}),
-			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 4294967295 subscriptions overflow the 32-bit size of their buffer"},
+			"guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff: 4294967295 subscriptions overflow the 32-bit size of their buffer"},
 		{"fd_filestat_set_times on stdout", wat(t, "wasi_settimes_stdio"),
-			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 1 (stdio)"},
+			"guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 1 (stdio)"},
 		{"fd_filestat_set_times on stdin", wasiCallModule(r.wasiSigs, nil, wasiCall{"fd_filestat_set_times", []uint64{0, 0, 0, 2}}),
-			"runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 0 (stdio)"},
+			"guest trapped: the host refused a call to wasi_snapshot_preview1.fd_filestat_set_times: setting the times of fd 0 (stdio)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := compile(t, r, tt.wasm)
@@ -229,7 +229,7 @@ func TestScrubPanic(t *testing.T) {
 		t.Fatalf("wazero's own poll_oneoff no longer panics with its stack (%v): revisit wasi.go's checks and docs/SECURITY.md", raw)
 	}
 	err := st.scrubPanic(raw)
-	if !errors.Is(err, ErrTrap) || err.Error() != "runtime: guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff" {
+	if !errors.Is(err, ErrTrap) || err.Error() != "guest trapped: the host refused a call to wasi_snapshot_preview1.poll_oneoff" {
 		t.Errorf("scrubPanic = %q", err)
 	}
 	if l := logs.String(); !strings.Contains(l, "module=0123456789ab") || !strings.Contains(l, "goroutine ") || !strings.Contains(l, "index out of range") {
@@ -238,7 +238,7 @@ func TestScrubPanic(t *testing.T) {
 
 	// A frame named by the guest's name section is not quoted.
 	spoof := errors.New("runtime error: x (recovered by wazero)\nwasm stack trace:\n\t.wasi_snapshot_preview1.fd_write\x1b[31m(i32) i32\n\nGo runtime stack trace:\ngoroutine 1 [running]:\n/root/x.go:1")
-	if err := st.scrubPanic(spoof); err.Error() != "runtime: guest trapped: the host refused a call to a host function" {
+	if err := st.scrubPanic(spoof); err.Error() != "guest trapped: the host refused a call to a host function" {
 		t.Errorf("scrubPanic(guest-named frame) = %q", err)
 	}
 
@@ -269,7 +269,7 @@ func TestGuardHidesPanicText(t *testing.T) {
 	if p == nil {
 		t.Fatal("no error recorded")
 	}
-	if !errors.Is(*p, ErrTrap) || (*p).Error() != "runtime: guest trapped: the host refused a call to agrun.log" {
+	if !errors.Is(*p, ErrTrap) || (*p).Error() != "guest trapped: the host refused a call to agrun.log" {
 		t.Errorf("hostErr = %q", *p)
 	}
 	if l := logs.String(); !strings.Contains(l, "secret.go:12") || !strings.Contains(l, "module=0123456789ab") {

@@ -19,7 +19,7 @@ const MinTokenLength = 16
 
 // ErrNoTokens is returned by CheckListener for a non-loopback address when
 // no token is configured.
-var ErrNoTokens = errors.New("server: no bearer tokens configured: refusing to listen on a non-loopback address (set the variable named by [serve] tokens_env)")
+var ErrNoTokens = errors.New("no bearer tokens configured: refusing to listen on a non-loopback address (set the variable named by [serve] tokens_env)")
 
 // TokensFromEnv returns the comma-separated tokens in the environment
 // variable name; blanks around each token and empty entries are dropped.
@@ -69,7 +69,7 @@ type authenticator struct {
 func CheckTokens(tokens []string) error {
 	for i, t := range tokens {
 		if len(t) < MinTokenLength {
-			return fmt.Errorf("server: token %d is shorter than %d characters", i+1, MinTokenLength)
+			return fmt.Errorf("token %d is shorter than %d characters", i+1, MinTokenLength)
 		}
 	}
 	return nil

@@ -201,7 +201,7 @@ func (s *Server) runInfo(id string, schema json.RawMessage) telemetry.RunInfo {
 }
 
 // errClientGone ends the span of a run whose client stopped reading.
-var errClientGone = errors.New("server: the client went away")
+var errClientGone = errors.New("the client went away")
 
 // conversation is one open session and the cycle that records in it.
 type conversation struct {

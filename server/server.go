@@ -286,7 +286,7 @@ func DefaultDataDir() string {
 // GET /v1/tools, and kept on disk; it does not stop the others.
 func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Runtime == nil || opts.Registry == nil {
-		return nil, errors.New("server: Options.Runtime and Options.Registry are required")
+		return nil, errors.New("server.Options.Runtime and server.Options.Registry are required")
 	}
 	auth, err := newAuthenticator(opts.Tokens)
 	if err != nil {
@@ -333,7 +333,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if sessions == nil {
 			if sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
 				st.close()
-				return nil, fmt.Errorf("server: %w", err)
+				return nil, fmt.Errorf("%w", err)
 			}
 		}
 	}

@@ -53,7 +53,7 @@ type StoredTool struct {
 
 // ErrNoStoredTool is returned (wrapped) by a SharedStore for a name it
 // has no record of.
-var ErrNoStoredTool = errors.New("server: no such tool in the shared store")
+var ErrNoStoredTool = errors.New("no such tool in the shared store")
 
 func (e StoredTool) entry() indexEntry {
 	return indexEntry(e)

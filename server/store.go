@@ -81,7 +81,7 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ErrDataDirLocked is returned by New when another Server (in this process
 // or another) uses the data directory.
-var ErrDataDirLocked = errors.New("server: the data directory is in use by another agrun serve")
+var ErrDataDirLocked = errors.New("the data directory is in use by another agrun serve")
 
 // openStore creates the data directory (0700), locks it, and removes what
 // a crash may have left: temporary files and modules the index does not
@@ -89,10 +89,10 @@ var ErrDataDirLocked = errors.New("server: the data directory is in use by anoth
 func openStore(dir string) (_ *store, _ index, err error) {
 	s := &store{dir: dir}
 	if err := os.MkdirAll(filepath.Join(dir, modulesDir), 0o700); err != nil {
-		return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+		return nil, index{}, fmt.Errorf("data dir: %w", err)
 	}
 	if s.lock, err = os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-		return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+		return nil, index{}, fmt.Errorf("data dir: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -103,7 +103,7 @@ func openStore(dir string) (_ *store, _ index, err error) {
 		if errors.Is(err, flock.ErrLocked) {
 			return nil, index{}, fmt.Errorf("%w: %s", ErrDataDirLocked, dir)
 		}
-		return nil, index{}, fmt.Errorf("server: locking the data dir: %w", err)
+		return nil, index{}, fmt.Errorf("locking the data dir: %w", err)
 	}
 	ix, err := s.readIndex()
 	if err != nil {
@@ -112,7 +112,7 @@ func openStore(dir string) (_ *store, _ index, err error) {
 	for _, d := range []string{dir, filepath.Join(dir, modulesDir)} {
 		ents, err := os.ReadDir(d)
 		if err != nil {
-			return nil, index{}, fmt.Errorf("server: data dir: %w", err)
+			return nil, index{}, fmt.Errorf("data dir: %w", err)
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -141,19 +141,19 @@ func (s *store) readIndex() (index, error) {
 		return ix, nil
 	}
 	if err != nil {
-		return ix, fmt.Errorf("server: reading the index: %w", err)
+		return ix, fmt.Errorf("reading the index: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ix); err != nil {
-		return ix, fmt.Errorf("server: %s is damaged: %w", filepath.Join(s.dir, indexFile), err)
+		return ix, fmt.Errorf("%s is damaged: %w", filepath.Join(s.dir, indexFile), err)
 	}
 	if ix.Tools == nil {
 		ix.Tools = map[string]indexEntry{}
 	}
 	for name, e := range ix.Tools {
 		if !shaRE.MatchString(e.SHA256) {
-			return ix, fmt.Errorf("server: %s: tool %q: bad sha256 %q", filepath.Join(s.dir, indexFile), name, e.SHA256)
+			return ix, fmt.Errorf("%s: tool %q: bad sha256 %q", filepath.Join(s.dir, indexFile), name, e.SHA256)
 		}
 	}
 	return ix, nil
@@ -163,10 +163,10 @@ func (s *store) readIndex() (index, error) {
 func (s *store) writeIndex(ix index) error {
 	data, err := json.MarshalIndent(ix, "", "  ")
 	if err != nil {
-		return fmt.Errorf("server: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	if err := atomicfile.WriteFile(filepath.Join(s.dir, indexFile), append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("server: writing the index: %w", err)
+		return fmt.Errorf("writing the index: %w", err)
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func (s *store) putModule(sha string, wasm []byte) error {
 		}
 	}
 	if err := atomicfile.WriteFile(p, wasm, 0o600); err != nil {
-		return fmt.Errorf("server: storing module %s: %w", sha, err)
+		return fmt.Errorf("storing module %s: %w", sha, err)
 	}
 	return nil
 }
@@ -190,10 +190,10 @@ func (s *store) putModule(sha string, wasm []byte) error {
 func (s *store) readModule(sha string) ([]byte, error) {
 	wasm, err := os.ReadFile(s.modulePath(sha))
 	if err != nil {
-		return nil, fmt.Errorf("server: reading module: %w", err)
+		return nil, fmt.Errorf("reading module: %w", err)
 	}
 	if got := hashOf(wasm); got != sha {
-		return nil, fmt.Errorf("server: module %s is damaged (its sha256 is %s)", sha, got)
+		return nil, fmt.Errorf("module %s is damaged (its sha256 is %s)", sha, got)
 	}
 	return wasm, nil
 }

@@ -38,11 +38,11 @@ func newHostPolicy(addr string, allowed []string) (*hostPolicy, error) {
 	for _, e := range allowed {
 		e = strings.ToLower(strings.TrimSpace(e))
 		if e == "" || strings.ContainsAny(e, "/@ \t?#") {
-			return nil, fmt.Errorf("server: allowed host %q: want a host name or host:port, without scheme or path", e)
+			return nil, fmt.Errorf("allowed host %q: want a host name or host:port, without scheme or path", e)
 		}
 		if h, port, err := net.SplitHostPort(e); err == nil {
 			if h == "" || !validPort(port) {
-				return nil, fmt.Errorf("server: allowed host %q: want a host name or host:port", e)
+				return nil, fmt.Errorf("allowed host %q: want a host name or host:port", e)
 			}
 			p.withPort[net.JoinHostPort(h, port)] = true
 			continue
@@ -314,7 +314,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	return nil, errorf(http.StatusBadRequest, KindBadRequest, "reading the body: %v", err)
 }
 
-var errBodyBudget = errors.New("server: the budget of request bodies is spent")
+var errBodyBudget = errors.New("the budget of request bodies is spent")
 
 // chargedReader charges the bytes it reads to a quota.
 type chargedReader struct {

@@ -143,7 +143,7 @@ type Files struct {
 // OpenFiles returns the store in dir, creating the folder (0700).
 func OpenFiles(dir string) (*Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("session: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	return &Files{dir: dir}, nil
 }
@@ -577,7 +577,7 @@ type Info struct {
 func (st *Files) Infos() ([]Info, error) {
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
-		return nil, fmt.Errorf("session: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	var out []Info
 	for _, e := range ents {

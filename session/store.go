@@ -53,7 +53,7 @@ const MaxRecordBytes = 64 << 20
 
 // ErrSeqGap is returned (wrapped) by Store.Append for a batch that does
 // not start at the session's next record or at one it holds.
-var ErrSeqGap = errors.New("session: records out of sequence")
+var ErrSeqGap = errors.New("records out of sequence")
 
 // CheckAppend is the validation every Store does before it writes
 // anything: a ValidID (ErrBadID), a seq >= 0, a non-empty batch of

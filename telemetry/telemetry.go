@@ -171,7 +171,7 @@ func setup(ctx context.Context, cfg Config, reader sdkmetric.Reader, sp sdktrace
 		return nil, nil
 	}
 	if cfg.Sampling < 0 || cfg.Sampling > 1 {
-		return nil, fmt.Errorf("telemetry: sampling %v is not between 0 and 1", cfg.Sampling)
+		return nil, fmt.Errorf("sampling %v is not between 0 and 1", cfg.Sampling)
 	}
 	if cfg.Sampling == 0 || cfg.Tree {
 		cfg.Sampling = 1 // --trace shows the whole run
@@ -198,12 +198,12 @@ func setup(ctx context.Context, cfg Config, reader sdkmetric.Reader, sp sdktrace
 	if export {
 		te, err := otlptracehttp.New(ctx, traceOptions(cfg)...)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+			return nil, fmt.Errorf("trace exporter: %w", err)
 		}
 		topts = append(topts, sdktrace.WithBatcher(te))
 		me, err := otlpmetrichttp.New(ctx, metricOptions(cfg)...)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: metric exporter: %w", err)
+			return nil, fmt.Errorf("metric exporter: %w", err)
 		}
 		var ropts []sdkmetric.PeriodicReaderOption
 		if cfg.MetricInterval > 0 {

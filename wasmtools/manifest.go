@@ -79,7 +79,7 @@ type Manifest struct {
 // ErrInvalidManifest is wrapped by every manifest error: errors.Is(err,
 // ErrInvalidManifest) holds for the errors of ParseManifest,
 // ParseManifestTOML, ReadManifestFile and Manifest.Validate.
-var ErrInvalidManifest = errors.New("wasmtools: invalid manifest")
+var ErrInvalidManifest = errors.New("invalid manifest")
 
 // ManifestError is a manifest that was refused: Field names the offending
 // field ("" for the document as a whole) and Err says why.

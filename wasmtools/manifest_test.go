@@ -120,7 +120,7 @@ func TestParseManifestErrors(t *testing.T) {
 			if me.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %q (field %q), want field %q and a message containing %q", err, me.Field, tc.field, tc.want)
 			}
-			if !strings.HasPrefix(err.Error(), "wasmtools: invalid manifest: ") {
+			if !strings.HasPrefix(err.Error(), "invalid manifest: ") {
 				t.Fatalf("message %q lacks the package prefix", err)
 			}
 		})

@@ -85,18 +85,18 @@ func (g Grant) network() *runtime.NetworkGrant {
 }
 
 // ErrIntegrity is wrapped by Load when the module does not match Grant.SHA256.
-var ErrIntegrity = errors.New("wasmtools: integrity mismatch")
+var ErrIntegrity = errors.New("integrity mismatch")
 
 // ErrInvalidGrant is wrapped by Load and LoadWithManifest when the grant
 // cannot be honoured: an allowed host that is not a host name or
 // host:port, a mount whose guest path is not absolute or is mounted twice,
 // or a mount whose host path is not a directory, or a memory limit below
 // the module's initial memory.
-var ErrInvalidGrant = errors.New("wasmtools: invalid grant")
+var ErrInvalidGrant = errors.New("invalid grant")
 
 // ErrNoManifest is wrapped by Load when the module has no manifest section.
 // Pack adds one; LoadWithManifest takes the manifest from elsewhere.
-var ErrNoManifest = errors.New("wasmtools: module has no " + manifestName + " section")
+var ErrNoManifest = errors.New("module has no " + manifestName + " section")
 
 // Capabilities is what a tool actually gets: declared ∩ granted.
 type Capabilities struct {

@@ -13,7 +13,7 @@ import (
 
 // ErrMalformed is wrapped by Pack and Inspect for bytes that are not a
 // well-formed WebAssembly module.
-var ErrMalformed = errors.New("wasmtools: malformed module")
+var ErrMalformed = errors.New("malformed module")
 
 // manifestName is the custom section holding the manifest.
 const manifestName = "agrun.manifest"

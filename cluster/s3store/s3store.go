@@ -80,14 +80,14 @@ type Objects struct {
 // configuration; it is not kept.
 func New(ctx context.Context, cfg Config) (*Objects, error) {
 	if cfg.Bucket == "" {
-		return nil, errors.New("cluster: s3 object store: no bucket")
+		return nil, errors.New("s3 object store: no bucket")
 	}
 	prefix := cfg.Prefix
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
 	if !store.ValidPrefix(prefix) {
-		return nil, fmt.Errorf("cluster: s3 object store: prefix %q: segments of [a-z0-9._-] joined by \"/\"", cfg.Prefix)
+		return nil, fmt.Errorf("s3 object store: prefix %q: segments of [a-z0-9._-] joined by \"/\"", cfg.Prefix)
 	}
 	var opts []func(*config.LoadOptions) error
 	if cfg.Region != "" {
@@ -97,11 +97,11 @@ func New(ctx context.Context, cfg Config) (*Objects, error) {
 	case cfg.AccessKeyEnv != "" && cfg.SecretKeyEnv != "":
 		id, secret := os.Getenv(cfg.AccessKeyEnv), os.Getenv(cfg.SecretKeyEnv)
 		if id == "" || secret == "" {
-			return nil, fmt.Errorf("cluster: s3 object store: $%s and $%s must both be set", cfg.AccessKeyEnv, cfg.SecretKeyEnv)
+			return nil, fmt.Errorf("s3 object store: $%s and $%s must both be set", cfg.AccessKeyEnv, cfg.SecretKeyEnv)
 		}
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, "")))
 	case cfg.AccessKeyEnv != "" || cfg.SecretKeyEnv != "":
-		return nil, errors.New("cluster: s3 object store: name both the access key and the secret key variables, or neither")
+		return nil, errors.New("s3 object store: name both the access key and the secret key variables, or neither")
 	}
 	if cfg.Endpoint != "" {
 		opts = append(opts,
@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Objects, error) {
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: s3 object store: %w", err)
+		return nil, fmt.Errorf("s3 object store: %w", err)
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
@@ -123,9 +123,9 @@ func New(ctx context.Context, cfg Config) (*Objects, error) {
 	})
 	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		if isS3NotFound(err) || isNoSuchBucket(err) {
-			return nil, fmt.Errorf("cluster: s3 object store: bucket %q does not exist", cfg.Bucket)
+			return nil, fmt.Errorf("s3 object store: bucket %q does not exist", cfg.Bucket)
 		}
-		return nil, fmt.Errorf("cluster: s3 object store: bucket %q: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("s3 object store: bucket %q: %w", cfg.Bucket, err)
 	}
 	return &Objects{client: client, bucket: cfg.Bucket, prefix: prefix}, nil
 }
@@ -151,7 +151,7 @@ func (s *Objects) Put(ctx context.Context, key string, data []byte) error {
 		ContentType:   aws.String("application/octet-stream"),
 	})
 	if err != nil {
-		return fmt.Errorf("cluster: put %s: %w", key, err)
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (s *Objects) Get(ctx context.Context, key string, max int64) ([]byte, error
 		if isS3NotFound(err) {
 			return nil, fmt.Errorf("%w: object %s", store.ErrNotFound, key)
 		}
-		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	defer out.Body.Close()
 	if max > 0 && out.ContentLength != nil && *out.ContentLength > max {
@@ -182,7 +182,7 @@ func (s *Objects) Get(ctx context.Context, key string, max int64) ([]byte, error
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	if max > 0 && int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: object %s is over %d bytes", store.ErrTooLarge, key, max)
@@ -205,7 +205,7 @@ func (s *Objects) List(ctx context.Context, prefix string) ([]string, error) {
 	for p := s3.NewListObjectsV2Paginator(s.client, in); p.HasMorePages(); {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: list %q: %w", prefix, err)
+			return nil, fmt.Errorf("list %q: %w", prefix, err)
 		}
 		for _, o := range page.Contents {
 			if k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix); ok && store.ValidKey(k) {
@@ -229,10 +229,10 @@ func (s *Objects) Delete(ctx context.Context, key string) error {
 		if isS3NotFound(err) {
 			return fmt.Errorf("%w: object %s", store.ErrNotFound, key)
 		}
-		return fmt.Errorf("cluster: delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(k)}); err != nil {
-		return fmt.Errorf("cluster: delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
 }

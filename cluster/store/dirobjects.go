@@ -36,14 +36,14 @@ type DirObjects struct {
 // (atomicfile.TempPrefix); List never reports one.
 func NewDirObjects(dir string) (*DirObjects, error) {
 	if dir == "" {
-		return nil, errors.New("cluster: object store directory: empty path")
+		return nil, errors.New("object store directory: empty path")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: object store directory: %w", err)
+		return nil, fmt.Errorf("object store directory: %w", err)
 	}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("cluster: object store directory: %w", err)
+		return nil, fmt.Errorf("object store directory: %w", err)
 	}
 	return &DirObjects{dir: abs}, nil
 }
@@ -68,10 +68,10 @@ func (d *DirObjects) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return fmt.Errorf("cluster: put %s: %w", key, err)
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	if err := atomicfile.WriteFile(p, data, 0o600); err != nil {
-		return fmt.Errorf("cluster: put %s: %w", key, err)
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
 }
@@ -93,12 +93,12 @@ func (d *DirObjects) Get(ctx context.Context, key string, max int64) ([]byte, er
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: object %s", ErrNotFound, key)
@@ -112,7 +112,7 @@ func (d *DirObjects) Get(ctx context.Context, key string, max int64) ([]byte, er
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	if max > 0 && int64(len(data)) > max {
 		return nil, fmt.Errorf("%w: object %s is over %d bytes", ErrTooLarge, key, max)
@@ -135,13 +135,13 @@ func (d *DirObjects) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: object %s", ErrNotFound, key)
 	}
 	if err != nil {
-		return fmt.Errorf("cluster: delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	if err := os.Remove(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: object %s", ErrNotFound, key)
 		}
-		return fmt.Errorf("cluster: delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ func (d *DirObjects) List(ctx context.Context, prefix string) ([]string, error) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: list %q: %w", prefix, err)
+		return nil, fmt.Errorf("list %q: %w", prefix, err)
 	}
 	slices.Sort(keys)
 	return keys, nil

@@ -25,20 +25,20 @@ import (
 
 // ErrNotFound is returned (wrapped) by a store for a key it does not
 // hold.
-var ErrNotFound = errors.New("cluster: not found")
+var ErrNotFound = errors.New("no such object in the store")
 
 // ErrTooLarge is returned (wrapped) by ObjectStore.Get for an object over
 // the size the caller accepts, and by stores for records over their cap.
-var ErrTooLarge = errors.New("cluster: too large")
+var ErrTooLarge = errors.New("object too large")
 
 // ErrBadKey is returned (wrapped) by an ObjectStore for a key that is not
 // ValidKey, or a List prefix that is not a valid key followed by "/". A
 // bad key never reaches the file system or the network.
-var ErrBadKey = errors.New("cluster: invalid store key")
+var ErrBadKey = errors.New("invalid store key")
 
 // ErrDigest is returned (wrapped) when stored content does not hash to the
 // digest it is stored under (corruption, or tampering with the store).
-var ErrDigest = errors.New("cluster: content does not match its digest")
+var ErrDigest = errors.New("content does not match its digest")
 
 // An ObjectStore keeps objects by key: a directory (DirObjects) or
 // S3-compatible object storage (S3Objects). Most are content-addressed
@@ -150,7 +150,7 @@ func (m ModuleStore) Put(ctx context.Context, wasm, manifest []byte) (string, er
 // was stored without one), verifying the module's hash.
 func (m ModuleStore) Get(ctx context.Context, digest string) (wasm, manifest []byte, err error) {
 	if !ValidDigest(digest) {
-		return nil, nil, fmt.Errorf("cluster: module digest %q: not a lowercase hex sha256", digest)
+		return nil, nil, fmt.Errorf("module digest %q: not a lowercase hex sha256", digest)
 	}
 	limit := m.MaxModuleBytes
 	if limit <= 0 {

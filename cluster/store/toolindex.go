@@ -17,7 +17,7 @@ import (
 
 // ErrBadName is returned (wrapped) by ToolIndex for a name that is not a
 // tool name (registry.ValidName).
-var ErrBadName = errors.New("cluster: invalid tool name")
+var ErrBadName = errors.New("invalid tool name")
 
 // ToolRecord is what the tool index holds for one name: the module it
 // names in the ModuleStore and when it was uploaded.
@@ -128,7 +128,7 @@ func (x ToolIndex) Put(ctx context.Context, rec ToolRecord) error {
 		return err
 	}
 	if !ValidDigest(rec.SHA256) || rec.Size < 0 {
-		return fmt.Errorf("cluster: tool %s: record needs a lowercase hex sha256 and a size >= 0", rec.Name)
+		return fmt.Errorf("tool %s: record needs a lowercase hex sha256 and a size >= 0", rec.Name)
 	}
 	if rec.Uploaded.IsZero() {
 		rec.Uploaded = time.Now()
@@ -136,7 +136,7 @@ func (x ToolIndex) Put(ctx context.Context, rec ToolRecord) error {
 	rec.Uploaded = rec.Uploaded.UTC()
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("cluster: tool %s: %w", rec.Name, err)
+		return fmt.Errorf("tool %s: %w", rec.Name, err)
 	}
 	return x.Objects.Put(ctx, key, data)
 }
@@ -158,10 +158,10 @@ func (x ToolIndex) Get(ctx context.Context, name string) (ToolRecord, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rec); err != nil {
-		return ToolRecord{}, fmt.Errorf("cluster: tool record %s is damaged: %w", key, err)
+		return ToolRecord{}, fmt.Errorf("tool record %s is damaged: %w", key, err)
 	}
 	if rec.Name != name || !ValidDigest(rec.SHA256) || rec.Size < 0 {
-		return ToolRecord{}, fmt.Errorf("cluster: tool record %s is damaged: name %q, sha256 %q, size %d", key, rec.Name, rec.SHA256, rec.Size)
+		return ToolRecord{}, fmt.Errorf("tool record %s is damaged: name %q, sha256 %q, size %d", key, rec.Name, rec.SHA256, rec.Size)
 	}
 	return rec, nil
 }

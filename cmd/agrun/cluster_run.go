@@ -159,7 +159,7 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 			cancel()
 			drain()
 			f.end()
-			return st, fmt.Errorf("loop: %w", ctx.Err())
+			return st, fmt.Errorf("%w", ctx.Err())
 		}
 	}
 	if err := drain(); err != nil && runErr == nil {

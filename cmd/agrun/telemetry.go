@@ -50,7 +50,7 @@ func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool,
 				Compiles: st.Compiles, CompileHits: st.CompileHits, PreparedHits: st.PreparedHits}
 		})
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 	}
 	if tel != nil {

@@ -24,7 +24,7 @@ const maxJSONDepth = 10000
 // or a \u escape could hide an unsafe rune. An error means b is not one JSON value.
 func CleanJSON(b []byte) ([]byte, error) {
 	if !json.Valid(b) {
-		return nil, errors.New("textsafe: not a JSON value")
+		return nil, errors.New("not a JSON value")
 	}
 	if !needsJSONClean(b) {
 		return b, nil

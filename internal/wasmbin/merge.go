@@ -11,7 +11,7 @@ const maxMergeGap = 4096
 
 // ErrNotMergeable is returned by MergeData when merging cannot be proven
 // to preserve the module's meaning, or would change nothing.
-var ErrNotMergeable = errors.New("wasmbin: data segments not mergeable")
+var ErrNotMergeable = errors.New("data segments not mergeable")
 
 // MergeData returns module b, parsed as m, with its active data segments
 // merged into as few segments as possible; or b unchanged and

@@ -77,7 +77,7 @@ const MeterFuelExport = "agrun:fuel"
 // ErrMetering is returned by Instrument for a module it cannot rewrite
 // (one Parse accepts always can; the error reports a bug or a module
 // rewritten twice).
-var ErrMetering = errors.New("wasmbin: cannot meter module")
+var ErrMetering = errors.New("cannot meter module")
 
 // Cost weights of bulk instructions, charged on top of their one unit
 // from the length (or page count) on top of the stack: one unit per 16

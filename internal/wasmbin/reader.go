@@ -44,7 +44,7 @@ import (
 
 // ErrMalformed is wrapped by every *Error: the bytes are not a module the
 // reader accepts.
-var ErrMalformed = errors.New("wasmbin: malformed module")
+var ErrMalformed = errors.New("malformed module")
 
 // Error reports bytes a reader refuses.
 type Error struct {

@@ -126,7 +126,7 @@ func AddExports(b []byte, m *Module, extra []Export) ([]byte, error) {
 	var entries []byte
 	for _, e := range extra {
 		if names[e.Name] {
-			return nil, fmt.Errorf("wasmbin: export %q already exists", e.Name)
+			return nil, fmt.Errorf("export %q already exists", e.Name)
 		}
 		names[e.Name] = true
 		entries = AppendU32(entries, uint32(len(e.Name)))

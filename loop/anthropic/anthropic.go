@@ -110,14 +110,14 @@ type Provider struct {
 // not an http(s) URL, or Reasoning is not one of its values.
 func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("anthropic: Config.Model is required")
+		return nil, errors.New("anthropic.Config.Model is required")
 	}
 	base, err := wire.BaseURL(cfg.BaseURL, DefaultBaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	if _, ok := thinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" && cfg.Reasoning != "off" {
-		return nil, fmt.Errorf("anthropic: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
+		return nil, fmt.Errorf("anthropic.Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	if cfg.MaxOutputTokens <= 0 {
 		cfg.MaxOutputTokens = DefaultMaxOutputTokens

@@ -82,16 +82,16 @@ type Provider struct {
 // not an http(s) URL, or Reasoning is not one of its values.
 func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("chat: Config.Model is required")
+		return nil, errors.New("chat.Config.Model is required")
 	}
 	base, err := wire.BaseURL(cfg.BaseURL, DefaultBaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("chat: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	switch cfg.Reasoning {
 	case "", "off", "low", "medium", "high":
 	default:
-		return nil, fmt.Errorf("chat: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
+		return nil, fmt.Errorf("chat.Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	cfg.BaseURL = base
 	host := ""

@@ -79,14 +79,14 @@ type Provider struct {
 // not an http(s) URL, or Reasoning is not one of its values.
 func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("gemini: Config.Model is required")
+		return nil, errors.New("gemini.Config.Model is required")
 	}
 	base, err := wire.BaseURL(cfg.BaseURL, DefaultBaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("gemini: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	if _, ok := thinkingBudget[cfg.Reasoning]; !ok && cfg.Reasoning != "" {
-		return nil, fmt.Errorf("gemini: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
+		return nil, fmt.Errorf("gemini.Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	cfg.BaseURL = base
 	hc, key := wire.Client(cfg.HTTPClient), cfg.APIKey
@@ -104,7 +104,7 @@ func New(cfg Config) (*Provider, error) {
 		HTTPOptions: genai.HTTPOptions{BaseURL: base + "/", APIVersion: "v1beta"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gemini: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	return &Provider{client: client, cfg: cfg, info: loop.ProviderInfo{
 		API: "gemini", System: "gcp.gemini", Model: cfg.Model, Endpoint: base, StructuredOutput: true,

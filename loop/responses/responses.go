@@ -78,16 +78,16 @@ type Provider struct {
 // not an http(s) URL, or Reasoning is not one of its values.
 func New(cfg Config) (*Provider, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
-		return nil, errors.New("responses: Config.Model is required")
+		return nil, errors.New("responses.Config.Model is required")
 	}
 	base, err := wire.BaseURL(cfg.BaseURL, DefaultBaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("responses: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	switch cfg.Reasoning {
 	case "", "off", "low", "medium", "high":
 	default:
-		return nil, fmt.Errorf("responses: Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
+		return nil, fmt.Errorf("responses.Config.Reasoning %q is not off, low, medium or high", cfg.Reasoning)
 	}
 	cfg.BaseURL = base
 	p := &Provider{cfg: cfg, info: loop.ProviderInfo{
@@ -127,7 +127,7 @@ func (p *Provider) Request(ctx context.Context, req *loop.Request) (*loop.Reply,
 			return rep, err
 		}
 	}
-	return nil, errors.New("responses: the API refused the request three times")
+	return nil, errors.New("the API refused the request three times")
 }
 
 func (p *Provider) wantSummary() bool {

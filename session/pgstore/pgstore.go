@@ -72,15 +72,15 @@ var migrationFS embed.FS
 func New(ctx context.Context, dsn string) (*Sessions, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: session store: %w", err)
+		return nil, fmt.Errorf("session store: %w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: session store: %w", err)
+		return nil, fmt.Errorf("session store: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("pgstore: session store: connect: %w", err)
+		return nil, fmt.Errorf("session store: connect: %w", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -112,7 +112,7 @@ func migrations() ([]migration, error) {
 		num, _, ok := strings.Cut(e.Name(), "_")
 		v, err := strconv.ParseInt(num, 10, 64)
 		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("pgstore: migration %s: name is not NNNN_what.sql", e.Name())
+			return nil, fmt.Errorf("migration %s: name is not NNNN_what.sql", e.Name())
 		}
 		b, err := migrationFS.ReadFile("migrations/" + e.Name())
 		if err != nil {
@@ -123,7 +123,7 @@ func migrations() ([]migration, error) {
 	slices.SortFunc(ms, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
 	for i := 1; i < len(ms); i++ {
 		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("pgstore: migrations %s and %s share a number", ms[i-1].name, ms[i].name)
+			return nil, fmt.Errorf("migrations %s and %s share a number", ms[i-1].name, ms[i].name)
 		}
 	}
 	return ms, nil
@@ -140,31 +140,31 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey); err != nil {
-			return fmt.Errorf("pgstore: session store: migration lock: %w", err)
+			return fmt.Errorf("session store: migration lock: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schemaMigrationsT+` (
 			version    bigint PRIMARY KEY,
 			name       text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("session store: %s: %w", schemaMigrationsT, err)
 		}
 		rows, err := tx.Query(ctx, `SELECT version FROM `+schemaMigrationsT)
 		if err != nil {
-			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("session store: %s: %w", schemaMigrationsT, err)
 		}
 		applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return fmt.Errorf("pgstore: session store: %s: %w", schemaMigrationsT, err)
+			return fmt.Errorf("session store: %s: %w", schemaMigrationsT, err)
 		}
 		for _, m := range ms {
 			if slices.Contains(applied, m.version) {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("pgstore: session store: migration %s: %w", m.name, err)
+				return fmt.Errorf("session store: migration %s: %w", m.name, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO `+schemaMigrationsT+` (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-				return fmt.Errorf("pgstore: session store: migration %s: %w", m.name, err)
+				return fmt.Errorf("session store: migration %s: %w", m.name, err)
 			}
 		}
 		return nil
@@ -219,7 +219,7 @@ func (s *Sessions) Append(ctx context.Context, id string, seq int64, recs []json
 	if err != nil {
 		written = false
 		if !errors.Is(err, session.ErrSeqGap) {
-			err = fmt.Errorf("pgstore: append to session %s: %w", id, err)
+			err = fmt.Errorf("append to session %s: %w", id, err)
 		}
 	}
 	return written, err
@@ -261,7 +261,7 @@ func (s *Sessions) Load(ctx context.Context, id string, from int64) ([]json.RawM
 		if errors.Is(err, session.ErrNotFound) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("pgstore: load session %s: %w", id, err)
+		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
 	return out, nil
 }
@@ -270,11 +270,11 @@ func (s *Sessions) Load(ctx context.Context, id string, from int64) ([]json.RawM
 func (s *Sessions) List(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT session_id FROM session_events ORDER BY session_id`)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list sessions: %w", err)
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list sessions: %w", err)
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	slices.Sort(ids) // the column is COLLATE "C" already; this keeps the promise whatever the schema
 	return ids, nil
@@ -296,7 +296,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgstore: delete session %s: %w", id, err)
+		return fmt.Errorf("delete session %s: %w", id, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: session %s", session.ErrNotFound, id)
@@ -305,7 +305,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 }
 
 // errAppendConflict rolls back an Append whose rows exist already.
-var errAppendConflict = errors.New("pgstore: records exist")
+var errAppendConflict = errors.New("records exist")
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation.
 func isUniqueViolation(err error) bool {

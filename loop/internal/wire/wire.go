@@ -245,7 +245,7 @@ func BodyLimit(maxReply int) int {
 // was too large or not JSON; else a *loop.TransportError.
 func Error(ctx context.Context, rec *Recording, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("loop: request: %w", ctx.Err())
+		return fmt.Errorf("request: %w", ctx.Err())
 	}
 	if s := rec.Status(); s >= 400 {
 		e := &loop.APIError{StatusCode: s, Header: rec.Header(), Err: Cause(err)}

@@ -60,7 +60,7 @@ const (
 
 // ErrNotDir is returned by New when the host path exists but is not a
 // directory.
-var ErrNotDir = errors.New("sandboxfs: not a directory")
+var ErrNotDir = errors.New("not a directory")
 
 // New returns a file system serving the existing host directory hostDir
 // under the rules in opts; see the package documentation for what it
@@ -74,14 +74,14 @@ var ErrNotDir = errors.New("sandboxfs: not a directory")
 func New(hostDir string, opts Options) (experimentalsys.FS, error) {
 	st, err := os.Stat(hostDir)
 	if err != nil {
-		return nil, fmt.Errorf("sandboxfs: mount %q: %w", hostDir, err)
+		return nil, fmt.Errorf("mount %q: %w", hostDir, err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("sandboxfs: mount %q: %w", hostDir, ErrNotDir)
+		return nil, fmt.Errorf("mount %q: %w", hostDir, ErrNotDir)
 	}
 	root, err := os.OpenRoot(hostDir)
 	if err != nil {
-		return nil, fmt.Errorf("sandboxfs: mount %q: %w", hostDir, err)
+		return nil, fmt.Errorf("mount %q: %w", hostDir, err)
 	}
 	if opts.MaxOpenFiles <= 0 {
 		opts.MaxOpenFiles = DefaultMaxOpenFiles

@@ -1,0 +1,42 @@
+package archtest
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestNoPackagePrefixInErrors holds the one rule for error strings
+// (docs/ARCHITECTURE.md, "Errors"): no error text begins with a Go
+// package's name ("loop: ", "runtime: "). Any error may reach a person —
+// the CLI prints it, the HTTP API returns it — and a sentinel is told by
+// errors.Is, not by its text. An API field is named in full instead
+// ("chat.Config.Model is required"). guest-sdk is exempt (its texts are
+// the guest's view of the host: "agrun: ..."), and so are the test kits
+// and the dev commands.
+func TestNoPackagePrefixInErrors(t *testing.T) {
+	names := map[string]bool{}
+	for _, n := range goList(t, "-f", "{{.Name}}", "./...") {
+		names[n] = true
+	}
+	re := regexp.MustCompile(`(?:errors\.New|fmt\.Errorf)\("([a-z0-9_]+): `)
+	for _, l := range goList(t, "-f", `{{.Dir}}|{{.ImportPath}}|{{join .GoFiles " "}}`, "./...") {
+		parts := strings.SplitN(l, "|", 3)
+		rel := strings.TrimPrefix(parts[1], module+"/")
+		if strings.HasPrefix(rel, "internal/testing/") || strings.HasPrefix(rel, "internal/cmd/") || strings.HasPrefix(rel, "guest-sdk") {
+			continue
+		}
+		for _, f := range strings.Fields(parts[2]) {
+			b, err := os.ReadFile(parts[0] + "/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				if names[string(m[1])] {
+					t.Errorf("%s/%s: an error text begins with the package name %q: say what happened instead", rel, f, m[1])
+				}
+			}
+		}
+	}
+}
