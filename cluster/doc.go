@@ -16,5 +16,5 @@
 // It knows nothing of agrun.toml: the
 // caller (cmd/agrun) builds the registry and the loop configuration and
 // hands them in. loop, registry, runtime and wasmtools never import it
-// (internal/archtest). See docs/SCALING.md.
+// (internal/testing/archtest). See docs/SCALING.md.
 package cluster

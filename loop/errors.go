@@ -97,7 +97,7 @@ func (e *APIError) Unwrap() error { return e.Err }
 // Kind is the kind of a failed run, as KindOf returns it: a stable string
 // for the `{"type":"error","kind":...}` line of `agrun run --json`. It is
 // the registry's Kind — one vocabulary of kinds across the registry, the
-// loop and agrun serve, each string declared once (internal/archtest) —
+// loop and agrun serve, each string declared once (internal/testing/archtest) —
 // with the kinds of a run added here. Kinds are added, never renamed or
 // removed. A failed tool call does not end a run and has a registry kind
 // instead ([ToolExecutionCompleted.ErrorKind]).

@@ -15,7 +15,7 @@ import (
 // check. The grant allows only addresses that AllowPrivate=false refuses at
 // dial time, so no input can reach the network or DNS. Whatever the guest
 // wrote, the host does not panic, the pending response is JSON, and it is
-// never a success. (Part of the hostile-input suite; see internal/hostile
+// never a success. (Part of the hostile-input suite; see internal/testing/hostile
 // and docs/SECURITY.md.) Seeds: testdata/fuzz/FuzzHTTPRequest.
 func FuzzHTTPRequest(f *testing.F) {
 	for _, s := range []string{

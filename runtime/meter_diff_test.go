@@ -42,7 +42,7 @@ func TestInstrumentedBehavesAsOriginal(t *testing.T) {
 			wasm []byte
 		}{name, b})
 	}
-	for _, dir := range []string{"testdata/wat", "../internal/hostile/testdata/wat"} {
+	for _, dir := range []string{"testdata/wat", "../internal/testing/hostile/testdata/wat"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.wat"))
 		for _, f := range files {
 			if b := filepath.Base(f); b == "calltree.wat" || b == "straightline.wat" {

@@ -15,7 +15,7 @@ import (
 
 // Kind is the kind of a failure the API answers: the registry's Kind (one
 // vocabulary across the registry, the loop and the server, each string
-// declared once: internal/archtest), with the API's own kinds added here,
+// declared once: internal/testing/archtest), with the API's own kinds added here,
 // beside the registry's (not_found, invalid_arguments, permission_denied,
 // timeout, ...) that a call can end with and the loop's that a run can
 // end with. Kinds are stable strings: added, never renamed or removed.

@@ -12,8 +12,8 @@ import (
 // means the same as its JSON encoding; and the depth checkTOMLDepth counts
 // on the bytes never falls short of the decoded document's (that check is
 // what keeps deep nesting, slow in BurntSushi/toml, from the decoder:
-// internal/hostile TestManifestTOMLNesting). Inputs are capped at 4 KiB.
-// (Part of the hostile-input suite; see internal/hostile and
+// internal/testing/hostile TestManifestTOMLNesting). Inputs are capped at 4 KiB.
+// (Part of the hostile-input suite; see internal/testing/hostile and
 // docs/SECURITY.md.)
 // Seeds: testdata/fuzz/FuzzParseManifestTOML.
 func FuzzParseManifestTOML(f *testing.F) {

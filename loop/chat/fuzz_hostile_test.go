@@ -19,7 +19,7 @@ import (
 // assembler holds no more than maxReplyBytes, and every assembled call has
 // a name or arguments. Seeds: the provider-quirk fixtures in loop/testdata/*.sse
 // and testdata/fuzz/FuzzAssemble. (Part of the hostile-input suite; see
-// internal/hostile and docs/SECURITY.md.)
+// internal/testing/hostile and docs/SECURITY.md.)
 func FuzzAssemble(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("..", "testdata", "*.sse"))
 	for _, p := range files {

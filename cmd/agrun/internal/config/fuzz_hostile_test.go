@@ -10,10 +10,10 @@ import (
 // FuzzParse: whatever agrun.toml holds, Parse never panics and every
 // error is a *Error (which names the file). Inputs are capped at 8 KiB:
 // BurntSushi/toml's time on deeply nested inline tables grows faster than
-// quadratically (internal/hostile TestConfigDecoding), which is a slow
+// quadratically (internal/testing/hostile TestConfigDecoding), which is a slow
 // input, not a crash. Seeds: the repository's agrun.toml and
 // testdata/fuzz/FuzzParse. (Part of the hostile-input suite; see
-// internal/hostile and docs/SECURITY.md.)
+// internal/testing/hostile and docs/SECURITY.md.)
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "agrun.toml")); err == nil {
 		f.Add(b)

@@ -70,7 +70,7 @@ func TestMain(m *testing.M) {
 var quietLogger = testrt.Quiet
 
 // repoRoot is the module root, two levels up.
-var repoRoot = filepath.Join("..", "..")
+var repoRoot = filepath.Join("..", "..", "..")
 
 // wordCountWasm is the honest example tool.
 func wordCountWasm(t testing.TB) []byte {

@@ -18,7 +18,7 @@ var kindDecl = regexp.MustCompile(`(?m)^\s*(\w+)\s+(?:\w+\.)?Kind\s*=\s*"([^"]+)
 // that constant.
 func TestKindsDeclaredOnce(t *testing.T) {
 	seen := map[string]string{}
-	err := filepath.WalkDir("../..", func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir("../../..", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func TestKindsDeclaredOnce(t *testing.T) {
 			return err
 		}
 		for _, m := range kindDecl.FindAllStringSubmatch(string(b), -1) {
-			where := strings.TrimPrefix(p, "../../") + " " + m[1]
+			where := strings.TrimPrefix(p, "../../../") + " " + m[1]
 			if prev, ok := seen[m[2]]; ok {
 				t.Errorf("kind %q declared twice: %s and %s", m[2], prev, where)
 			}
@@ -51,7 +51,7 @@ func TestKindsDeclaredOnce(t *testing.T) {
 
 // TestOneKindType: loop.Kind and the server's Kind are the registry's.
 func TestOneKindType(t *testing.T) {
-	for _, f := range []string{"../../loop/errors.go", "../../server/http.go"} {
+	for _, f := range []string{"../../../loop/errors.go", "../../../server/http.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

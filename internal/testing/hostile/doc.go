@@ -10,8 +10,8 @@
 // process down run in a child process (the test binary re-executed with
 // HOSTILE_CHILD set) so that the parent can check it survived.
 //
-//	go test ./internal/hostile            # the suite
-//	go test ./internal/hostile -run Net   # one category
+//	go test ./internal/testing/hostile            # the suite
+//	go test ./internal/testing/hostile -run Net   # one category
 //
 // docs/SECURITY.md maps each defence to the test here (or in the
 // component's package) that proves it.

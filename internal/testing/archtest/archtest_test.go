@@ -79,7 +79,7 @@ var transitive = map[string][]string{
 // itself reads, is invalidated whenever a source file changes.
 func touchSources(t *testing.T) {
 	t.Helper()
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../../..", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	touchSources(t)
 	cmd := exec.Command("go", append([]string{"list"}, args...)...)
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

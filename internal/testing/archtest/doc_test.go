@@ -13,7 +13,7 @@ import (
 // TestExportedNamesDocumented fails for an exported name of a library
 // package (not main, not tests) without a doc comment.
 func TestExportedNamesDocumented(t *testing.T) {
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../../..", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
