@@ -37,7 +37,8 @@ type SharedStore interface {
 	PutTool(ctx context.Context, name string, t StoredTool) error
 	// Tool returns name's record: ErrNoStoredTool if there is none.
 	Tool(ctx context.Context, name string) (StoredTool, error)
-	// Tools returns every record by name.
+	// Tools returns every record by name; with damaged records, the
+	// others and an error.
 	Tools(ctx context.Context) (map[string]StoredTool, error)
 	// DeleteTool removes name's record (ErrNoStoredTool if none); the
 	// module may stay.

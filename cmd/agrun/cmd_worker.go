@@ -6,13 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/session"
 	"strings"
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/server"
 )
 
 // worker is `agrun worker`: a process of the cluster's worker pool
@@ -84,10 +84,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		Sessions: ce.sessions,
 		Blobs:    ce.objects,
 	}
-	up := &uploadedTools{reg: e.reg, rt: e.rt, grant: serveOptions(cfg.Serve).Uploads, index: store.ToolIndex{Objects: ce.objects},
-		modules: store.ModuleStore{Objects: ce.objects}, log: c.logger(),
-		loaded: map[string]string{}, failed: map[string]string{}}
-	a.Refresh = up.refresh
+	a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
 		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.loaded())
 	err = cluster.RunWorker(ctx, ce.temporal, a, cluster.WorkerOptions{Queues: ce.queues, Serve: serve, Concurrency: n, Identity: *identity})

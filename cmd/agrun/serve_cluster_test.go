@@ -165,7 +165,7 @@ func TestSharedToolsAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newSharedTools(objs, 0)
+	st := server.NewSharedStore(objs, 0)
 	wasm := []byte("\x00asm\x01\x00\x00\x00 not run here")
 	sha, err := st.PutModule(ctx, wasm)
 	if err != nil || sha != store.Digest(wasm) {

@@ -52,7 +52,10 @@ var layers = map[string]struct {
 	// analysis. The why of each top-level folder: docs/ARCHITECTURE.md.
 	"session":   {project: []string{"loop", "registry", "permission"}, external: []string{"github.com/jackc/pgx/v5"}}, // pgx: session/pgstore only (TestStoresLinkOnlyTheirClient)
 	"telemetry": {project: []string{"loop", "registry", "permission"}, external: []string{"go.opentelemetry.io/otel"}},
-	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission"},
+	// server -> cluster: cluster/store only (the uploads shared by
+	// replicas: NewSharedStore, Uploads); TestStoresLinkOnlyTheirClient
+	// holds that it links no Temporal, AWS SDK or pgx.
+	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
 		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
 	"audit": {project: []string{"registry", "permission"}},
 }
@@ -70,7 +73,7 @@ var transitive = map[string][]string{
 	"cluster":    {"loop", "registry", "permission", "session"},
 	"session":    {"loop", "registry", "permission"},
 	"telemetry":  {"loop", "registry", "permission"},
-	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission"},
+	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
 	"audit":      {"registry", "permission"},
 }
 
@@ -230,6 +233,7 @@ func TestStoresLinkOnlyTheirClient(t *testing.T) {
 		"cluster/s3store": {aws},
 		"session/pgstore": {pgx},
 		"session":         nil,
+		"server":          nil,
 		"cluster":         {temporal},
 	} {
 		deps := goList(t, "-deps", "./"+pkg)
