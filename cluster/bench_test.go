@@ -62,7 +62,7 @@ func BenchmarkLocalRun(b *testing.B) {
 			reg.Register(benchTool(0))
 			b.ResetTimer()
 			for range b.N {
-				c, err := loop.New(loop.Config{Provider: testprovider.Chat(b, srv.URL), MaxTurns: calls + 1})
+				c, err := loop.New(loop.Config{Provider: testprovider.Chat(b, srv.URL), Limits: loop.Limits{MaxTurns: calls + 1}})
 				if err != nil {
 					b.Fatal(err)
 				}

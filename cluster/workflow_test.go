@@ -131,7 +131,7 @@ func newActivities(t testing.TB, srv *chattest.Server, tools ...registry.Tool) (
 	}
 	return &Activities{
 		Registry: reg,
-		Loop:     loop.Config{Provider: testprovider.Chat(t, srv.URL), MaxRetries: -1},
+		Loop:     loop.Config{Provider: testprovider.Chat(t, srv.URL), Limits: loop.Limits{MaxRetries: -1}},
 		Sessions: st,
 		Blobs:    objs,
 		Records:  jsonRecords{},

@@ -106,7 +106,7 @@ func TestApprovalParallelDenyAndOrder(t *testing.T) {
 		before:  ran,
 	}
 	var recs []DecisionRecord
-	c := newCycle(t, srv, Config{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }})
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }}})
 	reg := newRegistry(t, &grantTool{funcTool: okTool("writer", nil), grant: grant}, okTool("reader", ran))
 	evs, err := collect(t, c, context.Background(), "x", reg)
 	if err != nil {
@@ -164,7 +164,7 @@ func TestApprovalSessionRemembered(t *testing.T) {
 			ap := &scriptedApprover{ask: map[string]bool{"writer": true},
 				answers: map[string]Decision{"c1": {Answer: tc.answer}, "c2": {Answer: ApproveOnce}}}
 			var recs []DecisionRecord
-			c := newCycle(t, srv, Config{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }})
+			c := newCycle(t, srv, Config{Hooks: Hooks{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }}})
 			if _, err := collect(t, c, context.Background(), "x", newRegistry(t, okTool("writer", nil))); err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestApprovalErrorDenies(t *testing.T) {
 	)
 	ap := &scriptedApprover{ask: map[string]bool{"writer": true}, err: errors.New("no terminal")}
 	var recs []DecisionRecord
-	c := newCycle(t, srv, Config{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }})
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: ap, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }}})
 	resp, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, okTool("writer", nil)))
 	if err != nil || resp.Text != "done" {
 		t.Fatalf("%v %+v", err, resp)
@@ -228,7 +228,7 @@ func TestApprovalPendingAndResume(t *testing.T) {
 		}, streamText("done")),
 	)
 	reg := newRegistry(t, okTool("writer", nil), okTool("reader", nil))
-	c := newCycle(t, srv, Config{Approver: pendingApprover{}})
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: pendingApprover{}}})
 	evs, err := collect(t, c, context.Background(), "x", reg)
 	var pe *ApprovalPendingError
 	if !errors.As(err, &pe) || !errors.Is(err, ErrApprovalPending) || len(pe.Calls) != 1 || pe.Calls[0].CallID != "c1" {
@@ -249,7 +249,7 @@ func TestApprovalPendingAndResume(t *testing.T) {
 
 	// As a new process would: the saved history, the decision.
 	var recs []DecisionRecord
-	c2 := newCycle(t, srv, Config{History: saved, ResumePending: true, OnDecision: func(r DecisionRecord) { recs = append(recs, r) }})
+	c2 := newCycle(t, srv, Config{History: saved, ResumePending: true, Hooks: Hooks{OnDecision: func(r DecisionRecord) { recs = append(recs, r) }}})
 	if p := c2.Pending(); len(p) != 1 {
 		t.Fatalf("pending after reload %+v", p)
 	}
@@ -302,12 +302,12 @@ func TestResumeDecisionCoversOnlyThePausedCall(t *testing.T) {
 		streamText("done"),
 	)
 	reg := newRegistry(t, okTool("writer", nil), okTool("deleter", nil))
-	c := newCycle(t, srv, Config{Approver: pendingApprover{}})
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: pendingApprover{}}})
 	if _, err := collect(t, c, context.Background(), "x", reg); !errors.Is(err, ErrApprovalPending) {
 		t.Fatalf("err %v", err)
 	}
 	ask := &askCounter{tool: "deleter"}
-	c2 := newCycle(t, srv, Config{History: c.Messages(), ResumePending: true, Approver: ask})
+	c2 := newCycle(t, srv, Config{History: c.Messages(), ResumePending: true, Hooks: Hooks{Approver: ask}})
 	for _, err := range c2.Run(context.Background(), Turn{Tools: reg, Decisions: map[string]Decision{"c1": {Answer: ApproveOnce, By: "script"}}}) {
 		if err != nil {
 			t.Fatal(err)
@@ -359,7 +359,7 @@ func TestSessionApprovalHoldsForItsGrant(t *testing.T) {
 	}}
 	ap := &scriptedApprover{ask: map[string]bool{"writer": true},
 		answers: map[string]Decision{"c1": {Answer: ApproveSession}, "c2": {Answer: ApproveOnce}}}
-	c := newCycle(t, srv, Config{Approver: ap})
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: ap}})
 	if _, err := collect(t, c, context.Background(), "x", newRegistry(t, w)); err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,7 @@ func TestRetriesOn429And5xx(t *testing.T) {
 
 	// With retries off, the 429 is the answer.
 	srv = newServer(t, status(http.StatusTooManyRequests, `{"error":{"message":"slow down","type":"rate_limit"}}`, "retry-after-ms", "1"))
-	c = newCycle(t, srv, Config{MaxRetries: -1})
+	c = newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	_, err = c.Submit(context.Background(), "x")
 	var api *APIError
 	if !errors.As(err, &api) || api.StatusCode != 429 || api.Message != "slow down" || len(srv.Requests()) != 1 {
@@ -353,7 +353,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 
 func TestUnreachableProvider(t *testing.T) {
 	srv := newServer(t)
-	c := newCycle(t, srv, Config{MaxRetries: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	srv.Close()
 	_, err := c.Submit(context.Background(), "x")
 	if err == nil || KindOf(err) != KindTransport {
@@ -376,7 +376,7 @@ func TestResumeFromSavedHistory(t *testing.T) {
 		jsonReply("", "tool_calls", call("", "word_count", `{"text":"x y"}`), call("", "word_count", `{bad`)),
 		jsonReply("Two words.", "stop"),
 	)
-	c := newCycle(t, srv, Config{System: "sys", OnMessage: save})
+	c := newCycle(t, srv, Config{System: "sys", Hooks: Hooks{OnMessage: save}})
 	if _, err := c.SubmitWithTools(context.Background(), "count", newRegistry(t, wordCount())); err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestResumeRepairsCutSession(t *testing.T) {
 	srv := newServer(t, expect(func(t testing.TB, got received) {
 		checkWireHistory(t, got.Messages)
 	}, jsonReply("ok", "stop")))
-	c := newCycle(t, srv, Config{History: cut, OnMessage: func(m Message) { appended = append(appended, m) }})
+	c := newCycle(t, srv, Config{History: cut, Hooks: Hooks{OnMessage: func(m Message) { appended = append(appended, m) }}})
 	if len(appended) != 1 || appended[0].ToolCallID != "b" || !strings.HasPrefix(appended[0].Content, "error (cancelled): ") {
 		t.Fatalf("repair appended %+v", appended)
 	}
@@ -496,7 +496,7 @@ func TestRequestTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	srv := newServer(t, step{Hold: release}) // never answers within the request timeout
-	c := newCycle(t, srv, Config{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{RequestTimeout: 50 * time.Millisecond, MaxRetries: -1}})
 	_, err := c.Submit(context.Background(), "x")
 	if !errors.Is(err, context.DeadlineExceeded) || KindOf(err) != KindTimeout {
 		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
@@ -509,7 +509,7 @@ func TestRequestTimeout(t *testing.T) {
 // Some proxies answer 200 with an error object instead of a completion.
 func TestErrorObjectWithStatus200(t *testing.T) {
 	srv := newServer(t, step{Status: http.StatusOK, Body: `{"error":{"message":"upstream model failed","code":502}}`})
-	c := newCycle(t, srv, Config{MaxRetries: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	_, err := c.Submit(context.Background(), "x")
 	var api *APIError
 	if !errors.As(err, &api) || api.Message != "upstream model failed" || api.Code != "502" || api.StatusCode != 502 {
@@ -558,7 +558,7 @@ func TestRunawayReasoningIsCut(t *testing.T) {
 		chunks = append(chunks, chattest.ReasoningChunk("reasoning_content", strings.Repeat("r", 50)))
 	}
 	srv := newServer(t, sseChunks(append(chunks, textChunk("late"), stopChunk)...))
-	c := newCycle(t, srv, Config{MaxRetries: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	var err error
 	shown := 0
 	for ev, e := range c.SubmitStreamWithTools(context.Background(), "x", nil) {

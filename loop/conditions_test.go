@@ -52,7 +52,7 @@ func TestCutOffStreamIsRetried(t *testing.T) {
 		}, step{Text: "Whole sentence."}),
 	)
 	var infos []RequestInfo
-	c := newCycle(t, srv, Config{OnRequest: func(i RequestInfo) { infos = append(infos, i) }})
+	c := newCycle(t, srv, Config{Hooks: Hooks{OnRequest: func(i RequestInfo) { infos = append(infos, i) }}})
 	evs, err := collect(t, c, context.Background(), "x", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestCutOffToolCallIsNotRun(t *testing.T) {
 	var rec recorder
 	cut := step{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{"text":"a b c"}`}}, Cut: true}
 	srv := newServer(t, cut, cut, cut)
-	c := newCycle(t, srv, Config{MaxRetryWait: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxRetryWait: -1}})
 	_, err := collect(t, c, context.Background(), "x", newRegistry(t, rec.tool("t")))
 	if !errors.Is(err, ErrIncompleteStream) || KindOf(err) != KindProvider {
 		t.Fatalf("err = %v (kind %q)", err, KindOf(err))
@@ -94,17 +94,17 @@ func TestCutOffToolCallIsNotRun(t *testing.T) {
 // finish_reason is incomplete, one with finish_reason but no [DONE] is not.
 func TestFinishReasonNotDoneEndsTheReply(t *testing.T) {
 	srv := newServer(t, sseChunks(textChunk("no finish")))
-	c := newCycle(t, srv, Config{MaxRetries: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) {
 		t.Fatalf("err = %v", err)
 	}
 	srv = newServer(t, step{Events: "data: [DONE]\n\n"})
-	c = newCycle(t, srv, Config{MaxRetries: -1})
+	c = newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	if _, err := collect(t, c, context.Background(), "x", nil); !errors.Is(err, ErrIncompleteStream) || !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "without any event") {
 		t.Fatalf("err = %v", err)
 	}
 	srv = newServer(t, step{Events: "data: " + textChunk("finished") + "\n\ndata: " + stopChunk + "\n\n"})
-	c = newCycle(t, srv, Config{MaxRetries: -1})
+	c = newCycle(t, srv, Config{Limits: Limits{MaxRetries: -1}})
 	if _, err := collect(t, c, context.Background(), "x", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestStalledStream(t *testing.T) {
 	t.Run("retried", func(t *testing.T) {
 		gone := make(chan struct{})
 		srv := newServer(t, step{Text: "x", Stall: true, Gone: gone}, streamText("ok"))
-		c := newCycle(t, srv, Config{StreamIdleTimeout: 100 * time.Millisecond})
+		c := newCycle(t, srv, Config{Limits: Limits{StreamIdleTimeout: 100 * time.Millisecond}})
 		evs, err := collect(t, c, context.Background(), "x", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestStalledStream(t *testing.T) {
 	})
 	t.Run("headers then nothing", func(t *testing.T) {
 		srv := newServer(t, step{Chunks: []string{}, Stall: true})
-		c := newCycle(t, srv, Config{StreamIdleTimeout: 100 * time.Millisecond, MaxRetries: -1})
+		c := newCycle(t, srv, Config{Limits: Limits{StreamIdleTimeout: 100 * time.Millisecond, MaxRetries: -1}})
 		start := time.Now()
 		_, err := collect(t, c, context.Background(), "x", nil)
 		if !errors.Is(err, ErrStreamIdle) || KindOf(err) != KindStreamIdle || !strings.Contains(err.Error(), "stream_idle_timeout") {
@@ -180,7 +180,7 @@ func TestRetryAfter(t *testing.T) {
 			status(http.StatusServiceUnavailable, slow, "Retry-After-Ms", "300"),
 			status(http.StatusServiceUnavailable, slow, "Retry-After-Ms", "300"),
 			streamText("never"))
-		c := newCycle(t, srv, Config{MaxRetries: 5, MaxRetryWait: 500 * time.Millisecond})
+		c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: 5, MaxRetryWait: 500 * time.Millisecond}})
 		evs, err := collect(t, c, context.Background(), "x", nil)
 		if err == nil || !strings.Contains(err.Error(), "max_retry_wait") || len(retries(evs)) != 1 || len(srv.Requests()) != 2 {
 			t.Fatalf("err = %v, %d retries, %d requests", err, len(retries(evs)), len(srv.Requests()))
@@ -189,7 +189,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("the backoff is shortened to the budget", func(t *testing.T) {
 		down := status(http.StatusServiceUnavailable, `{"error":{"message":"down"}}`)
 		srv := newServer(t, down, down, down)
-		c := newCycle(t, srv, Config{MaxRetries: 5, MaxRetryWait: 20 * time.Millisecond})
+		c := newCycle(t, srv, Config{Limits: Limits{MaxRetries: 5, MaxRetryWait: 20 * time.Millisecond}})
 		evs, err := collect(t, c, context.Background(), "x", nil)
 		rs := retries(evs)
 		if err == nil || !strings.Contains(err.Error(), "max_retry_wait, is spent") || len(rs) != 1 || rs[0].Wait != 20*time.Millisecond {
@@ -199,7 +199,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("non-streamed too", func(t *testing.T) {
 		srv := newServer(t, status(http.StatusTooManyRequests, slow, "Retry-After-Ms", "1"), jsonReply("fine", "stop"))
 		var infos []RequestInfo
-		c := newCycle(t, srv, Config{OnRequest: func(i RequestInfo) { infos = append(infos, i) }})
+		c := newCycle(t, srv, Config{Hooks: Hooks{OnRequest: func(i RequestInfo) { infos = append(infos, i) }}})
 		if resp, err := c.Submit(context.Background(), "x"); err != nil || resp.Text != "fine" {
 			t.Fatalf("resp %+v err %v", resp, err)
 		}
@@ -258,7 +258,7 @@ func TestInterruptedReplyIsSentBack(t *testing.T) {
 			}
 		}, streamText("again")))
 	var saved []Message
-	c := newCycle(t, srv, Config{OnMessage: func(m Message) { saved = append(saved, m) }})
+	c := newCycle(t, srv, Config{Hooks: Hooks{OnMessage: func(m Message) { saved = append(saved, m) }}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for ev := range c.SubmitStreamWithTools(ctx, "x", nil) {
@@ -284,7 +284,7 @@ func TestInterruptedReplyIsSentBack(t *testing.T) {
 func TestRequestInfo(t *testing.T) {
 	srv := newServer(t, step{Text: "hi", Usage: &chattest.Usage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120, CachedTokens: 64, ReasoningTokens: 8}})
 	var infos []RequestInfo
-	c := newCycle(t, srv, Config{OnRequest: func(i RequestInfo) { infos = append(infos, i) }})
+	c := newCycle(t, srv, Config{Hooks: Hooks{OnRequest: func(i RequestInfo) { infos = append(infos, i) }}})
 	evs, err := collect(t, c, context.Background(), "x", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestRequestInfo(t *testing.T) {
 	// A failed request is reported too.
 	srv = newServer(t, status(http.StatusBadRequest, `{"error":{"message":"bad"}}`))
 	infos = nil
-	c = newCycle(t, srv, Config{OnRequest: func(i RequestInfo) { infos = append(infos, i) }})
+	c = newCycle(t, srv, Config{Hooks: Hooks{OnRequest: func(i RequestInfo) { infos = append(infos, i) }}})
 	if _, err := collect(t, c, context.Background(), "x", nil); err == nil || len(infos) != 1 || !strings.Contains(infos[0].Error, "bad") || infos[0].Model != "test-model" {
 		t.Errorf("err %v, infos %+v", err, infos)
 	}
@@ -320,7 +320,7 @@ func TestTokenBudget(t *testing.T) {
 		return step{ToolCalls: []chattest.Call{{ID: id, Name: "t", Args: `{"n":"` + id + `"}`}}}
 	}
 	srv := newServer(t, callStep("a"), callStep("b"), expect(func(t testing.TB, got received) { checkWireHistory(t, got.Messages) }, streamText("resumed")))
-	c := newCycle(t, srv, Config{MaxTotalTokens: 20}) // each reply uses 15
+	c := newCycle(t, srv, Config{Limits: Limits{MaxTotalTokens: 20}}) // each reply uses 15
 	reg := newRegistry(t, rec.tool("t"))
 	_, err := collect(t, c, context.Background(), "x", reg)
 	var be *BudgetError
@@ -345,7 +345,7 @@ func TestToolCallBudget(t *testing.T) {
 		step{ToolCalls: []chattest.Call{{ID: "a", Name: "t", Args: `{"n":1}`}, {ID: "b", Name: "t", Args: `{"n":2}`}}},
 		expect(func(t testing.TB, got received) { checkWireHistory(t, got.Messages) }, streamText("ok")),
 	)
-	c := newCycle(t, srv, Config{MaxToolCalls: 1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxToolCalls: 1}})
 	evs, err := collect(t, c, context.Background(), "x", newRegistry(t, rec.tool("t")))
 	if !errors.Is(err, ErrToolCallBudget) || KindOf(err) != KindMaxToolCalls || !strings.Contains(err.Error(), "2 tool calls, 1 are allowed") {
 		t.Fatalf("err = %v (kind %q)", err, KindOf(err))

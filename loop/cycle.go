@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -16,152 +15,9 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Defaults for the zero values of Config.
-const (
-	DefaultMaxTurns            = 10
-	DefaultMaxToolCallsPerTurn = 32
-	// DefaultMaxToolMessageBytes caps each tool message sent to the model
-	// (see Config.MaxToolMessageBytes): 32 KiB, about 8–10k tokens.
-	DefaultMaxToolMessageBytes = 32 << 10
-	DefaultMaxRetries          = 2
-	// RepeatLimit is how many turns in a row may make the same call
-	// before the model is told; one more ends the run (ErrRepeatedCall).
-	RepeatLimit = 3
-)
-
-// Config configures a Cycle. The zero value of each field means its
-// default; only Provider is required.
-type Config struct {
-	// Provider is the model API the Cycle talks to: chat.New,
-	// responses.New, anthropic.New, gemini.New (packages under loop/), or
-	// an embedder's own. Required.
-	Provider Provider
-	// System is the system prompt, sent first in every request unless the
-	// history already starts with a system message. It is configuration,
-	// not history: it is not in Messages() and not given to OnMessage, so a
-	// resumed session uses the current prompt.
-	System string
-	// MaxTurns bounds the model requests of one run. Default DefaultMaxTurns.
-	MaxTurns int
-	// MaxToolCallsPerTurn bounds the calls run for one reply; further calls
-	// are answered with an error tool message and not run. Default
-	// DefaultMaxToolCallsPerTurn.
-	MaxToolCallsPerTurn int
-	// MaxToolMessageBytes caps the content of each tool message the model
-	// is sent: a longer result is cut to a valid JSON text showing its head
-	// and tail with a note that gives its full size and how to read the
-	// rest (a JSON string stays a JSON string, other JSON becomes
-	// {"truncated":true,"bytes":N,"head":"...","tail":"...","note":"..."}),
-	// and the whole result is kept in Message.FullContent, which the
-	// model can page through with the built-in PageToolName tool, offered
-	// in the requests of tool runs once a result in the history was cut.
-	// A longer error message is cut and ends in "…". The event keeps the
-	// whole result. Zero means DefaultMaxToolMessageBytes; negative means
-	// no cap; values below 1024 are raised to 1024.
-	MaxToolMessageBytes int
-	// ToolResultLimit, if set, gives the cap of one tool's messages by
-	// name, overriding MaxToolMessageBytes: positive is the cap (raised
-	// to 1024), negative no cap, 0 MaxToolMessageBytes. It is called by
-	// New (for the history) and from the goroutine running a Submit
-	// method, never concurrently by one Cycle.
-	ToolResultLimit func(tool string) int
-	// ContextWindow is the model's context window in tokens; 0 means
-	// unknown. When set, each request is estimated (a third of its bytes,
-	// tool definitions included; see doc.go) and, past seven eighths of the window,
-	// trimmed in the request only — never in the history: the oldest tool
-	// results first (each replaced by a note naming the call and its size,
-	// readable again with PageToolName), then whole old turns. Whatever
-	// the setting, a request the provider refuses as too long
-	// (ErrContextOverflow) is trimmed to a smaller estimate and made once
-	// more, and the Cycle keeps that smaller bound.
-	ContextWindow int
-	// ResponseSchema, if set, is a JSON Schema (its root an object schema,
-	// checked like a tool's parameters: registry.CompileSchema) that the
-	// final answer must match. It is asked for as SchemaMode says; each
-	// final answer is validated with the registry's metered validator
-	// (a StructuredOutput event reports it); an answer that does not match
-	// is sent back once with the error, a second fails the run with
-	// ErrInvalidOutput. Response.Text is then the answer's JSON.
-	ResponseSchema json.RawMessage
-	// SchemaMode says how ResponseSchema is asked for. Default SchemaAuto.
-	SchemaMode SchemaMode
-	// RequestTimeout bounds each attempt of a request, including reading
-	// a whole streamed reply; one that takes longer fails (KindTimeout,
-	// not retried). Zero: no bound other than the context.
-	RequestTimeout time.Duration
-	// MaxRetries is how many times a request that failed with a connection
-	// error, 408, 409, 429 or 5xx, a stream that broke off before its end
-	// marker or a stalled stream is retried, with a backoff (0.5 s
-	// doubling, capped at 8 s) or the server's retry-after-ms /
-	// Retry-After. Each retry is a Retry event. The loop retries, not the
-	// SDKs (the adapters build their clients with no retries), so that
-	// retries are seen and bounded. Zero means DefaultMaxRetries; negative
-	// means none.
-	MaxRetries int
-	// MaxRetryWait bounds the time one request spends waiting between its
-	// retries. A Retry-After longer than what is left of it fails the
-	// request at once (the error says so); a backoff longer than that is
-	// shortened. Zero means DefaultMaxRetryWait; negative means no bound.
-	MaxRetryWait time.Duration
-	// StreamIdleTimeout bounds the wait for the first chunk of a streamed
-	// reply and between chunks: a stream silent for longer fails with
-	// ErrStreamIdle (KindStreamIdle), which is retried. Zero means
-	// DefaultStreamIdleTimeout; negative means no bound.
-	StreamIdleTimeout time.Duration
-	// MaxTotalTokens, if positive, is the run's token budget: once a run
-	// has used this many tokens (total_tokens as the provider reports
-	// them, summed over its requests), it ends before its next request
-	// with a *BudgetError (ErrTokenBudget). A request is never cut short,
-	// so a run may end above the budget. Providers that report no usage
-	// are not bounded.
-	MaxTotalTokens int64
-	// MaxToolCalls, if positive, is the run's budget of tool calls: the
-	// calls past it are not run (each is answered "not run") and the run
-	// ends after that turn with a *BudgetError (ErrToolCallBudget).
-	MaxToolCalls int
-	// History, if set, is a saved conversation to continue (see Messages).
-	// Its tool messages are cleaned and capped as new ones are (a session
-	// saved by an older agrun may hold anything). New checks it: if only the answers to the last tool calls are
-	// missing (a session cut short while tools ran), it appends
-	// "cancelled" tool messages for them and passes them to OnMessage;
-	// any other defect is an ErrInvalidHistory.
-	History []Message
-	// OnMessage, if set, is called synchronously, in order, with each
-	// message appended to the history (the user prompt, each assistant
-	// reply, each tool message), from the goroutine running the Submit
-	// method. It must not call Submit methods of the same Cycle.
-	OnMessage func(Message)
-	// Approver, if set, decides which tool calls need a person's yes and
-	// gives the decisions (see Approver); a denied call is answered
-	// "error (denied_by_user): <reason>" and the run goes on. Nil runs
-	// every call without asking.
-	Approver Approver
-	// OnDecision, if set, is called with every decision about a call
-	// (Approver's answers, and calls run because their tool was approved
-	// for the session), from the goroutine running the Submit method,
-	// before the call runs or is answered.
-	OnDecision func(DecisionRecord)
-	// ResumePending: if History ends with tool calls left unanswered (a
-	// run that stopped with ErrApprovalPending, saved), New keeps them
-	// open for Run with Turn.Decisions instead of answering them
-	// "cancelled". A Submit method answers them "cancelled" first.
-	ResumePending bool
-	// OnRequest, if set, is called after each model request (retries
-	// included, failed requests too) with what it cost, from the goroutine
-	// running the Submit method.
-	OnRequest func(RequestInfo)
-	// DeferCalls: the calls of a reply that the loop would run through
-	// the registry are not run here; the run ends with a
-	// *CallsDeferredError listing them (the calls the loop answers itself
-	// — unknown tools, calls over a budget, the page tool — are answered
-	// as usual), and Run with Turn.Results answers them with what they
-	// returned where they did run (a cluster's workers: package cluster)
-	// and goes on. With an Approver, the calls that need a yes are decided
-	// before the run ends, in call order: the approved ones are deferred,
-	// the denied ones answered; a decision that would wait
-	// (ErrApprovalPending) denies the call.
-	DeferCalls bool
-}
+// RepeatLimit is how many turns in a row may make the same call before
+// the model is told; one more ends the run (ErrRepeatedCall).
+const RepeatLimit = 3
 
 // Response is the outcome of a successful run.
 type Response struct {
@@ -210,28 +66,7 @@ func New(cfg Config) (*Cycle, error) {
 	if strings.TrimSpace(info.Model) == "" {
 		return nil, errors.New("the provider names no model")
 	}
-	if cfg.MaxTurns <= 0 {
-		cfg.MaxTurns = DefaultMaxTurns
-	}
-	if cfg.MaxToolCallsPerTurn <= 0 {
-		cfg.MaxToolCallsPerTurn = DefaultMaxToolCallsPerTurn
-	}
-	switch {
-	case cfg.MaxToolMessageBytes == 0:
-		cfg.MaxToolMessageBytes = DefaultMaxToolMessageBytes
-	case cfg.MaxToolMessageBytes < 0:
-		cfg.MaxToolMessageBytes = 0 // textsafe: no cap
-	case cfg.MaxToolMessageBytes < 1024:
-		cfg.MaxToolMessageBytes = 1024
-	}
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = DefaultMaxRetries
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
-	cfg.MaxRetryWait = orDefault(cfg.MaxRetryWait, DefaultMaxRetryWait)
-	cfg.StreamIdleTimeout = orDefault(cfg.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	cfg.Limits = cfg.Limits.withDefaults()
 	schema, err := compileResponseSchema(cfg.ResponseSchema)
 	if err != nil {
 		return nil, err

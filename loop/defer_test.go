@@ -105,8 +105,10 @@ func TestDeferCallsDecidesApprovalsFirst(t *testing.T) {
 		call("c1", "ok", `{}`), call("c2", "denied", `{}`), call("c3", "asked", `{}`), call("c4", "waits", `{}`)}})
 	reg := newRegistry(t, okTool("ok", nil), okTool("denied", nil), okTool("asked", nil), okTool("waits", nil))
 	var decided []string
-	c := newCycle(t, srv, Config{DeferCalls: true, Approver: toolApprover(map[string]string{"denied": "deny", "asked": "approve", "waits": "pending"}),
-		OnDecision: func(r DecisionRecord) { decided = append(decided, r.Tool+":"+string(r.Answer)) }})
+	c := newCycle(t, srv, Config{DeferCalls: true, Hooks: Hooks{
+		Approver:   toolApprover(map[string]string{"denied": "deny", "asked": "approve", "waits": "pending"}),
+		OnDecision: func(r DecisionRecord) { decided = append(decided, r.Tool+":"+string(r.Answer)) },
+	}})
 	_, err := collect(t, c, context.Background(), "x", reg)
 	var de *CallsDeferredError
 	if !errors.As(err, &de) || len(de.Calls) != 2 || de.Calls[0].CallID != "c1" || de.Calls[1].CallID != "c3" {

@@ -10,11 +10,20 @@
 //
 //	p, err := chat.New(chat.Config{BaseURL: "http://localhost:11434/v1", Model: "qwen3"})
 //	if err != nil { ... }
-//	c, err := loop.New(loop.Config{Provider: p, MaxTurns: 8})
+//	c, err := loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxTurns: 8}})
 //	if err != nil { ... }
 //	resp, err := c.SubmitWithTools(ctx, "How many words are in README.md?", reg)
 //	if err != nil { ... }           // errors.Is(err, loop.ErrMaxTurns), *loop.APIError, ...
 //	fmt.Println(resp.Text)
+//
+// A [Config] is what the provider needs (Provider, System), the
+// conversation (History, ResponseSchema), the [Limits] (turns, calls,
+// sizes, timeouts, retries, budgets) and the [Hooks] (OnMessage,
+// OnRequest, OnDecision, the Approver), and two modes of Run used by
+// package cluster (ResumePending, DeferCalls). Limits and Hooks are
+// embedded, so cfg.MaxTurns and cfg.OnMessage read and assign as
+// Config's own fields; only a literal names them, as above. The zero
+// value of every field is its default.
 //
 // Every run goes through one entry, [Cycle.Run], given a [Turn]: a
 // prompt, or the decisions or results of calls an earlier run left

@@ -59,7 +59,7 @@ func TestOneToolCallThenAnswer(t *testing.T) {
 		}, jsonReply("There are 3 words.", "stop")),
 	)
 	var seen []Message
-	c := newCycle(t, srv, Config{System: "Be brief.", OnMessage: func(m Message) { seen = append(seen, m) }})
+	c := newCycle(t, srv, Config{System: "Be brief.", Hooks: Hooks{OnMessage: func(m Message) { seen = append(seen, m) }}})
 	resp, err := c.SubmitWithTools(context.Background(), "count: a b c", newRegistry(t, wordCount()))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestMaxTurnsKeepsHistory(t *testing.T) {
 	}
 	srv := newServer(t, steps...)
 	var rec recorder
-	c := newCycle(t, srv, Config{MaxTurns: 3})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxTurns: 3}})
 	_, err := c.SubmitWithTools(context.Background(), "loop forever", newRegistry(t, rec.tool("step")))
 	if !errors.Is(err, ErrMaxTurns) || KindOf(err) != KindMaxTurns {
 		t.Fatalf("err = %v", err)
@@ -288,7 +288,7 @@ func TestMaxToolCallsPerTurn(t *testing.T) {
 			}
 		}, jsonReply("ok", "stop")),
 	)
-	c := newCycle(t, srv, Config{MaxToolCallsPerTurn: 2})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxToolCallsPerTurn: 2}})
 	if _, err := c.SubmitWithTools(context.Background(), "x", newRegistry(t, rec.tool("t"))); err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,6 @@ import (
 	"github.com/agcore/agrun/internal/textsafe"
 )
 
-// Defaults of the request settings of Config.
-const (
-	// DefaultStreamIdleTimeout bounds the wait for each chunk of a stream
-	// (Config.StreamIdleTimeout).
-	DefaultStreamIdleTimeout = 60 * time.Second
-	// DefaultMaxRetryWait bounds the time one request may spend waiting
-	// between retries (Config.MaxRetryWait).
-	DefaultMaxRetryWait = 30 * time.Second
-)
-
 // Errors of a request and of a run's budgets (see also the list in
 // errors.go).
 var (
@@ -373,14 +363,3 @@ func (r *runState) interrupted(ctx context.Context, rep Reply, err error) {
 // interruptedNote is appended to the content of an interrupted message
 // when it is sent back, so the model knows its reply did not end there.
 const interruptedNote = " [interrupted by the user]"
-
-// orDefault is d, def if d is zero, and 0 (none) if d is negative.
-func orDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
-}

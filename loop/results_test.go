@@ -191,9 +191,9 @@ func TestPerToolLimitAndReservedName(t *testing.T) {
 			}
 		}, jsonReply("ok", "")),
 	)
-	c := newCycle(t, srv, Config{ToolResultLimit: func(name string) int {
+	c := newCycle(t, srv, Config{Limits: Limits{ToolResultLimit: func(name string) int {
 		return map[string]int{"small": 2000, "large": -1}[name]
-	}})
+	}}})
 	reg := newRegistry(t, constTool("small", string(out), nil), constTool("large", string(out), nil), impostor)
 	if _, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestContextWindowTrimsTheRequest(t *testing.T) {
 			}
 		}, jsonReply("fits", "")),
 	)
-	c := newCycle(t, srv, Config{ContextWindow: 6000, History: history})
+	c := newCycle(t, srv, Config{Limits: Limits{ContextWindow: 6000}, History: history})
 	if _, err := c.SubmitWithTools(context.Background(), "now", newRegistry(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestContextOverflowThenContinue(t *testing.T) {
 			checkWireHistory(t, got.Messages)
 		}, jsonReply("trimmed", "")),
 	)
-	c := newCycle(t, srv, Config{MaxToolMessageBytes: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxToolMessageBytes: -1}})
 	resp, err := c.SubmitWithTools(context.Background(), "go", reg)
 	if err != nil {
 		t.Fatalf("overflow was not recovered: %v", err)
@@ -551,7 +551,7 @@ func TestOverflowCurrentResultBecomesAnExcerpt(t *testing.T) {
 			}
 		}, jsonReply("got it", "")),
 	)
-	c := newCycle(t, srv, Config{MaxToolMessageBytes: -1})
+	c := newCycle(t, srv, Config{Limits: Limits{MaxToolMessageBytes: -1}})
 	if _, err := c.SubmitWithTools(context.Background(), "go", reg); err != nil {
 		t.Fatal(err)
 	}

@@ -151,11 +151,11 @@ func TestToolMessagesAreBounded(t *testing.T) {
 		t.Errorf("event output is %d bytes, the result %d", len(events["str"].Output), len(bigString))
 	}
 	// The cap is configurable; negative means none.
-	contents, _ = toolMessages(t, Config{MaxToolMessageBytes: -1}, constTool("str", string(bigString), nil))
+	contents, _ = toolMessages(t, Config{Limits: Limits{MaxToolMessageBytes: -1}}, constTool("str", string(bigString), nil))
 	if contents[0] != string(bigString) {
 		t.Errorf("uncapped: %d bytes, want %d", len(contents[0]), len(bigString))
 	}
-	contents, _ = toolMessages(t, Config{MaxToolMessageBytes: 2000}, constTool("obj", string(bigObject), nil))
+	contents, _ = toolMessages(t, Config{Limits: Limits{MaxToolMessageBytes: 2000}}, constTool("obj", string(bigObject), nil))
 	if len(contents[0]) > 2000 || !json.Valid([]byte(contents[0])) {
 		t.Errorf("2000-byte cap: %d bytes, valid %v", len(contents[0]), json.Valid([]byte(contents[0])))
 	}

@@ -49,7 +49,7 @@ func TestRunErrorCarriesSession(t *testing.T) {
 		chattest.Reply{Status: 429, Body: `{"error":{"message":"slow down"}}`, Header: map[string]string{"Retry-After": "120"}},
 		calls,
 	)
-	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxToolCalls: 1}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), Limits: loop.Limits{MaxToolCalls: 1}}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc}})
 	_, evs, _ := ts.postRun(t, `{"prompt":"q","session":"rc-2"}`)
 	last := evs[len(evs)-1]

@@ -62,7 +62,7 @@ func TestTraceContextAndAudits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := startServer(t, setup{rt: rt, opts: server.Options{Registry: reg, Telemetry: tel, Sessions: store,
-		Loop: &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxRetries: -1}}})
+		Loop: &loop.Config{Provider: testprovider.Chat(t, chat.URL), Limits: loop.Limits{MaxRetries: -1}}}})
 
 	h := http.Header{"Traceparent": {"00-" + runTrace + "-00f067aa0ba902b7-01"}}
 	status, evs, body := ts.postRunWith(t, `{"prompt":"read a.txt","session":"tr-1"}`, h)

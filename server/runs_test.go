@@ -132,7 +132,7 @@ func TestRunStreamsEvents(t *testing.T) {
 		answer(1500*time.Millisecond, "There are ", "3 words."),
 		answer(0, "Still 3."),
 	)
-	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxRetries: -1}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), Limits: loop.Limits{MaxRetries: -1}}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc, WriteTimeout: time.Second}})
 	ts.mustUpload(exampleTool(t, "word_count"), "", http.StatusCreated)
 
@@ -190,7 +190,7 @@ func TestRunFailures(t *testing.T) {
 		Status: http.StatusUnauthorized,
 		Body:   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`,
 	})
-	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxRetries: -1}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), Limits: loop.Limits{MaxRetries: -1}}
 	dir := t.TempDir()
 	ts := startServer(t, setup{dataDir: dir, opts: server.Options{Loop: lc}})
 

@@ -25,7 +25,7 @@ func TestRunWithSchema(t *testing.T) {
 		}, Chunks: []string{chattest.TextChunk(`{"n":`), chattest.TextChunk(`3}`), chattest.FinishChunk("stop")}},
 		answer(0, "three"), answer(0, `{"n":"3"}`),
 	)
-	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), MaxRetries: -1}
+	lc := &loop.Config{Provider: testprovider.Chat(t, chat.URL), Limits: loop.Limits{MaxRetries: -1}}
 	ts := startServer(t, setup{opts: server.Options{Loop: lc}})
 
 	status, evs, body := ts.postRun(t, `{"prompt":"count","schema":`+schema+`}`)

@@ -133,14 +133,16 @@ func loopConfig(cfg *config.Config) (loop.Config, error) {
 		return loop.Config{}, &configError{fmt.Errorf("[llm]: %w", err)}
 	}
 	lc := loop.Config{
-		Provider:          p,
-		System:            cfg.LLM.System,
-		MaxTurns:          cfg.LLM.MaxTurns,
-		RequestTimeout:    cfg.LLM.Timeout.Std(),
-		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
-		MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
-		MaxTotalTokens:    cfg.LLM.MaxTotalTokens,
-		MaxToolCalls:      cfg.LLM.MaxToolCalls,
+		Provider: p,
+		System:   cfg.LLM.System,
+		Limits: loop.Limits{
+			MaxTurns:          cfg.LLM.MaxTurns,
+			RequestTimeout:    cfg.LLM.Timeout.Std(),
+			StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
+			MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
+			MaxTotalTokens:    cfg.LLM.MaxTotalTokens,
+			MaxToolCalls:      cfg.LLM.MaxToolCalls,
+		},
 	}
 	if cfg.LLM.MaxRetries != nil {
 		lc.MaxRetries = *cfg.LLM.MaxRetries

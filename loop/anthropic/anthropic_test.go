@@ -34,7 +34,7 @@ func runOnce(t *testing.T, srv *anthropictest.Server, cfg anthropic.Config) []lo
 	}
 	var infos []loop.RequestInfo
 	c, err := loop.New(loop.Config{Provider: p, System: strings.Repeat("You are careful. ", 200),
-		OnRequest: func(i loop.RequestInfo) { infos = append(infos, i) }})
+		Hooks: loop.Hooks{OnRequest: func(i loop.RequestInfo) { infos = append(infos, i) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestWholeReplyAskedStreamAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := loop.New(loop.Config{Provider: p, MaxRetries: -1})
+	c, _ := loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxRetries: -1}})
 	_, err = c.SubmitWithTools(context.Background(), "hi", nil)
 	if loop.KindOf(err) != loop.KindProvider || !errors.Is(err, loop.ErrBadResponse) || !strings.Contains(err.Error(), "streamed a reply that was asked for whole") {
 		t.Fatalf("err = %v (kind %q)", err, loop.KindOf(err))
@@ -94,7 +94,7 @@ func TestMaxOutputTokensField(t *testing.T) {
 		return nil, errors.New("not sent")
 	})
 	p, _ = chat.New(chat.Config{BaseURL: "https://api.openai.com/v1", Model: "gpt-5", MaxOutputTokens: 77, HTTPClient: &http.Client{Transport: rt}})
-	c, _ = loop.New(loop.Config{Provider: p, MaxRetries: -1})
+	c, _ = loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxRetries: -1}})
 	c.Submit(context.Background(), "hi")
 	if !strings.Contains(got, `"max_completion_tokens":77`) || strings.Contains(got, `"max_tokens"`) {
 		t.Errorf("api.openai.com got %s", got)

@@ -76,7 +76,7 @@ func TestModelOutput(t *testing.T) {
 			tr := &http.Transport{}
 			p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "m", HTTPClient: &http.Client{Transport: tr}})
 			must(t, err)
-			cy, err := loop.New(loop.Config{Provider: p, MaxTurns: 20})
+			cy, err := loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxTurns: 20}})
 			must(t, err)
 			resp, err := cy.SubmitWithTools(context.Background(), "go", f.reg)
 			if c.wantErr == nil && err != nil || c.wantErr != nil && !errors.Is(err, c.wantErr) {

@@ -226,7 +226,7 @@ func Run(t *testing.T, k Kit) {
 		u := Usage{Input: 1200, Output: 80, Cached: 1000, Reasoning: 30}
 		f := k.Serve(t, Step{Text: "hi", Usage: &u})
 		var infos []loop.RequestInfo
-		c := k.cycle(t, f, false, loop.Config{OnRequest: func(i loop.RequestInfo) { infos = append(infos, i) }})
+		c := k.cycle(t, f, false, loop.Config{Hooks: loop.Hooks{OnRequest: func(i loop.RequestInfo) { infos = append(infos, i) }}})
 		evs, err := collect(ctx, c, "hello", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -339,7 +339,7 @@ func Run(t *testing.T, k Kit) {
 
 	t.Run("a retry wait beyond max_retry_wait fails at once", func(t *testing.T) {
 		f := k.Serve(t, Step{Fail: "429"}, Step{Text: "never"})
-		c := k.cycle(t, f, false, loop.Config{MaxRetryWait: 100 * time.Millisecond})
+		c := k.cycle(t, f, false, loop.Config{Limits: loop.Limits{MaxRetryWait: 100 * time.Millisecond}})
 		_, err := collect(ctx, c, "go", nil)
 		if err == nil || !strings.Contains(err.Error(), "max_retry_wait") || f.Requests() != 1 {
 			t.Errorf("err %v, %d requests", err, f.Requests())
@@ -394,7 +394,7 @@ func Run(t *testing.T, k Kit) {
 			{Role: loop.RoleAssistant, Content: "done before"},
 		}
 		f := k.Serve(t, Step{Fail: "overflow"}, Step{Text: "fits now"})
-		c := k.cycle(t, f, false, loop.Config{History: history, MaxToolMessageBytes: -1})
+		c := k.cycle(t, f, false, loop.Config{History: history, Limits: loop.Limits{MaxToolMessageBytes: -1}})
 		evs, err := collect(ctx, c, "again", registryWith(t, &tool{name: "echo"}))
 		if err != nil {
 			t.Fatal(err)
@@ -412,7 +412,7 @@ func Run(t *testing.T, k Kit) {
 
 	t.Run("reasoning over MaxReasoningBytes fails the request", func(t *testing.T) {
 		f := k.Serve(t, Step{Reasoning: strings.Repeat("r", loop.MaxReasoningBytes+1024), Text: "x"}, Step{Text: "never"})
-		c := k.cycle(t, f, true, loop.Config{MaxRetries: -1})
+		c := k.cycle(t, f, true, loop.Config{Limits: loop.Limits{MaxRetries: -1}})
 		_, err := collect(ctx, c, "go", nil)
 		if loop.KindOf(err) != loop.KindProvider || !errors.Is(err, loop.ErrBadResponse) {
 			t.Errorf("err %v (kind %q)", err, loop.KindOf(err))
