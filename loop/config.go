@@ -246,7 +246,7 @@ type Hooks struct {
 	OnRequest func(RequestInfo)
 	// OnDecision, if set, is called with every decision about a call
 	// (Approver's answers, and calls run because their tool was approved
-	// for the session), from the goroutine running the Submit method,
+	// for the session), from the goroutine ranging over Run's sequence,
 	// before the call runs or is answered. Nil: not called.
 	OnDecision func(DecisionRecord)
 	// Approver, if set, decides which tool calls need a person's yes and
