@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/agcore/agrun/internal/textsafe"
 	"math"
 	"net"
 	"net/http"
@@ -62,6 +63,8 @@ func CheckListener(ln net.Listener, tokens []string) error {
 // request.
 type authenticator struct {
 	digests [][32]byte
+	// custom is Options.Authenticate.
+	custom func(*http.Request) (string, error)
 }
 
 // CheckTokens returns an error if a token is shorter than MinTokenLength
@@ -86,14 +89,27 @@ func newAuthenticator(tokens []string) (*authenticator, error) {
 	return a, nil
 }
 
-// open reports whether no token is configured (loopback-only mode).
-func (a *authenticator) open() bool { return len(a.digests) == 0 }
+// open reports whether no token and no Authenticate is configured
+// (loopback-only mode).
+func (a *authenticator) open() bool { return len(a.digests) == 0 && a.custom == nil }
 
 // check returns the key that identifies the caller for rate limits (the
-// index of its token) and whether the request is authenticated.
-func (a *authenticator) check(r *http.Request) (key string, ok bool) {
+// index of its token, or the app's identity of it) and whether the
+// request is authenticated; why is the app's reason for a refusal.
+func (a *authenticator) check(r *http.Request) (key string, ok bool, why string) {
+	if a.custom != nil {
+		client, err := a.custom(r)
+		switch {
+		case err != nil:
+			return "", false, textsafe.Clean(err.Error(), 200)
+		case client == "":
+			return "", false, "not authenticated"
+		}
+		// Identities are the app's: kept apart from the token keys.
+		return "app-" + textsafe.Clean(client, 200), true, ""
+	}
 	if a.open() {
-		return "anonymous", true
+		return "anonymous", true, ""
 	}
 	h := r.Header.Get("Authorization")
 	tok, found := strings.CutPrefix(h, "Bearer ")
@@ -101,7 +117,7 @@ func (a *authenticator) check(r *http.Request) (key string, ok bool) {
 		tok, found = strings.CutPrefix(h, "bearer ")
 	}
 	if !found {
-		return "", false
+		return "", false, ""
 	}
 	d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	match := -1
@@ -111,9 +127,9 @@ func (a *authenticator) check(r *http.Request) (key string, ok bool) {
 		}
 	}
 	if match < 0 {
-		return "", false
+		return "", false, ""
 	}
-	return fmt.Sprintf("token-%d", match+1), true
+	return fmt.Sprintf("token-%d", match+1), true, ""
 }
 
 // rateLimiter is a token bucket per key: burst perMinute, refilled at

@@ -202,11 +202,14 @@ func (s *Server) routes() http.Handler {
 				s.writeError(w, err)
 				return
 			}
-			if _, ok := s.auth.check(r); !ok {
+			if _, ok, why := s.auth.check(r); !ok {
 				// The body of an unauthenticated request is never read;
 				// the connection is closed after the answer.
 				w.Header().Set("Connection", "close")
-				s.writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)"))
+				if why == "" {
+					why = "missing or wrong bearer token (Authorization: Bearer <token>)"
+				}
+				s.writeError(w, errorf(http.StatusUnauthorized, KindUnauthorized, "%s", why))
 				return
 			}
 		}

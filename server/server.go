@@ -17,6 +17,20 @@
 //	ln, _ := net.Listen("tcp", addr)
 //	err = srv.Serve(ctx, ln)          // until ctx is cancelled, then a graceful shutdown
 //
+// # In an app's own server
+//
+// Handler is an http.Handler an app mounts in its own mux, under a prefix
+// and behind its own authentication (ExampleServer_Handler):
+//
+//	srv, _ := server.New(ctx, server.Options{..., BasePath: "/agrun",
+//		Authenticate: func(r *http.Request) (string, error) { return app.User(r) }})
+//	mux.Handle("/agrun/", http.StripPrefix("/agrun", srv.Handler()))
+//
+// The Host and Origin checks stay on (they stop DNS rebinding and web
+// pages of other sites): name the app's public hosts in AllowedHosts.
+// Connection limits (MaxConnections) apply only to Serve's listener; the
+// app's server has its own.
+//
 // # Safety
 //
 // Uploaded tools get what [serve.uploads] grants (by default nothing: pure
@@ -57,6 +71,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +168,20 @@ type Options struct {
 	// bytes). None: no authentication, and Serve accepts only loopback
 	// listeners.
 	Tokens []string
+	// Authenticate, when set, replaces the bearer tokens with the
+	// embedding app's own authentication (Tokens must then be empty): it
+	// is called for every request but /healthz, before its body is read,
+	// and returns the caller's identity — which keys the per-client
+	// shares (calls, uploads per minute, body memory) as a token does —
+	// or an error, answered 401 unauthorized with the error's text
+	// (cleaned, at most 200 bytes) as the message. An empty identity is
+	// refused. Nil: Tokens.
+	Authenticate func(r *http.Request) (client string, err error)
+	// BasePath is the path prefix the app mounts Handler under with
+	// http.StripPrefix ("/agrun"), so that the paths the API writes in
+	// its answers (an upload's Location) are the app's. Empty: the API
+	// is at the root.
+	BasePath string
 	// Loop is the template of the model loop used by POST /v1/runs; the
 	// Server sets History, OnMessage and OnRequest per run. Nil: runs answer 503.
 	Loop *loop.Config
@@ -239,6 +268,7 @@ type Server struct {
 	grant     wasmtools.Grant
 	limits    Limits
 	auth      *authenticator
+	basePath  string
 	hosts     *hostPolicy
 	rate      *rateLimiter
 	calls     *quota // a slot per call or run in progress
@@ -288,10 +318,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Runtime == nil || opts.Registry == nil {
 		return nil, errors.New("server.Options.Runtime and server.Options.Registry are required")
 	}
+	if opts.Authenticate != nil && len(opts.Tokens) > 0 {
+		return nil, errors.New("server.Options: Authenticate and Tokens are both set: use one")
+	}
+	if opts.BasePath != "" && (!strings.HasPrefix(opts.BasePath, "/") || strings.HasSuffix(opts.BasePath, "/")) {
+		return nil, fmt.Errorf("server.Options.BasePath %q must begin with / and not end with one", opts.BasePath)
+	}
 	auth, err := newAuthenticator(opts.Tokens)
 	if err != nil {
 		return nil, err
 	}
+	auth.custom = opts.Authenticate
 	sv := opts
 	lim := Limits{
 		MaxUpload:            orDefault(sv.MaxUpload, DefaultMaxUpload),
@@ -351,6 +388,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grant:     grant,
 		limits:    lim,
 		auth:      auth,
+		basePath:  opts.BasePath,
 		hosts:     hosts,
 		rate:      newRateLimiter(lim.UploadsPerMinute),
 		calls:     newQuota(int64(lim.MaxConcurrentCalls), int64(lim.MaxCallsPerClient)),

@@ -79,7 +79,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if info.Unchanged {
 		status = http.StatusOK
 	} else {
-		w.Header().Set("Location", "/v1/tools/"+info.Name)
+		w.Header().Set("Location", s.basePath+"/v1/tools/"+info.Name)
 	}
 	s.writeJSON(w, status, info)
 }

@@ -174,7 +174,7 @@ func requireMedia(r *http.Request, types ...string) *apiError {
 // limits and shares: its token, or without tokens its address.
 func (s *Server) clientKey(r *http.Request) string {
 	if !s.auth.open() {
-		k, _ := s.auth.check(r)
+		k, _, _ := s.auth.check(r)
 		return k
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
