@@ -2,88 +2,31 @@ package runtime
 
 import (
 	"bytes"
+	"github.com/agcore/agrun/audit"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agcore/agrun/runtime/internal/sandboxfs"
 )
 
-// Audit is what one call's guest did, as the sandbox saw it. Every Run
-// collects it (the counters sit on paths the call takes anyway), and its
-// size is bounded whatever the guest does: MaxAuditPaths paths per mount,
-// MaxAuditRequests requests, each string cut. Paths and hosts are the
-// guest's own words (cut, not cleaned): clean them before showing them.
-type Audit struct {
-	// CPU is the CPU time of the thread that ran the guest, instantiation
-	// included (Linux; zero elsewhere). Host functions (an HTTP request)
-	// count while they compute, not while they wait.
-	CPU time.Duration `json:"cpu_ns"`
-	// MemoryPeak is the size of the guest's linear memory when it ended
-	// (a memory only grows), in bytes.
-	MemoryPeak int64 `json:"memory_peak"`
-	// StdinBytes is what the guest read of its stdin; StdoutBytes and
-	// StderrBytes what it wrote, including what went past the caps.
-	StdinBytes  int64 `json:"stdin_bytes"`
-	StdoutBytes int64 `json:"stdout_bytes"`
-	StderrBytes int64 `json:"stderr_bytes"`
-	// HostCalls counts the guest's calls of agrun host functions (log,
-	// http_request, http_response).
-	HostCalls int64 `json:"host_calls"`
-	// Mounts are the call's mounts, in Input.Mounts order.
-	Mounts []MountAudit `json:"mounts,omitempty"`
-	// Requests are the guest's HTTP requests, in order, the first
-	// MaxAuditRequests of them; MoreRequests counts the rest.
-	Requests     []RequestAudit `json:"requests,omitempty"`
-	MoreRequests int            `json:"more_requests,omitempty"`
-}
+// Audit is what one call's guest did, as the sandbox saw it (the one
+// audit type: package audit). Every Run collects it (the counters sit
+// on paths the call takes anyway), and its size is bounded whatever the
+// guest does: MaxAuditPaths paths per mount, MaxAuditRequests requests,
+// each string cut. Paths and hosts are the guest's own words (cut, not
+// cleaned): clean them before showing them. The sandbox sets neither
+// Source nor Fuel (Output.Fuel) nor a mount's Host.
+type Audit = audit.Call
 
 // MountAudit is what the guest did under one mount.
-type MountAudit struct {
-	Guest    string `json:"guest"`
-	Writable bool   `json:"writable"`
-	// Paths are the first MaxAuditPaths distinct paths touched (guest
-	// paths, under Guest), in the order first touched; MorePaths counts
-	// further distinct paths (exactly up to 4096, then a lower bound).
-	Paths     []PathAudit `json:"paths,omitempty"`
-	MorePaths int         `json:"more_paths,omitempty"`
-	// Totals over every path.
-	Opened       int64 `json:"opened"`
-	ReadBytes    int64 `json:"read_bytes"`
-	WrittenBytes int64 `json:"written_bytes"`
-	// Refused counts operations the mount's mode refused (a write on a
-	// read-only mount, a delete without AllowDelete).
-	Refused int64 `json:"refused,omitempty"`
-}
+type MountAudit = audit.Mount
 
-// PathAudit is what the guest did to one path: Ops among "open", "read",
-// "write", "create", "rename_from", "rename_to", "delete", "truncate",
-// "list" and "refused".
-type PathAudit struct {
-	Path         string   `json:"path"`
-	Ops          []string `json:"ops"`
-	ReadBytes    int64    `json:"read_bytes,omitempty"`
-	WrittenBytes int64    `json:"written_bytes,omitempty"`
-}
+// PathAudit is what the guest did to one path.
+type PathAudit = audit.Path
 
-// RequestAudit is one HTTP request of the guest: never its headers or
-// bodies.
-type RequestAudit struct {
-	Method string `json:"method"`
-	// Host is the URL's host (and port, if given); empty if the request
-	// could not be parsed.
-	Host string `json:"host"`
-	// Status is the response's status code; 0 if there was no response.
-	Status int `json:"status,omitempty"`
-	// Error is the ABI's error code when the host refused or failed the
-	// request ("not_granted", "forbidden", "bad_request",
-	// "too_many_requests", "too_large", "network", "timeout").
-	Error string `json:"error,omitempty"`
-	// Bytes is the response body's size.
-	Bytes    int64         `json:"bytes,omitempty"`
-	Duration time.Duration `json:"duration_ns"`
-}
+// RequestAudit is one HTTP request of the guest.
+type RequestAudit = audit.Request
 
 // Bounds of an Audit.
 const (
@@ -172,7 +115,7 @@ func (g *guestRun) audit(memPeak int64, mounts []Mount, recs []*sandboxfs.Record
 	defer a.mu.Unlock()
 	return Audit{
 		CPU: g.cpu, MemoryPeak: memPeak,
-		StdinBytes: g.stdin.n, StdoutBytes: g.stdout.total, StderrBytes: g.stderr.total,
+		BytesIn: g.stdin.n, BytesOut: g.stdout.total, StderrBytes: g.stderr.total,
 		HostCalls: a.hostCall, Mounts: mountAudits(mounts, recs),
 		Requests: slices.Clone(a.reqs), MoreRequests: a.moreReqs,
 	}

@@ -45,8 +45,8 @@ func TestAuditRecordsWhatTheGuestDid(t *testing.T) {
 				t.Fatalf("Run: %v\n%s", err, out.Stderr)
 			}
 			a := out.Audit
-			if a.StdinBytes != 3 || a.StdoutBytes != int64(len(out.Stdout)) || a.StderrBytes != int64(len(out.Stderr)) {
-				t.Errorf("stdio: %d %d %d (stdout %d, stderr %d bytes)", a.StdinBytes, a.StdoutBytes, a.StderrBytes, len(out.Stdout), len(out.Stderr))
+			if a.BytesIn != 3 || a.BytesOut != int64(len(out.Stdout)) || a.StderrBytes != int64(len(out.Stderr)) {
+				t.Errorf("stdio: %d %d %d (stdout %d, stderr %d bytes)", a.BytesIn, a.BytesOut, a.StderrBytes, len(out.Stdout), len(out.Stderr))
 			}
 			if a.MemoryPeak < 65536 || a.MemoryPeak%65536 != 0 {
 				t.Errorf("memory peak %d", a.MemoryPeak)

@@ -165,10 +165,14 @@ func (c *call) release() {
 		return
 	}
 	closeAll(c.closers)
+	// The slot first, then the count of instances closed behind their
+	// call: the other order leaves a moment where the slot is held but
+	// not counted as closing, and cpusBusy skips a prepare it should make
+	// (seen as TestPrepareAhead waiting in vain on a loaded machine).
+	<-c.r.sem
 	if c.behind {
 		c.r.closingBehind.Add(-1)
 	}
-	<-c.r.sem
 	c.r.release(c.m.sum, c.m.c)
 	c.r.inflight.Done()
 }

@@ -14,37 +14,25 @@ const (
 	maxAuditMethod = 32
 )
 
-// auditOf is the registry's view of a run's audit: the same data, each
-// guest-chosen string cleaned and cut (textsafe), the mounts' host
-// directories added.
+// auditOf is the registry's view of a run's audit: the sandbox's, with
+// the tool's part set (Source, Fuel, the mounts' host directories) and
+// each guest-chosen string cleaned and cut (textsafe). The Output's
+// slices are the call's own: they are cleaned in place.
 func auditOf(out *runtime.Output, mounts []runtime.Mount) *registry.Audit {
 	a := out.Audit
-	ra := &registry.Audit{
-		Source: "wasm", CPU: a.CPU, MemoryPeak: a.MemoryPeak,
-		BytesIn: a.StdinBytes, BytesOut: a.StdoutBytes, StderrBytes: a.StderrBytes,
-		HostCalls: a.HostCalls, Fuel: out.Fuel, MoreRequests: a.MoreRequests,
-	}
-	for i, m := range a.Mounts {
-		ma := registry.MountAudit{
-			Guest: m.Guest, Writable: m.Writable, MorePaths: m.MorePaths, Opened: m.Opened,
-			ReadBytes: m.ReadBytes, WrittenBytes: m.WrittenBytes, Refused: m.Refused,
-		}
+	a.Source, a.Fuel = "wasm", out.Fuel
+	for i := range a.Mounts {
+		m := &a.Mounts[i]
 		if i < len(mounts) {
-			ma.Host = mounts[i].Host
+			m.Host = mounts[i].Host
 		}
-		for _, p := range m.Paths {
-			ma.Paths = append(ma.Paths, registry.PathAudit{
-				Path: textsafe.Clean(p.Path, maxAuditPath), Ops: p.Ops,
-				ReadBytes: p.ReadBytes, WrittenBytes: p.WrittenBytes,
-			})
+		for j := range m.Paths {
+			m.Paths[j].Path = textsafe.Clean(m.Paths[j].Path, maxAuditPath)
 		}
-		ra.Mounts = append(ra.Mounts, ma)
 	}
-	for _, q := range a.Requests {
-		ra.Requests = append(ra.Requests, registry.RequestAudit{
-			Method: textsafe.Clean(q.Method, maxAuditMethod), Host: textsafe.Clean(q.Host, maxAuditHost),
-			Status: q.Status, Error: q.Error, Bytes: q.Bytes, Duration: q.Duration,
-		})
+	for i := range a.Requests {
+		q := &a.Requests[i]
+		q.Method, q.Host = textsafe.Clean(q.Method, maxAuditMethod), textsafe.Clean(q.Host, maxAuditHost)
 	}
-	return ra
+	return &a
 }

@@ -63,3 +63,18 @@ func TestInternalFloors(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditIsALeaf: package audit, the one set of audit types that
+// runtime and registry alias, imports nothing but the standard library,
+// so that the sandbox can fill it without knowing of tools.
+func TestAuditIsALeaf(t *testing.T) {
+	std := map[string]bool{}
+	for _, p := range goList(t, "std") {
+		std[p] = true
+	}
+	for _, dep := range goList(t, "-deps", "./audit") {
+		if !std[dep] && dep != module+"/audit" && !strings.HasPrefix(dep, "internal/") && !strings.HasPrefix(dep, "vendor/") {
+			t.Errorf("audit depends on %s: it may use only the standard library", dep)
+		}
+	}
+}
