@@ -112,6 +112,7 @@ type Tool struct {
 	man    Manifest
 	params json.RawMessage
 	caps   Capabilities
+	unused []Unused
 	limits runtime.Limits
 }
 
@@ -191,7 +192,7 @@ func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g G
 	if len(bytes.TrimSpace(params)) == 0 {
 		params = defaultParameters
 	}
-	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, caps: capabilities(m.Permissions, g), limits: g.Limits}, nil
+	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, caps: capabilities(m.Permissions, g), unused: unused(m.Permissions, g), limits: g.Limits}, nil
 }
 
 // checkGrant refuses a grant that would fail every call (or never match)
@@ -247,6 +248,50 @@ func capabilities(declared []permission.Permission, g Grant) Capabilities {
 	}
 	return c
 }
+
+// Unused is a part of a grant the tool cannot use, because it does not
+// declare the permission that would link it: the other side of
+// Capabilities (declared ∩ granted), computed beside it once, so that a
+// front end can say which setting has no effect.
+type Unused struct {
+	// What is "allowed_hosts", "allow_private" or "mounts" (the whole
+	// part has no effect), or "write" or "delete" (the mount Grant.Mounts
+	// [Mount] is read-only, or not deleting, for this tool).
+	What string
+	// Mount indexes Grant.Mounts for "write" and "delete".
+	Mount int
+	// Needs is the permission the tool would have to declare.
+	Needs permission.Permission
+}
+
+// unused lists the parts of g that declared does not let the tool use.
+func unused(declared []permission.Permission, g Grant) []Unused {
+	has := func(p permission.Permission) bool { return slices.Contains(declared, p) }
+	var u []Unused
+	if len(g.AllowedHosts) > 0 && !has(permission.Network) {
+		u = append(u, Unused{What: "allowed_hosts", Needs: permission.Network})
+	}
+	if len(g.Mounts) > 0 && !has(permission.Filesystem) {
+		u = append(u, Unused{What: "mounts", Needs: permission.Filesystem})
+	} else {
+		for i, m := range g.Mounts {
+			switch {
+			case m.Writable && !has(permission.Write):
+				u = append(u, Unused{What: "write", Mount: i, Needs: permission.Write})
+			case m.AllowDelete && !has(permission.Delete):
+				u = append(u, Unused{What: "delete", Mount: i, Needs: permission.Delete})
+			}
+		}
+	}
+	if g.AllowPrivate && !has(permission.Network) {
+		u = append(u, Unused{What: "allow_private", Needs: permission.Network})
+	}
+	return u
+}
+
+// Unused returns the parts of the grant the tool was loaded with that it
+// cannot use (see Unused).
+func (t *Tool) Unused() []Unused { return slices.Clone(t.unused) }
 
 // Renamed returns a copy of t registered under another name (the config key
 // of a tool may rename a third-party tool). The module is shared.

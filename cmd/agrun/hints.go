@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
@@ -154,30 +153,35 @@ func (e *env) explainDenied(d *permission.DeniedError) string {
 }
 
 // grantWarnings lists the grants of t that tool cannot use: it does not
-// declare the permission that would link them.
+// declare the permission that would link them (wasmtools computes which:
+// Tool.Unused; this names the settings).
 func grantWarnings(t config.Tool, s settings, tool *wasmtools.Tool) []string {
 	if tool == nil {
 		return nil
 	}
-	has := func(p permission.Permission) bool { return slices.Contains(tool.Permissions(), p) }
 	var w []string
-	if len(t.AllowedHosts) > 0 && !has(permission.Network) {
-		w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare \"network\"", s.hosts))
-	}
-	if len(t.Mounts) > 0 && !has(permission.Filesystem) {
-		w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare \"filesystem\"", s.mounts))
-	} else {
-		for _, m := range t.Mounts {
-			switch {
-			case m.Writable && !has(permission.Write):
-				w = append(w, fmt.Sprintf("mount %s is read-only for this tool: it does not declare \"write\"", m))
-			case m.AllowDelete && !has(permission.Delete):
-				w = append(w, fmt.Sprintf("mount %s does not allow deletion for this tool: it does not declare \"delete\"", m))
-			}
+	for _, u := range tool.Unused() {
+		switch u.What {
+		case "allowed_hosts":
+			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", s.hosts, u.Needs.String()))
+		case "mounts":
+			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", s.mounts, u.Needs.String()))
+		case "write":
+			w = append(w, fmt.Sprintf("mount %s is read-only for this tool: it does not declare %q", mountAt(t, u.Mount), u.Needs.String()))
+		case "delete":
+			w = append(w, fmt.Sprintf("mount %s does not allow deletion for this tool: it does not declare %q", mountAt(t, u.Mount), u.Needs.String()))
+		case "allow_private":
+			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", strings.TrimSuffix(s.private, " = true"), u.Needs.String()))
 		}
 	}
-	if t.AllowPrivate && !has(permission.Network) {
-		w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare \"network\"", strings.TrimSuffix(s.private, " = true")))
-	}
 	return w
+}
+
+// mountAt is t's mount i as written in the config (the grant's mounts
+// are t's, in order).
+func mountAt(t config.Tool, i int) string {
+	if i < len(t.Mounts) {
+		return t.Mounts[i].String()
+	}
+	return fmt.Sprint(i)
 }
