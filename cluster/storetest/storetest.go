@@ -21,7 +21,6 @@ package storetest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"github.com/agcore/agrun/cluster/store"
 	"slices"
@@ -471,29 +470,4 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) store.ObjectStore) 
 			t.Error("List with damaged records succeeded")
 		}
 	})
-}
-
-// assertRecords fails unless got holds exactly the bytes of want.
-func assertRecords(t *testing.T, got, want []json.RawMessage) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d records, want %d:\n got %s\nwant %s", len(got), len(want), show(got), show(want))
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("record %d = %q, want the bytes %q", i, got[i], want[i])
-		}
-	}
-}
-
-func show(rs []json.RawMessage) string {
-	var b strings.Builder
-	for _, r := range rs {
-		if len(r) > 80 {
-			r = append(r[:80:80], "..."...)
-		}
-		b.WriteString(string(r))
-		b.WriteByte(' ')
-	}
-	return b.String()
 }
