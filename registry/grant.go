@@ -13,9 +13,10 @@ import (
 // permissions intersected with the operator's grant: mounts with their
 // host paths and modes, allowed hosts, limits), for an MCP tool the server
 // it runs on and the hints the server gave. It is what a person deciding
-// on a call is shown (see the loop package's Approver). Strings in it come
-// from the configuration or, for MCP tools, from the server (cleaned by
-// the mcp package); the zero value means nothing is known beyond the
+// on a call is shown (see the loop package's Approver), and what
+// audit/lpriv narrows to what a tool's recorded calls used. Strings in it
+// come from the configuration or, for MCP tools, from the server (cleaned
+// by the mcp package); the zero value means nothing is known beyond the
 // tool's declared permissions.
 type Grant struct {
 	// Source is "wasm", "mcp" or empty (another kind of tool).

@@ -1,9 +1,10 @@
 // Package lpriv computes least privilege: from the audits of a tool's
-// recorded calls (registry.Audit: what the sandbox saw it do) and the
-// grant it has, what it never used and a smaller grant that would still
-// have let every recorded call do what it did.
+// recorded calls (audit.Call, alias registry.Audit: what the sandbox saw
+// it do) and the grant it has (registry.Grant, the one plain-data shape of
+// a tool's effective grant), what it never used and a smaller grant that
+// would still have let every recorded call do what it did.
 //
-//	rep := lpriv.Analyze("read_file", grant, observations)
+//	rep := lpriv.Analyze("read_file", "tools/read_file.wasm", grant, observations)
 //	fmt.Print(rep.TOML) // a [tools.read_file] block to paste
 //
 // A suggestion is only as good as the calls it has seen: a mount or host a
@@ -22,23 +23,6 @@ import (
 	"github.com/agcore/agrun/registry"
 )
 
-// Grant is what a tool is granted now, as agrun.toml says it.
-type Grant struct {
-	Wasm         string        `json:"wasm,omitempty"` // the tool's wasm key, kept in the suggested block
-	Mounts       []Mount       `json:"mounts"`
-	AllowedHosts []string      `json:"allowed_hosts"`
-	Timeout      time.Duration `json:"timeout_ns"` // the effective limits
-	Memory       int64         `json:"memory"`
-	MaxOutput    int64         `json:"max_output"`
-}
-
-// Mount is one HOST:GUEST:MODE entry.
-type Mount struct {
-	Host  string             `json:"host"`
-	Guest string             `json:"guest"`
-	Mode  registry.MountMode `json:"mode"`
-}
-
 // Observation is one recorded call of the tool.
 type Observation struct {
 	Time     time.Time
@@ -50,7 +34,10 @@ type Observation struct {
 
 // Report is what Analyze found for one tool.
 type Report struct {
-	Tool   string     `json:"tool"`
+	Tool string `json:"tool"`
+	// Wasm is the tool's wasm key in agrun.toml, as Analyze was given it
+	// (kept in TOML).
+	Wasm   string     `json:"wasm,omitempty"`
 	Calls  int        `json:"calls"`  // observations
 	Failed int        `json:"failed"` // of them, with an error kind
 	First  time.Time  `json:"first"`
@@ -65,13 +52,13 @@ type Report struct {
 	Output  Limit    `json:"max_output"`
 	Notes   []string `json:"notes,omitempty"`
 	// Suggested is the smaller grant, and TOML its [tools.NAME] block.
-	Suggested Grant  `json:"suggested"`
-	TOML      string `json:"toml"`
+	Suggested registry.Grant `json:"suggested"`
+	TOML      string         `json:"toml"`
 }
 
 // MountUse is how the recorded calls used one mount.
 type MountUse struct {
-	Mount
+	registry.GrantMount
 	Calls   int   `json:"calls"` // calls that touched it
 	Read    bool  `json:"read"`
 	Wrote   bool  `json:"wrote"` // wrote, created, truncated or renamed
@@ -110,13 +97,18 @@ const (
 	mib             = 1 << 20
 )
 
-// Analyze compares g with what the observed calls did.
-func Analyze(tool string, g Grant, obs []Observation) Report {
-	rep := Report{Tool: tool, Calls: len(obs)}
-	rep.Memory.Current, rep.Timeout.Current, rep.Output.Current = g.Memory, int64(g.Timeout), g.MaxOutput
+// Analyze compares g, what the tool is granted now, with what the
+// observed calls did. g's limits are the effective ones (zero: not
+// bounded), its mounts' Host as the block to paste should say it; its
+// Mounts, AllowedHosts, AllowPrivate and limits are analysed, and the
+// rest is kept as is in the suggestion. wasm is the tool's wasm key in
+// agrun.toml, written in the suggested block ("": none).
+func Analyze(tool, wasm string, g registry.Grant, obs []Observation) Report {
+	rep := Report{Tool: tool, Wasm: wasm, Calls: len(obs)}
+	rep.Memory.Current, rep.Timeout.Current, rep.Output.Current = g.MemoryBytes, int64(g.Timeout), g.MaxOutputBytes
 	uses := make([]MountUse, len(g.Mounts))
 	for i, m := range g.Mounts {
-		uses[i].Mount = m
+		uses[i].GrantMount = m
 	}
 	hostReqs := map[string]int{}
 	tried := map[string]bool{}
@@ -182,7 +174,12 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 		}
 	}
 
-	s := Grant{Wasm: g.Wasm}
+	// The suggestion is g narrowed: what is not analysed is kept.
+	s := g
+	s.Permissions = slices.Clone(g.Permissions)
+	s.Hints = slices.Clone(g.Hints)
+	s.Mounts, s.AllowedHosts = nil, nil
+	writable := false
 	for i := range uses {
 		u := &uses[i]
 		switch {
@@ -200,8 +197,12 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 		}
 		if u.Suggest != "" {
 			mode, _ := registry.ParseMountMode(u.Suggest)
-			s.Mounts = append(s.Mounts, Mount{Host: u.Host, Guest: u.Guest, Mode: mode})
+			s.Mounts = append(s.Mounts, registry.GrantMount{Host: u.Host, Guest: u.Guest, Mode: mode})
+			writable = writable || mode.Writable()
 		}
+	}
+	if !writable {
+		s.MaxWriteBytes = 0 // no writable mount left to bound
 	}
 	rep.Mounts = uses
 	for _, h := range g.AllowedHosts {
@@ -211,6 +212,7 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 			s.AllowedHosts = append(s.AllowedHosts, h)
 		}
 	}
+	s.AllowPrivate = s.AllowPrivate && len(s.AllowedHosts) > 0
 	for h := range tried {
 		rep.Tried = append(rep.Tried, h)
 	}
@@ -230,13 +232,13 @@ func Analyze(tool string, g Grant, obs []Observation) Report {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("a recorded call ended on its %s limit: it is kept as is", l.name))
 		}
 	}
-	s.Memory, s.Timeout, s.MaxOutput = rep.Memory.Suggest, time.Duration(rep.Timeout.Suggest), rep.Output.Suggest
+	s.MemoryBytes, s.Timeout, s.MaxOutputBytes = rep.Memory.Suggest, time.Duration(rep.Timeout.Suggest), rep.Output.Suggest
 	rep.Suggested = s
 	if rep.Calls == 0 {
 		rep.Notes = append(rep.Notes, "no recorded calls: nothing to suggest")
 		rep.Suggested = g
 	}
-	rep.TOML = TOML(tool, rep.Suggested)
+	rep.TOML = TOML(tool, wasm, rep.Suggested)
 	return rep
 }
 
@@ -261,12 +263,15 @@ func later(a, b time.Time) time.Time {
 
 func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
-// TOML renders g as a [tools.NAME] block of agrun.toml.
-func TOML(tool string, g Grant) string {
+// TOML renders g as a [tools.NAME] block of agrun.toml: wasm (the
+// tool's wasm key; "": not written), g's mounts, allowed_hosts,
+// allow_private (when set) and its non-zero timeout, memory and
+// max_output. The rest of g is not part of the block.
+func TOML(tool, wasm string, g registry.Grant) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[tools.%s]\n", tool)
-	if g.Wasm != "" {
-		fmt.Fprintf(&b, "wasm = %q\n", g.Wasm)
+	if wasm != "" {
+		fmt.Fprintf(&b, "wasm = %q\n", wasm)
 	}
 	mounts := make([]string, len(g.Mounts))
 	for i, m := range g.Mounts {
@@ -278,14 +283,17 @@ func TOML(tool string, g Grant) string {
 		hosts[i] = fmt.Sprintf("%q", h)
 	}
 	fmt.Fprintf(&b, "allowed_hosts = [%s]\n", strings.Join(hosts, ", "))
+	if g.AllowPrivate {
+		b.WriteString("allow_private = true\n")
+	}
 	if g.Timeout > 0 {
 		fmt.Fprintf(&b, "timeout = %q\n", g.Timeout.String())
 	}
-	if g.Memory > 0 {
-		fmt.Fprintf(&b, "memory = %q\n", size(g.Memory))
+	if g.MemoryBytes > 0 {
+		fmt.Fprintf(&b, "memory = %q\n", size(g.MemoryBytes))
 	}
-	if g.MaxOutput > 0 {
-		fmt.Fprintf(&b, "max_output = %q\n", size(g.MaxOutput))
+	if g.MaxOutputBytes > 0 {
+		fmt.Fprintf(&b, "max_output = %q\n", size(g.MaxOutputBytes))
 	}
 	return b.String()
 }

@@ -10,18 +10,22 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
-func grant() Grant {
-	return Grant{
-		Wasm: "testdata/notes.wasm",
-		Mounts: []Mount{
+const wasm = "testdata/notes.wasm"
+
+func grant() registry.Grant {
+	return registry.Grant{
+		Source: "wasm",
+		Mounts: []registry.GrantMount{
 			{Host: "./docs", Guest: "/docs", Mode: registry.ReadWrite},         // only read: ro
 			{Host: "./notes", Guest: "/notes", Mode: registry.ReadWriteDelete}, // written, never deleted: rw
 			{Host: "./tmp", Guest: "/tmp", Mode: registry.ReadWriteDelete},     // never touched: dropped
 		},
-		AllowedHosts: []string{"api.example.com", "unused.example.com"},
-		Timeout:      10 * time.Second,
-		Memory:       64 << 20,
-		MaxOutput:    1 << 20,
+		AllowedHosts:   []string{"api.example.com", "unused.example.com"},
+		AllowPrivate:   true,
+		Timeout:        10 * time.Second,
+		MemoryBytes:    64 << 20,
+		MaxOutputBytes: 1 << 20,
+		MaxWriteBytes:  8 << 20,
 	}
 }
 
@@ -53,7 +57,7 @@ func calls() []Observation {
 // recorded calls did, and the block to paste, which agrun.toml accepts (cmd/agrun's TestSuggestedBlockParses
 // parses TOML's output back).
 func TestAnalyzeSuggestsTheGrantUsed(t *testing.T) {
-	rep := Analyze("notes", grant(), calls())
+	rep := Analyze("notes", wasm, grant(), calls())
 	if rep.Calls != 3 || rep.Failed != 1 || !rep.First.Equal(t0) || !rep.Last.Equal(t0.Add(2*time.Hour)) {
 		t.Errorf("counts: %+v", rep)
 	}
@@ -78,10 +82,14 @@ func TestAnalyzeSuggestsTheGrantUsed(t *testing.T) {
 	if !strings.Contains(notes, "/docs: 1 operation(s) refused") || !strings.Contains(notes, "evil.example.com") {
 		t.Errorf("notes %q", notes)
 	}
+	if sg := rep.Suggested; sg.Source != "wasm" || !sg.AllowPrivate || sg.MaxWriteBytes != 8<<20 || sg.MemoryBytes != 11<<20 {
+		t.Errorf("suggested grant %+v: want the source, allow_private and max_write kept (a host and a writable mount are)", sg)
+	}
 	want := `[tools.notes]
 wasm = "testdata/notes.wasm"
 mounts = ["./docs:/docs:ro", "./notes:/notes:rw"]
 allowed_hosts = ["api.example.com"]
+allow_private = true
 timeout = "1s"
 memory = "11MiB"
 max_output = "64KiB"
@@ -98,7 +106,7 @@ func TestAnalyzeKeepsLimitsThatWereHit(t *testing.T) {
 		{Time: t0, Duration: 10 * time.Second, Kind: registry.Timeout, Audit: &registry.Audit{MemoryPeak: 64 << 20, BytesOut: 2 << 20}},
 		{Time: t0, Kind: registry.MemoryLimit, Audit: &registry.Audit{MemoryPeak: 64 << 20}},
 	}
-	rep := Analyze("t", grant(), obs)
+	rep := Analyze("t", wasm, grant(), obs)
 	if rep.Timeout.Suggest != int64(10*time.Second) || rep.Memory.Suggest != 64<<20 || rep.Output.Suggest != 1<<20 {
 		t.Fatalf("limits %+v %+v %+v", rep.Timeout, rep.Memory, rep.Output)
 	}
@@ -109,8 +117,23 @@ func TestAnalyzeKeepsLimitsThatWereHit(t *testing.T) {
 
 // TestAnalyzeNothingRecorded: no calls, no suggestion: the grant as is.
 func TestAnalyzeNothingRecorded(t *testing.T) {
-	rep := Analyze("t", grant(), nil)
+	rep := Analyze("t", wasm, grant(), nil)
 	if len(rep.Suggested.Mounts) != 3 || len(rep.Suggested.AllowedHosts) != 2 || !strings.Contains(strings.Join(rep.Notes, " "), "no recorded calls") {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// TestAnalyzeDropsWhatGoesWithWhatIsDropped: calls that touched no mount
+// and reached no host leave a suggestion without mounts or hosts, and so
+// without allow_private or a write limit, which only qualified them.
+func TestAnalyzeDropsWhatGoesWithWhatIsDropped(t *testing.T) {
+	obs := []Observation{{Time: t0, Duration: time.Millisecond, Audit: &registry.Audit{Source: "wasm", MemoryPeak: 1 << 20, BytesOut: 10}}}
+	rep := Analyze("t", "", grant(), obs)
+	sg := rep.Suggested
+	if len(sg.Mounts) != 0 || len(sg.AllowedHosts) != 0 || sg.AllowPrivate || sg.MaxWriteBytes != 0 {
+		t.Fatalf("suggested %+v", sg)
+	}
+	if strings.Contains(rep.TOML, "allow_private") || strings.Contains(rep.TOML, "wasm =") || !strings.Contains(rep.TOML, "mounts = []\nallowed_hosts = []\n") {
+		t.Fatalf("TOML:\n%s", rep.TOML)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/agcore/agrun/registry"
 	"io"
 	"path/filepath"
 	"slices"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/agcore/agrun/audit/lpriv"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/session"
 )
@@ -105,7 +105,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		if *tool != "" && name != *tool {
 			continue
 		}
-		rep.Tools = append(rep.Tools, lpriv.Analyze(name, grantOf(cfg, cfg.Tools[name]), byTool[name]))
+		rep.Tools = append(rep.Tools, lpriv.Analyze(name, relToConfig(cfg, cfg.Tools[name].Wasm), grantOf(cfg, cfg.Tools[name]), byTool[name]))
 	}
 	for _, name := range sortedKeys(byTool) {
 		if _, ok := cfg.Tools[name]; !ok {
@@ -156,20 +156,29 @@ func recordedCalls(st *session.Files, id string) ([]session.CallAt, int, []strin
 	return all, len(ids), warnings, nil
 }
 
-// grantOf is what [tools.NAME] grants t, with the effective limits: the
-// tool's own, else [sandbox]'s, else the sandbox's defaults. The wasm path
-// is written relative to the config's folder when it is inside it, as a
-// hand-written config would have it.
-func grantOf(cfg *config.Config, t config.Tool) lpriv.Grant {
-	g := lpriv.Grant{
-		Wasm:         relToConfig(cfg, t.Wasm),
-		AllowedHosts: slices.Clone(t.AllowedHosts),
-		Timeout:      firstPositive(t.Timeout.Std(), cfg.Sandbox.Timeout.Std(), runtime.DefaultTimeout),
-		Memory:       firstPositive(int64(t.Memory), int64(cfg.Sandbox.Memory), runtime.DefaultMemoryBytes),
-		MaxOutput:    firstPositive(int64(t.MaxOutput), int64(cfg.Sandbox.MaxOutput), runtime.DefaultMaxStdout),
+// grantOf is what [tools.NAME] grants t, as the registry describes a
+// grant, with the effective limits (the write limit when a mount is
+// writable): the tool's own, else [sandbox]'s, else the sandbox's
+// defaults. The mounts' host paths are relative to the config's folder
+// when inside it, as a hand-written config would have them (audit passes
+// the wasm key so too). It is read from the config alone, without loading
+// the module: the declared permissions are not known (nil), and every
+// offered mount and host is in it, as the block to paste over says them,
+// where wasmtools' Grant holds only those the manifest declares.
+func grantOf(cfg *config.Config, t config.Tool) registry.Grant {
+	g := registry.Grant{
+		Source:         "wasm",
+		AllowedHosts:   slices.Clone(t.AllowedHosts),
+		AllowPrivate:   t.AllowPrivate,
+		Timeout:        firstPositive(t.Timeout.Std(), cfg.Sandbox.Timeout.Std(), runtime.DefaultTimeout),
+		MemoryBytes:    firstPositive(int64(t.Memory), int64(cfg.Sandbox.Memory), runtime.DefaultMemoryBytes),
+		MaxOutputBytes: firstPositive(int64(t.MaxOutput), int64(cfg.Sandbox.MaxOutput), runtime.DefaultMaxStdout),
 	}
 	for _, m := range t.Mounts {
-		g.Mounts = append(g.Mounts, lpriv.Mount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: registry.MountModeOf(m.Writable, m.AllowDelete)})
+		g.Mounts = append(g.Mounts, registry.GrantMount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: registry.MountModeOf(m.Writable, m.AllowDelete)})
+		if m.Writable {
+			g.MaxWriteBytes = firstPositive(int64(t.MaxWrite), int64(cfg.Sandbox.MaxWrite), runtime.DefaultMaxWriteBytes)
+		}
 	}
 	return g
 }

@@ -13,23 +13,32 @@ import (
 // (lpriv.TOML) is one agrun.toml accepts, and it means the grant it was
 // made from.
 func TestSuggestedBlockParses(t *testing.T) {
-	g := lpriv.Grant{
-		Wasm: "testdata/notes.wasm",
-		Mounts: []lpriv.Mount{
+	g := registry.Grant{
+		Source: "wasm",
+		Mounts: []registry.GrantMount{
 			{Host: "./docs", Guest: "/docs", Mode: registry.ReadOnly},
 			{Host: "./notes", Guest: "/notes", Mode: registry.ReadWrite},
 		},
-		AllowedHosts: []string{"api.example.com"},
-		Timeout:      time.Second,
-		Memory:       11 << 20,
-		MaxOutput:    64 << 10,
+		AllowedHosts:   []string{"api.example.com"},
+		AllowPrivate:   true,
+		Timeout:        time.Second,
+		MemoryBytes:    11 << 20,
+		MaxOutputBytes: 64 << 10,
 	}
-	cfg, err := config.Parse("agrun.toml", []byte(lpriv.TOML("notes", g)))
+	cfg, err := config.Parse("agrun.toml", []byte(lpriv.TOML("notes", "testdata/notes.wasm", g)))
 	if err != nil {
 		t.Fatalf("the suggested block does not parse: %v", err)
 	}
 	tc := cfg.Tools["notes"]
-	if len(tc.Mounts) != 2 || tc.Mounts[0].Writable || !tc.Mounts[1].Writable || tc.Mounts[1].AllowDelete || int64(tc.Memory) != 11<<20 || tc.Timeout.Std() != time.Second || len(tc.AllowedHosts) != 1 {
+	if len(tc.Mounts) != 2 || tc.Mounts[0].Writable || !tc.Mounts[1].Writable || tc.Mounts[1].AllowDelete || int64(tc.Memory) != 11<<20 || int64(tc.MaxOutput) != 64<<10 ||
+		tc.Timeout.Std() != time.Second || len(tc.AllowedHosts) != 1 || !tc.AllowPrivate {
 		t.Fatalf("parsed back: %+v", tc)
+	}
+	// The config's grant, described as the registry describes grants, is
+	// what the block was made from.
+	back := grantOf(cfg, tc)
+	if len(back.Mounts) != 2 || back.Mounts[1] != g.Mounts[1] || back.MemoryBytes != g.MemoryBytes || back.MaxOutputBytes != g.MaxOutputBytes ||
+		back.Timeout != g.Timeout || !back.AllowPrivate || back.MaxWriteBytes == 0 {
+		t.Fatalf("grantOf: %+v", back)
 	}
 }
