@@ -30,6 +30,7 @@ require (
 	go.temporal.io/sdk v1.51.0
 	golang.org/x/net v0.60.0
 	golang.org/x/sys v0.48.0
+	golang.org/x/term v0.46.0
 	google.golang.org/genai v1.77.0
 	google.golang.org/protobuf v1.36.12
 )

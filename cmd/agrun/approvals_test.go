@@ -508,3 +508,25 @@ func TestApprovalMCPAnnotations(t *testing.T) {
 		t.Fatalf("read: %q", m)
 	}
 }
+
+// TestDevNullIsNotATerminal: `agrun run ... </dev/null` (what `run -h`
+// recommends for scripts) asks nobody: /dev/null is a character device
+// but no terminal, so the call is denied and recorded non-interactive.
+func TestDevNullIsNotATerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if isTerminal(null) {
+		t.Fatalf("%s is taken for a terminal", os.DevNull)
+	}
+	e, _ := approvalEnv(t, "", chattest.Reply{Text: "Could not write."})
+	r := e.runWith(context.Background(), null, nil, "run", "--session", "d1", "write a note").wantCode(t, exitOK)
+	if strings.Contains(r.stderr, "approve? ") {
+		t.Fatalf("asked with stdin from %s:\n%s", os.DevNull, r.stderr)
+	}
+	if d := decisions(t, e, "d1"); len(d) != 1 || d[0]["by"] != "non-interactive" {
+		t.Fatalf("decisions %v", d)
+	}
+}

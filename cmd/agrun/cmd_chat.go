@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/term"
 	"os"
 	"strings"
 
@@ -206,11 +207,12 @@ func (c *cli) chatTurn(ctx context.Context, conv *conversation, reg *registry.Re
 	return err
 }
 
+// isTerminal reports whether r is a terminal (a TTY), not only a
+// character device.
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// A character device is not enough: /dev/null is one, and `agrun run
+	// ... </dev/null` must be non-interactive (x/term asks the terminal
+	// driver: an ioctl on Unix, the console mode on Windows).
+	return ok && term.IsTerminal(int(f.Fd()))
 }
