@@ -147,6 +147,21 @@ type bucket struct {
 	last   time.Time
 }
 
+// maxBuckets is the number of clients' buckets kept before the full ones
+// are dropped: with an app's own identities, or without tokens (a bucket
+// per address), the clients are not a fixed set.
+const maxBuckets = 4096
+
+// prune drops the buckets that have refilled (untouched for a minute):
+// a new bucket for their key starts full, so nothing changes for it.
+func (l *rateLimiter) prune(now time.Time) {
+	for k, b := range l.buckets {
+		if now.Sub(b.last) >= time.Minute {
+			delete(l.buckets, k)
+		}
+	}
+}
+
 func newRateLimiter(perMinute int) *rateLimiter {
 	return &rateLimiter{perMinute: float64(perMinute), now: time.Now, buckets: map[string]*bucket{}}
 }
@@ -159,6 +174,9 @@ func (l *rateLimiter) take(key string) (bool, time.Duration) {
 	now := l.now()
 	b, ok := l.buckets[key]
 	if !ok {
+		if len(l.buckets) >= maxBuckets {
+			l.prune(now)
+		}
 		b = &bucket{tokens: l.perMinute, last: now}
 		l.buckets[key] = b
 	}

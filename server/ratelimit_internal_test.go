@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -36,5 +37,30 @@ func TestRateLimiterRefills(t *testing.T) {
 	}
 	if ok, _ := l.take("a"); ok {
 		t.Error("the bucket grew past its burst")
+	}
+}
+
+// TestRateLimiterStaysBounded: a stream of new clients (identities,
+// addresses) does not grow the buckets past maxBuckets plus those used in
+// the last minute, and a pruned client starts full, as it would have.
+func TestRateLimiterStaysBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newRateLimiter(1)
+	l.now = func() time.Time { return now }
+	for i := range 3 * maxBuckets {
+		if ok, _ := l.take(fmt.Sprint("client-", i)); !ok {
+			t.Fatalf("client %d refused on its first upload", i)
+		}
+		now = now.Add(time.Second / 10)
+	}
+	if n := len(l.buckets); n > maxBuckets {
+		t.Fatalf("%d buckets kept, want at most %d", n, maxBuckets)
+	}
+	if ok, _ := l.take("client-0"); !ok {
+		t.Fatal("a pruned client was refused")
+	}
+	last := fmt.Sprint("client-", 3*maxBuckets-1)
+	if ok, _ := l.take(last); ok {
+		t.Fatal("a client used a moment ago got a second upload within its minute")
 	}
 }
