@@ -9,7 +9,7 @@
 // (RecordCall: the tool, the call id, the duration, the error kind and
 // the host's audit, for `agrun audit`); or an approval decision about a
 // tool call, {"time":...,"decision":{...}} (RecordDecision). History
-// readers (Open, Load, Decode) return only the messages; Info sums the
+// readers (Open, Messages, Decode) return only the messages; Info sums the
 // requests; Records returns them all.
 //
 // Killing the process at any instant leaves a file that loads: a torn last
@@ -26,6 +26,9 @@
 //	s, history, warnings, err := st.Open("my-session") // creates it if new
 //	defer s.Close()
 //	s.Append(json.RawMessage(`{"role":"user","content":"hi"}`))
+//
+// Files is also a Store (store.go): the interface a cluster's steps and
+// an embedder's app write through, with Mem and session/pgstore beside it.
 package session
 
 import (
@@ -52,7 +55,7 @@ import (
 // ErrLocked is returned by Open when another process holds the session.
 var ErrLocked = errors.New("session locked: it is in use by another agrun process")
 
-// ErrNotFound is returned by Load for an unknown session id.
+// ErrNotFound is returned by Messages, Load, Info and Records for an unknown session id.
 var ErrNotFound = errors.New("session not found")
 
 // ErrTooLarge is returned (wrapped) by Append for a message that cannot be
@@ -363,7 +366,7 @@ func (e *MessageError) Error() string { return fmt.Sprintf("message %d: %v", e.I
 // Unwrap returns the decoding error.
 func (e *MessageError) Unwrap() error { return e.Err }
 
-// Decode decodes the messages Open or Load returned into T (for the CLI,
+// Decode decodes the messages Open or Messages returned into T (for the CLI,
 // loop.Message). The first one that does not decode fails it with a
 // *MessageError.
 func Decode[T any](history []json.RawMessage) ([]T, error) {
