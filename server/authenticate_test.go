@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/testrt"
@@ -23,7 +24,9 @@ import (
 func TestAuthenticate(t *testing.T) {
 	ctx := context.Background()
 	rt := testrt.New(t, runtime.Config{})
+	var calls atomic.Int64
 	auth := func(r *http.Request) (string, error) {
+		calls.Add(1)
 		switch u := r.Header.Get("X-User"); u {
 		case "":
 			return "", errors.New("no user\x1b[31m")
@@ -79,5 +82,10 @@ func TestAuthenticate(t *testing.T) {
 	}
 	if code, body := upload("bob", "b1"); code != 201 {
 		t.Errorf("bob's upload after alice spent her rate: %d %s", code, body)
+	}
+	calls.Store(0)
+	upload("carol", "c1")
+	if n := calls.Load(); n != 1 {
+		t.Errorf("Authenticate was called %d times for one request, want once", n)
 	}
 }

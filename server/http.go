@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,7 +203,14 @@ func (s *Server) routes() http.Handler {
 				s.writeError(w, err)
 				return
 			}
-			if _, ok, why := s.auth.check(r); !ok {
+			key, ok, why := s.auth.check(r)
+			if ok && !s.auth.open() {
+				// Checked once per request: clientKey reads it back
+				// (an app's Authenticate may be costly). Without tokens
+				// the client is its address (clientKey).
+				r = r.WithContext(context.WithValue(r.Context(), clientKeyCtx{}, key))
+			}
+			if !ok {
 				// The body of an unauthenticated request is never read;
 				// the connection is closed after the answer.
 				w.Header().Set("Connection", "close")

@@ -170,9 +170,16 @@ func requireMedia(r *http.Request, types ...string) *apiError {
 	return errorf(http.StatusUnsupportedMediaType, KindUnsupportedMedia, "the body must be sent as Content-Type: %s (got %q)", strings.Join(types, " or "), textsafe.Clean(mt, 80))
 }
 
+// clientKeyCtx is the context key of the client key the handler found
+// when it authenticated the request.
+type clientKeyCtx struct{}
+
 // clientKey identifies the client of an authenticated request for rate
 // limits and shares: its token, or without tokens its address.
 func (s *Server) clientKey(r *http.Request) string {
+	if k, ok := r.Context().Value(clientKeyCtx{}).(string); ok {
+		return k
+	}
 	if !s.auth.open() {
 		k, _, _ := s.auth.check(r)
 		return k
