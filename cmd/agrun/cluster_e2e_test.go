@@ -290,6 +290,9 @@ func TestClusterChatAndErrors(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, `"type":"error","kind":"provider"`) || !strings.Contains(r.stdout, `"session":"bad"`) {
 		t.Fatalf("provider error: %+v", r)
 	}
+	if strings.Contains(r.stderr, "reading the session's progress") {
+		t.Fatalf("a new session's missing records were taken for a failure: %s", r.stderr)
+	}
 	r = e.run("", "run", "--tools", "word_count", "x")
 	if r.code != 2 || !strings.Contains(r.stderr, "--tools is not supported with [cluster]") {
 		t.Fatalf("unsupported flag: %+v", r)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/agcore/agrun/cluster/store"
 	"io"
 	"strings"
 	"time"
@@ -108,7 +107,7 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 	next := from
 	drain := func() error {
 		recs, err := ce.sessions.Load(context.WithoutCancel(ctx), id, next)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, session.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
