@@ -1,12 +1,11 @@
 package cluster_test
 
 import (
-	"io"
-	"os"
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/internal/testing/require"
 )
 
 // TestExampleWorkerInApp runs Example_workerInApp (the documentation of
@@ -21,21 +20,7 @@ func TestExampleWorkerInApp(t *testing.T) {
 	)
 	t.Setenv("AGRUN_EXAMPLE_TEMPORAL", addr)
 	t.Setenv("AGRUN_EXAMPLE_MODEL", srv.URL)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	func() {
-		defer func() { os.Stdout = stdout }()
-		Example_workerInApp()
-	}()
-	w.Close()
-	out, _ := io.ReadAll(r)
-	if want := "answer: HELLO\nturns: 1 messages: 4\n"; string(out) != want {
-		t.Fatalf("the example printed %q, want %q", out, want)
-	}
+	require.Stdout(t, Example_workerInApp, "answer: HELLO\nturns: 1 messages: 4\n")
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model requests, want 2", len(reqs))

@@ -3,7 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
-	"github.com/agcore/agrun/audit"
+	"github.com/agcore/agrun/internal/audit"
 )
 
 // Audit is what one call did as its tool's host saw it (the one audit

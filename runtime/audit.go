@@ -2,7 +2,7 @@ package runtime
 
 import (
 	"bytes"
-	"github.com/agcore/agrun/audit"
+	"github.com/agcore/agrun/internal/audit"
 	"slices"
 	"strings"
 	"sync"

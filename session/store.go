@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -117,7 +118,7 @@ func (st *Files) Append(ctx context.Context, id string, seq int64, recs []json.R
 	if seq > 0 {
 		// A batch past the start of a session that does not exist is
 		// refused without creating it (Open would).
-		if _, err := st.Info(id); errors.Is(err, ErrNotFound) {
+		if _, err := os.Stat(st.path(id)); errors.Is(err, os.ErrNotExist) {
 			return false, fmt.Errorf("session %s has no records, not %d: %w", id, seq, ErrSeqGap)
 		}
 	}

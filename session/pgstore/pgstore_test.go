@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agcore/agrun/internal/testing/pgtest"
+	"github.com/agcore/agrun/internal/testing/require"
 	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/session/pgstore"
 	"github.com/agcore/agrun/session/sessiontest"
@@ -156,19 +155,5 @@ func TestSessionsErrors(t *testing.T) {
 // PostgreSQL server and checks what it prints.
 func TestExample(t *testing.T) {
 	t.Setenv("AGRUN_EXAMPLE_DSN", pgtest.Start(t))
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	func() {
-		defer func() { os.Stdout = stdout }()
-		Example()
-	}()
-	w.Close()
-	out, _ := io.ReadAll(r)
-	if want := "user: hello\nassistant: hi there\n"; string(out) != want {
-		t.Fatalf("Example printed %q, want %q", out, want)
-	}
+	require.Stdout(t, Example, "user: hello\nassistant: hi there\n")
 }

@@ -150,9 +150,7 @@ func TestImportGraph(t *testing.T) {
 				// The standard library is open to all.
 			case strings.HasPrefix(imp, module+"/"):
 				d := top(imp)
-				// audit (the audit types) is a leaf every layer may use
-				// (TestAuditIsALeaf); audit/lpriv is held by TestTransitive.
-				if d == dir || ((d == "internal" || d == "audit") && dir != "guest-sdk") || slices.Contains(layer.project, d) {
+				if d == dir || (d == "internal" && dir != "guest-sdk") || slices.Contains(layer.project, d) {
 					continue
 				}
 				t.Errorf("%s imports %s: the import graph has no arrow %s -> %s", path, imp, dir, d)
@@ -181,7 +179,7 @@ func TestTransitive(t *testing.T) {
 		{
 			for _, dep := range goList(t, "-deps", p) {
 				d := top(dep)
-				if d == "" || d == dir || d == "internal" || dep == module+"/audit" || slices.Contains(allowed, d) {
+				if d == "" || d == dir || d == "internal" || slices.Contains(allowed, d) {
 					continue
 				}
 				t.Errorf("%s depends (transitively) on %s", p, dep)

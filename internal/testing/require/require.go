@@ -7,6 +7,8 @@ package require
 
 import (
 	"errors"
+	"io"
+	"os"
 	"testing"
 
 	"github.com/agcore/agrun/registry"
@@ -24,4 +26,26 @@ func Kind(tb testing.TB, err error, k registry.Kind) *registry.Error {
 		tb.Fatalf("kind = %s, want %s (error: %v)", e.Kind, k, err)
 	}
 	return e
+}
+
+// Stdout runs fn, an Example function a test runs against real servers,
+// and fails the test unless what it printed on os.Stdout is want.
+func Stdout(tb testing.TB, fn func(), want string) {
+	tb.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); out <- b }()
+	stdout := os.Stdout
+	os.Stdout = w
+	func() {
+		defer func() { os.Stdout = stdout }()
+		fn()
+	}()
+	w.Close()
+	if got := string(<-out); got != want {
+		tb.Fatalf("printed %q, want %q", got, want)
+	}
 }

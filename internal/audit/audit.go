@@ -3,9 +3,11 @@
 // registry carries (registry.Audit, Invocation.Audit), session files
 // store (call records), `agrun audit` and the HTTP API report, and
 // audit/lpriv turns into a least-privilege grant. runtime and registry
-// name these types through aliases; this package imports nothing but the
-// standard library, so every layer may use it (internal/testing/archtest
-// TestAuditIsALeaf).
+// name these types through aliases (runtime.Audit, registry.Audit: what
+// an embedder uses); this package imports nothing but the standard
+// library, a ground-floor leaf of internal/ like textsafe (design.md's
+// graph gives runtime and registry no other project arrow;
+// internal/testing/archtest TestLeafPackages).
 //
 // A Call never holds the call's arguments, result, headers or file
 // contents. Its strings (paths, hosts, methods) are the guest's words:

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/audit"
+	"github.com/agcore/agrun/internal/audit"
 )
 
 // TestJSONShapeIsStable: a Call marshals exactly as registry.Audit did
