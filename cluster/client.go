@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
 	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,6 +30,9 @@ type Client struct {
 	// Defaults holds the run settings (Queues, MaxTurns, timeouts,
 	// RetrySideEffects) each run starts from.
 	Defaults RunInput
+	// Logger receives Follow's warnings (a failed poll of the session
+	// store); nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // Start starts a run of session with prompt, at the session's next
@@ -78,4 +87,146 @@ func (c *Client) Run(ctx context.Context, id, prompt string) (RunResult, error) 
 func (c *Client) Text(ctx context.Context, res RunResult) (string, error) {
 	b, err := blobs{store: c.Blobs}.get(ctx, res.Text)
 	return string(b), err
+}
+
+// Waiting is the event Follow yields once when no step of a run has been
+// done WaitingAfter after it started: no worker may be serving the
+// run's queues.
+type Waiting struct {
+	// For is how long the run has waited.
+	For time.Duration
+}
+
+// EventType implements loop.Event.
+func (*Waiting) EventType() string { return "waiting" }
+
+// Cancelling is the event Follow yields when its context ends: the run is
+// being cancelled on the cluster, and Follow waits (up to CancelWait) for
+// it to stop.
+type Cancelling struct{}
+
+// EventType implements loop.Event.
+func (*Cancelling) EventType() string { return "cancelling" }
+
+// RunError is a run that ended on the cluster without an answer; Kind is
+// the loop's kind (provider, max_turns, ...), Message cleaned.
+type RunError struct {
+	Kind    string
+	Message string
+}
+
+func (e *RunError) Error() string {
+	return "run failed on the cluster (" + e.Kind + "): " + e.Message
+}
+
+// WaitingAfter is how long Follow waits for a run's first record before
+// it yields a Waiting event.
+const WaitingAfter = 10 * time.Second
+
+// CancelWait bounds how long Follow waits for a cancelled run to stop.
+const CancelWait = 10 * time.Second
+
+// Follow yields the events of run, which Start began at seq from: the
+// records the workers append to the session store, replayed as the
+// loop's events (session.Replay; a model reply arrives whole, not token
+// by token), plus Waiting and Cancelling. It ends when the run does: with
+// a *RunError if the run ended without an answer, or an error if it
+// could not be followed. When ctx ends, the run is cancelled on the
+// cluster (its steps see the cancellation at their next heartbeat),
+// Follow waits up to CancelWait for it to stop — so that the session is
+// free when the caller exits — and yields ctx's error.
+func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, from int64) iter.Seq2[loop.Event, error] {
+	return func(yield func(loop.Event, error) bool) {
+		log := c.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		bg := context.WithoutCancel(ctx)
+		var res RunResult
+		done := make(chan error, 1)
+		go func() { done <- run.Get(bg, &res) }()
+		var replay session.Replay
+		next := from
+		// drain yields the records appended since the last; false: the
+		// caller stopped.
+		drain := func() (bool, error) {
+			recs, err := c.Sessions.Load(bg, id, next)
+			if errors.Is(err, session.ErrNotFound) {
+				return true, nil
+			}
+			if err != nil {
+				return true, err
+			}
+			next += int64(len(recs))
+			for _, b := range recs {
+				for _, ev := range replay.Feed(b) {
+					if !yield(ev, nil) {
+						return false, nil
+					}
+				}
+			}
+			return true, nil
+		}
+		// Poll quickly at first, then every second: a poll of the
+		// JSON-lines store reads the session's file.
+		start, wait, told := time.Now(), 150*time.Millisecond, false
+		tick := time.NewTimer(wait)
+		defer tick.Stop()
+		for {
+			select {
+			case runErr := <-done:
+				more, err := drain()
+				if !more {
+					return
+				}
+				switch {
+				case runErr != nil:
+					yield(nil, fmt.Errorf("the run on the cluster: %w", runErr))
+				case err != nil:
+					yield(nil, err)
+				case res.ErrorKind != "":
+					yield(nil, &RunError{Kind: res.ErrorKind, Message: textsafe.Clean(res.Error, 4096)})
+				}
+				return
+			case <-tick.C:
+				more, err := drain()
+				if !more {
+					return
+				}
+				if err != nil {
+					log.Warn("reading the session's progress", "session", id, "err", err)
+				}
+				if !told && next == from && time.Since(start) > WaitingAfter {
+					told = true
+					if !yield(&Waiting{For: time.Since(start)}, nil) {
+						return
+					}
+				}
+				wait = min(wait*2, time.Second)
+				tick.Reset(wait)
+			case <-ctx.Done():
+				if !yield(&Cancelling{}, nil) {
+					return
+				}
+				cctx, cancel := context.WithTimeout(bg, CancelWait)
+				err := c.Temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID())
+				if err == nil {
+					select {
+					case <-done:
+					case <-cctx.Done():
+					}
+				}
+				cancel()
+				if more, _ := drain(); !more {
+					return
+				}
+				if err != nil {
+					yield(nil, fmt.Errorf("%w (the run could not be cancelled on the cluster, and goes on: %s)", ctx.Err(), textsafe.Clean(err.Error(), 500)))
+					return
+				}
+				yield(nil, ctx.Err())
+				return
+			}
+		}
+	}
 }

@@ -128,6 +128,12 @@ func (l Limits) withDefaults(d Limits) Limits {
 	return l
 }
 
+// Or returns l with each zero field taken from d, then from the package's
+// defaults (DefaultTimeout, DefaultMemoryBytes, ...): the limits a call
+// given l runs with on a runtime configured with d, as Runtime.Effective
+// computes them, for a program that describes a grant without a Runtime.
+func (l Limits) Or(d Limits) Limits { return l.withDefaults(d.withDefaults(packageLimits)) }
+
 var packageLimits = Limits{
 	Timeout:       DefaultTimeout,
 	MemoryBytes:   DefaultMemoryBytes,

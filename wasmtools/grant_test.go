@@ -45,3 +45,34 @@ func TestToolGrant(t *testing.T) {
 		t.Fatalf("DescribeGrant %+v", d)
 	}
 }
+
+// TestGrantDescribe: an offer described without a module shows every
+// mount and host it offers, and its limits from the tool's own, then the
+// defaults given, then the sandbox's package defaults; a loaded tool's
+// Grant of the same offer is narrowed by its declarations.
+func TestGrantDescribe(t *testing.T) {
+	notes := t.TempDir()
+	offer := wasmtools.Grant{
+		AllowedHosts: []string{"api.example.com"},
+		Mounts:       []wasmtools.Mount{{Host: notes, Guest: "/notes", Writable: true, AllowDelete: true}},
+		Limits:       runtime.Limits{MemoryBytes: 32 << 20},
+	}
+	g := offer.Describe(runtime.Limits{Timeout: 3 * time.Second})
+	want := registry.Grant{
+		Source: "wasm", AllowedHosts: []string{"api.example.com"},
+		Mounts:  []registry.GrantMount{{Guest: "/notes", Host: notes, Mode: registry.ReadWriteDelete}},
+		Timeout: 3 * time.Second, MemoryBytes: 32 << 20, MaxOutputBytes: runtime.DefaultMaxStdout, MaxWriteBytes: runtime.DefaultMaxWriteBytes,
+	}
+	if !slices.Equal(g.AllowedHosts, want.AllowedHosts) || !slices.Equal(g.Mounts, want.Mounts) || g.Permissions != nil ||
+		g.Timeout != want.Timeout || g.MemoryBytes != want.MemoryBytes || g.MaxOutputBytes != want.MaxOutputBytes || g.MaxWriteBytes != want.MaxWriteBytes {
+		t.Fatalf("described %+v\nwant      %+v", g, want)
+	}
+	// write_note declares filesystem and write, not network or delete.
+	loaded := load(t, example(t, "write_note"), offer).Grant()
+	if len(loaded.AllowedHosts) != 0 || loaded.Mounts[0].Mode != registry.ReadWrite {
+		t.Fatalf("loaded tool's grant %+v: want no hosts, /notes rw", loaded)
+	}
+	if none := (wasmtools.Grant{}).Describe(runtime.Limits{}); none.MaxWriteBytes != 0 || none.Timeout != runtime.DefaultTimeout {
+		t.Fatalf("empty offer described %+v: want the defaults, no write limit (nothing writable)", none)
+	}
+}

@@ -4,11 +4,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -16,30 +14,20 @@ import (
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
 // clusterErrorKind is the run error kind of a run on the cluster that
 // failed (ok false: err is not one).
 func clusterErrorKind(err error) (string, bool) {
-	var ce *clusterRunError
-	if errors.As(err, &ce) {
-		return ce.kind, true
+	var re *cluster.RunError
+	if errors.As(err, &re) {
+		return re.Kind, true
 	}
 	if errors.Is(err, cluster.ErrSessionBusy) {
 		return "session_locked", true
 	}
 	return "", false
-}
-
-// clusterRunError is a run on the cluster that ended without an answer:
-// its kind is the loop's (provider, max_turns, ...).
-type clusterRunError struct{ kind, msg string }
-
-func (e *clusterRunError) Error() string {
-	return "run failed on the cluster (" + e.kind + "): " + e.msg
 }
 
 // clusterUnsupported lists the run flags a run on the cluster refuses: the
@@ -99,211 +87,32 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 // the records the workers append to the session store (a model reply
 // arrives whole, not token by token), until the run ends.
 func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, run client.WorkflowRun, id string, from int64, asJSON bool) (turnStats, error) {
-	st := turnStats{start: time.Now()}
-	f := &follower{c: c, asJSON: asJSON, st: &st, calls: map[string]session.Call{}, names: map[string]string{}, inputs: map[string]json.RawMessage{}}
-	var res cluster.RunResult
-	done := make(chan error, 1)
-	go func() { done <- run.Get(context.WithoutCancel(ctx), &res) }()
-	next := from
-	drain := func() error {
-		recs, err := ce.sessions.Load(context.WithoutCancel(ctx), id, next)
-		if errors.Is(err, session.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, b := range recs {
-			f.record(b)
-		}
-		next += int64(len(recs))
-		return nil
-	}
-	// Poll the store quickly at first, then every second: each poll of
-	// the JSON-lines store reads the session's file.
-	wait := 150 * time.Millisecond
-	tick := time.NewTimer(wait)
-	defer tick.Stop()
-	told := false
+	var st turnStats
+	p := c.newPrinter(&st, asJSON, false)
+	defer p.stop()
 	var runErr error
-	for waiting := true; waiting; {
-		select {
-		case runErr = <-done:
-			waiting = false
-		case <-tick.C:
-			if err := drain(); err != nil {
-				c.logger().Warn("reading the session's progress", "session", id, "err", err)
-			}
-			if !told && next == from && time.Since(st.start) > 10*time.Second {
-				told = true
-				fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done yet (is `agrun worker` running for %s?)\n", cfgAddr(ce))
-			}
-			wait = min(wait*2, time.Second)
-			tick.Reset(wait)
-		case <-ctx.Done():
-			// Ctrl-C: the run stops on the cluster too (its activities
-			// see the cancellation at their next heartbeat).
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if err := ce.temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID()); err != nil {
-				fmt.Fprintf(c.stderr, "agrun: the run could not be cancelled on the cluster (it goes on): %s\n", safe(err.Error()))
-			} else {
-				// Wait (a little) for the run to stop, so that the session
-				// is free when agrun exits: its steps see the cancellation
-				// at their next heartbeat.
-				select {
-				case <-done:
-				case <-cctx.Done():
-				}
-			}
-			cancel()
-			drain()
-			f.end()
-			return st, fmt.Errorf("%w", ctx.Err())
+	for ev, err := range cl.Follow(ctx, run, id, from) {
+		if err != nil {
+			runErr = err
+			break
+		}
+		switch ev := ev.(type) {
+		case *cluster.Waiting:
+			fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done in %s (is `agrun worker` running for %s?)\n",
+				ev.For.Round(time.Second), cfgAddr(ce))
+		case *cluster.Cancelling:
+			fmt.Fprintf(c.stderr, "agrun: cancelling the run on the cluster (waiting up to %s for it to stop)\n", cluster.CancelWait)
+		default:
+			p.show(ev)
 		}
 	}
-	if err := drain(); err != nil && runErr == nil {
-		runErr = err
-	}
-	f.end()
-	st.elapsed = time.Since(st.start)
-	if runErr != nil {
-		return st, fmt.Errorf("the run on the cluster: %w", runErr)
-	}
-	if res.ErrorKind != "" {
-		return st, &clusterRunError{kind: res.ErrorKind, msg: textsafe.Clean(res.Error, 4096)}
-	}
-	text, err := cl.Text(context.WithoutCancel(ctx), res)
-	if err != nil {
-		return st, err
-	}
-	st.text = text
-	if st.truncated {
-		fmt.Fprintln(c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
-	}
-	return st, nil
+	p.end(runErr)
+	return st, runErr
 }
 
 // cfgAddr names the cluster in messages.
 func cfgAddr(ce *clusterEnv) string {
 	return ce.queues.LLM + " at " + ce.cfg.Cluster.TemporalAddress
-}
-
-// follower turns session records into what the terminal or a script sees.
-type follower struct {
-	c        *cli
-	asJSON   bool
-	st       *turnStats
-	calls    map[string]session.Call // call records by call id
-	names    map[string]string       // tool names by call id
-	inputs   map[string]json.RawMessage
-	wroteTxt bool
-	// The last request record's, for the next assistant message's
-	// turn_complete.
-	lastUsage  loop.Usage
-	lastFinish string
-}
-
-func (f *follower) emit(ev loop.Event) {
-	if f.asJSON {
-		writeJSONLine(f.c.stdout, ev)
-	}
-}
-
-func (f *follower) record(b json.RawMessage) {
-	var r session.Record
-	if json.Unmarshal(b, &r) != nil {
-		return
-	}
-	switch {
-	case len(r.Request) > 0:
-		var ri struct {
-			Usage        loop.Usage `json:"usage"`
-			FinishReason string     `json:"finish_reason"`
-		}
-		json.Unmarshal(r.Request, &ri)
-		f.st.requests++
-		f.st.usage = f.st.usage.Add(ri.Usage)
-		f.lastUsage, f.lastFinish = ri.Usage, ri.FinishReason
-	case len(r.Call) > 0:
-		var call session.Call
-		if json.Unmarshal(r.Call, &call) == nil {
-			f.calls[call.ID] = call
-		}
-	case len(r.Message) > 0:
-		var m loop.Message
-		if json.Unmarshal(r.Message, &m) == nil {
-			f.message(m)
-		}
-	}
-}
-
-func (f *follower) message(m loop.Message) {
-	switch m.Role {
-	case loop.RoleAssistant:
-		if m.Content != "" {
-			f.emit(&loop.TextDelta{Text: m.Content})
-			if !f.asJSON {
-				io.WriteString(f.c.stdout, safe(m.Content))
-				f.wroteTxt = true
-			}
-		}
-		reason := "stop"
-		if f.lastFinish == "length" {
-			reason = "length"
-			f.st.truncated = true
-		}
-		if len(m.ToolCalls) > 0 {
-			reason = "tool_calls"
-			if f.wroteTxt && !f.asJSON {
-				io.WriteString(f.c.stdout, "\n")
-				f.wroteTxt = false
-			}
-		}
-		f.emit(&loop.TurnComplete{Reason: reason, Usage: f.lastUsage})
-		f.lastUsage, f.lastFinish = loop.Usage{}, ""
-		for _, tc := range m.ToolCalls {
-			f.st.toolCalls++
-			f.names[tc.ID] = tc.Name
-			in := json.RawMessage(tc.Arguments)
-			if !json.Valid(in) {
-				in, _ = json.Marshal(tc.Arguments)
-			}
-			f.inputs[tc.ID] = in
-			f.emit(&loop.ToolExecutionStarted{ID: tc.ID, Name: tc.Name, Input: in})
-		}
-	case loop.RoleTool:
-		call := f.calls[m.ToolCallID]
-		ev := &loop.ToolExecutionCompleted{ID: m.ToolCallID, Name: m.Name, Duration: time.Duration(call.DurationMS) * time.Millisecond,
-			ErrorKind: call.ErrorKind, IsError: call.ErrorKind != "", Audit: call.Audit}
-		if ev.Name == "" {
-			ev.Name = f.names[m.ToolCallID]
-		}
-		content := m.Content
-		if m.FullContent != "" {
-			content = m.FullContent
-		}
-		if ev.IsError {
-			content = strings.TrimPrefix(content, "error ("+string(call.ErrorKind)+"): ")
-			ev.Output, _ = json.Marshal(content)
-		} else if json.Valid([]byte(content)) {
-			ev.Output = json.RawMessage(content)
-		} else {
-			ev.Output, _ = json.Marshal(content)
-		}
-		f.emit(ev)
-		if !f.asJSON {
-			fmt.Fprintf(f.c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(f.inputs[ev.ID]), 60)),
-				outcome(ev), ev.Duration.Round(time.Millisecond))
-		}
-	}
-}
-
-// end finishes the text output.
-func (f *follower) end() {
-	if f.wroteTxt && !f.asJSON {
-		io.WriteString(f.c.stdout, "\n")
-		f.wroteTxt = false
-	}
 }
 
 // chatOnCluster is `agrun chat` with [cluster]: each prompt is a run of

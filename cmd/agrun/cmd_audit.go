@@ -15,7 +15,6 @@ import (
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
-	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/session"
 )
 
@@ -166,30 +165,12 @@ func recordedCalls(st *session.Files, id string) ([]session.CallAt, int, []strin
 // offered mount and host is in it, as the block to paste over says them,
 // where wasmtools' Grant holds only those the manifest declares.
 func grantOf(cfg *config.Config, t config.Tool) registry.Grant {
-	g := registry.Grant{
-		Source:         "wasm",
-		AllowedHosts:   slices.Clone(t.AllowedHosts),
-		AllowPrivate:   t.AllowPrivate,
-		Timeout:        firstPositive(t.Timeout.Std(), cfg.Sandbox.Timeout.Std(), runtime.DefaultTimeout),
-		MemoryBytes:    firstPositive(int64(t.Memory), int64(cfg.Sandbox.Memory), runtime.DefaultMemoryBytes),
-		MaxOutputBytes: firstPositive(int64(t.MaxOutput), int64(cfg.Sandbox.MaxOutput), runtime.DefaultMaxStdout),
-	}
-	for _, m := range t.Mounts {
-		g.Mounts = append(g.Mounts, registry.GrantMount{Host: relToConfig(cfg, m.Host), Guest: m.Guest, Mode: registry.MountModeOf(m.Writable, m.AllowDelete)})
-		if m.Writable {
-			g.MaxWriteBytes = firstPositive(int64(t.MaxWrite), int64(cfg.Sandbox.MaxWrite), runtime.DefaultMaxWriteBytes)
-		}
+	sb := cfg.Sandbox
+	g := toolGrant(t).Describe(sandboxLimits(sb.Timeout, sb.Memory, sb.MaxOutput, sb.MaxWrite, sb.Fuel))
+	for i := range g.Mounts {
+		g.Mounts[i].Host = relToConfig(cfg, g.Mounts[i].Host)
 	}
 	return g
-}
-
-func firstPositive[T int64 | time.Duration](vs ...T) T {
-	for _, v := range vs {
-		if v > 0 {
-			return v
-		}
-	}
-	return 0
 }
 
 // relToConfig is p relative to the config file's folder ("./docs") when p

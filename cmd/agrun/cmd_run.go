@@ -616,15 +616,8 @@ func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Files, error) {
 // per tool call to stderr (or every event as JSON on stdout). It returns
 // the final text.
 func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Registry, prompt string, asJSON bool) (string, error) {
-	var final strings.Builder
-	prog := newProgress(c.stderr)
-	defer prog.stop()
-	wroteText := false
-	rs := reasoningWriter{w: c.stderr, show: c.showReasoning && !asJSON}
-	st := &conv.last
-	*st = turnStats{start: time.Now()}
-	var lastReason string
-	inputs := map[string]json.RawMessage{} // arguments of the calls in flight, by id
+	p := c.newPrinter(&conv.last, asJSON, conv.schema)
+	defer p.stop()
 	var runErr error
 	// The turn's span (telemetry on): the loop's callbacks feed it the
 	// requests, the events its tool calls.
@@ -640,81 +633,123 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 			break
 		}
 		trace.Event(ev)
-		if _, isReasoning := ev.(*loop.ReasoningDelta); asJSON && (!isReasoning || c.showReasoning) {
-			// Reasoning is shown only when asked, in --json too.
-			writeJSONLine(c.stdout, ev)
-		}
-		if _, ok := ev.(*loop.ReasoningDelta); !ok {
-			rs.end()
-		}
-		switch ev := ev.(type) {
-		case *loop.ReasoningDelta:
-			rs.write(ev.Text)
-		case *loop.TextDelta:
-			final.WriteString(ev.Text)
-			if !asJSON && !conv.schema { // with a schema, only the checked JSON is printed
-				io.WriteString(c.stdout, safe(ev.Text))
-				wroteText = true
-			}
-		case *loop.Retry:
-			// The reply starts over: what was shown of it is void.
-			final.Reset()
-			if wroteText && !asJSON {
-				io.WriteString(c.stdout, "\n")
-				wroteText = false
-			}
-			st.retries++
-			fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max)
-		case *loop.StructuredOutput:
-			final.Reset()
-			final.Write(ev.Output)
-			switch {
-			case asJSON:
-			case ev.Valid:
-				fmt.Fprintf(c.stdout, "%s\n", safe(string(ev.Output)))
-			case ev.Retry:
-				fmt.Fprintf(c.stderr, "agrun: the answer does not match the schema (%s); asking again\n", safe(textsafe.Truncate(ev.Error, 300)))
-			}
-		case *loop.TurnComplete:
-			st.requests++
-			st.usage = st.usage.Add(ev.Usage)
-			lastReason = ev.Reason
-			if ev.Reason == "tool_calls" {
-				final.Reset()
-				if wroteText && !asJSON {
-					io.WriteString(c.stdout, "\n")
-					wroteText = false
-				}
-			}
-		case *loop.ToolExecutionStarted:
-			st.toolCalls++
-			prog.start(ev.ID, ev.Name)
-			inputs[ev.ID] = ev.Input
-		case *loop.ToolExecutionCompleted:
-			prog.done(ev.ID)
+		if ev, ok := ev.(*loop.ToolExecutionCompleted); ok {
 			// What the call did, for `agrun audit`, beside the messages.
 			conv.sess.RecordCall(session.CallOf(ev))
-			if !asJSON {
-				// One line per call: name, arguments, outcome, duration.
-				fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(inputs[ev.ID]), 60)),
-					outcome(ev), ev.Duration.Round(time.Millisecond))
-			}
 		}
-	}
-	rs.end()
-	if wroteText && !asJSON {
-		io.WriteString(c.stdout, "\n")
+		p.show(ev)
 	}
 	if runErr == nil {
 		runErr = conv.sess.Err()
 	}
-	st.text, st.elapsed = final.String(), time.Since(st.start)
-	if runErr == nil && lastReason == "length" {
-		st.truncated = true
-		fmt.Fprintln(c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
-	}
-	return final.String(), runErr
+	p.end(runErr)
+	return conv.last.text, runErr
 }
+
+// printer shows a run's events as they come: the reply's text on stdout,
+// reasoning (when asked), retries and one line per tool call on stderr;
+// with --json every event as a JSON line on stdout instead. It keeps the
+// turn's stats. The local loop's events and a cluster run's replayed
+// ones go through the same printer, so both look the same.
+type printer struct {
+	c              *cli
+	asJSON, schema bool // schema: only the checked JSON is printed
+	st             *turnStats
+	final          strings.Builder
+	wroteText      bool
+	rs             reasoningWriter
+	lastReason     string
+	inputs         map[string]json.RawMessage // arguments of the calls in flight, by id
+	prog           *progress
+}
+
+func (c *cli) newPrinter(st *turnStats, asJSON, schema bool) *printer {
+	*st = turnStats{start: time.Now()}
+	return &printer{c: c, asJSON: asJSON, schema: schema, st: st, inputs: map[string]json.RawMessage{},
+		rs: reasoningWriter{w: c.stderr, show: c.showReasoning && !asJSON}, prog: newProgress(c.stderr)}
+}
+
+// newline ends the reply's text on stdout, if any was written.
+func (p *printer) newline() {
+	if p.wroteText && !p.asJSON {
+		io.WriteString(p.c.stdout, "\n")
+		p.wroteText = false
+	}
+}
+
+func (p *printer) show(ev loop.Event) {
+	c, st := p.c, p.st
+	if _, isReasoning := ev.(*loop.ReasoningDelta); p.asJSON && (!isReasoning || c.showReasoning) {
+		// Reasoning is shown only when asked, in --json too.
+		writeJSONLine(c.stdout, ev)
+	}
+	if _, ok := ev.(*loop.ReasoningDelta); !ok {
+		p.rs.end()
+	}
+	switch ev := ev.(type) {
+	case *loop.ReasoningDelta:
+		p.rs.write(ev.Text)
+	case *loop.TextDelta:
+		p.final.WriteString(ev.Text)
+		if !p.asJSON && !p.schema {
+			io.WriteString(c.stdout, safe(ev.Text))
+			p.wroteText = true
+		}
+	case *loop.Retry:
+		// The reply starts over: what was shown of it is void.
+		p.final.Reset()
+		p.newline()
+		st.retries++
+		fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max)
+	case *loop.StructuredOutput:
+		p.final.Reset()
+		p.final.Write(ev.Output)
+		switch {
+		case p.asJSON:
+		case ev.Valid:
+			fmt.Fprintf(c.stdout, "%s\n", safe(string(ev.Output)))
+		case ev.Retry:
+			fmt.Fprintf(c.stderr, "agrun: the answer does not match the schema (%s); asking again\n", safe(textsafe.Truncate(ev.Error, 300)))
+		}
+	case *loop.TurnComplete:
+		st.requests++
+		st.usage = st.usage.Add(ev.Usage)
+		p.lastReason = ev.Reason
+		if ev.Reason == "tool_calls" {
+			p.final.Reset()
+			p.newline()
+		}
+	case *loop.ToolExecutionStarted:
+		st.toolCalls++
+		p.prog.start(ev.ID, ev.Name)
+		p.inputs[ev.ID] = ev.Input
+	case *loop.ToolExecutionCompleted:
+		p.prog.done(ev.ID)
+		if !p.asJSON {
+			// One line per call: name, arguments, outcome, duration.
+			fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(p.inputs[ev.ID]), 60)),
+				outcome(ev), ev.Duration.Round(time.Millisecond))
+		}
+		delete(p.inputs, ev.ID)
+	}
+}
+
+// end finishes the output of a turn that ended with err (nil: it
+// answered) and its stats.
+func (p *printer) end(err error) {
+	p.prog.stop()
+	p.rs.end()
+	p.newline()
+	p.st.text, p.st.elapsed = p.final.String(), time.Since(p.st.start)
+	if err == nil && p.lastReason == "length" {
+		p.st.truncated = true
+		fmt.Fprintln(p.c.stderr, `agrun: warning: the answer was cut off at the model's output limit (finish_reason "length")`)
+	}
+}
+
+// stop stops the progress lines (end does too; stop is for a turn that
+// never reached end).
+func (p *printer) stop() { p.prog.stop() }
 
 // runInfo is what a turn's span says of itself: the session, the
 // provider, the system prompt, the output type and, with telemetry on,

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -276,49 +275,8 @@ func (c *cli) sessionsExport(args []string) error {
 		}{info, msgs})
 		return nil
 	}
-	writeMarkdown(c.stdout, info, msgs)
+	session.WriteMarkdown(c.stdout, info, msgs)
 	return nil
-}
-
-// writeMarkdown writes a session as a Markdown document: a heading per
-// message, tool calls and results in fenced blocks. Text from the model
-// and tools is made terminal-safe; fences are longer than any run of
-// backticks inside them.
-func writeMarkdown(w io.Writer, info session.Info, msgs []loop.Message) {
-	fmt.Fprintf(w, "# Session %s\n\n", info.ID)
-	fmt.Fprintf(w, "- started: %s\n- last used: %s\n- turns: %d\n- model: %s\n- tokens: %d\n",
-		info.Created.UTC().Format(time.RFC3339), info.Updated.UTC().Format(time.RFC3339), info.Turns, safe(orDash(info.Model)), info.Tokens)
-	for _, m := range msgs {
-		switch m.Role {
-		case loop.RoleUser:
-			fmt.Fprintf(w, "\n## User\n\n%s\n", safe(m.Content))
-		case loop.RoleSystem:
-			fmt.Fprintf(w, "\n## System\n\n%s\n", safe(m.Content))
-		case loop.RoleAssistant:
-			fmt.Fprintf(w, "\n## Assistant\n\n")
-			if m.Content != "" {
-				fmt.Fprintf(w, "%s\n", safe(m.Content))
-			}
-			for _, tc := range m.ToolCalls {
-				fmt.Fprintf(w, "\nCalls `%s` (%s):\n\n%s", safe(tc.Name), safe(tc.ID), fenced("json", tc.Arguments))
-			}
-		case loop.RoleTool:
-			fmt.Fprintf(w, "\n## Tool `%s` (%s)\n\n%s", safe(m.Name), safe(m.ToolCallID), fenced("", m.Content))
-		}
-	}
-}
-
-var backticks = regexp.MustCompile("`{3,}")
-
-// fenced returns s in a Markdown code block whose fence no run of
-// backticks in s can close.
-func fenced(lang, s string) string {
-	n := 3
-	for _, run := range backticks.FindAllString(s, -1) {
-		n = max(n, len(run)+1)
-	}
-	fence := strings.Repeat("`", n)
-	return fence + lang + "\n" + safe(strings.TrimRight(s, "\n")) + "\n" + fence + "\n"
 }
 
 // sessionsPrune is `agrun sessions prune --older-than AGE`.
@@ -343,34 +301,19 @@ func (c *cli) sessionsPrune(args []string) error {
 	if err != nil {
 		return err
 	}
-	infos, err := st.Infos()
+	p, err := st.Prune(time.Now().Add(-age))
 	if err != nil {
 		return err
 	}
-	cutoff := time.Now().Add(-age)
-	removed, skipped := 0, 0
-	for _, in := range infos {
-		if !in.Updated.Before(cutoff) {
-			continue
-		}
-		ok, err := st.RemoveUnusedSince(in.ID, cutoff) // decided again under the lock
-		if err != nil {
-			if errors.Is(err, session.ErrNotFound) {
-				continue // removed meanwhile
-			}
-			skipped++
-			fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(in.ID, err))
-			continue
-		}
-		if !ok {
-			continue // used since it was listed
-		}
-		removed++
+	for _, in := range p.Removed {
 		fmt.Fprintf(c.stdout, "removed %s (last used %s)\n", in.ID, in.Updated.Local().Format(time.DateTime))
 	}
-	fmt.Fprintf(c.stderr, "agrun: %d sessions removed, %d kept (used within %s)", removed, len(infos)-removed-skipped, *olderThan)
-	if skipped > 0 {
-		fmt.Fprintf(c.stderr, ", %d in use skipped", skipped)
+	for _, id := range sortedKeys(p.Skipped) {
+		fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(id, p.Skipped[id]))
+	}
+	fmt.Fprintf(c.stderr, "agrun: %d sessions removed, %d kept (used within %s)", len(p.Removed), p.Kept, *olderThan)
+	if len(p.Skipped) > 0 {
+		fmt.Fprintf(c.stderr, ", %d in use skipped", len(p.Skipped))
 	}
 	fmt.Fprintln(c.stderr)
 	return nil

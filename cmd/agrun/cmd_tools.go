@@ -63,13 +63,17 @@ func (c *cli) call(ctx context.Context, args []string) int {
 		switch {
 		case err == nil:
 			return exitOK
-		case isUsage(err):
+		case isUsage(err), badArgs(err):
 			return exitUsage
 		}
 		return exitFailure
 	}
 	if err != nil {
-		return c.exit(err)
+		code := c.exit(err)
+		if badArgs(err) {
+			code = exitUsage
+		}
+		return code
 	}
 	if text {
 		// output = "text": the tool's text as it wrote it (cleaned for the
@@ -87,6 +91,12 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	fmt.Fprintf(c.stdout, "%s\n", termsafe.JSON(out))
 	return exitOK
 }
+
+// badArgs reports whether err is the tool refusing ARGS_JSON (not JSON,
+// or not what its schema takes): on `call` the arguments are the command
+// line's, so that is a usage error (exit 2), keeping its kind
+// invalid_arguments in --json.
+func badArgs(err error) bool { return registry.KindOf(err) == registry.InvalidArguments }
 
 // callTool runs the call; text reports a tool whose output is "text",
 // audit what the call did (nil when it did not run or its tool reports

@@ -39,7 +39,7 @@ func TestBinaryExitCodes(t *testing.T) {
 		{[]string{"call", "word_count", `{"text":"a"}`}, 0, `"words":1`},
 		{[]string{"call", "--json", "nope"}, 2, `"kind":"not_found"`},
 		{[]string{"call", "--json", "./nope.wasm", "{}"}, 2, `"kind":"module_refused"`},
-		{[]string{"call", "word_count", `[]`}, 1, ""},
+		{[]string{"call", "word_count", `[]`}, 2, ""}, // the command line's arguments: a usage error
 		{[]string{"bogus"}, 2, ""},
 		{[]string{"tools", "extra"}, 2, ""},
 	} {

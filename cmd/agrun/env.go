@@ -226,15 +226,7 @@ func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtoo
 	} else if err != nil {
 		return nil, err
 	}
-	grant := wasmtools.Grant{
-		AllowedHosts: t.AllowedHosts,
-		AllowPrivate: t.AllowPrivate,
-		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput, t.MaxWrite, t.Fuel),
-		SHA256:       t.SHA256,
-	}
-	for _, m := range t.Mounts {
-		grant.Mounts = append(grant.Mounts, wasmtools.Mount{Host: m.Host, Guest: m.Guest, Writable: m.Writable, AllowDelete: m.AllowDelete})
-	}
+	grant := toolGrant(t)
 	if t.Manifest != "" {
 		m, err := wasmtools.ReadManifestFile(t.Manifest)
 		if err != nil {
@@ -250,6 +242,22 @@ func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtoo
 		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
 	}
 	return tool, err
+}
+
+// toolGrant is what [tools.NAME] offers its module: the one mapping of a
+// tool's grant keys to wasmtools' Grant (loading it, and describing it in
+// agrun audit).
+func toolGrant(t config.Tool) wasmtools.Grant {
+	g := wasmtools.Grant{
+		AllowedHosts: t.AllowedHosts,
+		AllowPrivate: t.AllowPrivate,
+		Limits:       sandboxLimits(t.Timeout, t.Memory, t.MaxOutput, t.MaxWrite, t.Fuel),
+		SHA256:       t.SHA256,
+	}
+	for _, m := range t.Mounts {
+		g.Mounts = append(g.Mounts, wasmtools.Mount{Host: m.Host, Guest: m.Guest, Writable: m.Writable, AllowDelete: m.AllowDelete})
+	}
+	return g
 }
 
 // refusedTool stands in the registry for a configured tool whose module

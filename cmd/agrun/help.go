@@ -201,13 +201,19 @@ func usageOf(fs *flag.FlagSet, format string, args ...any) error {
 	return &usageError{msg: fs.Name() + ": " + fmt.Sprintf(format, args...), fs: fs}
 }
 
+// synopsis is the one-line usage of the command fs parses.
+func synopsis(fs *flag.FlagSet) string {
+	if d, ok := cmdDocs[fs.Name()]; ok && d.synopsis != "" {
+		return d.synopsis
+	}
+	return "agrun " + fs.Name() + " [FLAGS]"
+}
+
 // helpText is the usage of the command fs parses: synopsis, what it does,
 // its flags with their defaults (from fs), and an example.
 func helpText(fs *flag.FlagSet) string {
-	d, ok := cmdDocs[fs.Name()]
-	if !ok {
-		d.synopsis = "agrun " + fs.Name() + " [FLAGS]"
-	}
+	d := cmdDocs[fs.Name()]
+	d.synopsis = synopsis(fs)
 	var b strings.Builder
 	if d.summary != "" {
 		fmt.Fprintf(&b, "%s\n\n", d.summary)

@@ -101,15 +101,30 @@ func TestUsageErrors(t *testing.T) {
 		if args[0] == "sessions" || args[0] == "mcp" {
 			name += " " + args[1]
 		}
-		if r.stdout != "" || !strings.Contains(r.stderr, "agrun: "+name+": flag provided but not defined") || !strings.Contains(r.stderr, "\nUsage: "+cmdDocs[name].synopsis) {
+		// One line of error, the synopsis, where the help is: the error
+		// stays on screen (the whole help is -h's); the flag as typed.
+		flag := args[len(args)-1]
+		if args[0] == "run" {
+			flag = "--bogus"
+		}
+		want := "agrun: " + name + ": unknown flag " + flag + "\nusage: " + cmdDocs[name].synopsis + "\n`agrun " + name + " -h` shows its flags and an example\n"
+		if r.stdout != "" || r.stderr != want {
 			t.Errorf("%v: stdout %q\nstderr %s", args, r.stdout, r.stderr)
 		}
 	}
 	for _, args := range [][]string{{"help", "nosuch"}, {"help", "sessions", "nosuch"}, {"help", "run", "x"}, {"sessions", "nosuch"}, {"mcp"}, {"mcp", "nosuch"}, {"nosuch"}} {
 		r := e.run("", args...).wantCode(t, exitUsage)
-		if r.stdout != "" || !strings.Contains(r.stderr, "Usage: ") {
+		if r.stdout != "" || !strings.Contains(r.stderr, "\nusage: agrun") || strings.Count(r.stderr, "\n") > 5 {
 			t.Errorf("%v: %+v", args, r)
 		}
+	}
+	// An unknown command says so once (no "agrun: agrun:"), with the
+	// nearest command.
+	if r := e.run("", "sesions"); r.code != exitUsage || !strings.HasPrefix(r.stderr, "agrun: unknown command \"sesions\" (did you mean \"sessions\"?)\n") {
+		t.Errorf("sesions: %+v", r)
+	}
+	if r := e.run("", "zzzzzz"); strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("zzzzzz: %+v", r)
 	}
 	// call --json keeps its one-object contract; the usage goes to stderr.
 	r := e.run("", "call", "--json", "--bogus", "word_count").wantCode(t, exitUsage)
@@ -117,7 +132,7 @@ func TestUsageErrors(t *testing.T) {
 		OK    bool
 		Error struct{ Kind string }
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &obj); err != nil || obj.Error.Kind != "usage" || !strings.Contains(r.stderr, "Usage: agrun [-c FILE] call") {
+	if err := json.Unmarshal([]byte(r.stdout), &obj); err != nil || obj.Error.Kind != "usage" || !strings.Contains(r.stderr, "usage: agrun [-c FILE] call") {
 		t.Fatalf("call --json --bogus: %+v", r)
 	}
 	if r := e.run("", "call", "--json", "-h"); r.code != exitOK || !strings.HasPrefix(r.stdout, cmdDocs["call"].summary) {

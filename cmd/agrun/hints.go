@@ -159,6 +159,16 @@ func grantWarnings(t config.Tool, s settings, tool *wasmtools.Tool) []string {
 	if tool == nil {
 		return nil
 	}
+	if s == fileSettings {
+		// The flags as given: "--allow-host api.example.com", not the
+		// flag's placeholder.
+		s.hosts = "--allow-host " + strings.Join(t.AllowedHosts, " --allow-host ")
+		var ms []string
+		for _, m := range t.Mounts {
+			ms = append(ms, m.String())
+		}
+		s.mounts = "--mount " + strings.Join(ms, " --mount ")
+	}
 	var w []string
 	for _, u := range tool.Unused() {
 		switch u.What {

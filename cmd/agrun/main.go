@@ -185,7 +185,11 @@ func (c *cli) main(ctx context.Context, args []string) int {
 	}
 	cm, ok := lookupCommand(cmd)
 	if !ok {
-		return c.exit(usageOf(fs, "unknown command %q", cmd))
+		msg := fmt.Sprintf("unknown command %q", cmd)
+		if near := nearestCommand(cmd); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return c.exit(&usageError{msg: msg, fs: fs})
 	}
 	return cm.run(c, ctx, rest)
 }
@@ -213,7 +217,7 @@ func (c *cli) parseGlobal(fs *flag.FlagSet, args []string) ([]string, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{fs}
 		}
-		return nil, &usageError{msg: fmt.Sprintf("%v", err), fs: fs}
+		return nil, &usageError{msg: flagError(err, args), fs: fs}
 	}
 	return fs.Args(), nil
 }
@@ -263,13 +267,59 @@ func (c *cli) exit(err error) int {
 	return exitFailure
 }
 
-// usageHint prints, after a usage error's message, the usage of the
-// command it is about (if it names one).
+// usageHint prints, after a usage error's message, the synopsis of the
+// command it is about (if it names one) and where its help is: two
+// lines, so the error stays on screen (the whole help is -h's).
 func (c *cli) usageHint(err error) {
 	var u *usageError
 	if errors.As(err, &u) && u.fs != nil {
-		fmt.Fprintf(c.stderr, "\n%s", helpText(u.fs))
+		more := "`agrun help` lists the commands"
+		if u.fs.Name() != "agrun" {
+			more = "`agrun " + u.fs.Name() + " -h` shows its flags and an example"
+		}
+		fmt.Fprintf(c.stderr, "usage: %s\n%s\n", synopsis(u.fs), more)
 	}
+}
+
+// nearestCommand is the command name closest to name: one or two edits
+// away (a typo), else one that name begins ("sess"); "" if none is.
+func nearestCommand(name string) string {
+	best, bestD := "", 3
+	for _, cm := range commands {
+		if d := editDistance(name, cm.name); d < bestD {
+			best, bestD = cm.name, d
+		}
+	}
+	if best != "" || len(name) < 2 {
+		return best
+	}
+	for _, cm := range commands {
+		if strings.HasPrefix(cm.name, name) {
+			return cm.name
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // isHelp reports whether err is a request for help (-h): commands with
@@ -284,6 +334,24 @@ func isUsage(err error) bool {
 	var u *usageError
 	var ce *configError
 	return errors.As(err, &u) || errors.As(err, &ce)
+}
+
+// flagError is the flag package's error in the user's words: the flag as
+// it was typed ("--bogus", where the package says "-bogus").
+func flagError(err error, args []string) string {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
+	if !ok {
+		return msg
+	}
+	typed := "-" + name
+	for _, a := range args {
+		if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
+			typed = "--" + name
+			break
+		}
+	}
+	return "unknown flag " + typed
 }
 
 // newFlags returns the FlagSet of a subcommand, named as its help is named
@@ -306,7 +374,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, &helpRequest{fs}
 			}
-			return nil, &usageError{msg: fmt.Sprintf("%s: %v", fs.Name(), err), fs: fs}
+			return nil, &usageError{msg: fmt.Sprintf("%s: %s", fs.Name(), flagError(err, args)), fs: fs}
 		}
 		args = fs.Args()
 		if len(args) == 0 {

@@ -183,7 +183,8 @@ func TestCall(t *testing.T) {
 	if r.stdout != "" || !strings.Contains(r.stderr, `not_found: no tool named "nope" in `+e.config) {
 		t.Fatalf("unknown tool: %+v", r)
 	}
-	// Failures: message on stderr, exit 1, nothing on stdout.
+	// Arguments the tool refuses (not JSON, not its schema) are the
+	// command line's mistake: message on stderr, exit 2, nothing on stdout.
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -191,7 +192,7 @@ func TestCall(t *testing.T) {
 		{[]string{"call", "word_count", `{"txt":1}`}, "invalid_arguments: /text: missing"},
 		{[]string{"call", "word_count", `not json`}, "invalid_arguments: not JSON"},
 	} {
-		r := e.run("", tc.args...).wantCode(t, exitFailure)
+		r := e.run("", tc.args...).wantCode(t, exitUsage)
 		if r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: %+v, want stderr containing %q", tc.args, r, tc.want)
 		}
@@ -208,7 +209,7 @@ func TestCallJSONShapes(t *testing.T) {
 		{exitOK, []string{"call", "--json", "word_count", `{"text":"a b"}`}},
 		{exitOK, []string{"call", "word_count", `{"text":"flags after"}`, "--json"}},
 		{exitUsage, []string{"call", "--json", "nope", "{}"}},
-		{exitFailure, []string{"call", "--json", "word_count", `{"text":1}`}},
+		{exitUsage, []string{"call", "--json", "word_count", `{"text":1}`}},
 		{exitFailure, []string{"call", "--json", "read_file", `{"path":"/nope/x"}`}},
 		{exitUsage, []string{"call", "--json"}},
 	} {
