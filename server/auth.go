@@ -111,25 +111,57 @@ func (a *authenticator) check(r *http.Request) (key string, ok bool, why string)
 	if a.open() {
 		return "anonymous", true, ""
 	}
+	match := bearerMatch(a.digests, r)
+	if match == 0 {
+		return "", false, ""
+	}
+	return fmt.Sprintf("token-%d", match), true, ""
+}
+
+// RequireBearer passes on to next only the requests carrying
+// "Authorization: Bearer <one of tokens>" (compared as the server
+// compares them: by SHA-256 digest, in constant time, every token on
+// every request, so neither content nor length leaks through timing);
+// the others go to refuse, their body never read. No tokens: no check
+// (CheckListener keeps such a listener on loopback). It is what an
+// endpoint beside the API (agrun mcp serve --http) uses so that both
+// check tokens one way.
+func RequireBearer(tokens []string, next, refuse http.Handler) http.Handler {
+	if len(tokens) == 0 {
+		return next
+	}
+	digests := make([][32]byte, len(tokens))
+	for i, t := range tokens {
+		digests[i] = sha256.Sum256([]byte(t))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearerMatch(digests, r) == 0 {
+			refuse.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearerMatch is the 1-based index of the token of r's Authorization
+// header among digests, 0 if it carries none of them.
+func bearerMatch(digests [][32]byte, r *http.Request) int {
 	h := r.Header.Get("Authorization")
 	tok, found := strings.CutPrefix(h, "Bearer ")
 	if !found {
 		tok, found = strings.CutPrefix(h, "bearer ")
 	}
 	if !found {
-		return "", false, ""
+		return 0
 	}
 	d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := -1
-	for i := range a.digests {
-		if subtle.ConstantTimeCompare(d[:], a.digests[i][:]) == 1 {
-			match = i
+	match := 0
+	for i := range digests {
+		if subtle.ConstantTimeCompare(d[:], digests[i][:]) == 1 {
+			match = i + 1
 		}
 	}
-	if match < 0 {
-		return "", false, ""
-	}
-	return fmt.Sprintf("token-%d", match+1), true, ""
+	return match
 }
 
 // rateLimiter is a token bucket per key: burst perMinute, refilled at

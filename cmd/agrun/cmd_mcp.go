@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agcore/agrun/mcp"
@@ -106,38 +103,14 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 }
 
 // requireBearer passes on only requests carrying "Authorization: Bearer
-// <one of tokens>"; the others get 401 and their body is never read. No
-// tokens means no check (the listener is loopback: server.CheckListener).
-// Tokens are compared by their SHA-256 digests in constant time, every
-// token on every request, so neither content nor length leaks through
-// timing.
+// <one of tokens>" (server.RequireBearer); the others get 401 with a
+// JSON-RPC error, their body never read.
 func requireBearer(tokens []string, next http.Handler) http.Handler {
-	if len(tokens) == 0 {
-		return next
-	}
-	digests := make([][32]byte, len(tokens))
-	for i, t := range tokens {
-		digests[i] = sha256.Sum256([]byte(t))
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		tok, found := strings.CutPrefix(h, "Bearer ")
-		if !found {
-			tok, found = strings.CutPrefix(h, "bearer ")
-		}
-		d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		ok := 0
-		for i := range digests {
-			ok |= subtle.ConstantTimeCompare(d[:], digests[i][:])
-		}
-		if !found || ok != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"unauthorized: missing or wrong bearer token (Authorization: Bearer <token>)"}}`+"\n")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return server.RequireBearer(tokens, next, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"unauthorized: missing or wrong bearer token (Authorization: Bearer <token>)"}}`+"\n")
+	}))
 }
