@@ -289,7 +289,7 @@ type ApprovalPendingError struct {
 
 // Error names the waiting calls.
 func (e *ApprovalPendingError) Error() string {
-	return "loop: the run waits for approval of " + callList(e.Calls)
+	return "the run waits for approval of " + callList(e.Calls)
 }
 
 // callList names calls: "call_1 (write_note), call_2 (read_file)".
@@ -413,7 +413,7 @@ type CallsDeferredError struct {
 }
 
 // Error names the deferred calls.
-func (e *CallsDeferredError) Error() string { return "loop: tool calls deferred: " + callList(e.Calls) }
+func (e *CallsDeferredError) Error() string { return "tool calls deferred: " + callList(e.Calls) }
 
 // Is makes errors.Is(err, ErrCallsDeferred) true.
 func (e *CallsDeferredError) Is(target error) bool { return target == ErrCallsDeferred }

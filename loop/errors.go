@@ -44,7 +44,7 @@ type RepeatedCallError struct {
 
 // Error implements error.
 func (e *RepeatedCallError) Error() string {
-	return fmt.Sprintf("loop: the model called %s with the same arguments in %d turns in a row; run stopped", e.Tool, e.Turns)
+	return fmt.Sprintf("the model called %s with the same arguments in %d turns in a row; run stopped", e.Tool, e.Turns)
 }
 
 // Is reports whether target is ErrRepeatedCall.
@@ -70,10 +70,10 @@ type APIError struct {
 	Err        error // the SDK's error, if any
 }
 
-// Error implements error: "loop: provider error <status> (<code>): <message>".
+// Error implements error: "provider error <status> (<code>): <message>".
 func (e *APIError) Error() string {
 	var b strings.Builder
-	b.WriteString("loop: provider error")
+	b.WriteString("provider error")
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, " %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	} else {

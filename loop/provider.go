@@ -177,9 +177,9 @@ type IncompleteStreamError struct {
 
 // Error implements error.
 func (e *IncompleteStreamError) Error() string {
-	msg := fmt.Sprintf("loop: the stream from the provider broke off before the reply was complete (no %s)", e.Marker)
+	msg := fmt.Sprintf("the stream from the provider broke off before the reply was complete (no %s)", e.Marker)
 	if e.Empty {
-		msg = "loop: the stream from the provider ended without any event"
+		msg = "the stream from the provider ended without any event"
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -201,7 +201,7 @@ func (e *IncompleteStreamError) Is(target error) bool {
 type TransportError struct{ Err error }
 
 // Error implements error.
-func (e *TransportError) Error() string { return "loop: cannot reach provider: " + e.Err.Error() }
+func (e *TransportError) Error() string { return "cannot reach provider: " + e.Err.Error() }
 
 // Unwrap returns the cause.
 func (e *TransportError) Unwrap() error { return e.Err }

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agcore/agrun/internal/textsafe"
@@ -69,9 +68,9 @@ type BudgetError struct {
 // Error implements error.
 func (e *BudgetError) Error() string {
 	if e.Budget == "tokens" {
-		return fmt.Sprintf("loop: token budget reached: the run used %d tokens of its %d; run stopped before the next request", e.Used, e.Limit)
+		return fmt.Sprintf("token budget reached: the run used %d tokens of its %d; run stopped before the next request", e.Used, e.Limit)
 	}
-	return fmt.Sprintf("loop: tool call budget reached: the model asked for %d tool calls, %d are allowed per run; run stopped", e.Used, e.Limit)
+	return fmt.Sprintf("tool call budget reached: the model asked for %d tool calls, %d are allowed per run; run stopped", e.Used, e.Limit)
 }
 
 // Is reports whether target is ErrTokenBudget or ErrToolCallBudget, as
@@ -87,7 +86,7 @@ func (e *BudgetError) Is(target error) bool {
 type idleError struct{ after time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("loop: the stream from the provider stalled: no data for %s (stream_idle_timeout)", e.after)
+	return fmt.Sprintf("the stream from the provider stalled: no data for %s (stream_idle_timeout)", e.after)
 }
 func (e *idleError) Is(target error) bool { return target == ErrStreamIdle }
 
@@ -334,7 +333,7 @@ func retryReason(err error) string {
 		}
 		return textsafe.Clean(s, 300)
 	}
-	return textsafe.Clean(strings.TrimPrefix(err.Error(), "loop: "), 300)
+	return textsafe.Clean(err.Error(), 300)
 }
 
 // checkTokenBudget ends the run before another request once it has used

@@ -123,10 +123,10 @@ func (l *sessionLimiter) admit(client string) (status int, msg string) {
 		}
 	}
 	if len(l.owner)+l.pendingTotal >= l.max {
-		return http.StatusServiceUnavailable, fmt.Sprintf("mcp: too many sessions (the server keeps at most %d); try again later", l.max)
+		return http.StatusServiceUnavailable, fmt.Sprintf("too many sessions (the server keeps at most %d); try again later", l.max)
 	}
 	if mine >= l.perClient {
-		return http.StatusTooManyRequests, fmt.Sprintf("mcp: too many sessions from your address (at most %d); close some (DELETE) or let them expire", l.perClient)
+		return http.StatusTooManyRequests, fmt.Sprintf("too many sessions from your address (at most %d); close some (DELETE) or let them expire", l.perClient)
 	}
 	l.pending[client]++
 	l.pendingTotal++

@@ -63,7 +63,7 @@ var (
 
 type sentinel struct{ kind Kind }
 
-func (s *sentinel) Error() string { return "registry: " + string(s.kind) }
+func (s *sentinel) Error() string { return string(s.kind) }
 
 // Error is the one error type of tool calls: a Kind, the tool's name and the
 // cause. It matches the sentinel of its Kind with errors.Is, and unwraps to

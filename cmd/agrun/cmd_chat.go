@@ -204,7 +204,7 @@ func (c *cli) chatTurn(ctx context.Context, conv *conversation, reg *registry.Re
 	if err != nil && tctx.Err() != nil && ctx.Err() == nil {
 		return nil // cancelled by the user; the history is kept valid by the loop
 	}
-	return err
+	return withLimitHint(err)
 }
 
 // isTerminal reports whether r is a terminal (a TTY), not only a

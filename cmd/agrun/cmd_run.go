@@ -204,6 +204,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	var stats turnStats
 	if err == nil {
 		id, stats, err = c.runOnce(ctx, fs, prompt, &o, *asJSON)
+		err = withLimitHint(err)
 	}
 	final := stats.text
 	interrupted := err != nil && ctx.Err() != nil

@@ -254,7 +254,8 @@ func TestRunBudgets(t *testing.T) {
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("", "run", "--json", "--session", "b1", "--max-tool-calls", "1", "count").wantCode(t, exitFailure)
 	evs := jsonEvents(t, r.stdout)
-	if last := evs[len(evs)-1]; last["kind"] != "max_tool_calls" || last["session"] != "b1" {
+	if last := evs[len(evs)-1]; last["kind"] != "max_tool_calls" || last["session"] != "b1" ||
+		last["message"] != "tool call budget reached: the model asked for 2 tool calls, 1 are allowed per run; run stopped (to allow more: [llm] max_tool_calls, or run --max-tool-calls N)" {
 		t.Errorf("error %v", last)
 	}
 	if n := len(ofType(evs, "tool_started")); n != 1 {
@@ -265,6 +266,13 @@ func TestRunBudgets(t *testing.T) {
 	evs = jsonEvents(t, r.stdout)
 	if last := evs[len(evs)-1]; last["kind"] != "max_tokens" || last["session"] != "b2" || len(ofType(evs, "turn_complete")) != 2 {
 		t.Errorf("events %v", evs)
+	}
+	// In text mode the message says what to change, without a package
+	// prefix.
+	srv.Add(calls) // b3 takes the last scripted reply and this one
+	r = e.run("", "run", "--session", "b3", "--max-tokens", "30", "count").wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "agrun: token budget reached: the run used 30 tokens of its 30; run stopped before the next request (to allow more: [llm] max_total_tokens, or run --max-tokens N)\n") {
+		t.Errorf("stderr %q", r.stderr)
 	}
 	// The partial history is kept and valid: the session continues.
 	srv.Add(chattest.Reply{Text: "Resumed."})

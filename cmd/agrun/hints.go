@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -194,4 +195,37 @@ func mountAt(t config.Tool, i int) string {
 		return t.Mounts[i].String()
 	}
 	return fmt.Sprint(i)
+}
+
+// limitError is a run that stopped at one of its limits, with the
+// settings that raise it: the loop names the limit, the CLI its keys and
+// flags.
+type limitError struct {
+	err     error
+	setting string
+}
+
+func (e *limitError) Error() string { return e.err.Error() + " (to allow more: " + e.setting + ")" }
+func (e *limitError) Unwrap() error { return e.err }
+
+// withLimitHint returns err with the settings to change when it is a run
+// limit (turns, token and tool call budgets, the stream's idle timeout),
+// else err.
+func withLimitHint(err error) error {
+	var setting string
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, loop.ErrMaxTurns):
+		setting = "[llm] max_turns, or run --max-turns N"
+	case errors.Is(err, loop.ErrTokenBudget):
+		setting = "[llm] max_total_tokens, or run --max-tokens N"
+	case errors.Is(err, loop.ErrToolCallBudget):
+		setting = "[llm] max_tool_calls, or run --max-tool-calls N"
+	case errors.Is(err, loop.ErrStreamIdle):
+		setting = "[llm] stream_idle_timeout"
+	default:
+		return err
+	}
+	return &limitError{err: err, setting: setting}
 }

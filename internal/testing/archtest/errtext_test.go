@@ -20,7 +20,9 @@ func TestNoPackagePrefixInErrors(t *testing.T) {
 	for _, n := range goList(t, "-f", "{{.Name}}", "./...") {
 		names[n] = true
 	}
-	re := regexp.MustCompile(`(?:errors\.New|fmt\.Errorf)\("([a-z0-9_]+): `)
+	// Error texts are made by errors.New, fmt.Errorf, and the Sprintf or
+	// string an Error method returns.
+	re := regexp.MustCompile(`(?:(?:errors\.New|fmt\.Errorf|fmt\.Sprintf)\(|return )"([a-z0-9_]+): `)
 	for _, l := range goList(t, "-f", `{{.Dir}}|{{.ImportPath}}|{{join .GoFiles " "}}`, "./...") {
 		parts := strings.SplitN(l, "|", 3)
 		rel := strings.TrimPrefix(parts[1], module+"/")
