@@ -115,6 +115,7 @@ type RunError struct {
 	Message string
 }
 
+// Error implements error: the kind and the run's message.
 func (e *RunError) Error() string {
 	return "run failed on the cluster (" + e.Kind + "): " + e.Message
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -361,9 +362,14 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 	waits := func(id string) bool {
 		return slices.ContainsFunc(pending, func(tc ToolCall) bool { return tc.ID == id })
 	}
+	// A wrong id names the ones that wait, so that the caller can retry.
+	waiting := make([]string, len(pending))
+	for i, tc := range pending {
+		waiting[i] = strconv.Quote(tc.ID) + " (" + tc.Name + ")"
+	}
 	for id := range args.decisions {
 		if !waits(id) {
-			return fmt.Errorf("%w: %q", ErrNothingPending, id)
+			return fmt.Errorf("%w: %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
 		}
 	}
 	if args.results != nil {
@@ -374,7 +380,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 		}
 		for id := range args.results {
 			if !waits(id) {
-				return fmt.Errorf("%w: %q", ErrNothingPending, id)
+				return fmt.Errorf("%w: %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
 			}
 		}
 	}

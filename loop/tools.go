@@ -143,7 +143,7 @@ func (r *runState) runnable(b *toolBatch, stop error, prior int) (toRun []regist
 			b.fail(i, registry.Other, fmt.Sprintf("not run: more than %d tool calls in one reply; make at most %d at once",
 				r.c.cfg.MaxToolCallsPerTurn, r.c.cfg.MaxToolCallsPerTurn))
 		case r.c.cfg.MaxToolCalls > 0 && prior+i >= r.c.cfg.MaxToolCalls:
-			b.fail(i, registry.Other, fmt.Sprintf("not run: the run's budget of %d tool calls is spent; the run stops here", r.c.cfg.MaxToolCalls))
+			b.fail(i, KindMaxToolCalls, fmt.Sprintf("not run: the run's budget of %d tool calls is spent; the run stops here", r.c.cfg.MaxToolCalls))
 		case c.Name == PageToolName:
 			start := time.Now()
 			out, kind, msg := r.c.page(c.Arguments, b.limit(i))

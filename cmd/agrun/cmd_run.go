@@ -726,12 +726,20 @@ func (p *printer) show(ev loop.Event) {
 		p.inputs[ev.ID] = ev.Input
 	case *loop.ToolExecutionCompleted:
 		p.prog.done(ev.ID)
-		if !p.asJSON {
-			// One line per call: name, arguments, outcome, duration.
-			fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(p.inputs[ev.ID]), 60)),
-				outcome(ev), ev.Duration.Round(time.Millisecond))
-		}
+		in, ran := p.inputs[ev.ID]
 		delete(p.inputs, ev.ID)
+		if p.asJSON {
+			break
+		}
+		// One line per call: name, arguments, outcome, duration; a call
+		// that did not run (over a budget, an unknown tool, a stopped
+		// run) says why instead.
+		if !ran {
+			fmt.Fprintf(c.stderr, "agrun: %s → %s\n", safe(ev.Name), outcome(ev))
+			break
+		}
+		fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(in), 60)),
+			outcome(ev), ev.Duration.Round(time.Millisecond))
 	}
 }
 
@@ -866,11 +874,21 @@ func (r *reasoningWriter) end() {
 	io.WriteString(r.w, "\n")
 }
 
+// outcome is a completed call's result, or its error's kind and message
+// ("not run" for a call the loop answered itself, whose message begins
+// so), each cut to fit a line.
 func outcome(ev *loop.ToolExecutionCompleted) string {
 	if !ev.IsError {
 		return "ok " + safe(textsafe.Truncate(compact(ev.Output), 60))
 	}
-	return "error (" + string(ev.ErrorKind) + ")"
+	var msg string
+	if json.Unmarshal(ev.Output, &msg) != nil {
+		msg = string(ev.Output)
+	}
+	if rest, ok := strings.CutPrefix(msg, "not run: "); ok {
+		return "not run (" + string(ev.ErrorKind) + "): " + safe(textsafe.Truncate(rest, 120))
+	}
+	return "error (" + string(ev.ErrorKind) + "): " + safe(textsafe.Truncate(msg, 120))
 }
 
 func compact(raw json.RawMessage) string {
