@@ -58,6 +58,12 @@ var layers = map[string]struct {
 	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
 		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
 	"audit": {project: []string{"registry", "permission"}},
+	// oci (issue 26): pull and push tools through OCI registries with
+	// oras-go; the local module store is cluster/store's ModuleStore (a
+	// cluster shares it), the size bound the sandbox's
+	// (runtime.DefaultMaxModuleBytes). Its tests run go-containerregistry's
+	// registry in process.
+	"oci": {project: []string{"cluster", "runtime"}, external: []string{"oras.land/oras-go/v2", "github.com/opencontainers/image-spec"}},
 }
 
 // transitive lists, for each layer, every project folder it may reach at
@@ -75,6 +81,7 @@ var transitive = map[string][]string{
 	"telemetry":  {"loop", "registry", "permission"},
 	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
 	"audit":      {"registry", "permission"},
+	"oci":        {"cluster", "runtime", "registry", "permission"},
 }
 
 // touchSources opens every folder and stats every Go file of the module, so
@@ -235,6 +242,7 @@ func TestStoresLinkOnlyTheirClient(t *testing.T) {
 		"session":         nil,
 		"server":          nil,
 		"cluster":         {temporal},
+		"oci":             nil, // cluster/store's ModuleStore, not the cluster
 	} {
 		deps := goList(t, "-deps", "./"+pkg)
 		for _, lib := range []string{temporal, aws, pgx} {
