@@ -169,3 +169,32 @@ func TestOCIErrors(t *testing.T) {
 		t.Fatalf("pull --json: %q, push said %+v", r.stdout, pushed)
 	}
 }
+
+// TestOCIConfigExample: docs/CONFIG.md's [oci] example parses, and its
+// tool asks for agrun pull (its digest was never pulled).
+func TestOCIConfigExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs/CONFIG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, m := range regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		if strings.HasPrefix(m[1], "[oci]") {
+			block = m[1]
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/CONFIG.md has no [oci] example")
+	}
+	block = strings.Replace(block, `dir = "~/.local/share/agrun/modules"`, `dir = "modules"`, 1)
+	e := newTestEnv(t, "", "")
+	cfg, _ := os.ReadFile(e.config)
+	wasmLine := "[tools.word_count]\nwasm = " + quote(filepath.Join(repoRoot(t), "testdata/word_count.wasm")) + "\n"
+	os.WriteFile(e.config, []byte(strings.Replace(string(cfg), wasmLine, "", 1)+"\n"+block), 0o644)
+	t.Setenv("GHCR_USER", "u")
+	t.Setenv("GHCR_TOKEN", "p")
+	r := e.run("", "call", "--json", "word_count", `{"text":"a"}`).wantCode(t, exitUsage)
+	if !strings.Contains(r.stdout, `"kind":"module_refused"`) || !strings.Contains(r.stdout, "run `agrun pull ghcr.io/acme/word_count:1.0@sha256:") {
+		t.Fatalf("the example's tool: %s", r.stdout)
+	}
+}
