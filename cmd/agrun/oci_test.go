@@ -141,6 +141,12 @@ func TestOCIErrors(t *testing.T) {
 		t.Fatalf("a tag alone in the config: %s", r.stderr)
 	}
 
+	creds := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n\n[registries.\""+host+"\"]\nusername_env = \"AGRUN_TEST_NO_SUCH_USER\"\npassword_env = \"AGRUN_TEST_NO_SUCH_PASS\"\n")
+	r = creds.run("", "pull", host+"/tools/x:1").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "$AGRUN_TEST_NO_SUCH_USER or $AGRUN_TEST_NO_SUCH_PASS is not set") {
+		t.Fatalf("pull with credential variables unset: %s", r.stderr)
+	}
+
 	r = e.run("", "pull", "NoHost").wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "not a valid OCI reference") {
 		t.Fatalf("pull of a bad reference: %s", r.stderr)
