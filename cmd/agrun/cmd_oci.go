@@ -8,6 +8,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/oci"
+	"github.com/agcore/agrun/server"
 )
 
 // OCI: `agrun pull REF`, `agrun push FILE.wasm REF`, and the tools whose
@@ -168,4 +169,20 @@ func toolSource(t config.Tool) string {
 		return "oci:" + t.OCI
 	}
 	return "wasm:" + t.Wasm
+}
+
+// serveOCI lets `agrun serve` take uploads by reference from [serve]
+// allowed_registries (none: it takes none), pulled into the [oci] store
+// under the upload size limit.
+func serveOCI(cfg *config.Config, opts *server.Options) error {
+	if len(cfg.Serve.AllowedRegistries) == 0 {
+		return nil
+	}
+	cl, err := ociClient(cfg)
+	if err != nil {
+		return err
+	}
+	cl.MaxModuleBytes = opts.MaxUpload
+	opts.OCI, opts.AllowedRegistries = cl, cfg.Serve.AllowedRegistries
+	return nil
 }

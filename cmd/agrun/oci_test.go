@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 )
 
 // startRegistry runs go-containerregistry's registry in process and
@@ -202,5 +204,27 @@ func TestOCIConfigExample(t *testing.T) {
 	r := e.run("", "call", "--json", "word_count", `{"text":"a"}`).wantCode(t, exitUsage)
 	if !strings.Contains(r.stdout, `"kind":"module_refused"`) || !strings.Contains(r.stdout, "run `agrun pull ghcr.io/acme/word_count:1.0@sha256:") {
 		t.Fatalf("the example's tool: %s", r.stdout)
+	}
+}
+
+// TestServeOCIOptions: [serve] allowed_registries reaches the server with
+// a client bounded by max_upload; without it the server takes no OCI
+// uploads.
+func TestServeOCIOptions(t *testing.T) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "agrun.toml"), []byte("[oci]\ndir = \"modules\"\n[serve]\nmax_upload = \"2MiB\"\nallowed_registries = [\"ghcr.io\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := serveOptions(cfg.Serve)
+	if err := serveOCI(cfg, &opts); err != nil {
+		t.Fatal(err)
+	}
+	if opts.OCI == nil || opts.OCI.MaxModuleBytes != 2<<20 || len(opts.AllowedRegistries) != 1 || opts.AllowedRegistries[0] != "ghcr.io" {
+		t.Fatalf("options %+v", opts)
+	}
+	cfg.Serve.AllowedRegistries = nil
+	opts = serveOptions(cfg.Serve)
+	if err := serveOCI(cfg, &opts); err != nil || opts.OCI != nil {
+		t.Fatalf("without allowed_registries: %+v, %v", opts.OCI, err)
 	}
 }

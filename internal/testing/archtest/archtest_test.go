@@ -55,7 +55,9 @@ var layers = map[string]struct {
 	// server -> cluster: cluster/store only (the uploads shared by
 	// replicas: NewSharedStore, Uploads); TestStoresLinkOnlyTheirClient
 	// holds that it links no Temporal, AWS SDK or pgx.
-	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
+	// server -> oci: uploads by reference from [serve] allowed_registries
+	// (issue 26, part 5).
+	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster", "oci"},
 		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
 	"audit": {project: []string{"registry", "permission"}},
 	// oci (issue 26): pull and push tools through OCI registries with
@@ -79,7 +81,7 @@ var transitive = map[string][]string{
 	"cluster":    {"loop", "registry", "permission", "session"},
 	"session":    {"loop", "registry", "permission"},
 	"telemetry":  {"loop", "registry", "permission"},
-	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
+	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster", "oci"},
 	"audit":      {"registry", "permission"},
 	"oci":        {"cluster", "runtime", "registry", "permission"},
 }

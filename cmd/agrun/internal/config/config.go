@@ -193,6 +193,9 @@ type Serve struct {
 	// ApprovalTimeout is how long a run waits for its client's decision
 	// about a call that needs approval (then it is denied); unset: 10m.
 	ApprovalTimeout Duration `toml:"approval_timeout"`
+	// AllowedRegistries are the OCI registries (HOST or HOST:PORT) an
+	// upload may name by reference ({"oci": REF}); none: no such uploads.
+	AllowedRegistries []string `toml:"allowed_registries"`
 }
 
 // Telemetry is the [telemetry] section: OpenTelemetry traces and metrics

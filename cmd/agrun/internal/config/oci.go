@@ -45,6 +45,11 @@ func checkModule(t Tool, name string, errAt func(msg string, key ...string) erro
 }
 
 func (c *Config) checkRegistries(errAt func(msg string, key ...string) error) error {
+	for _, h := range c.Serve.AllowedRegistries {
+		if !hostRE.MatchString(h) {
+			return errAt(fmt.Sprintf("registry %q: want HOST or HOST:PORT, without scheme or path", h), "serve", "allowed_registries")
+		}
+	}
 	for _, host := range sortedKeys(c.Registries) {
 		r := c.Registries[host]
 		if !hostRE.MatchString(host) {

@@ -49,6 +49,7 @@ func TestOCIErrors(t *testing.T) {
 		{"registry with scheme", "[registries.\"https://ghcr.io\"]\ninsecure = true\n", `hostile.toml:1: registries."https://ghcr.io": registry "https://ghcr.io": want HOST or HOST:PORT`},
 		{"username without password", "[registries.\"ghcr.io\"]\nusername_env = \"U\"\n", `needs both "username_env" and "password_env"`},
 		{"unknown registry key", "[registries.\"ghcr.io\"]\ntoken = \"x\"\n", `hostile.toml:2: registries."ghcr.io".token: unknown key`},
+		{"allowed registry with scheme", "[serve]\nallowed_registries = [\"https://ghcr.io\"]\n", `hostile.toml:2: serve.allowed_registries: registry "https://ghcr.io"`},
 		{"unknown oci key", "[oci]\ncache = \"x\"\n", `hostile.toml:2: oci.cache: unknown key`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
