@@ -116,6 +116,8 @@ var (
 	// ErrInsecure: plain HTTP to a registry that is neither loopback nor
 	// marked insecure, or a redirect that leaves HTTPS.
 	ErrInsecure = errors.New("plain HTTP refused")
+	// ErrRedirects: a request redirected more than MaxRedirects times.
+	ErrRedirects = errors.New("too many redirects")
 	// ErrNotPulled: a digest the local store does not hold.
 	ErrNotPulled = errors.New("not in the local module store")
 )
@@ -201,7 +203,7 @@ func (c *Client) PlainHTTP(host string) bool {
 // HTTP only to hosts PlainHTTP allows).
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= MaxRedirects {
-		return fmt.Errorf("%w: more than %d redirects", ErrTooLarge, MaxRedirects)
+		return fmt.Errorf("%w: more than %d", ErrRedirects, MaxRedirects)
 	}
 	if req.URL.Scheme != "https" && (via[0].URL.Scheme == "https" || !c.PlainHTTP(req.URL.Host)) {
 		return fmt.Errorf("%w: a redirect to %s", ErrInsecure, clean(req.URL.Redacted()))
@@ -299,7 +301,7 @@ func (c *Client) pull(ctx context.Context, ref string) (*Pulled, error) {
 	if r.Digest != "" && top != r.Digest {
 		return nil, fmt.Errorf("%w: the registry sent manifest %s for %s", ErrDigest, top, r.Digest)
 	}
-	manifest, mediaType, err := c.manifest(ctx, repo, desc, raw)
+	manifest, err := c.manifest(ctx, repo, desc, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -314,9 +316,6 @@ func (c *Client) pull(ctx context.Context, ref string) (*Pulled, error) {
 	max := c.maxModule()
 	if layer.Size < 0 || layer.Size > max {
 		return nil, fmt.Errorf("%w: the layer is %d bytes, the module limit %d", ErrTooLarge, layer.Size, max)
-	}
-	if mediaType == "" {
-		mediaType = layer.MediaType
 	}
 	blob, err := repo.Blobs().Fetch(ctx, layer)
 	if err != nil {
@@ -338,40 +337,40 @@ func (c *Client) pull(ctx context.Context, ref string) (*Pulled, error) {
 
 // manifest decodes raw (of desc) as an image manifest, following an image
 // index to its one image.
-func (c *Client) manifest(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, raw []byte) (ocispec.Manifest, string, error) {
+func (c *Client) manifest(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, raw []byte) (ocispec.Manifest, error) {
 	mt := mediaTypeOf(desc, raw)
 	switch mt {
 	case ocispec.MediaTypeImageManifest, mediaTypeDockerV2:
 	case ocispec.MediaTypeImageIndex, mediaTypeDockerList:
 		var idx ocispec.Index
 		if err := json.Unmarshal(raw, &idx); err != nil {
-			return ocispec.Manifest{}, "", fmt.Errorf("%w: the image index is not JSON: %v", ErrMediaType, err)
+			return ocispec.Manifest{}, fmt.Errorf("%w: the image index is not JSON: %v", ErrMediaType, err)
 		}
 		child, err := pickImage(idx)
 		if err != nil {
-			return ocispec.Manifest{}, "", err
+			return ocispec.Manifest{}, err
 		}
 		if child.Size > MaxManifestBytes {
-			return ocispec.Manifest{}, "", fmt.Errorf("%w: the image's manifest is %d bytes, the limit %d", ErrTooLarge, child.Size, MaxManifestBytes)
+			return ocispec.Manifest{}, fmt.Errorf("%w: the image's manifest is %d bytes, the limit %d", ErrTooLarge, child.Size, MaxManifestBytes)
 		}
 		rc, err := repo.Manifests().Fetch(ctx, child)
 		if err != nil {
-			return ocispec.Manifest{}, "", err
+			return ocispec.Manifest{}, err
 		}
 		if raw, err = readVerified(rc, child, MaxManifestBytes, "the image's manifest"); err != nil {
-			return ocispec.Manifest{}, "", err
+			return ocispec.Manifest{}, err
 		}
 		if mt = mediaTypeOf(child, raw); mt != ocispec.MediaTypeImageManifest && mt != mediaTypeDockerV2 {
-			return ocispec.Manifest{}, "", fmt.Errorf("%w: the index's image is %q, not an image manifest", ErrMediaType, clean(mt))
+			return ocispec.Manifest{}, fmt.Errorf("%w: the index's image is %q, not an image manifest", ErrMediaType, clean(mt))
 		}
 	default:
-		return ocispec.Manifest{}, "", fmt.Errorf("%w: manifest %q (want an OCI image manifest)", ErrMediaType, clean(mt))
+		return ocispec.Manifest{}, fmt.Errorf("%w: manifest %q (want an OCI image manifest)", ErrMediaType, clean(mt))
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return ocispec.Manifest{}, "", fmt.Errorf("%w: the manifest is not JSON: %v", ErrMediaType, err)
+		return ocispec.Manifest{}, fmt.Errorf("%w: the manifest is not JSON: %v", ErrMediaType, err)
 	}
-	return m, m.ArtifactType, nil
+	return m, nil
 }
 
 // mediaTypeOf is the manifest's mediaType field, else the Content-Type the

@@ -415,7 +415,7 @@ func TestRedirects(t *testing.T) {
 	defer loop.Close()
 	u, _ := url.Parse(loop.URL)
 	c, _ := newClient(t)
-	if _, err := c.Pull(ctx, u.Host+"/x/y:1"); !errors.Is(err, oci.ErrTooLarge) || hops > oci.MaxRedirects+1 {
+	if _, err := c.Pull(ctx, u.Host+"/x/y:1"); !errors.Is(err, oci.ErrRedirects) || hops > oci.MaxRedirects+1 {
 		t.Fatalf("a redirect loop: %v after %d hops", err, hops)
 	}
 	// Loopback redirecting to a plain-HTTP host that is not: refused.

@@ -65,6 +65,10 @@ func TestUploadByOCI(t *testing.T) {
 			}
 		})
 	}
+	noneListed := startServer(t, setup{opts: server.Options{OCI: cl}})
+	if r := noneListed.request("POST", "/v1/tools", "application/json", []byte(`{"oci":"`+pushed.Pinned+`"}`)); r.status != http.StatusForbidden {
+		t.Fatalf("OCI upload with no registry allowed: %d %s", r.status, r.body)
+	}
 	before := hits.Load()
 	r := send(`{"oci":"` + pushed.Pinned + `"}`)
 	if r.status != http.StatusCreated || hits.Load() == before {
@@ -79,10 +83,11 @@ func TestUploadByOCI(t *testing.T) {
 		t.Fatalf("call of the tool uploaded by OCI: %d %s", r.status, r.body)
 	}
 
-	// Without OCI configured, such uploads are refused.
+	// Without OCI configured, a JSON upload is the wrong media type, as
+	// before OCI uploads existed.
 	plain := startServer(t, setup{})
 	r = plain.request("POST", "/v1/tools", "application/json", []byte(`{"oci":"`+pushed.Pinned+`"}`))
-	if r.status != http.StatusForbidden || r.errorKind(t) != server.KindForbidden {
+	if r.status != http.StatusUnsupportedMediaType || r.errorKind(t) != server.KindUnsupportedMedia {
 		t.Fatalf("OCI upload to a server without OCI: %d %s", r.status, r.body)
 	}
 }

@@ -147,7 +147,7 @@ type Options struct {
 	// /v1/tools with Content-Type application/json and {"oci":
 	// "HOST/REPO[:TAG]@sha256:DIGEST"}; the server pulls the module with
 	// this client (into its Store) and goes on as for an upload of those
-	// bytes. Nil: such uploads answer 403.
+	// bytes. Nil: an upload sent as application/json answers 415.
 	OCI *oci.Client
 	// AllowedRegistries are the registries (HOST or HOST:PORT, as a
 	// reference writes them) an OCI upload may name: a client never makes

@@ -86,7 +86,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
-	if err := requireMedia(r, "application/wasm", "application/octet-stream", "application/json"); err != nil {
+	media := []string{"application/wasm", "application/octet-stream"}
+	if s.oci != nil {
+		media = append(media, "application/json") // {"oci": REF} (oci.go)
+	}
+	if err := requireMedia(r, media...); err != nil {
 		return nil, err
 	}
 	replace := false
