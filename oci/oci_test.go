@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -283,10 +284,11 @@ func TestPullIndex(t *testing.T) {
 }
 
 func TestPullRefusals(t *testing.T) {
-	var tamper string // a blob digest whose download gets one byte changed
+	var tamper atomic.Value // string: a blob digest whose download gets one byte changed
+	tamper.Store("")
 	host := newRegistry(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if tamper != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+tamper) {
+			if d := tamper.Load().(string); d != "" && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+d) {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, r)
 				b := rec.Body.Bytes()
@@ -328,9 +330,9 @@ func TestPullRefusals(t *testing.T) {
 			tag := strings.ReplaceAll(tc.name, " ", "-")
 			tag = strings.ReplaceAll(tag, ".", "-")
 			pushManifest(t, host, "bad/tool", tag, tc.layers...)
-			tamper = ""
+			tamper.Store("")
 			if tc.name == "tampered blob" {
-				tamper = tampered.Digest.String()
+				tamper.Store(tampered.Digest.String())
 			}
 			_, err := c.Pull(ctx, host+"/bad/tool:"+tag)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
@@ -407,16 +409,16 @@ func TestRedirects(t *testing.T) {
 	ctx := context.Background()
 	target := newRegistry(t, nil)
 	pushManifest(t, target, "x/y", "1", blob{oci.MediaTypeTool, module})
-	hops := 0
+	var hops atomic.Int64
 	loop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hops++
+		hops.Add(1)
 		http.Redirect(w, r, r.URL.Path+"?again", http.StatusTemporaryRedirect)
 	}))
 	defer loop.Close()
 	u, _ := url.Parse(loop.URL)
 	c, _ := newClient(t)
-	if _, err := c.Pull(ctx, u.Host+"/x/y:1"); !errors.Is(err, oci.ErrRedirects) || hops > oci.MaxRedirects+1 {
-		t.Fatalf("a redirect loop: %v after %d hops", err, hops)
+	if _, err := c.Pull(ctx, u.Host+"/x/y:1"); !errors.Is(err, oci.ErrRedirects) || hops.Load() > oci.MaxRedirects+1 {
+		t.Fatalf("a redirect loop: %v after %d hops", err, hops.Load())
 	}
 	// Loopback redirecting to a plain-HTTP host that is not: refused.
 	away := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
