@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/agcore/agrun/oci"
 )
@@ -14,6 +15,10 @@ import (
 // KindRegistry is an OCI upload whose registry failed (unreachable, not
 // found, refused the credentials): 502.
 const KindRegistry Kind = "registry_error"
+
+// ociPullTimeout bounds an OCI upload's pull, so that a slow registry
+// does not hold an upload slot for ever.
+const ociPullTimeout = 2 * time.Minute
 
 // ociModule is the module an OCI upload's body ({"oci": REF}) names: ref
 // must be pinned to a digest and its registry one of AllowedRegistries;
@@ -38,6 +43,8 @@ func (s *Server) ociModule(ctx context.Context, body []byte) ([]byte, error) {
 	if s.oci == nil || !slices.Contains(s.ociHosts, ref.Registry) {
 		return nil, errorf(http.StatusForbidden, KindForbidden, "registry %q is not one this server pulls from ([serve] allowed_registries)", ref.Registry)
 	}
+	ctx, cancel := context.WithTimeout(ctx, ociPullTimeout)
+	defer cancel()
 	p, err := s.oci.Pull(ctx, ref.String())
 	if err == nil {
 		var wasm []byte
