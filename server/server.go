@@ -76,6 +76,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/oci"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/session"
@@ -142,6 +143,16 @@ type Options struct {
 	Uploads wasmtools.Grant
 	// MaxUpload bounds an uploaded module's size. Zero: DefaultMaxUpload.
 	MaxUpload int64
+	// OCI, with AllowedRegistries, takes uploads by reference: POST
+	// /v1/tools with Content-Type application/json and {"oci":
+	// "HOST/REPO[:TAG]@sha256:DIGEST"}; the server pulls the module with
+	// this client (into its Store) and goes on as for an upload of those
+	// bytes. Nil: an upload sent as application/json answers 415.
+	OCI *oci.Client
+	// AllowedRegistries are the registries (HOST or HOST:PORT, as a
+	// reference writes them) an OCI upload may name: a client never makes
+	// the server reach another host. Empty: OCI uploads answer 403.
+	AllowedRegistries []string
 	// MaxBody bounds the body of a call or a run. Zero: DefaultMaxBody.
 	MaxBody int64
 	// MaxConcurrentCalls bounds the calls and runs in progress at once.
@@ -265,6 +276,8 @@ type Limits struct {
 type Server struct {
 	rt        *runtime.Runtime
 	reg       *registry.Registry
+	oci       *oci.Client // OCI uploads (oci.go); nil: none
+	ociHosts  []string    // the registries they may name
 	grant     wasmtools.Grant
 	limits    Limits
 	auth      *authenticator
@@ -385,6 +398,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{
 		rt:        opts.Runtime,
 		reg:       opts.Registry,
+		oci:       opts.OCI,
+		ociHosts:  slices.Clone(opts.AllowedRegistries),
 		grant:     grant,
 		limits:    lim,
 		auth:      auth,

@@ -63,7 +63,8 @@ type ToolInfo struct {
 	Unchanged bool `json:"unchanged,omitempty"`
 }
 
-// upload is POST /v1/tools[?replace=true]: the body is a .wasm module.
+// upload is POST /v1/tools[?replace=true]: the body is a .wasm module, or
+// {"oci": REF} naming one in an allowed registry.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := s.rate.take(s.clientKey(r)); !ok {
 		retryAfter(w, wait)
@@ -85,7 +86,11 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
-	if err := requireMedia(r, "application/wasm", "application/octet-stream"); err != nil {
+	media := []string{"application/wasm", "application/octet-stream"}
+	if s.oci != nil {
+		media = append(media, "application/json") // {"oci": REF} (oci.go)
+	}
+	if err := requireMedia(r, media...); err != nil {
 		return nil, err
 	}
 	replace := false
@@ -107,6 +112,11 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	}
 	defer release()
 	wasm := b.data
+	if mediaType(r) == "application/json" { // {"oci": REF} (oci.go)
+		if wasm, err = s.ociModule(r.Context(), wasm); err != nil {
+			return nil, err
+		}
+	}
 	in, err := wasmtools.Inspect(wasm)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, KindMalformedModule, "%v", err)

@@ -94,6 +94,9 @@ allow_unspecified = true   # tools that declare nothing (pure compute) may run
 # wasm = "tools/read_file.wasm"       # (add "filesystem" to [permissions] allowed)
 # mounts = ["./docs:/docs:ro"]        # HOST:GUEST[:MODE], MODE ro | rw | rwd
 #
+# [tools.published]                   # from an OCI registry: agrun pull REF prints this
+# oci = "ghcr.io/acme/tool:1.0@sha256:..."   # pinned line; it loads from [oci] dir, offline
+#
 # MCP servers add their tools as <server>__<tool>:
 # [mcp.everything]
 # command = "npx"

@@ -69,6 +69,10 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	lc.Approver = c.serveApprover(cfg) // calls that need a yes are asked of the run's client (docs/API.md)
 	opts := serveOptions(cfg.Serve)
+	if err := serveOCI(cfg, &opts); err != nil { // cmd_oci.go: uploads by reference
+		ln.Close()
+		return err
+	}
 	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel
 	data := ""
 	if cfg.Cluster.Enabled() {

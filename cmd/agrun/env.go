@@ -69,7 +69,7 @@ func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter,
 // toolInfo describes one configured tool, loaded or not.
 type toolInfo struct {
 	Name        string   `json:"name"`
-	Source      string   `json:"source"` // "wasm:<path>" or "mcp:<server>"
+	Source      string   `json:"source"` // "wasm:<path>", "oci:<ref>" or "mcp:<server>"
 	Permissions []string `json:"permissions"`
 	Allowed     bool     `json:"allowed"`            // the permission policy lets it run
 	Denied      string   `json:"denied,omitempty"`   // why not
@@ -188,7 +188,7 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	if err == nil && tool.Name() != name {
 		tool = tool.Renamed(name)
 	}
-	e.register(name, "wasm:"+t.Wasm, tool, err, grantWarnings(t, s, tool))
+	e.register(name, toolSource(t), tool, err, grantWarnings(t, s, tool))
 }
 
 // register adds a loaded WASM tool (err nil) or the refusal of one.
@@ -220,10 +220,8 @@ func (e *env) register(name, source string, tool *wasmtools.Tool, err error, war
 // openWasm reads and loads the module t describes, with t's grant. s names
 // the settings in messages.
 func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtools.Tool, error) {
-	wasm, err := os.ReadFile(t.Wasm)
-	if err != nil && s.wasm != "" {
-		return nil, fmt.Errorf("%w (%s)", err, s.wasm)
-	} else if err != nil {
+	wasm, err := readModule(ctx, e.cfg, t, s) // cmd_oci.go: the file, or the module store for oci =
+	if err != nil {
 		return nil, err
 	}
 	grant := toolGrant(t)
@@ -372,7 +370,7 @@ func (e *env) infos() []toolInfo {
 		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
 			ti.Name, ti.Source = s+"__*", key
 		} else if t, ok := e.cfg.Tools[key]; ok {
-			ti.Source = "wasm:" + t.Wasm
+			ti.Source = toolSource(t)
 		}
 		out = append(out, ti)
 	}

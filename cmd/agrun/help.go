@@ -145,6 +145,22 @@ var cmdDocs = map[string]cmdDoc{
 		summary:  "Embed a manifest (TOML or JSON) in a module.",
 		example:  "agrun pack -m manifest.toml tool.wasm -o tool.packed.wasm",
 	},
+	"pull": {
+		synopsis: "agrun [-c FILE] pull [--json] REF",
+		summary:  "Fetch a tool from an OCI registry into the local module store; print its digest and the line to write.",
+		detail: "REF is HOST/REPO:TAG or HOST/REPO@sha256:DIGEST. A tag is resolved once: write the pinned line it prints\n" +
+			"(oci = \"HOST/REPO:TAG@sha256:...\") in [tools.NAME]; that tool then loads from the store ([oci] dir), offline.\n" +
+			"Accepted: one wasm layer (agrun's, the CNCF Wasm artifact's, application/wasm) or a hyper-mcp plug-in image.\n" +
+			"HTTPS, except to loopback or a [registries.\"HOST:PORT\"] marked insecure = true; credentials from\n" +
+			"[registries.\"HOST\"] username_env / password_env, else the Docker config file.",
+		example: "agrun pull ghcr.io/acme/word_count:1.0",
+	},
+	"push": {
+		synopsis: "agrun [-c FILE] push [--json] FILE.wasm REF",
+		summary:  "Publish a module to an OCI registry at REF (HOST/REPO:TAG); print its digest and the line to write.",
+		detail:   "The artifact has agrun's artifact type and one layer of application/vnd.agrun.tool.v1+wasm.",
+		example:  "agrun push testdata/word_count.wasm ghcr.io/acme/word_count:1.0",
+	},
 	"serve": {
 		synopsis: "agrun [-c FILE] serve [--addr ADDR]",
 		summary:  "Serve the HTTP API: upload, list and call tools; runs (docs/API.md).",

@@ -12,6 +12,8 @@
 //	agrun init [FILE]
 //	agrun inspect FILE.wasm
 //	agrun pack -m MANIFEST IN.wasm -o OUT.wasm
+//	agrun [-c agrun.toml] pull [--json] REF
+//	agrun [-c agrun.toml] push [--json] FILE.wasm REF
 //	agrun [-c agrun.toml] serve [--addr ADDR]
 //	agrun [-c agrun.toml] mcp serve [--http ADDR]
 //	agrun version | --version
@@ -138,6 +140,8 @@ func init() {
 		{"approvals", errs(func(c *cli, _ context.Context, args []string) error { return c.approvals(args) })},
 		{"inspect", errs(func(c *cli, _ context.Context, args []string) error { return c.inspect(args) })},
 		{"pack", errs(func(c *cli, _ context.Context, args []string) error { return c.pack(args) })},
+		{"pull", errs((*cli).pull)},
+		{"push", errs((*cli).push)},
 		{"serve", errs((*cli).serve)},
 		{"mcp", errs((*cli).mcpServe)},
 		{"worker", errs((*cli).worker)},

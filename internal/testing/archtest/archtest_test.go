@@ -55,9 +55,17 @@ var layers = map[string]struct {
 	// server -> cluster: cluster/store only (the uploads shared by
 	// replicas: NewSharedStore, Uploads); TestStoresLinkOnlyTheirClient
 	// holds that it links no Temporal, AWS SDK or pgx.
-	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
+	// server -> oci: uploads by reference from [serve] allowed_registries
+	// (issue 26, part 5).
+	"server": {project: []string{"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster", "oci"},
 		external: []string{"go.opentelemetry.io/otel", "golang.org/x/net/netutil"}},
 	"audit": {project: []string{"registry", "permission"}},
+	// oci (issue 26): pull and push tools through OCI registries with
+	// oras-go; the local module store is cluster/store's ModuleStore (a
+	// cluster shares it), the size bound the sandbox's
+	// (runtime.DefaultMaxModuleBytes). Its tests run go-containerregistry's
+	// registry in process.
+	"oci": {project: []string{"cluster", "runtime"}, external: []string{"oras.land/oras-go/v2", "github.com/opencontainers/image-spec"}},
 }
 
 // transitive lists, for each layer, every project folder it may reach at
@@ -73,8 +81,9 @@ var transitive = map[string][]string{
 	"cluster":    {"loop", "registry", "permission", "session"},
 	"session":    {"loop", "registry", "permission"},
 	"telemetry":  {"loop", "registry", "permission"},
-	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster"},
+	"server":     {"session", "telemetry", "loop", "wasmtools", "runtime", "registry", "permission", "cluster", "oci"},
 	"audit":      {"registry", "permission"},
+	"oci":        {"cluster", "runtime", "registry", "permission"},
 }
 
 // touchSources opens every folder and stats every Go file of the module, so
@@ -235,6 +244,7 @@ func TestStoresLinkOnlyTheirClient(t *testing.T) {
 		"session":         nil,
 		"server":          nil,
 		"cluster":         {temporal},
+		"oci":             nil, // cluster/store's ModuleStore, not the cluster
 	} {
 		deps := goList(t, "-deps", "./"+pkg)
 		for _, lib := range []string{temporal, aws, pgx} {

@@ -13,11 +13,11 @@ import (
 // the compiler lets every package of the module import.
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
-	"internal/audit":      {"runtime", "registry", "wasmtools"},                                                               // the one audit type: runtime fills it, registry aliases it, wasmtools cleans it
-	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster"}, // cluster: run errors it stores and returns
-	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster"},                                           // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
-	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                 // session files, serve's data directory
-	"internal/termsafe":   {"server", "cmd/agrun"},                                                                            // JSON safe on a terminal: the HTTP API and --json
+	"internal/audit":      {"runtime", "registry", "wasmtools"},                                                                      // the one audit type: runtime fills it, registry aliases it, wasmtools cleans it
+	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster", "oci"}, // cluster: run errors it stores and returns; oci: registries' answers
+	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster"},                                                  // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
+	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                        // session files, serve's data directory
+	"internal/termsafe":   {"server", "cmd/agrun"},                                                                                   // JSON safe on a terminal: the HTTP API and --json
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages

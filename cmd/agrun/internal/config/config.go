@@ -40,6 +40,8 @@ type Config struct {
 	Telemetry   Telemetry            `toml:"telemetry"`
 	Approvals   Approvals            `toml:"approvals"`
 	Cluster     Cluster              `toml:"cluster"`
+	OCI         OCI                  `toml:"oci"`
+	Registries  map[string]Registry  `toml:"registries"`
 
 	// Path is the config file's absolute path ("" for Default()).
 	Path string `toml:"-"`
@@ -123,6 +125,7 @@ type Permissions struct {
 // Tool is one [tools.NAME] section: a WASM tool and what it is granted.
 type Tool struct {
 	Wasm         string   `toml:"wasm"`
+	OCI          string   `toml:"oci"` // a pinned reference pulled into the module store (oci.go); exactly one of wasm and oci
 	Manifest     string   `toml:"manifest"`
 	AllowedHosts []string `toml:"allowed_hosts"`
 	AllowPrivate bool     `toml:"allow_private"`
@@ -190,6 +193,9 @@ type Serve struct {
 	// ApprovalTimeout is how long a run waits for its client's decision
 	// about a call that needs approval (then it is denied); unset: 10m.
 	ApprovalTimeout Duration `toml:"approval_timeout"`
+	// AllowedRegistries are the OCI registries (HOST or HOST:PORT) an
+	// upload may name by reference ({"oci": REF}); none: no such uploads.
+	AllowedRegistries []string `toml:"allowed_registries"`
 }
 
 // Telemetry is the [telemetry] section: OpenTelemetry traces and metrics
@@ -448,8 +454,8 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if !registry.ValidName(name) {
 			return errAt("tool name must match "+registry.NamePattern, "tools", name)
 		}
-		if t.Wasm == "" {
-			return errAt(`missing "wasm" (the path of the .wasm file)`, "tools", name)
+		if err := checkModule(t, name, errAt); err != nil {
+			return err
 		}
 		if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
 			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "tools", name, "sha256")
@@ -559,6 +565,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	if e := c.Cluster.S3Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return errAt("must be an http:// or https:// URL", "cluster", "s3_endpoint")
 	}
+	if err := c.checkRegistries(errAt); err != nil {
+		return err
+	}
 	return c.checkApprovals(errAt)
 }
 
@@ -636,6 +645,7 @@ func (c *Config) resolvePaths(dir string) {
 	c.Sandbox.CacheDir = abs(c.Sandbox.CacheDir)
 	c.Sessions.Dir = abs(c.Sessions.Dir)
 	c.Serve.DataDir = abs(c.Serve.DataDir)
+	c.OCI.Dir = abs(c.OCI.Dir)
 	for name, t := range c.Tools {
 		t.Wasm = abs(t.Wasm)
 		t.Manifest = abs(t.Manifest)
