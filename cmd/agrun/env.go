@@ -184,7 +184,7 @@ func (e *env) fail(key string, err error) {
 // front end, fails with module_refused and the reason.
 func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	s := configSettings(name, t)
-	tool, err := e.openWasm(ctx, t, s)
+	tool, err := e.openWasm(ctx, name, t, s)
 	if err == nil && tool.Name() != name {
 		tool = tool.Renamed(name)
 	}
@@ -217,9 +217,10 @@ func (e *env) register(name, source string, tool *wasmtools.Tool, err error, war
 	}
 }
 
-// openWasm reads and loads the module t describes, with t's grant. s names
-// the settings in messages.
-func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtools.Tool, error) {
+// openWasm reads and loads the module t describes (the tool name, for
+// an Extism plug-in: see plugin.go), with t's grant. s names the settings
+// in messages.
+func (e *env) openWasm(ctx context.Context, name string, t config.Tool, s settings) (*wasmtools.Tool, error) {
 	wasm, err := os.ReadFile(t.Wasm)
 	if err != nil && s.wasm != "" {
 		return nil, fmt.Errorf("%w (%s)", err, s.wasm)
@@ -234,6 +235,9 @@ func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtoo
 	}
 	for _, m := range t.Mounts {
 		grant.Mounts = append(grant.Mounts, wasmtools.Mount{Host: m.Host, Guest: m.Guest, Writable: m.Writable, AllowDelete: m.AllowDelete})
+	}
+	if wasmtools.IsPlugin(wasm) {
+		return e.openPlugin(ctx, name, wasm, t, grant)
 	}
 	if t.Manifest != "" {
 		m, err := wasmtools.ReadManifestFile(t.Manifest)
