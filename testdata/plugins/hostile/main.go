@@ -2,8 +2,8 @@
 
 // Command hostile is an Extism plug-in that abuses Extism's host
 // functions, one export per attack, for internal/testing/hostile. Each
-// export takes its size or address from the input (a decimal number, or
-// a URL for http_private) so that the tests choose it.
+// export takes its size, address or URL from the input, {"n": "..."}
+// (a decimal number or a URL), so that the tests choose it.
 package main
 
 import (
@@ -31,8 +31,17 @@ func extOutputSet(addr, n uint64)
 //go:wasmimport extism:host/env log_info
 func extLogInfo(addr uint64)
 
+// arg is the input's "n".
+func arg() string {
+	var in struct {
+		N string `json:"n"`
+	}
+	pdk.InputJSON(&in)
+	return in.N
+}
+
 func number() uint64 {
-	n, _ := strconv.ParseUint(strings.TrimSpace(pdk.InputString()), 10, 64)
+	n, _ := strconv.ParseUint(strings.TrimSpace(arg()), 10, 64)
 	return n
 }
 
@@ -159,7 +168,7 @@ func configFlood() int32 {
 //
 //go:wasmexport http_get
 func httpGet() int32 {
-	resp := pdk.NewHTTPRequest(pdk.MethodGet, pdk.InputString()).Send()
+	resp := pdk.NewHTTPRequest(pdk.MethodGet, arg()).Send()
 	pdk.OutputString(strconv.Itoa(int(resp.Status())))
 	return 0
 }
