@@ -173,4 +173,18 @@ func httpGet() int32 {
 	return 0
 }
 
+// alloc_then_grow allocates N bytes through Extism, then N bytes of its
+// own memory.
+//
+//go:wasmexport alloc_then_grow
+func allocThenGrow() int32 {
+	n := number()
+	extAlloc(n)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 1
+	}
+	pdk.OutputString(strconv.Itoa(len(b)))
+	return 0
+}
 func main() {}
