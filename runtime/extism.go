@@ -676,6 +676,9 @@ func extHTTPRequest(ctx context.Context, st *callState, mod api.Module, s []uint
 	case struct {
 		Error apiError `json:"error"`
 	}:
+		if ctx.Err() != nil {
+			return // the call's deadline (or its end) came during the request: classify says which
+		}
 		msg := fmt.Sprintf("%s %s: %s (%s)", req.Method, hostOf(in.URL), resp.Error.Message, resp.Error.Code)
 		switch resp.Error.Code {
 		case "not_granted", "forbidden":

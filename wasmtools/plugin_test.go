@@ -189,3 +189,28 @@ func TestPluginHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestPluginMounts: Extism's allowed_paths are agrun's mounts: a plug-in
+// reads a granted mount, and nothing outside it.
+func TestPluginMounts(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("mounted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := testrt.New(t, runtime.Config{})
+	tool := loadPlugin(t, rt, "read", "text", nil, wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: dir, Guest: "/data"}}},
+		permission.Filesystem, permission.Read)
+	got, err := tool.Execute(context.Background(), json.RawMessage(`{"path":"/data/a.txt"}`))
+	if err != nil || string(got) != `"mounted"` {
+		t.Fatalf("got %s, %v", got, err)
+	}
+	_, err = tool.Execute(context.Background(), json.RawMessage(`{"path":"/etc/passwd"}`))
+	if !errors.Is(err, registry.ErrExecutionFailed) {
+		t.Fatalf("outside the mount: %v", err)
+	}
+	// Undeclared, the mount is not linked.
+	tool = loadPlugin(t, rt, "read", "text", nil, wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: dir, Guest: "/data"}}})
+	if _, err := tool.Execute(context.Background(), json.RawMessage(`{"path":"/data/a.txt"}`)); !errors.Is(err, registry.ErrExecutionFailed) {
+		t.Fatalf("mount without filesystem declared: %v", err)
+	}
+}

@@ -12,9 +12,12 @@
 //   - shout: the input as upper-case text (output = "text").
 //   - fetch: {"url": "..."} -> {"status": N, "body": "..."} through http_request.
 //   - fail: sets the error "no luck: <input>" and returns 1.
+//   - read: {"path": "..."} -> the file's text, through WASI (Extism's
+//     allowed_paths; agrun's mounts).
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/extism/go-pdk"
@@ -23,6 +26,7 @@ import (
 type args struct {
 	Text string `json:"text"`
 	URL  string `json:"url"`
+	Path string `json:"path"`
 }
 
 type result struct {
@@ -87,6 +91,22 @@ func fetch() int32 {
 func fail() int32 {
 	pdk.SetErrorString("no luck: " + pdk.InputString())
 	return 1
+}
+
+//go:wasmexport read
+func read() int32 {
+	var in args
+	if err := pdk.InputJSON(&in); err != nil {
+		pdk.SetError(err)
+		return 1
+	}
+	b, err := os.ReadFile(in.Path)
+	if err != nil {
+		pdk.SetError(err)
+		return 1
+	}
+	pdk.Output(b)
+	return 0
 }
 
 func main() {}
