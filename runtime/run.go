@@ -308,6 +308,9 @@ func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
 	mod, err := r.wz.InstantiateModule(experimental.WithMemoryAllocator(g.runCtx, alloc), c.m.c.cm, cfg)
 	if err == nil && info.reactor {
 		_, err = mod.ExportedFunction("_initialize").Call(g.runCtx)
+	} else if ctors := mod.ExportedFunction("__wasm_call_ctors"); err == nil && in.Plugin != nil && ctors != nil && len(ctors.Definition().ParamTypes()) == 0 {
+		// A plug-in built as a WASI command is initialised as Extism does it.
+		_, err = ctors.Call(g.runCtx)
 	}
 	if err == nil && (info.reactor || in.Plugin != nil) {
 		err = g.callEntry(mod, in)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/permission"
@@ -172,6 +173,20 @@ func TestPluginHTTP(t *testing.T) {
 	if want := `{"status":200,"body":"hello from /x"}`; string(got) != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
+	t.Run("the deadline during a request", func(t *testing.T) {
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}))
+		defer slow.Close()
+		host := strings.TrimPrefix(slow.URL, "http://")
+		_, err := call(wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true, Limits: runtime.Limits{Timeout: 500 * time.Millisecond}}, slow.URL)
+		if !errors.Is(err, registry.ErrTimeout) {
+			t.Fatalf("got %v, want timeout", err)
+		}
+	})
 	for _, c := range []struct {
 		name  string
 		grant wasmtools.Grant
