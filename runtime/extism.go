@@ -25,7 +25,9 @@ import (
 // kernel in Go, per call, over a host-side arena (docs/RATIONALE.md,
 // "Extism's kernel in Go", has the measurement against reusing Extism's
 // kernel module): every address and length the guest passes is checked
-// against the arena's live blocks; the arena's bytes count in the call's
+// against the arena's blocks (a load or store must lie inside one block;
+// a key, value, message or request must be a live block's start); the
+// arena's bytes count in the call's
 // memory limit together with the guest's own memory; output_set is capped
 // like stdout, vars and config are bounded, and everything is gone when
 // the call ends (vars included: they do not outlive a call).
@@ -48,7 +50,8 @@ const (
 	maxPluginError = 64 << 10
 	// arenaBase is the address of the arena's first byte: 0 is Extism's
 	// null pointer and is never a block.
-	arenaBase   = 8
+	arenaBase = 8
+	// varOverhead is what each var costs besides its key and value.
 	varOverhead = 64
 )
 
@@ -76,7 +79,7 @@ type PluginOutput struct {
 	Status uint32
 }
 
-// i64 is WebAssembly's i64 in the signature table below.
+// i64 and i32 are WebAssembly's value types, for the signature table below.
 const i64, i32 = wasmbin.ValI64, wasmbin.ValI32
 
 // extismSigs are the Extism host functions agrun provides and their
