@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,7 +154,7 @@ func BenchmarkExtismArena(b *testing.B) {
 // BenchmarkPluginCall is a whole call of count_vowels under agrun (the
 // SDK's: testdata/plugins' BenchmarkExtismCall).
 func BenchmarkPluginCall(b *testing.B) {
-	r := newRuntime(b, Config{})
+	r := newRuntime(b, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	m := compile(b, r, plugin(b, "count_vowels"))
 	in := Input{
 		Stdin:  []byte(`{"text":"` + strings.Repeat("Rhythm and you ", 64) + `"}`),
