@@ -102,3 +102,12 @@ function = "count_vowels"
 		}
 	})
 }
+
+// TestCallPluginFile: `agrun call FILE.wasm` of a plug-in says where its
+// description goes (a plug-in has no manifest for the flags to use).
+func TestCallPluginFile(t *testing.T) {
+	r := runIn(t, "", "call", filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm"), `{}`).wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "Extism plug-in") || !strings.Contains(r.stderr, "[tools.NAME]") {
+		t.Fatalf("%+v", r)
+	}
+}
