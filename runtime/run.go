@@ -306,11 +306,15 @@ func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
 	}
 	alloc := &memAllocator{pool: r.pool, limit: g.limit, image: info.image, onExceed: g.st.memoryExceeded, held: g.st.extHeld}
 	mod, err := r.wz.InstantiateModule(experimental.WithMemoryAllocator(g.runCtx, alloc), c.m.c.cm, cfg)
-	if err == nil && info.reactor {
+	switch {
+	case err != nil:
+	case info.reactor:
 		_, err = mod.ExportedFunction("_initialize").Call(g.runCtx)
-	} else if ctors := mod.ExportedFunction("__wasm_call_ctors"); err == nil && in.Plugin != nil && ctors != nil && len(ctors.Definition().ParamTypes()) == 0 {
+	case in.Plugin != nil:
 		// A plug-in built as a WASI command is initialised as Extism does it.
-		_, err = ctors.Call(g.runCtx)
+		if ctors := mod.ExportedFunction("__wasm_call_ctors"); ctors != nil && len(ctors.Definition().ParamTypes()) == 0 {
+			_, err = ctors.Call(g.runCtx)
+		}
 	}
 	if err == nil && (info.reactor || in.Plugin != nil) {
 		err = g.callEntry(mod, in)
