@@ -16,8 +16,8 @@ import (
 //
 // It refuses, with an error wrapping ErrCompile that names the reason:
 // modules over MaxModuleBytes; malformed modules; imports other than
-// wasi_snapshot_preview1 functions and the agrun functions of the guest
-// ABI, with exactly their signatures; imported memories, tables and
+// wasi_snapshot_preview1 functions, the agrun functions of the guest
+// ABI and Extism's host functions (extism.go), with exactly their signatures; imported memories, tables and
 // globals; a memory whose minimum exceeds the default memory limit; a
 // table whose minimum exceeds MaxTableElements, or whose maximum does
 // (or is absent) while the code applies table.grow or table.fill to it;
@@ -25,7 +25,9 @@ import (
 // (deeply nested blocks, many locals times many blocks); modules that do not export "memory"; and modules that
 // export neither "_start" (a WASI command) nor both "_initialize" and
 // "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
-// point that is imported or whose type is not func() ().
+// point that is imported or whose type is not func() (). A module that
+// imports extism:host/env is an Extism plug-in and needs neither entry
+// point: a call names its function (see [Plugin]).
 //
 // Imports of the WASI socket functions (sock_accept, sock_recv,
 // sock_send, sock_shutdown) are allowed, as the guest ABI allows every
@@ -205,8 +207,10 @@ func (r *Runtime) validate(m *wasmbin.Module) error {
 			sigs = r.wasiSigs
 		case "agrun":
 			sigs = agrunSigs
+		case ExtismModule:
+			sigs = extismSigs
 		default:
-			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1 and agrun)", im.Module, im.Name, im.Module)
+			return refuse("import %s.%s: module %q is not provided (only wasi_snapshot_preview1, agrun and %s)", im.Module, im.Name, im.Module, ExtismModule)
 		}
 		want, ok := sigs[im.Name]
 		if !ok {
@@ -245,6 +249,14 @@ func (r *Runtime) validate(m *wasmbin.Module) error {
 	_, hasInit := exported(m, "_initialize", wasmbin.KindFunc)
 	_, hasCall := exported(m, "agrun_call", wasmbin.KindFunc)
 	switch {
+	case isPlugin(m):
+		// An Extism plug-in is entered through the function a call names
+		// (Module.PluginFunction checks it), after _initialize if it has one.
+		if hasInit {
+			if err := checkEntry(m, "_initialize"); err != nil {
+				return err
+			}
+		}
 	case hasInit && hasCall:
 		for _, name := range []string{"_initialize", "agrun_call"} {
 			if err := checkEntry(m, name); err != nil {
@@ -270,11 +282,13 @@ func exported(m *wasmbin.Module, name string, kind byte) (uint32, bool) {
 	return 0, false
 }
 
-// isReactor says whether a (validated) module is run as a reactor.
+// isReactor says whether a (validated) module is run as a reactor: its
+// _initialize runs first (once, for a snapshot), then agrun_call, or, for
+// an Extism plug-in, the function the call names.
 func isReactor(m *wasmbin.Module) bool {
 	_, init := exported(m, "_initialize", wasmbin.KindFunc)
 	_, call := exported(m, "agrun_call", wasmbin.KindFunc)
-	return init && call
+	return init && (call || isPlugin(m))
 }
 
 // checkEntry checks that the exported function name is defined by the

@@ -158,6 +158,11 @@ type Input struct {
 	Network *NetworkGrant
 	// Limits for this call; a zero field means the Runtime's default.
 	Limits Limits
+	// Plugin, for a module that imports extism:host/env, makes the call an
+	// Extism plug-in call (see [Plugin]): Stdin is the plug-in's input
+	// (its WASI stdin is empty), its output is Output.Plugin. Run
+	// refuses a plug-in without it, and it for any other module.
+	Plugin *Plugin
 	// Name labels the call in the Logger's records (attribute "name",
 	// beside "module", the module's short hash): the guest's agrun.log
 	// messages and, at debug level, the end of the stderr of a call that

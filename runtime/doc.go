@@ -32,6 +32,11 @@
 // http_request answers "not_granted" and the call fails with
 // [ErrNotGranted]. agrun.log writes to the Config's slog.Logger.
 //
+// A module that imports extism:host/env is an Extism plug-in, run with
+// [Input].Plugin (see [Plugin]): its input, output, config, vars, log and
+// http_request are Extism's host functions, over a kernel agrun keeps per
+// call in Go, under the same limits and the same NetworkGrant.
+//
 // # Limits
 //
 // [Limits] bound each call: wall time (the guest is stopped wherever it is,

@@ -94,19 +94,12 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	level, ptr, n := int32(api.DecodeI32(stack[0])), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
-	if st.logged >= maxLogPerCall {
+	if uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
 		return
 	}
-	take := min(n, maxLogMessage, uint32(maxLogPerCall-st.logged))
-	msg, ok := mod.Memory().Read(ptr, take)
-	if !ok || uint64(ptr)+uint64(n) > uint64(mod.Memory().Size()) {
+	msg, ok := mod.Memory().Read(ptr, min(n, maxLogMessage))
+	if !ok {
 		return
-	}
-	st.logged += int64(take)
-	text := strings.ToValidUTF8(string(msg), "\uFFFD")
-	attrs := st.logAttrs()
-	if take < n {
-		attrs = append(attrs, slog.Bool("truncated", true))
 	}
 	var lvl slog.Level
 	switch {
@@ -118,6 +111,22 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		lvl = slog.LevelWarn
 	default:
 		lvl = slog.LevelError
+	}
+	st.logMessage(ctx, lvl, msg, int64(n))
+}
+
+// logMessage logs what a guest wrote to the log (msg, of a message of n
+// bytes), within the per-message and per-call caps.
+func (st *callState) logMessage(ctx context.Context, lvl slog.Level, msg []byte, n int64) {
+	if st.logged >= maxLogPerCall {
+		return
+	}
+	take := min(int64(len(msg)), maxLogMessage, maxLogPerCall-st.logged)
+	st.logged += take
+	text := strings.ToValidUTF8(string(msg[:take]), "\uFFFD")
+	attrs := st.logAttrs()
+	if take < n {
+		attrs = append(attrs, slog.Bool("truncated", true))
 	}
 	st.r.cfg.Logger.LogAttrs(ctx, lvl, text, attrs...)
 }
@@ -141,10 +150,26 @@ func (st *callState) httpRequest(ctx context.Context, mod api.Module, ptr, n uin
 	if !ok {
 		return codeFault
 	}
+	if st.grant == nil {
+		st.notGranted.Store(true)
+	}
+	resp := st.request(ctx, req)
+	b, err := json.Marshal(resp)
+	if err != nil { // cannot happen: the values are plain
+		b = []byte(`{"error":{"code":"network","message":"encoding the response failed"}}`)
+	}
+	st.pending, st.hasResp = b, true
+	return int32(len(b))
+}
+
+// request performs the request req (agrun.http_request's JSON) under the
+// call's grant and returns the response document: an httpResponse, or an
+// error object (not_granted, too_many_requests, and those of netClient).
+// Every request is audited.
+func (st *callState) request(ctx context.Context, req []byte) any {
 	var resp any
 	switch {
 	case st.grant == nil:
-		st.notGranted.Store(true)
 		resp = errorResponse("not_granted", "network access was not granted to this call")
 		st.audit.request(refusedRequest(req, "not_granted"))
 	case st.reqs >= st.maxRequests():
@@ -159,12 +184,7 @@ func (st *callState) httpRequest(ctx context.Context, mod api.Module, ptr, n uin
 		resp, ra = st.net.do(ctx, req)
 		st.audit.request(ra)
 	}
-	b, err := json.Marshal(resp)
-	if err != nil { // cannot happen: the values are plain
-		b = []byte(`{"error":{"code":"network","message":"encoding the response failed"}}`)
-	}
-	st.pending, st.hasResp = b, true
-	return int32(len(b))
+	return resp
 }
 
 func (st *callState) maxRequests() int {

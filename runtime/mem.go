@@ -10,10 +10,17 @@ type sliceMemory struct {
 	init     *memImage
 	limit    uint64
 	onExceed func()
+	held     func() uint64 // see memAllocator.held
+}
+
+// overLimit says whether a memory of size bytes, with what the guest
+// holds elsewhere (held), passes limit.
+func overLimit(size, limit uint64, held func() uint64) bool {
+	return size > limit || held != nil && size+held() > limit
 }
 
 func (m *sliceMemory) Reallocate(size uint64) []byte {
-	if size > m.limit {
+	if overLimit(size, m.limit, m.held) {
 		m.onExceed()
 		return nil
 	}

@@ -11,10 +11,13 @@ type memAllocator struct {
 	limit    uint64
 	image    *memImage // nil: none
 	onExceed func()
+	// held, if set, is what the guest holds outside its memory (an
+	// Extism plug-in's arena, extism.go), counted in the same limit.
+	held func() uint64
 }
 
 func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory {
-	return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
+	return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
 }
 
 // memPool is unused where memories are Go slices.

@@ -39,12 +39,15 @@ type memAllocator struct {
 	limit    uint64
 	image    *memImage // nil: none
 	onExceed func()
+	// held, if set, is what the guest holds outside its memory (an
+	// Extism plug-in's arena, extism.go), counted in the same limit.
+	held func() uint64
 }
 
 func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	reserve := min(maxBytes, a.limit)
 	if a.image != nil && a.image.size > reserve { // cannot happen: Run checks the sizes
-		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
+		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
 	}
 	e := a.pool.get(reserve, a.image)
 	if e.buf == nil && reserve > 0 {
@@ -54,7 +57,7 @@ func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMe
 		}
 	}
 	if e.buf == nil {
-		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed}
+		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
 	}
 	if e.image != a.image {
 		if e.image != nil {
@@ -64,7 +67,7 @@ func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMe
 			a.image.apply(e.buf)
 		}
 	}
-	m := &mmapMemory{mem: e.buf[:0], image: a.image, limit: a.limit, pool: a.pool, onExceed: a.onExceed}
+	m := &mmapMemory{mem: e.buf[:0], image: a.image, limit: a.limit, pool: a.pool, onExceed: a.onExceed, held: a.held}
 	if a.image != nil {
 		m.used = a.image.size
 	}
@@ -82,10 +85,11 @@ type mmapMemory struct {
 	limit    uint64
 	pool     *memPool
 	onExceed func()
+	held     func() uint64 // see memAllocator.held
 }
 
 func (m *mmapMemory) Reallocate(size uint64) []byte {
-	if size > m.limit || size > uint64(cap(m.mem)) {
+	if overLimit(size, m.limit, m.held) || size > uint64(cap(m.mem)) {
 		m.onExceed()
 		return nil
 	}

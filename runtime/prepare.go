@@ -52,16 +52,24 @@ type prepared struct {
 	fs             []*lateFS
 	sleepCtx       context.Context // set by bind
 	onExceed       func()          // set by bind
+	held           func() uint64   // set by bind: see memAllocator.held
 }
 
 // bind gives the instance its call's input, outputs, mounts, context and
 // memory-limit callback. The guest has not run yet, so nothing read them.
-func (p *prepared) bind(stdin io.Reader, stdout, stderr io.Writer, fss []experimentalsys.FS, ctx context.Context, onExceed func()) {
+func (p *prepared) bind(stdin io.Reader, stdout, stderr io.Writer, fss []experimentalsys.FS, ctx context.Context, onExceed func(), held func() uint64) {
 	p.stdin.r, p.stdout.w, p.stderr.w = stdin, stdout, stderr
 	for i, f := range fss {
 		p.fs[i].fs = f
 	}
-	p.sleepCtx, p.onExceed = ctx, onExceed
+	p.sleepCtx, p.onExceed, p.held = ctx, onExceed, held
+}
+
+func (p *prepared) heldBytes() uint64 {
+	if p.held == nil {
+		return 0
+	}
+	return p.held()
 }
 
 func (p *prepared) sleep(ns int64) { sleeper(p.sleepCtx)(ns) }
@@ -89,7 +97,7 @@ func (r *Runtime) prepare(c *compiled, snap *snapshot, args, paths []string, lim
 	if fsCfg := fsConfig(paths, p.fs); fsCfg != nil {
 		cfg = cfg.WithFSConfig(fsCfg)
 	}
-	alloc := &memAllocator{pool: r.pool, limit: limit, image: snap.mem, onExceed: p.memoryExceeded}
+	alloc := &memAllocator{pool: r.pool, limit: limit, image: snap.mem, onExceed: p.memoryExceeded, held: p.heldBytes}
 	ctx := experimental.WithMemoryAllocator(context.Background(), alloc)
 	mod, err := r.wz.InstantiateModule(ctx, c.cm, cfg)
 	if err != nil {

@@ -36,6 +36,9 @@ type Output struct {
 	// Audit is what the guest did: CPU, memory, bytes in and out, files
 	// per mount, HTTP requests, host calls (see Audit).
 	Audit Audit
+	// Plugin is what an Extism plug-in call (Input.Plugin) produced; nil
+	// for other calls.
+	Plugin *PluginOutput
 }
 
 // randReader is the guest's source of random bytes.
@@ -73,6 +76,9 @@ func sleeper(ctx context.Context) func(ns int64) {
 func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error) {
 	if m == nil || m.r != r {
 		return nil, errors.New("runtime.Run with a nil module or one from another Runtime")
+	}
+	if err := checkPluginInput(m, in.Plugin); err != nil {
+		return nil, err
 	}
 	c, err := r.admit(ctx, m, in)
 	if err != nil {
@@ -203,7 +209,13 @@ func (c *call) begin(ctx context.Context, in Input) *guestRun {
 	g.st.name, g.st.lim = in.Name, c.lim
 	g.stdout = &capWriter{max: c.lim.MaxStdout, onExceed: func() { g.st.outputExceeded("stdout", c.lim.MaxStdout) }}
 	g.stderr = &capWriter{max: c.lim.MaxStderr, onExceed: func() { g.st.outputExceeded("stderr", c.lim.MaxStderr) }}
-	g.stdin = &countReader{r: bytes.NewReader(in.Stdin)}
+	if in.Plugin != nil {
+		// A plug-in's input is Extism's (input_load_*), not stdin.
+		g.st.ext = newExtState(in.Stdin, in.Plugin)
+		g.stdin = &countReader{r: bytes.NewReader(nil)}
+	} else {
+		g.stdin = &countReader{r: bytes.NewReader(in.Stdin)}
+	}
 	g.runCtx = context.WithValue(g.callCtx, callStateKey{}, g.st)
 	g.limit = uint64(c.lim.MemoryBytes) &^ 0xffff
 	return g
@@ -244,9 +256,8 @@ func (c *call) instantiate(g *guestRun, in Input) (api.Module, *snapshot, *Outpu
 	if err != nil {
 		return nil, snap, nil, err
 	}
-	p.bind(g.stdin, g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded)
-	_, err = p.mod.ExportedFunction("agrun_call").Call(g.runCtx)
-	return p.mod, snap, nil, err
+	p.bind(g.stdin, g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded, g.st.extHeld)
+	return p.mod, snap, nil, g.callEntry(p.mod, in)
 }
 
 // snapshot returns the module's snapshot for this call's argv and mounts,
@@ -290,15 +301,39 @@ func (c *call) fresh(g *guestRun, in Input) (api.Module, error) {
 	if fsCfg := fsConfig(guestPaths(in.Mounts), c.fss); fsCfg != nil {
 		cfg = cfg.WithFSConfig(fsCfg)
 	}
-	if info.reactor {
-		cfg = cfg.WithStartFunctions()
+	if info.reactor || in.Plugin != nil {
+		cfg = cfg.WithStartFunctions() // a plug-in's _start is never run, as in Extism
 	}
-	alloc := &memAllocator{pool: r.pool, limit: g.limit, image: info.image, onExceed: g.st.memoryExceeded}
+	alloc := &memAllocator{pool: r.pool, limit: g.limit, image: info.image, onExceed: g.st.memoryExceeded, held: g.st.extHeld}
 	mod, err := r.wz.InstantiateModule(experimental.WithMemoryAllocator(g.runCtx, alloc), c.m.c.cm, cfg)
-	if err == nil && info.reactor {
-		err = runReactor(g.runCtx, mod)
+	switch {
+	case err != nil:
+	case info.reactor:
+		_, err = mod.ExportedFunction("_initialize").Call(g.runCtx)
+	case in.Plugin != nil:
+		// A plug-in built as a WASI command is initialised as Extism does it.
+		if ctors := mod.ExportedFunction("__wasm_call_ctors"); ctors != nil && len(ctors.Definition().ParamTypes()) == 0 {
+			_, err = ctors.Call(g.runCtx)
+		}
+	}
+	if err == nil && (info.reactor || in.Plugin != nil) {
+		err = g.callEntry(mod, in)
 	}
 	return mod, err
+}
+
+// callEntry calls the instance's entry point for the call: a plug-in's
+// function (its i32 result is the plug-in's status), else agrun_call.
+func (g *guestRun) callEntry(mod api.Module, in Input) error {
+	if in.Plugin == nil {
+		_, err := mod.ExportedFunction("agrun_call").Call(g.runCtx)
+		return err
+	}
+	res, err := mod.ExportedFunction(in.Plugin.Function).Call(g.runCtx)
+	if err == nil && len(res) == 1 {
+		g.st.ext.status = api.DecodeU32(res[0])
+	}
+	return err
 }
 
 // finish closes the call's instance and turns how the guest ended into
@@ -329,6 +364,10 @@ func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error, in
 	}
 	out := &Output{Stdout: g.stdout.buf.Bytes(), Stderr: g.stderr.buf.Bytes(), Duration: time.Since(g.start), Fuel: fuel}
 	out.Audit = g.audit(memPeak, in.Mounts, c.recs)
+	if e := g.st.ext; e != nil {
+		out.Plugin = &PluginOutput{Output: e.output, Error: e.errMsg, Status: e.status}
+		out.Audit.MemoryPeak += int64(e.held())
+	}
 	err = g.classify(expired, err, out)
 	if (err != nil || out.ExitCode != 0) && len(out.Stderr) > 0 && c.r.cfg.Logger.Enabled(g.ctx, slog.LevelDebug) {
 		c.r.cfg.Logger.LogAttrs(g.ctx, slog.LevelDebug, "failed call's stderr: "+stderrTail(out.Stderr),
@@ -365,16 +404,6 @@ func (r *Runtime) callContexts(ctx context.Context, timeout time.Duration) (time
 		cancel(nil)
 		cancelTimeout()
 	}
-}
-
-// runReactor runs one call of a reactor without a snapshot in the fresh
-// instance mod: _initialize, then agrun_call.
-func runReactor(ctx context.Context, mod api.Module) error {
-	if _, err := mod.ExportedFunction("_initialize").Call(ctx); err != nil {
-		return err
-	}
-	_, err := mod.ExportedFunction("agrun_call").Call(ctx)
-	return err
 }
 
 // classify turns how the instance ended into Run's result. expired says
@@ -491,6 +520,9 @@ type callState struct {
 	outExceeded atomic.Pointer[string] // which stream, and its cap: "stderr exceeded 64KiB"
 	memExceeded atomic.Bool
 	hostErr     atomic.Pointer[error]
+
+	// ext is an Extism plug-in call's kernel (extism.go); nil otherwise.
+	ext *extState
 
 	audit auditState
 }

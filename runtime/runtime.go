@@ -135,6 +135,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.wz.Close(ctx)
 		return nil, fmt.Errorf("instantiating host functions: %w", err)
 	}
+	if err := r.instantiateExtism(ctx); err != nil {
+		r.wz.Close(ctx)
+		return nil, fmt.Errorf("instantiating Extism's host functions: %w", err)
+	}
 	r.modCfg = wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions("_start").

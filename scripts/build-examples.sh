@@ -16,6 +16,11 @@
 # wasi-libc (Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32; see
 # scripts/setup.sh), fixed flags. Packing uses `agrun pack` itself
 # (built from this tree).
+#
+# Extism plug-ins (testdata/plugins/<name>/main.go, in testdata/plugins'
+# own module with Extism's Go PDK) are built the same way into
+# testdata/plugins/<name>.wasm, and not packed: a plug-in has no manifest
+# (agrun.toml describes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,15 +84,26 @@ for dir in testdata/*/; do
   tools+=("$name")
 done
 
+plugins=()
+mkdir -p "$out/plugins"
+plugins_out=$(cd "$out/plugins" && pwd)
+for dir in testdata/plugins/*/; do
+  dir=${dir%/}
+  name=${dir#testdata/plugins/}
+  [ -f "$dir/main.go" ] || continue
+  (cd testdata/plugins && GOOS=wasip1 GOARCH=wasm "${GO_BUILD[@]}" -o "$plugins_out/$name.wasm" "./$name")
+  plugins+=("plugins/$name")
+done
+
 if [ $check = 0 ]; then
-  for t in "${tools[@]}"; do
-    printf '%-12s %9d bytes  sha256 %s\n' "$t" "$(wc -c <"testdata/$t.wasm")" "$(sha256sum "testdata/$t.wasm" | cut -d' ' -f1)"
+  for t in "${tools[@]}" "${plugins[@]}"; do
+    printf '%-20s %9d bytes  sha256 %s\n' "$t" "$(wc -c <"testdata/$t.wasm")" "$(sha256sum "testdata/$t.wasm" | cut -d' ' -f1)"
   done
   exit 0
 fi
 
 fail=0
-for t in "${tools[@]}"; do
+for t in "${tools[@]}" "${plugins[@]}"; do
   if [ ! -f "testdata/$t.wasm" ]; then
     echo "build-examples: testdata/$t.wasm is missing: run scripts/build-examples.sh and commit it" >&2
     fail=1
@@ -104,5 +120,13 @@ for f in testdata/*.wasm; do
     fail=1
   fi
 done
-[ $fail = 0 ] && echo "build-examples: all ${#tools[@]} example tools match their sources"
+for f in testdata/plugins/*.wasm; do
+  [ -e "$f" ] || continue
+  t=$(basename "$f" .wasm)
+  if [ ! -f "$out/plugins/$t.wasm" ]; then
+    echo "build-examples: $f has no source directory testdata/plugins/$t/" >&2
+    fail=1
+  fi
+done
+[ $fail = 0 ] && echo "build-examples: all ${#tools[@]} example tools and ${#plugins[@]} plug-ins match their sources"
 exit $fail

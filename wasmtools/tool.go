@@ -114,6 +114,7 @@ type Tool struct {
 	caps   Capabilities
 	unused []Unused
 	limits runtime.Limits
+	plugin *runtime.Plugin // an Extism plug-in's calls (plugin.go); nil otherwise
 }
 
 var _ registry.Tool = (*Tool)(nil)
@@ -363,6 +364,7 @@ func (t *Tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.R
 		Network: t.caps.Network,
 		Limits:  t.limits,
 		Name:    t.name,
+		Plugin:  t.plugin,
 	})
 	var audit *registry.Audit
 	if out != nil {
@@ -383,16 +385,28 @@ func (t *Tool) result(ctx context.Context, out *runtime.Output, err error) (json
 		}
 		return nil, t.classify(ctx, err)
 	}
+	data, where := out.Stdout, "stdout"
+	if p := out.Plugin; p != nil {
+		switch {
+		case len(bytes.TrimSpace(p.Error)) > 0:
+			return nil, registry.Errorf(registry.ExecutionFailed, t.name, "%s", textsafe.CleanBytes(bytes.TrimSpace(p.Error), maxErrorMessage))
+		case p.Status != 0:
+			return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the plug-in's function %s returned %d", textsafe.Clean(t.plugin.Function, 80), p.Status)
+		case out.ExitCode != 0:
+			return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the plug-in exited with code %d", out.ExitCode)
+		}
+		data, where = p.Output, "its output (output_set)"
+	}
 	if out.ExitCode != 0 {
 		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "%s", guestMessage(out))
 	}
 	if t.man.Output == OutputText {
-		b, _ := json.Marshal(textsafe.CleanBytes(out.Stdout, 0))
+		b, _ := json.Marshal(textsafe.CleanBytes(data, 0))
 		return b, nil
 	}
-	res := bytes.TrimSpace(out.Stdout)
+	res := bytes.TrimSpace(data)
 	if len(res) == 0 {
-		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool wrote no result to stdout")
+		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool wrote no result to %s", where)
 	}
 	if !json.Valid(res) {
 		return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output is not valid JSON: %q", textsafe.CleanBytes(res, 200))

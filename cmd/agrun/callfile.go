@@ -78,7 +78,7 @@ func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, 
 	if err != nil {
 		return nil, "", err
 	}
-	tool, err := e.openWasm(ctx, t, fileSettings)
+	tool, err := e.openWasm(ctx, "", t, fileSettings)
 	if err != nil {
 		e.close()
 		return nil, "", &configError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", path, err)}

@@ -184,7 +184,7 @@ func (e *env) fail(key string, err error) {
 // front end, fails with module_refused and the reason.
 func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	s := configSettings(name, t)
-	tool, err := e.openWasm(ctx, t, s)
+	tool, err := e.openWasm(ctx, name, t, s)
 	if err == nil && tool.Name() != name {
 		tool = tool.Renamed(name)
 	}
@@ -217,14 +217,18 @@ func (e *env) register(name, source string, tool *wasmtools.Tool, err error, war
 	}
 }
 
-// openWasm reads and loads the module t describes, with t's grant. s names
-// the settings in messages.
-func (e *env) openWasm(ctx context.Context, t config.Tool, s settings) (*wasmtools.Tool, error) {
+// openWasm reads and loads the module t describes (the tool name, for
+// an Extism plug-in: see plugin.go), with t's grant. s names the settings
+// in messages.
+func (e *env) openWasm(ctx context.Context, name string, t config.Tool, s settings) (*wasmtools.Tool, error) {
 	wasm, err := readModule(ctx, e.cfg, t, s) // cmd_oci.go: the file, or the module store for oci =
 	if err != nil {
 		return nil, err
 	}
 	grant := toolGrant(t)
+	if wasmtools.IsPlugin(wasm) {
+		return e.openPlugin(ctx, name, wasm, t, grant)
+	}
 	if t.Manifest != "" {
 		m, err := wasmtools.ReadManifestFile(t.Manifest)
 		if err != nil {

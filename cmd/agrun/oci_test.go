@@ -28,16 +28,18 @@ func startRegistry(t *testing.T) (string, func()) {
 	return "localhost:" + u.Port(), srv.Close
 }
 
-// readmeSection is the text of README.md's "## title" section.
-func readmeSection(t *testing.T, title string) string {
+// readmeSection is the text of README.md's section under the heading
+// line heading ("## Publish a tool", "## Use Extism plug-ins"), up to the
+// next "## ".
+func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "\n## "+title+"\n")
+	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", title)
+		t.Fatalf("README.md has no section %q", heading)
 	}
 	if i := strings.Index(after, "\n## "); i >= 0 {
 		after = after[:i]
@@ -65,7 +67,7 @@ func shellWords(line string) []string {
 // registry, with the registry's address in place of localhost:5000.
 func TestPublishToolExample(t *testing.T) {
 	host, stop := startRegistry(t)
-	sec := strings.ReplaceAll(readmeSection(t, "Publish a tool"), "localhost:5000", host)
+	sec := strings.ReplaceAll(readmeSection(t, "## Publish a tool"), "localhost:5000", host)
 	var cmds [][]string
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(sec, -1) {
 		for _, l := range strings.Split(strings.TrimSpace(m[1]), "\n") {

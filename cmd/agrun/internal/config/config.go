@@ -11,6 +11,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -140,6 +141,51 @@ type Tool struct {
 	MaxToolResult *Size `toml:"max_tool_result"`
 	// Approve is "ask", "always" or "never" (approvals.go); "" follows [approvals].
 	Approve string `toml:"approve"`
+
+	// An Extism plug-in (a module importing extism:host/env) has no
+	// manifest: these describe it instead. Function is the export each
+	// call runs (default: the tool's name); Permissions default to what
+	// the grant implies (network with allowed_hosts, filesystem and read
+	// with mounts, write and delete with rw and rwd mounts); Config is what
+	// the plug-in reads with config_get ([tools.NAME.config]).
+	Function    string                  `toml:"function"`
+	Description string                  `toml:"description"`
+	Parameters  JSONValue               `toml:"parameters"`
+	Output      string                  `toml:"output"`
+	Permissions []permission.Permission `toml:"permissions"`
+	Config      map[string]string       `toml:"config"`
+}
+
+// JSONValue is a TOML value kept as JSON (a plug-in's parameters
+// schema); nil when the key is absent.
+type JSONValue json.RawMessage
+
+// UnmarshalTOML implements toml.Unmarshaler: the value as JSON.
+func (v *JSONValue) UnmarshalTOML(x any) error {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return err
+	}
+	*v = b
+	return nil
+}
+
+// PluginKeys lists the plug-in keys t sets (function, description,
+// parameters, output, permissions, config), in that order.
+func (t Tool) PluginKeys() []string {
+	var keys []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{"function", t.Function != ""}, {"description", t.Description != ""}, {"parameters", t.Parameters != nil},
+		{"output", t.Output != ""}, {"permissions", t.Permissions != nil}, {"config", t.Config != nil},
+	} {
+		if k.set {
+			keys = append(keys, k.name)
+		}
+	}
+	return keys
 }
 
 // MCPServer is one [mcp.NAME] section.
@@ -456,6 +502,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		}
 		if err := checkModule(t, name, errAt); err != nil {
 			return err
+		}
+		if keys := t.PluginKeys(); t.Manifest != "" && len(keys) > 0 {
+			return errAt(fmt.Sprintf("%q is for an Extism plug-in, which has no manifest file; \"manifest\" is for a bare WASI program: keep one of them", keys[0]), "tools", name, keys[0])
 		}
 		if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
 			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "tools", name, "sha256")

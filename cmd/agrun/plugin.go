@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/wasmtools"
+)
+
+// openPlugin loads an Extism plug-in: it has no manifest, so [tools.NAME]
+// describes it (function, description, parameters, output, permissions,
+// config).
+func (e *env) openPlugin(ctx context.Context, name string, wasm []byte, t config.Tool, grant wasmtools.Grant) (*wasmtools.Tool, error) {
+	if name == "" {
+		return nil, errors.New("the module is an Extism plug-in (it imports extism:host/env), which has no manifest: configure it as [tools.NAME] with description (and function, parameters, output) in agrun.toml")
+	}
+	if t.Manifest != "" {
+		return nil, fmt.Errorf("[tools.%s] manifest: the module is an Extism plug-in, described by [tools.%s] itself (description, function, parameters, output, permissions), not by a manifest file", name, name)
+	}
+	m := wasmtools.Manifest{Name: name, Description: t.Description, Output: t.Output, Permissions: t.Permissions}
+	if t.Parameters != nil {
+		m.Parameters = json.RawMessage(t.Parameters)
+	}
+	if t.Permissions == nil {
+		m.Permissions = impliedPermissions(t)
+	}
+	tool, err := wasmtools.LoadPlugin(ctx, e.rt, wasm, wasmtools.Plugin{Manifest: m, Function: t.Function, Config: t.Config}, grant)
+	var me *wasmtools.ManifestError
+	if errors.As(err, &me) && me.Field != "" {
+		err = fmt.Errorf("[tools.%s] %s: %w", name, me.Field, err)
+	}
+	return tool, err
+}
+
+// impliedPermissions are a plug-in's permissions when [tools.NAME] lists
+// none: what its grant offers (a plug-in declares nothing itself).
+func impliedPermissions(t config.Tool) []permission.Permission {
+	var ps []permission.Permission
+	add := func(p permission.Permission) {
+		if !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	if len(t.AllowedHosts) > 0 {
+		add(permission.Network)
+	}
+	for _, m := range t.Mounts {
+		add(permission.Filesystem)
+		add(permission.Read)
+		if m.Writable {
+			add(permission.Write)
+		}
+		if m.AllowDelete {
+			add(permission.Delete)
+		}
+	}
+	return ps
+}

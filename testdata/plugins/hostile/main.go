@@ -1,0 +1,190 @@
+//go:build wasip1
+
+// Command hostile is an Extism plug-in that abuses Extism's host
+// functions, one export per attack, for internal/testing/hostile. Each
+// export takes its size, address or URL from the input, {"n": "..."}
+// (a decimal number or a URL), so that the tests choose it.
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/extism/go-pdk"
+)
+
+//go:wasmimport extism:host/env alloc
+func extAlloc(n uint64) uint64
+
+//go:wasmimport extism:host/env load_u64
+func extLoadU64(addr uint64) uint64
+
+//go:wasmimport extism:host/env store_u64
+func extStoreU64(addr, v uint64)
+
+//go:wasmimport extism:host/env load_u8
+func extLoadU8(addr uint64) uint32
+
+//go:wasmimport extism:host/env output_set
+func extOutputSet(addr, n uint64)
+
+//go:wasmimport extism:host/env log_info
+func extLogInfo(addr uint64)
+
+// arg is the input's "n".
+func arg() string {
+	var in struct {
+		N string `json:"n"`
+	}
+	pdk.InputJSON(&in)
+	return in.N
+}
+
+func number() uint64 {
+	n, _ := strconv.ParseUint(strings.TrimSpace(arg()), 10, 64)
+	return n
+}
+
+// huge_alloc allocates N bytes at once.
+//
+//go:wasmexport huge_alloc
+func hugeAlloc() int32 {
+	extAlloc(number())
+	return 0
+}
+
+// many_allocs allocates 64 KiB blocks until the host stops it.
+//
+//go:wasmexport many_allocs
+func manyAllocs() int32 {
+	for {
+		extAlloc(64 << 10)
+	}
+}
+
+// tiny_allocs allocates 1-byte blocks until the host stops it (the block table).
+//
+//go:wasmexport tiny_allocs
+func tinyAllocs() int32 {
+	for {
+		extAlloc(1)
+	}
+}
+
+// load_oob reads 8 bytes at address N.
+//
+//go:wasmexport load_oob
+func loadOOB() int32 {
+	extLoadU64(number())
+	return 0
+}
+
+// load_edge reads 8 bytes straddling the end of a 16-byte block.
+//
+//go:wasmexport load_edge
+func loadEdge() int32 {
+	p := extAlloc(16)
+	extLoadU64(p + 12)
+	return 0
+}
+
+// store_oob writes 8 bytes at address N.
+//
+//go:wasmexport store_oob
+func storeOOB() int32 {
+	extStoreU64(number(), 0xdeadbeef)
+	return 0
+}
+
+// load_u8_oob reads a byte at address N.
+//
+//go:wasmexport load_u8_oob
+func loadU8OOB() int32 {
+	extLoadU8(number())
+	return 0
+}
+
+// output_flood sets an output of N bytes.
+//
+//go:wasmexport output_flood
+func outputFlood() int32 {
+	n := number()
+	p := extAlloc(n)
+	extOutputSet(p, n)
+	return 0
+}
+
+// output_lie sets an output of N bytes from a 16-byte block.
+//
+//go:wasmexport output_lie
+func outputLie() int32 {
+	p := extAlloc(16)
+	extOutputSet(p, number())
+	return 0
+}
+
+// log_flood logs N messages of 4 KiB.
+//
+//go:wasmexport log_flood
+func logFlood() int32 {
+	msg := strings.Repeat("x", 4<<10)
+	for i := uint64(0); i < number(); i++ {
+		pdk.Log(pdk.LogError, msg)
+	}
+	pdk.OutputString("done")
+	return 0
+}
+
+// log_bad logs from address N.
+//
+//go:wasmexport log_bad
+func logBad() int32 {
+	extLogInfo(number())
+	return 0
+}
+
+// var_flood sets vars of 64 KiB until the host stops it.
+//
+//go:wasmexport var_flood
+func varFlood() int32 {
+	v := make([]byte, 64<<10)
+	for i := 0; ; i++ {
+		pdk.SetVar("k"+strconv.Itoa(i), v)
+	}
+}
+
+// config_flood reads config "big" N times without freeing it.
+//
+//go:wasmexport config_flood
+func configFlood() int32 {
+	for i := uint64(0); i < number(); i++ {
+		pdk.GetConfig("big")
+	}
+	pdk.OutputString("done")
+	return 0
+}
+
+// http_get requests the URL in the input.
+//
+//go:wasmexport http_get
+func httpGet() int32 {
+	resp := pdk.NewHTTPRequest(pdk.MethodGet, arg()).Send()
+	pdk.OutputString(strconv.Itoa(int(resp.Status())))
+	return 0
+}
+
+// alloc_then_grow allocates N bytes through Extism, then N bytes of its
+// own memory.
+//
+//go:wasmexport alloc_then_grow
+func allocThenGrow() int32 {
+	n := number()
+	extAlloc(n)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 1
+	}
+	pdk.OutputString(strconv.Itoa(len(b)))
+	return 0
+}
+func main() {}
