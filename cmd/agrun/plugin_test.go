@@ -41,7 +41,7 @@ func TestCallPluginREADME(t *testing.T) {
 		t.Fatalf("tools: %q", r.stdout)
 	}
 	// The schema from [tools.count_vowels] parameters is enforced.
-	r = e.run("", "call", "count_vowels", `{"txt":"a"}`).wantCode(t, exitFailure)
+	r = e.run("", "call", "count_vowels", `{"txt":"a"}`).wantCode(t, exitUsage) // the command line's arguments
 	if !strings.Contains(r.stderr, "invalid_arguments") {
 		t.Fatalf("schema: %+v", r)
 	}
