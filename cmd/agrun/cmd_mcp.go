@@ -47,6 +47,9 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 			return err
 		}
 		defer e.close()
+		if c.isTTY(c.stdin) {
+			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
+		}
 		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log})
 		if ctx.Err() != nil {
 			return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -107,7 +108,27 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() && len(cfg.Serve.AllowedHosts) == 0 {
 		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
 	}
-	return srv.Serve(ctx, ln)
+	grace := cmp.Or(opts.ShutdownTimeout, server.DefaultShutdownTimeout)
+	served, told := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(told)
+		select {
+		case <-ctx.Done():
+		case <-served:
+			if ctx.Err() == nil {
+				return
+			}
+		}
+		// SIGTERM or Ctrl-C: say what the wait is.
+		fmt.Fprintf(c.stderr, "agrun: shutting down: no new requests; waiting up to %s for those in flight\n", grace)
+	}()
+	err = srv.Serve(ctx, ln)
+	close(served)
+	<-told
+	if ctx.Err() != nil {
+		fmt.Fprintln(c.stderr, "agrun: stopped")
+	}
+	return err
 }
 
 // serveOptions maps [serve] into the server's options (as newEnv maps

@@ -107,6 +107,9 @@ func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json
 	if len(pos) == 2 {
 		args = []byte(pos[1])
 	} else {
+		if c.isTTY(c.stdin) {
+			fmt.Fprintln(c.stderr, "agrun: reading ARGS_JSON from stdin (type it, then Ctrl-D; or give it after the name)")
+		}
 		if args, err = io.ReadAll(io.LimitReader(c.stdin, registry.DefaultMaxArgsBytes+1)); err != nil {
 			return nil, false, nil, fmt.Errorf("reading arguments from stdin: %w", err)
 		}

@@ -212,7 +212,14 @@ func TestServeBinary(t *testing.T) {
 	if base == "" {
 		t.Fatal("no serving line on stderr")
 	}
-	go io.Copy(io.Discard, stderr)
+	rest := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		rest <- b.String()
+	}()
 	wasm, _ := os.ReadFile(filepath.Join(repoRoot(t), "testdata/word_count.wasm"))
 	resp, err := http.Post(base+"/v1/tools", "application/wasm", bytes.NewReader(wasm))
 	if err != nil || resp.StatusCode != http.StatusCreated {
@@ -229,6 +236,11 @@ func TestServeBinary(t *testing.T) {
 		t.Fatalf("call: %s", body)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
+	// SIGTERM is said, with the wait it starts, and the end.
+	if out := <-rest; !strings.Contains(out, "agrun: shutting down: no new requests; waiting up to 30s for those in flight\n") ||
+		!strings.HasSuffix(out, "agrun: stopped\n") {
+		t.Errorf("stderr after SIGTERM: %q", out)
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve did not exit cleanly on SIGTERM: %v", err)
 	}

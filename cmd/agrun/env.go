@@ -56,7 +56,9 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 // envFor is openEnv for a config already loaded (and perhaps changed by
 // flags).
 func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
+	stop := c.slowNotice("loading the tools: a module is compiled the first time it is used (cached afterwards)…")
 	e, err := newEnv(ctx, cfg, c.logger(), filter)
+	stop()
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -179,5 +181,30 @@ func TestVersion(t *testing.T) {
 	// No build info at all.
 	if got := versionText(nil, false); !strings.HasPrefix(got, "agrun (devel)\n  revision  unknown (built without VCS information") || !strings.Contains(got, "wazero    unknown") {
 		t.Errorf("versionText without build info:\n%s", got)
+	}
+}
+
+// TestSilentWaitsSpeak: on a terminal, a tool load that takes longer
+// than noticeAfter says why, `call NAME` without ARGS_JSON says it reads
+// stdin; on a pipe neither line is printed.
+func TestSilentWaitsSpeak(t *testing.T) {
+	e := newTestEnv(t, "", "")
+	old := noticeAfter
+	noticeAfter = 0 // every load is "slow"
+	t.Cleanup(func() { noticeAfter = old })
+	for _, tty := range []bool{true, false} {
+		var out, errb bytes.Buffer
+		c := &cli{stdin: strings.NewReader(`{"text":"a b"}`), stdout: &out, stderr: &errb, terminal: func(any) bool { return tty }}
+		if code := c.main(context.Background(), []string{"-c", e.config, "call", "word_count"}); code != exitOK {
+			t.Fatalf("tty %v: exit %d: %s", tty, code, errb.String())
+		}
+		said := strings.Contains(errb.String(), "agrun: loading the tools: a module is compiled the first time it is used (cached afterwards)…\n") &&
+			strings.Contains(errb.String(), "agrun: reading ARGS_JSON from stdin (type it, then Ctrl-D; or give it after the name)\n")
+		if said != tty {
+			t.Errorf("tty %v: stderr %q", tty, errb.String())
+		}
+		if !strings.Contains(out.String(), `"words":2`) {
+			t.Errorf("tty %v: stdout %q", tty, out.String())
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 )
 
 // setLogLevel applies the global -v and --log-level.
@@ -104,4 +105,34 @@ func (h *lineHandler) WithGroup(g string) slog.Handler {
 	}
 	c.group = g
 	return &c
+}
+
+// noticeAfter is how long a wait may stay silent before slowNotice speaks.
+var noticeAfter = 2 * time.Second
+
+// slowNotice prints "agrun: msg" on stderr once, if stderr is a terminal
+// and stop is not called within noticeAfter: a wait a person would
+// otherwise sit through in silence (the first compile of the tools).
+// On a pipe or a file it prints nothing: scripts keep their stderr.
+func (c *cli) slowNotice(msg string) (stop func()) {
+	if !c.isTTY(c.stderr) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(noticeAfter)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			fmt.Fprintf(c.stderr, "agrun: %s\n", msg)
+		case <-done:
+		}
+	}()
+	return func() {
+		once.Do(func() { close(done) })
+		<-finished // the line, if any, is written before what follows
+	}
 }
