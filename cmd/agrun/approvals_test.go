@@ -206,7 +206,10 @@ func TestApprovalAlwaysPersists(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].Tool != "write_note" || list[0].By != "user" {
 		t.Fatalf("approvals list --json: %s %v", r.stdout, err)
 	}
-	e.run("", "approvals", "revoke", "write_note").wantCode(t, exitOK)
+	// What was done goes to stdout, as sessions rm's; a second revoke fails.
+	if r := e.run("", "approvals", "revoke", "write_note").wantCode(t, exitOK); r.stdout != "revoked write_note\n" || r.stderr != "" {
+		t.Fatalf("revoke: %+v", r)
+	}
 	e.run("", "approvals", "revoke", "write_note").wantCode(t, exitFailure)
 	r = e.run("", "run", "write a third time").wantCode(t, exitOK)
 	if !strings.Contains(r.stderr, "no terminal to ask: denied") {

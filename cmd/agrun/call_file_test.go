@@ -206,11 +206,11 @@ func TestTextOutputAndVerbose(t *testing.T) {
 		t.Fatalf("guest log shown without -v: %q", r.stderr)
 	}
 	r = runIn(t, "", "-v", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
-	if !strings.Contains(r.stderr, "agrun: info hostile: hello-token") {
+	if !strings.Contains(r.stderr, "agrun: info: hostile: hello-token") {
 		t.Fatalf("-v: no guest log by tool name: %q", r.stderr)
 	}
 	r = runIn(t, "", "--log-level", "debug", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"error\":\"bad\"}","stderr":"stderr-tail-token","exit":3}`).wantCode(t, exitFailure)
-	if !strings.Contains(r.stderr, "agrun: debug hostile: failed call's stderr: stderr-tail-token") {
+	if !strings.Contains(r.stderr, "agrun: debug: hostile: failed call's stderr: stderr-tail-token") {
 		t.Fatalf("debug: no stderr tail: %q", r.stderr)
 	}
 	runIn(t, "", "--log-level", "loud", "tools").wantCode(t, exitUsage)

@@ -128,7 +128,7 @@ func (c *cli) approvalsRevoke(args []string) error {
 			missing = append(missing, tool)
 			continue
 		}
-		fmt.Fprintf(c.stderr, "agrun: revoked %s\n", oneLine(tool))
+		fmt.Fprintf(c.stdout, "revoked %s\n", oneLine(tool)) // like sessions rm: what was done on stdout, diagnostics on stderr
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("no standing approval for %s", oneLine(strings.Join(missing, ", ")))

@@ -77,7 +77,13 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	r.Attrs(add)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "agrun: %s ", strings.ToLower(r.Level.String()))
+	// One prefix per level, the same as the CLI's own lines: "agrun:
+	// warning: ", "agrun: error: ", "agrun: info: ", "agrun: debug: ".
+	level := strings.ToLower(r.Level.String())
+	if r.Level == slog.LevelWarn {
+		level = "warning"
+	}
+	fmt.Fprintf(&b, "agrun: %s: ", level)
 	if name != "" {
 		b.WriteString(safe(name) + ": ")
 	}
