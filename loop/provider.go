@@ -196,12 +196,23 @@ func (e *IncompleteStreamError) Is(target error) bool {
 }
 
 // TransportError is a provider that could not be reached, or a
-// connection that broke before the provider answered (KindTransport;
-// retried).
-type TransportError struct{ Err error }
+// connection that broke (KindTransport; retried).
+type TransportError struct {
+	Err error
+	// Status is the HTTP status the provider had answered with before the
+	// connection broke (a stream cut in the middle); 0: it never
+	// answered (not reached, or the connection broke before a status).
+	Status int
+}
 
-// Error implements error.
-func (e *TransportError) Error() string { return "cannot reach provider: " + e.Err.Error() }
+// Error implements error: "cannot reach provider: …", or for a
+// connection that broke after the provider answered, says so.
+func (e *TransportError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("the connection to the provider broke during its reply (it had answered %d): %v", e.Status, e.Err)
+	}
+	return "cannot reach provider: " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *TransportError) Unwrap() error { return e.Err }

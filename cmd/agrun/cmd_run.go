@@ -697,11 +697,16 @@ func (p *printer) show(ev loop.Event) {
 			p.wroteText = true
 		}
 	case *loop.Retry:
-		// The reply starts over: what was shown of it is void.
+		// The reply starts over: what was shown of it is void, and the
+		// retry line says so (it cannot be taken back off the screen).
 		p.final.Reset()
+		void := ""
+		if p.wroteText {
+			void = "; the partial reply above is discarded"
+		}
 		p.newline()
 		st.retries++
-		fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max)
+		fmt.Fprintf(c.stderr, "agrun: %s, retrying in %s (%d/%d)%s\n", retryWhat(ev), roundWait(ev.Wait), ev.Attempt, ev.Max, void)
 	case *loop.StructuredOutput:
 		p.final.Reset()
 		p.final.Write(ev.Output)

@@ -68,6 +68,9 @@ func TestRunCutOffStream(t *testing.T) {
 	if !strings.HasSuffix(r.stdout, "Whole sentence.\n") {
 		t.Errorf("stdout %q", r.stdout)
 	}
+	if !strings.Contains(r.stderr, "(1/2); the partial reply above is discarded\n") {
+		t.Errorf("the retry line does not say the shown part is void: %q", r.stderr)
+	}
 	if !strings.Contains(r.stderr, "agrun: the stream from the provider broke off before the reply was complete (no finish_reason), retrying in ") || !strings.Contains(r.stderr, "(1/2)") {
 		t.Errorf("stderr %q", r.stderr)
 	}

@@ -104,3 +104,31 @@ func TestMaxOutputTokensField(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A connection that breaks after the provider answered (HTTP/1.1, closed
+// in the middle of the stream) is not "cannot reach provider": the
+// provider was reached and its reply broke.
+func TestBrokenConnectionAfterAnswerIsNotUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", chattest.TextChunk("half a sen"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // HTTP/1.1: the connection is closed
+	}))
+	defer srv.Close()
+	p, err := chat.New(chat.Config{BaseURL: srv.URL + "/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxRetries: -1}})
+	for _, err := range c.SubmitStreamWithTools(context.Background(), "hi", nil) {
+		if err == nil {
+			continue
+		}
+		if strings.Contains(err.Error(), "cannot reach provider") {
+			t.Fatalf("a stream broken after the answer: %v", err)
+		}
+		return
+	}
+	t.Fatal("no error for a broken stream")
+}

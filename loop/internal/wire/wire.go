@@ -259,7 +259,7 @@ func Error(ctx context.Context, rec *Recording, err error) error {
 	if errors.Is(err, ErrBodyTooLarge) || IsDecodeError(err) {
 		return fmt.Errorf("%w: %w", loop.ErrBadResponse, err)
 	}
-	return &loop.TransportError{Err: err}
+	return &loop.TransportError{Err: err, Status: rec.Status()}
 }
 
 // IsDecodeError reports whether err is JSON that could not be decoded.
