@@ -5,21 +5,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each phase says when it starts and how long it took, on stderr.
+# Each phase says when it starts, how long it usually takes (first run on
+# a fresh 2-core machine / later runs, measured), and how long it took,
+# on stderr.
 phase() {
-  local name=$1 start=$SECONDS
-  shift
-  echo "test.sh: $name ..." >&2
+  local name=$1 expect=$2 start=$SECONDS
+  shift 2
+  echo "test.sh: $name ... (usually $expect)" >&2
   "$@"
-  echo "test.sh: $name: $((SECONDS - start)) s" >&2
+  echo "test.sh: $name: took $((SECONDS - start)) s" >&2
 }
 
-phase "setup (Debian packages)" scripts/setup.sh
-[ -x scripts/setup-npm.sh ] && phase "setup (npm packages)" scripts/setup-npm.sh
+phase "setup (Debian packages)" "2-4 min the first time, seconds after" scripts/setup.sh
+[ -x scripts/setup-npm.sh ] && phase "setup (npm packages)" "1 min the first time, seconds after" scripts/setup-npm.sh
 # The cluster tests' Temporal dev server (built once into .cache/) and
 # PostgreSQL; without them those tests skip, saying so (and fail under
 # AGRUN_REQUIRE_CLUSTER=1, as in .ci/run).
-phase "setup (Temporal dev server, PostgreSQL)" scripts/setup-cluster.sh
+phase "setup (Temporal dev server, PostgreSQL)" "6-15 min the first time (it builds Temporal), seconds after" scripts/setup-cluster.sh
 
 # Test guests and the wazero compilation cache are shared by every test
 # binary of the run (see internal/testing/testguest).
@@ -30,4 +32,4 @@ export AGRUN_TEST_CACHE="${AGRUN_TEST_CACHE:-$PWD/.cache/test}"
 if [ $# -gt 0 ]; then
   exec go test -tags cluster -count=1 "$@"
 fi
-phase "go test ./..." go test -tags cluster -count=1 -timeout 20m ./...
+phase "go test ./..." "4-5 min, plus 3-5 min to compile on an empty Go build cache" go test -tags cluster -count=1 -timeout 20m ./...
