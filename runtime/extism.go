@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"math/bits"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -269,13 +271,16 @@ func (e *extState) block(addr uint64) int {
 	return i
 }
 
-// read returns a copy of the live block at addr, or false.
-func (e *extState) read(addr uint64) ([]byte, bool) {
+// view returns the live block at addr in place (no copy: a guest's block
+// may be as large as its memory limit, and a copy of it would be host
+// memory charged to nothing), or false. A caller copies only what it keeps,
+// after checking its size.
+func (e *extState) view(addr uint64) ([]byte, bool) {
 	i := e.block(addr)
 	if i < 0 {
 		return nil, false
 	}
-	return append([]byte(nil), e.bytes(addr, e.blocks[i].len)...), true
+	return e.bytes(addr, e.blocks[i].len), true
 }
 
 // release frees the live block at addr; anything else is ignored (a
@@ -495,12 +500,12 @@ func init() {
 		},
 		"config_get": func(_ context.Context, st *callState, mod api.Module, s []uint64) {
 			e := st.plugin()
-			key, ok := e.read(s[0])
+			key, ok := e.view(s[0])
 			if !ok {
 				st.fault("config_get", "address %d is not a block", s[0])
 				return
 			}
-			v, ok := e.config[string(key)]
+			v, ok := e.config[string(key)] // the lookup does not copy key
 			if !ok {
 				s[0] = 0
 				return
@@ -509,13 +514,13 @@ func init() {
 		},
 		"var_get": func(_ context.Context, st *callState, mod api.Module, s []uint64) {
 			e := st.plugin()
-			key, ok := e.read(s[0])
+			key, ok := e.view(s[0])
 			if !ok {
 				st.fault("var_get", "address %d is not a block", s[0])
 				return
 			}
-			e.release(s[0]) // as Extism's host does
-			v, ok := e.vars[string(key)]
+			v, ok := e.vars[string(key)] // the lookup does not copy key
+			e.release(s[0])              // as Extism's host does
 			if !ok {
 				s[0] = 0
 				return
@@ -556,26 +561,27 @@ func extLength(_ context.Context, st *callState, _ api.Module, s []uint64) {
 
 func extVarSet(_ context.Context, st *callState, _ api.Module, s []uint64) {
 	e := st.plugin()
-	key, ok := e.read(s[0])
+	key, ok := e.view(s[0])
 	if !ok {
 		st.fault("var_set", "the key's address %d is not a block", s[0])
 		return
 	}
-	e.release(s[0])
 	old, had := e.vars[string(key)]
 	if s[1] == 0 {
 		if had {
 			e.varBytes -= int64(len(key)+len(old)) + varOverhead
 			delete(e.vars, string(key))
 		}
+		e.release(s[0])
 		return
 	}
-	v, ok := e.read(s[1])
+	v, ok := e.view(s[1])
 	if !ok {
 		st.fault("var_set", "the value's address %d is not a block", s[1])
 		return
 	}
-	e.release(s[1])
+	// The size is checked on the blocks in place; only what is kept is
+	// copied (the key by string(), the value below).
 	size := e.varBytes + int64(len(key)+len(v)) + varOverhead
 	if had {
 		size -= int64(len(key)+len(old)) + varOverhead
@@ -584,7 +590,9 @@ func extVarSet(_ context.Context, st *callState, _ api.Module, s []uint64) {
 		st.failCall(&limitError{"memory limit: the plug-in's vars exceeded " + FormatBytes(MaxPluginVarBytes), ErrMemoryLimit, nil})
 		return
 	}
-	e.vars[string(key)], e.varBytes = v, size
+	e.vars[string(key)], e.varBytes = bytes.Clone(v), size
+	e.release(s[0])
+	e.release(s[1])
 }
 
 // extLog implements log_*(addr): the message block is logged as
@@ -632,18 +640,19 @@ type extismRequest struct {
 func extHTTPRequest(ctx context.Context, st *callState, mod api.Module, s []uint64) {
 	e := st.plugin()
 	e.httpStatus, e.httpHeaders = 0, nil
-	raw, ok := e.read(s[0])
+	raw, ok := e.view(s[0])
 	if !ok {
 		st.fault("http_request", "the request's address %d is not a block", s[0])
 		return
 	}
-	e.release(s[0])
-	if len(raw) > maxRequestBytes {
+	if len(raw) > maxRequestBytes { // checked in place, before anything is copied
 		st.fault("http_request", "request of %d bytes, at most %d", len(raw), maxRequestBytes)
 		return
 	}
 	var in extismRequest
-	if err := json.Unmarshal(raw, &in); err != nil {
+	err := json.Unmarshal(raw, &in)
+	e.release(s[0])
+	if err != nil {
 		st.fault("http_request", "invalid request JSON: %v", err)
 		return
 	}
@@ -655,17 +664,17 @@ func extHTTPRequest(ctx context.Context, st *callState, mod api.Module, s []uint
 		}
 	}
 	if s[1] != 0 {
-		body, ok := e.read(s[1])
+		body, ok := e.view(s[1])
 		if !ok {
 			st.fault("http_request", "the body's address %d is not a block", s[1])
 			return
 		}
+		if len(body) > maxRequestBytes {
+			st.fault("http_request", "request body of %d bytes, at most %d", len(body), maxRequestBytes)
+			return
+		}
+		req.Body = bytes.Clone(body)
 		e.release(s[1])
-		req.Body = body
-	}
-	if len(req.Body) > maxRequestBytes {
-		st.fault("http_request", "request body of %d bytes, at most %d", len(req.Body), maxRequestBytes)
-		return
 	}
 	reqJSON, _ := json.Marshal(req)
 	switch resp := st.request(ctx, reqJSON).(type) {
@@ -682,7 +691,13 @@ func extHTTPRequest(ctx context.Context, st *callState, mod api.Module, s []uint
 		if ctx.Err() != nil {
 			return // the call's deadline (or its end) came during the request: classify says which
 		}
-		msg := fmt.Sprintf("%s %s: %s (%s)", req.Method, hostOf(in.URL), resp.Error.Message, resp.Error.Code)
+		// Only the host's own text: a method agrun accepts, the URL's host
+		// (never its user info), printable and capped.
+		method := "?"
+		if validMethod(req.Method) {
+			method = req.Method
+		}
+		msg := fmt.Sprintf("%s %s: %s (%s)", method, hostOf(in.URL), printableCut(resp.Error.Message, 512), printableCut(resp.Error.Code, 64))
 		switch resp.Error.Code {
 		case "not_granted", "forbidden":
 			st.failCall(fmt.Errorf("%w: %s.http_request refused: %s", ErrNotGranted, ExtismModule, msg))
@@ -698,17 +713,31 @@ func extHTTPRequest(ctx context.Context, st *callState, mod api.Module, s []uint
 // no way to tell the plug-in, so the call fails, naming why.
 var ErrPluginHTTP = errors.New("the plug-in's HTTP request failed")
 
+// hostOf is the host[:port] of URL u for a message: parsed, so that user
+// info (credentials) is never shown, printable and capped; "?" if u has
+// none.
 func hostOf(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		u = u[i+3:]
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return "?"
 	}
-	if i := strings.IndexAny(u, "/?#"); i >= 0 {
-		u = u[:i]
+	return printableCut(p.Host, 256)
+}
+
+// printableCut is s with every byte outside printable ASCII as '?', cut
+// to at most n bytes: guest-influenced text in a runtime error, which
+// reaches an embedder that may not clean it.
+func printableCut(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
 	}
-	if len(u) > 256 {
-		u = u[:256]
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '?'
+		}
 	}
-	return u
+	return string(b)
 }
 
 // checkPluginInput refuses a plug-in call Run cannot make.
