@@ -270,16 +270,24 @@ type Pulled struct {
 // c.Store under the manifest's digest. Every failure is an *Error; ctx
 // bounds the whole transfer.
 func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
-	p, err := c.pull(ctx, ref)
+	return c.PullTo(ctx, ref, c.Store)
+}
+
+// PullTo is Pull into st instead of c.Store: a program that pulls for
+// someone else (agrun serve, for an upload by reference) pulls into a
+// scratch store and keeps only what it accepts, so that a refused upload
+// leaves nothing on disk.
+func (c *Client) PullTo(ctx context.Context, ref string, st *Store) (*Pulled, error) {
+	p, err := c.pull(ctx, ref, st)
 	if err != nil {
 		return nil, &Error{Op: "pull", Ref: clean(ref), Err: err}
 	}
 	return p, nil
 }
 
-func (c *Client) pull(ctx context.Context, ref string) (*Pulled, error) {
-	if c.Store == nil {
-		return nil, errors.New("oci.Client.Store is nil: there is nowhere to store the module")
+func (c *Client) pull(ctx context.Context, ref string, st *Store) (*Pulled, error) {
+	if st == nil {
+		return nil, errors.New("no store to pull into (oci.Client.Store is nil)")
 	}
 	r, err := ParseRef(ref)
 	if err != nil {
@@ -329,7 +337,7 @@ func (c *Client) pull(ctx context.Context, ref string) (*Pulled, error) {
 	pinned := r
 	pinned.Digest = top
 	rec := Record{Ref: pinned.String(), Digest: top, MediaType: layer.MediaType}
-	if rec.ModuleSHA256, err = c.Store.put(ctx, rec, wasm); err != nil {
+	if rec.ModuleSHA256, err = st.put(ctx, rec, wasm); err != nil {
 		return nil, err
 	}
 	return &Pulled{Ref: ref, Pinned: rec.Ref, Digest: top, ModuleSHA256: rec.ModuleSHA256, Size: len(wasm), MediaType: layer.MediaType}, nil

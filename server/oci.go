@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -45,10 +46,23 @@ func (s *Server) ociModule(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ociPullTimeout)
 	defer cancel()
-	p, err := s.oci.Pull(ctx, ref.String())
+	// A scratch store, removed when the upload is decided: what the
+	// server keeps is the upload itself (its own store), so a refused one
+	// leaves nothing behind, and the operator's [oci] dir is not touched.
+	tmp, err := os.MkdirTemp("", "agrun-oci-upload-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	scratch, err := oci.OpenStore(tmp)
+	if err != nil {
+		return nil, err
+	}
+	scratch.MaxModuleBytes = s.oci.MaxModuleBytes
+	p, err := s.oci.PullTo(ctx, ref.String(), scratch)
 	if err == nil {
 		var wasm []byte
-		if wasm, _, err = s.oci.Store.Module(ctx, p.Digest); err == nil {
+		if wasm, _, err = scratch.Module(ctx, p.Digest); err == nil {
 			if int64(len(wasm)) > s.limits.MaxUpload {
 				return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the module is %d bytes; the limit is %d", len(wasm), s.limits.MaxUpload)
 			}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,6 +83,26 @@ func TestUploadByOCI(t *testing.T) {
 	}
 	if r := ts.call("from_oci", `{}`); r.status != http.StatusOK {
 		t.Fatalf("call of the tool uploaded by OCI: %d %s", r.status, r.body)
+	}
+	// A refused upload (a module with no manifest) leaves nothing in the
+	// client's store, nor in a scratch folder: pulls for uploads go to a
+	// scratch store removed when the upload is decided.
+	bare, err := cl.Push(context.Background(), []byte("\x00asm\x01\x00\x00\x00"), host+"/tools/bare:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpBefore, _ := filepath.Glob(filepath.Join(os.TempDir(), "agrun-oci-upload-*"))
+	if r := send(`{"oci":"` + bare.Pinned + `"}`); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("upload of a module without a manifest: %d %s", r.status, r.body)
+	}
+	if _, _, err := st.Module(context.Background(), bare.Digest); err == nil {
+		t.Error("a refused upload's module was kept in the client's store")
+	}
+	if _, _, err := st.Module(context.Background(), pushed.Digest); err == nil {
+		t.Error("an accepted upload's module was kept in the client's store (the server keeps its own copy)")
+	}
+	if tmpAfter, _ := filepath.Glob(filepath.Join(os.TempDir(), "agrun-oci-upload-*")); len(tmpAfter) > len(tmpBefore) {
+		t.Errorf("scratch folders left: %v", tmpAfter)
 	}
 
 	// Without OCI configured, a JSON upload is the wrong media type, as
