@@ -90,6 +90,14 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		var out ModelOutput
 		if err := workflow.ExecuteActivity(mctx, ModelActivity, step).Get(ctx, &out); err != nil {
 			res.ErrorKind, res.Error = activityKind(err), err.Error()
+			if len(step.Results) > 0 {
+				// The calls ran: their results must not vanish with the
+				// failed step (a next run would tell the model they were
+				// never decided, and a side effect be done twice).
+				if seq, ok := keepResults(ctx, in, step); ok {
+					res.Seq = seq
+				}
+			}
 			return res, nil
 		}
 		res.Turns++
@@ -147,6 +155,39 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 	}
 }
+
+// keepResults stores the tool messages of step's results without a model
+// request (a Final step), after the step that was to store them with the
+// model's reply failed for good — the provider failing past its retries,
+// the session store down, the run cancelled. It runs on a context
+// detached from the run's cancellation, and is retried until the store
+// takes it (for up to keepResultsFor): the results of calls that ran are
+// the one thing a run must not lose. A Final step is idempotent: one
+// whose records are already there changes nothing. ok is false if the
+// results could not be stored even so (the worker's log says why).
+func keepResults(ctx workflow.Context, in RunInput, step ModelStep) (seq int64, ok bool) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
+		TaskQueue:              in.Queues.LLM,
+		ScheduleToCloseTimeout: keepResultsFor,
+		StartToCloseTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			MaximumAttempts: 0, NonRetryableErrorTypes: []string{errPermanent},
+		},
+	})
+	step.Final = true
+	var out ModelOutput
+	if err := workflow.ExecuteActivity(dctx, ModelActivity, step).Get(dctx, &out); err != nil {
+		workflow.GetLogger(ctx).Error("the results of calls that ran could not be stored", "session", in.Session, "error", err)
+		return 0, false
+	}
+	return out.Seq, true
+}
+
+// keepResultsFor bounds how long a run retries storing the results of
+// its calls after its model step failed.
+const keepResultsFor = 24 * time.Hour
 
 // scheduleToStart is how long a step may wait for a worker of its queue.
 const scheduleToStart = 10 * time.Minute

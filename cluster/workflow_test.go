@@ -314,6 +314,54 @@ func TestLostWorkerRetriesBySideEffects(t *testing.T) {
 	}
 }
 
+// TestResultsKeptWhenTheModelStepFails (issue 28, 1): a side-effect call
+// ran, then the step that was to store its result with the model's reply
+// failed for good — the provider failing past its attempts, then the
+// session store refusing the first tries to keep the results. The run
+// still stores the result (a Final step, retried until the store takes
+// it), so no later run can call it never decided; the run ends with the
+// provider's kind.
+func TestResultsKeptWhenTheModelStepFails(t *testing.T) {
+	env := newEnv(t, nil)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) { return ModelOutput{}, nil },
+		activity.RegisterOptions{Name: ModelActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) { return ToolResult{}, nil },
+		activity.RegisterOptions{Name: ToolActivity})
+	var replies, finals atomic.Int32
+	var kept ModelStep
+	env.OnActivity(ModelActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, in ModelStep) (ModelOutput, error) {
+		switch {
+		case len(in.Results) == 0:
+			return ModelOutput{Seq: 2, Calls: []PendingCall{{ID: "c1", Tool: "write", Source: "wasm", SideEffects: true}}}, nil
+		case !in.Final:
+			replies.Add(1)
+			return ModelOutput{}, temporal.NewApplicationError("503 from provider", string(loop.KindProvider))
+		}
+		if finals.Add(1) <= 4 { // the session store is down for a while
+			return ModelOutput{}, errors.New("session store: connection refused")
+		}
+		kept = in
+		return ModelOutput{Seq: 4}, nil
+	})
+	env.OnActivity(ToolActivity, mock.Anything, mock.Anything).Return(func(context.Context, ToolStep) (ToolResult, error) {
+		return ToolResult{Output: Payload{Data: []byte(`{"written":true}`)}}, nil
+	})
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if replies.Load() != 3 {
+		t.Errorf("%d attempts of the model step, want 3", replies.Load())
+	}
+	if !kept.Final || len(kept.Results) != 1 || kept.Results[0].ID != "c1" || string(kept.Results[0].Output.Data) != `{"written":true}` || kept.Seq != 2 {
+		t.Fatalf("the step that kept the results: %+v", kept)
+	}
+	if res.ErrorKind != string(loop.KindProvider) || res.Seq != 4 {
+		t.Fatalf("result %+v: want the provider's kind, seq 4 (after the kept results)", res)
+	}
+}
+
 // TestContinueAsNewCarriesTheRun: when the server suggests it (or past
 // ContinueAfterEvents: the end-to-end test) the run continues as new between two steps, carrying the seq, the turns and the
 // results the next model step needs.
