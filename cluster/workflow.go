@@ -139,9 +139,13 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			results[i].ID = out.Calls[i].ID
 		}
 		if ctx.Err() != nil {
-			// Cancelled during the calls: the run ends here (a new run of
-			// the session answers the open calls "cancelled").
+			// Cancelled during the calls: the run ends here, with what
+			// the calls did stored (those still running are answered
+			// "cancelled"), so that no later run calls them never decided.
 			res.ErrorKind, res.Error = string(loop.KindCancelled), "the run was cancelled"
+			if seq, ok := keepResults(ctx, in, ModelStep{Session: in.Session, Seq: res.Seq, Results: results}); ok {
+				res.Seq = seq
+			}
 			return res, nil
 		}
 		usedCalls += len(out.Calls)
@@ -200,8 +204,12 @@ const continueAfterBytes = 10 << 20
 // its attempts spent) for the model.
 func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult {
 	var te *temporal.TimeoutError
+	var ce *temporal.CanceledError
 	what := "the call failed on the cluster: " + err.Error()
-	if errors.As(err, &te) {
+	switch {
+	case errors.As(err, &ce):
+		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: "the run was cancelled while the call ran; it may or may not have taken effect"}
+	case errors.As(err, &te):
 		what = "the worker running the call was lost (" + te.TimeoutType().String() + ")"
 	}
 	switch {

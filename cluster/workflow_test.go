@@ -362,6 +362,46 @@ func TestResultsKeptWhenTheModelStepFails(t *testing.T) {
 	}
 }
 
+// TestCancelledCallsKept (issue 28, 3): a run cancelled while its calls
+// run stores what they did — the finished one's result, the one cut
+// short answered "cancelled ... may or may not have taken effect" — so
+// that no later run calls them never decided.
+func TestCancelledCallsKept(t *testing.T) {
+	env := newEnv(t, nil)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) { return ModelOutput{}, nil },
+		activity.RegisterOptions{Name: ModelActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ToolStep) (ToolResult, error) { return ToolResult{}, nil },
+		activity.RegisterOptions{Name: ToolActivity})
+	var kept ModelStep
+	env.OnActivity(ModelActivity, mock.Anything, mock.Anything).Return(func(_ context.Context, in ModelStep) (ModelOutput, error) {
+		if len(in.Results) == 0 {
+			return ModelOutput{Seq: 2, Calls: []PendingCall{{ID: "quick", Tool: "t"}, {ID: "slow", Tool: "t", SideEffects: true}}}, nil
+		}
+		kept = in
+		return ModelOutput{Seq: 4}, nil
+	})
+	env.OnActivity(ToolActivity, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ToolStep) (ToolResult, error) {
+		if in.Call.ID == "quick" {
+			return ToolResult{Output: Payload{Data: []byte(`1`)}}, nil
+		}
+		<-ctx.Done()
+		return ToolResult{}, ctx.Err()
+	})
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	env.GetWorkflowResult(&res)
+	if !kept.Final || len(kept.Results) != 2 || kept.Results[0].ID != "quick" || string(kept.Results[0].Output.Data) != "1" {
+		t.Fatalf("kept %+v", kept)
+	}
+	if r := kept.Results[1]; r.ID != "slow" || r.Kind != registry.Cancelled || !strings.Contains(r.Message, "may or may not have taken effect") {
+		t.Fatalf("the call cut short: %+v", r)
+	}
+	if res.ErrorKind != string(loop.KindCancelled) {
+		t.Errorf("result %+v", res)
+	}
+}
+
 // TestContinueAsNewCarriesTheRun: when the server suggests it (or past
 // ContinueAfterEvents: the end-to-end test) the run continues as new between two steps, carrying the seq, the turns and the
 // results the next model step needs.
