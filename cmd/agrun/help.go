@@ -36,7 +36,7 @@ var cmdDocs = map[string]cmdDoc{
 		summary:  "agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP servers, and the model loop that calls them.",
 		detail: "The config is -c FILE, else $AGRUN_CONFIG, else ./agrun.toml (global flags go before the command).\n" +
 			"Results go to stdout, diagnostics to stderr.\n" +
-			"Exit codes: 0 success, 1 tool or run failure, 2 usage or configuration error, 130 interrupted.\n" +
+			"Exit codes: 0 success, 1 tool or run failure, 2 usage or configuration error, 3 run --json waits for approvals, 130 interrupted.\n" +
 			"`agrun help COMMAND` or `agrun COMMAND -h` shows a command's flags.",
 		example: `agrun call word_count '{"text":"to be or not to be"}'`,
 	},
@@ -77,7 +77,7 @@ var cmdDocs = map[string]cmdDoc{
 	},
 	"sessions": {
 		synopsis: "agrun [-c FILE] sessions [--json]\n       agrun [-c FILE] sessions show|rm|export|prune|compact [FLAGS] ...",
-		summary:  "List saved sessions (most recently used first), or show, remove, export and prune them.",
+		summary:  "List saved sessions (most recently used first), or show, remove, export, prune and compact them.",
 		detail: "Turns are user prompts; tokens are the total the model reported.\n" +
 			"Subcommands: show ID, rm ID..., export ID, prune --older-than AGE, compact ID (`agrun help sessions show`).",
 		example: "agrun sessions",

@@ -21,7 +21,7 @@ const clusterSupport = false
 
 // errNoCluster is what [cluster] and `agrun worker` get from this build.
 var errNoCluster = &configError{errors.New("this agrun is built without cluster support, which [cluster] and `agrun worker` need: " +
-	"build it with `go build -tags cluster ./cmd/agrun` (or `go run -tags cluster ./cmd/agrun ...`; docs/SCALING.md)")}
+	"build it with `go build -tags cluster ./cmd/agrun`, or `go install -tags cluster ./cmd/agrun` if you installed it with go install (docs/SCALING.md)")}
 
 func (c *cli) runOnCluster(context.Context, *flag.FlagSet, *config.Config, string, *runOptions, bool) (string, turnStats, error) {
 	return "", turnStats{}, errNoCluster

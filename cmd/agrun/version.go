@@ -76,7 +76,7 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 	if clusterSupport {
 		fmt.Fprintf(&b, "  cluster   built in (-tags cluster)\n")
 	} else {
-		fmt.Fprintf(&b, "  cluster   not built in (go build -tags cluster ./cmd/agrun)\n")
+		fmt.Fprintf(&b, "  cluster   not built in (go build, or go install, -tags cluster ./cmd/agrun)\n")
 	}
 	return b.String()
 }
