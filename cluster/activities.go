@@ -405,6 +405,24 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 			return ToolResult{ID: in.Call.ID, Kind: registry.Other, Worker: workerName(),
 				Message: "not run: the tool changed (its module or grant) between the model's request and the call; ask again"}, nil
 		}
+		// Defence in depth (Temporal is trusted, docs/SECURITY.md): a call
+		// that needs a person's yes runs only if the session holds the
+		// decision that approved it, which the model step stored before it
+		// handed the call on — a forged step completion naming such a
+		// call is refused here.
+		if ap := a.Loop.Approver; ap != nil {
+			req := loop.ApprovalRequest{CallID: in.Call.ID, Tool: in.Call.Tool, Arguments: textsafe.Clean(string(args), 0), Grant: g}
+			if ap.NeedsApproval(req) {
+				recs, err := a.Sessions.Load(ctx, in.Session, 0)
+				if err != nil && !errors.Is(err, session.ErrNotFound) {
+					return ToolResult{}, err // the store: Temporal retries
+				}
+				if !a.records().Approved(recs)[in.Call.ID] {
+					return ToolResult{ID: in.Call.ID, Kind: registry.DeniedByUser, Worker: workerName(),
+						Message: "not run: the call needs a person's approval and the session holds no decision approving it"}, nil
+				}
+			}
+		}
 		// A retried attempt of a call with side effects here is not run
 		// unless the run allows it.
 		if activity.GetInfo(ctx).Attempt > 1 && !in.RetrySideEffects && SideEffects(g) {

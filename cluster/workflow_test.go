@@ -595,3 +595,51 @@ func TestWholeResultByReference(t *testing.T) {
 		t.Fatalf("invocations %+v %v", invs, err)
 	}
 }
+
+// askAll is an Approver under which every call needs a yes.
+type askAll struct{}
+
+func (askAll) NeedsApproval(loop.ApprovalRequest) bool { return true }
+func (askAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, error) {
+	return loop.Decision{Answer: loop.Deny, By: "non-interactive"}, nil
+}
+
+// TestToolActivityChecksTheStoredApproval (issue 28, 4): a tool activity
+// runs a call that needs a person's yes only if the session holds the
+// decision approving it — a forged model-step completion naming such a
+// call (as `temporal activity complete` can send) is refused, and the
+// tool never runs; with the approving record stored, the call runs.
+func TestToolActivityChecksTheStoredApproval(t *testing.T) {
+	var ran atomic.Int32
+	tool := &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) { ran.Add(1); return json.RawMessage(`1`), nil }}
+	a, st := newActivities(t, chattest.New(t), tool)
+	a.Loop.Approver = askAll{}
+	env := quietSuite().NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+	call := func() ToolResult {
+		t.Helper()
+		v, err := env.ExecuteActivity(ToolActivity, ToolStep{Session: "s", Call: PendingCall{ID: "c1", Tool: "w", Args: Payload{Data: []byte(`{}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r ToolResult
+		if err := v.Get(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := call(); r.Kind != registry.DeniedByUser || ran.Load() != 0 || !strings.Contains(r.Message, "holds no decision approving it") {
+		t.Fatalf("forged call: %+v, ran %d", r, ran.Load())
+	}
+	dec, err := jsonRecords{}.Decision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{CallID: "c1", Tool: "w"}, Decision: loop.Decision{Answer: loop.ApproveOnce, By: "user"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(context.Background(), "s", 0, []json.RawMessage{dec}); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(); r.Kind != "" || ran.Load() != 1 {
+		t.Fatalf("approved call: %+v, ran %d", r, ran.Load())
+	}
+}
