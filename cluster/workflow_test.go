@@ -612,7 +612,10 @@ func (askAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, err
 func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 	var ran atomic.Int32
 	tool := &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
-		run: func(context.Context, json.RawMessage) (json.RawMessage, error) { ran.Add(1); return json.RawMessage(`1`), nil }}
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`1`), nil
+		}}
 	a, st := newActivities(t, chattest.New(t), tool)
 	a.Loop.Approver = askAll{}
 	env := quietSuite().NewTestActivityEnvironment()
