@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -147,7 +148,7 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 		done := make(chan error, 1)
 		go func() { done <- run.Get(bg, &res) }()
 		var replay session.Replay
-		next := from
+		next, started := from, false
 		// drain yields the records appended since the last; false: the
 		// caller stopped.
 		drain := func() (bool, error) {
@@ -160,6 +161,14 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 			}
 			next += int64(len(recs))
 			for _, b := range recs {
+				if !started {
+					// A run's records begin with its prompt; records
+					// before it at from are the previous run's tail (a
+					// seq read as that run ended), not this run's.
+					if started = isUserMessage(b); !started {
+						continue
+					}
+				}
 				for _, ev := range replay.Feed(b) {
 					if !yield(ev, nil) {
 						return false, nil
@@ -230,4 +239,14 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 			}
 		}
 	}
+}
+
+// isUserMessage reports whether session record b is a user's message.
+func isUserMessage(b []byte) bool {
+	var r session.Record
+	if json.Unmarshal(b, &r) != nil || len(r.Message) == 0 {
+		return false
+	}
+	var m loop.Message
+	return json.Unmarshal(r.Message, &m) == nil && m.Role == loop.RoleUser
 }

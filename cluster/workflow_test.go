@@ -646,3 +646,46 @@ func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 		t.Fatalf("approved call: %+v, ran %d", r, ran.Load())
 	}
 }
+
+// TestStaleSeqDoesNotDropThePrompt (issue 28, 2): a first step started
+// with a seq read before the session's previous run stored its last
+// records sends its own prompt (at the session's end) instead of taking
+// the previous run's answer for its own; a retry of a first step that
+// stored its records is still answered from the store.
+func TestStaleSeqDoesNotDropThePrompt(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{Text: "first answer"}, chattest.Reply{Text: "second answer"})
+	a, st := newActivities(t, srv)
+	env := quietSuite().NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+	step := func(seq int64, prompt string) ModelOutput {
+		t.Helper()
+		v, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Seq: seq, Prompt: prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o ModelOutput
+		if err := v.Get(&o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	first := step(0, "one")
+	// The second run read the length (0) before the first stored its
+	// records: its seq is stale.
+	second := step(0, "two")
+	if second.Recovered || string(second.Text.Data) != "second answer" || second.Seq <= first.Seq {
+		t.Fatalf("second run %+v (first %+v): want its own answer after the first's records", second, first)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d model requests, want 2", n)
+	}
+	// A retry of the second run's step (same seq as it was given, the
+	// prompt stored at the session's end) is answered from the store.
+	recs, _ := st.Load(context.Background(), "s", 0)
+	if again := step(first.Seq, "two"); !again.Recovered || string(again.Text.Data) != "second answer" || int(again.Seq) != len(recs) {
+		t.Fatalf("retry %+v", again)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d model requests after the retry, want 2", n)
+	}
+}
