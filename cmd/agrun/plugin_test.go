@@ -7,24 +7,18 @@ import (
 	"testing"
 )
 
-// codeBlock is the first fenced block of language lang in section.
-func codeBlock(t *testing.T, section, lang string) string {
-	t.Helper()
-	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(section)
-	if m == nil {
-		t.Fatalf("no %s block in %q", lang, section)
-	}
-	return m[1]
-}
-
 // TestCallPluginREADME runs README's "Use Extism plug-ins" as written: its
 // [tools.count_vowels] in an agrun.toml, its agrun call, its output.
 func TestCallPluginREADME(t *testing.T) {
-	sec := readmeSection(t, "## Use Extism plug-ins")
-	block := codeBlock(t, sec, "toml")
+	sec := readDoc(t, "README.md").section(t, "## Use Extism plug-ins")
+	tomls, shs := sec.blocks("toml"), sec.blocks("sh")
+	if len(tomls) == 0 || len(shs) == 0 {
+		t.Fatalf("%s: want a toml and an sh block", sec.name)
+	}
+	block := tomls[0]
 	block = strings.Replace(block, `"testdata/plugins/count_vowels.wasm"`, `"`+filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm")+`"`, 1)
 	e := newTestEnv(t, "", "\n"+block)
-	cmd := regexp.MustCompile(`(?m)^agrun call (\S+) '([^']*)'\n# (.*)$`).FindStringSubmatch(codeBlock(t, sec, "sh"))
+	cmd := regexp.MustCompile(`(?m)^agrun call (\S+) '([^']*)'\n# (.*)$`).FindStringSubmatch(shs[0])
 	if cmd == nil {
 		t.Fatal("no `agrun call NAME 'ARGS'` and its output in the README's sh block")
 	}
