@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // TestAPIExamples runs docs/API.md's examples, top to bottom, against
@@ -31,7 +32,7 @@ import (
 // the document's first "…", and every key the document shows — or, for
 // an upload and a run, with the JSON and the event stream shown after it.
 func TestAPIExamples(t *testing.T) {
-	doc := readDoc(t, "docs/API.md")
+	doc := mddoc.Read(t, "docs/API.md")
 	model := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"one two three"}`}}},
 		chattest.Reply{Text: "There are 3 words."})
@@ -44,7 +45,7 @@ func TestAPIExamples(t *testing.T) {
 	sh := newDocShell(t, dir, userEnv(dir)...)
 
 	// The serving block: export the tokens, then serve.
-	first := shellCmds(doc.blocks("sh")[0])
+	first := mddoc.ShellCmds(doc.Blocks("sh")[0])
 	if len(first) != 2 || !strings.HasPrefix(first[0].Line, "export AGRUN_TOKENS=") || !strings.Contains(first[1].Line, " serve ") || len(first[1].Want) != 1 {
 		t.Fatalf("the first block: want export AGRUN_TOKENS, agrun serve and its line; have %+v", first)
 	}
@@ -54,8 +55,8 @@ func TestAPIExamples(t *testing.T) {
 
 	c := &curlRunner{t: t, sh: sh, base: base, host: "localhost:" + port, token: token, client: &http.Client{Timeout: 60 * time.Second}}
 	ran := 0
-	for _, b := range doc.blocks("sh")[1:] {
-		for _, cmd := range shellCmds(b) {
+	for _, b := range doc.Blocks("sh")[1:] {
+		for _, cmd := range mddoc.ShellCmds(b) {
 			if !strings.Contains(cmd.Line, "curl ") {
 				sh.must(cmd.Line)
 				continue
@@ -132,7 +133,7 @@ type curlRunner struct {
 }
 
 // check runs cmd's curl and compares its answer with the document's.
-func (c *curlRunner) check(doc mdDoc, cmd shellCmd) {
+func (c *curlRunner) check(doc mddoc.Doc, cmd mddoc.ShellCmd) {
 	t := c.t
 	t.Helper()
 	line := cmd.Line
@@ -144,7 +145,7 @@ func (c *curlRunner) check(doc mdDoc, cmd shellCmd) {
 		stdin = []byte(c.sh.must(left).stdout)
 		line = "curl " + right
 	}
-	req, writeOut := c.request(shellWords(line), stdin)
+	req, writeOut := c.request(mddoc.ShellWords(line), stdin)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -164,12 +165,12 @@ func (c *curlRunner) check(doc mdDoc, cmd shellCmd) {
 		c.checkRun(doc, resp, body)
 	case want == "" && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/v1/tools") && resp.StatusCode == http.StatusCreated:
 		// The upload's answer is the JSON block after it, with Location.
-		sec := doc.section(t, "### POST /v1/tools — upload a tool")
-		loc := regexp.MustCompile("`Location: ([^`]+)`").FindStringSubmatch(sec.text)
+		sec := doc.Section(t, "### POST /v1/tools — upload a tool")
+		loc := regexp.MustCompile("`Location: ([^`]+)`").FindStringSubmatch(sec.Text)
 		if loc == nil || resp.Header.Get("Location") != loc[1] {
 			t.Errorf("Location %q; the document says %v", resp.Header.Get("Location"), loc)
 		}
-		compareShape(t, sec.blocks("json")[0], body)
+		compareShape(t, sec.Blocks("json")[0], body)
 	case want == "":
 		if resp.StatusCode/100 != 2 {
 			t.Errorf("status %d (%s); the document shows no failure", resp.StatusCode, body)
@@ -272,14 +273,14 @@ func (c *curlRunner) request(words []string, stdin []byte) (req *http.Request, w
 // checkRun compares a run's event stream with the one the document shows
 // after its curl: the same events in the same order, each with the keys
 // the document shows. The session id then stands for the document's.
-func (c *curlRunner) checkRun(doc mdDoc, resp *http.Response, body []byte) {
+func (c *curlRunner) checkRun(doc mddoc.Doc, resp *http.Response, body []byte) {
 	t := c.t
 	t.Helper()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("run: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 	var shown string
-	for _, b := range doc.section(t, "### POST /v1/runs — an agent run, streamed").blocks("") {
+	for _, b := range doc.Section(t, "### POST /v1/runs — an agent run, streamed").Blocks("") {
 		if strings.HasPrefix(b, "event: started") {
 			shown = b
 		}

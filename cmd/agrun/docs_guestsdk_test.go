@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
@@ -56,7 +57,7 @@ func (s *docShell) must(line string) result {
 // checkAnswer runs c and compares its stdout with the answer the
 // document shows under it: exit 0, or 1 when that answer is a tool's
 // failure ("ok":false).
-func (s *docShell) checkAnswer(c shellCmd) result {
+func (s *docShell) checkAnswer(c mddoc.ShellCmd) result {
 	s.t.Helper()
 	r := s.run("", c.Line)
 	want := strings.Join(c.Want, "\n")
@@ -93,7 +94,7 @@ func goEnv(t *testing.T) []string {
 // checkout), the go.mod it shows, the answers it shows, and the sizes of
 // its note on size.
 func TestGuestSDKWalkthrough(t *testing.T) {
-	doc := readDoc(t, "guest-sdk/README.md")
+	doc := mddoc.Read(t, "guest-sdk/README.md")
 	root := repoRoot(t)
 	work, home := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, "src"), 0o755); err != nil {
@@ -106,7 +107,7 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 
 	// 1. Write: the block that names its file in its first line.
 	var mainFile string
-	for _, b := range doc.section(t, "## 1. Write").blocks("go") {
+	for _, b := range doc.Section(t, "## 1. Write").Blocks("go") {
 		if first, rest, _ := strings.Cut(b, "\n"); strings.HasPrefix(first, "// ") && strings.HasSuffix(first, ".go") {
 			mainFile = strings.TrimPrefix(first, "// ")
 			writeFile(t, filepath.Join(work, mainFile), rest)
@@ -116,8 +117,8 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 		t.Fatal("section 1 has no Go block starting with its file name (// hello/main.go)")
 	}
 	// 2. The manifest, where pack (section 4) reads it.
-	pack := doc.section(t, "## 4. Pack").shellCmds()
-	manifests := doc.section(t, "## 2. Describe it: the manifest").blocks("toml")
+	pack := doc.Section(t, "## 4. Pack").ShellCmds()
+	manifests := doc.Section(t, "## 2. Describe it: the manifest").Blocks("toml")
 	if len(pack) != 1 || len(manifests) == 0 {
 		t.Fatalf("want one pack command and a manifest block; have %d, %d", len(pack), len(manifests))
 	}
@@ -128,8 +129,8 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 	writeFile(t, filepath.Join(work, m[1]), manifests[0])
 
 	// 3. Build: the module set-up and the build, in the document's order.
-	build := doc.section(t, "## 3. Build")
-	cmds := build.shellCmds()
+	build := doc.Section(t, "## 3. Build")
+	cmds := build.ShellCmds()
 	if len(cmds) < 5 || !strings.HasPrefix(cmds[0].Line, "git clone ") {
 		t.Fatalf("section 3: want git clone, the go mod commands and go build; have %+v", cmds)
 	}
@@ -140,7 +141,7 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := build.blocks("")
+	plain := build.Blocks("")
 	if len(plain) == 0 {
 		t.Fatal("section 3 shows no go.mod lines")
 	}
@@ -152,7 +153,7 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 	}
 	// 4. Pack, 5. Inspect.
 	sh.must(pack[0].Line)
-	inspect := doc.section(t, "## 5. Inspect").shellCmds()
+	inspect := doc.Section(t, "## 5. Inspect").ShellCmds()
 	if len(inspect) != 1 {
 		t.Fatalf("section 5: %+v", inspect)
 	}
@@ -161,13 +162,13 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 	}
 	// 6. The [tools.hello] block as agrun.toml (with the shared compile
 	// cache), then the calls and their answers.
-	run := doc.section(t, "## 6. Configure and run")
-	tomls := run.blocks("toml")
+	run := doc.Section(t, "## 6. Configure and run")
+	tomls := run.Blocks("toml")
 	if len(tomls) == 0 || !strings.HasPrefix(tomls[0], "[tools.hello]") {
 		t.Fatalf("section 6: no [tools.hello] block first: %q", tomls)
 	}
 	writeFile(t, filepath.Join(work, "agrun.toml"), fmt.Sprintf("[sandbox]\ncache_dir = %q\n\n%s", testguest.CompilationCacheDir(t), tomls[0]))
-	calls := run.shellCmds()
+	calls := run.ShellCmds()
 	if len(calls) < 3 {
 		t.Fatalf("section 6: %+v", calls)
 	}
@@ -177,7 +178,7 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 			t.Errorf("%s does not list hello:\n%s", c.Line, r.stdout)
 		}
 	}
-	checkSizes(t, doc.section(t, "## When something goes wrong").text, work)
+	checkSizes(t, doc.Section(t, "## When something goes wrong").Text, work)
 }
 
 // TestGuestSDKCTool builds and calls guest-sdk/README.md's C tool as
@@ -192,14 +193,14 @@ func TestGuestSDKCTool(t *testing.T) {
 	if _, err := os.Stat("/usr/include/wasm32-wasi/stdio.h"); err != nil {
 		t.Skip("SKIPPED: wasi-libc is not installed (/usr/include/wasm32-wasi): guest-sdk/README.md's C tool was NOT built or called; run scripts/setup.sh")
 	}
-	sec := readDoc(t, "guest-sdk/README.md").section(t, "## Other languages")
+	sec := mddoc.Read(t, "guest-sdk/README.md").Section(t, "## Other languages")
 	work := t.TempDir()
 	if err := os.Symlink(filepath.Join(repoRoot(t), "testdata"), filepath.Join(work, "testdata")); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(work, "agrun.toml"), fmt.Sprintf("[sandbox]\ncache_dir = %q\n", testguest.CompilationCacheDir(t)))
 	sh := newDocShell(t, work)
-	cmds := sec.shellCmds()
+	cmds := sec.ShellCmds()
 	if len(cmds) != 4 || !strings.HasPrefix(cmds[0].Line, "sudo apt-get install ") {
 		t.Fatalf("want apt-get, clang, pack and call; have %+v", cmds)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/providertest"
 )
 
@@ -14,7 +15,7 @@ import (
 func llmBlocks(t *testing.T, doc string) []string {
 	t.Helper()
 	var out []string
-	for _, b := range readDoc(t, doc).blocks("toml") {
+	for _, b := range mddoc.Read(t, doc).Blocks("toml") {
 		if strings.HasPrefix(b, "[llm]") {
 			out = append(out, b)
 		}

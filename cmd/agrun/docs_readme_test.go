@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
@@ -294,11 +295,11 @@ func TestREADMEEverydayUse(t *testing.T) {
 		}},
 	}
 
-	blocks := readDoc(t, "README.md").section(t, "## Everyday use").blocks("sh")
+	blocks := mddoc.Read(t, "README.md").Section(t, "## Everyday use").Blocks("sh")
 	if len(blocks) == 0 {
 		t.Fatal("README's Everyday use has no sh block")
 	}
-	cmds := shellCmds(blocks[0])
+	cmds := mddoc.ShellCmds(blocks[0])
 	if len(cmds) < 20 {
 		t.Fatalf("%d commands in the Everyday use block", len(cmds))
 	}
@@ -443,7 +444,7 @@ func serveDocCommand(t *testing.T, sh *docShell, line string, ch *everydayCheck)
 // CLI's (commands and sessions' subcommands), `agrun help sessions` names
 // every subcommand, and README's exit codes are those `agrun help` gives.
 func TestREADMECommandsAndExitCodes(t *testing.T) {
-	sec := readDoc(t, "README.md").section(t, "## Everyday use").text
+	sec := mddoc.Read(t, "README.md").Section(t, "## Everyday use").Text
 	list := regexp.MustCompile(`(?s)\nEvery command: (.*?)\n\n`).FindStringSubmatch(sec)
 	if list == nil {
 		t.Fatal(`README's Everyday use has no "Every command: ..." paragraph`)

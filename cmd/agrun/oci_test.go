@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // startRegistry runs go-containerregistry's registry in process and
@@ -34,13 +35,13 @@ func startRegistry(t *testing.T) (string, func()) {
 // registry, with the registry's address in place of localhost:5000.
 func TestPublishToolExample(t *testing.T) {
 	host, stop := startRegistry(t)
-	sec := readDoc(t, "README.md").section(t, "## Publish a tool")
-	sec.text = strings.ReplaceAll(sec.text, "localhost:5000", host)
+	sec := mddoc.Read(t, "README.md").Section(t, "## Publish a tool")
+	sec.Text = strings.ReplaceAll(sec.Text, "localhost:5000", host)
 	var cmds [][]string
-	for _, c := range sec.shellCmds() {
-		cmds = append(cmds, shellWords(c.Line))
+	for _, c := range sec.ShellCmds() {
+		cmds = append(cmds, mddoc.ShellWords(c.Line))
 	}
-	tomls := sec.blocks("toml")
+	tomls := sec.Blocks("toml")
 	if len(cmds) != 3 || len(tomls) == 0 {
 		t.Fatalf("want push, pull, call and one toml block in the section; have %q", cmds)
 	}

@@ -5,15 +5,17 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // TestCallPluginREADME runs README's "Use Extism plug-ins" as written: its
 // [tools.count_vowels] in an agrun.toml, its agrun call, its output.
 func TestCallPluginREADME(t *testing.T) {
-	sec := readDoc(t, "README.md").section(t, "## Use Extism plug-ins")
-	tomls, shs := sec.blocks("toml"), sec.blocks("sh")
+	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism plug-ins")
+	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
 	if len(tomls) == 0 || len(shs) == 0 {
-		t.Fatalf("%s: want a toml and an sh block", sec.name)
+		t.Fatalf("%s: want a toml and an sh block", sec.Name)
 	}
 	block := tomls[0]
 	block = strings.Replace(block, `"testdata/plugins/count_vowels.wasm"`, `"`+filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm")+`"`, 1)

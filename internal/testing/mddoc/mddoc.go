@@ -1,11 +1,16 @@
-package main
-
-// The one place that reads examples out of the repository's Markdown:
-// sections, fenced code blocks, the command lines of ```sh blocks with
-// the answers written under them, and sh-like word splitting. The tests
-// that run the documents' examples (docs_*_test.go, oci_test.go,
-// plugin_test.go) read the documents through these, so that a changed
-// example is a changed test.
+// Package mddoc reads the examples out of the repository's Markdown, for
+// the tests that run them (a changed example is a changed test): a
+// document's sections, its fenced code blocks, the command lines of its
+// ```sh blocks with the answers written under them, and sh-like word
+// splitting.
+//
+//	doc := mddoc.Read(t, "docs/API.md")
+//	for _, c := range doc.Section(t, "## Endpoints").ShellCmds() {
+//		words := mddoc.ShellWords(c.Line) // run it; compare with c.Want
+//	}
+//
+// Everything here is safe for concurrent use: a Doc is a value.
+package mddoc
 
 import (
 	"fmt"
@@ -16,34 +21,52 @@ import (
 	"testing"
 )
 
-// mdDoc is a Markdown document of the repository, or a part of one.
-type mdDoc struct {
-	name string // the path from the repository's root, for messages
-	text string
-}
-
-// readDoc reads the document at path (relative to the repository's root).
-func readDoc(t testing.TB, path string) mdDoc {
+// Root is the repository's root: the folder holding go.mod at or above
+// the test's working directory.
+func Root(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), path))
+	d, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mdDoc{name: path, text: string(b)}
+	for ; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatal("mddoc: no go.mod above the working directory")
+		}
+	}
 }
 
-// section is the part of d under the heading line heading ("## Everyday
+// Doc is a Markdown document of the repository, or a part of one.
+type Doc struct {
+	Name string // the path from the repository's root, for messages
+	Text string
+}
+
+// Read reads the document at path (relative to the repository's root).
+func Read(t testing.TB, path string) Doc {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(Root(t), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Doc{Name: path, Text: string(b)}
+}
+
+// Section is the part of d under the heading line heading ("## Everyday
 // use", "### POST /v1/tools — upload a tool"), up to the next heading of
 // the same level or a higher one. The test fails if there is none.
-func (d mdDoc) section(t testing.TB, heading string) mdDoc {
+func (d Doc) Section(t testing.TB, heading string) Doc {
 	t.Helper()
 	level := strings.IndexByte(heading, ' ')
 	if level < 1 || strings.Trim(heading[:level], "#") != "" {
 		t.Fatalf("section %q: not a Markdown heading", heading)
 	}
-	_, after, ok := strings.Cut("\n"+d.text, "\n"+heading+"\n")
+	_, after, ok := strings.Cut("\n"+d.Text, "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("%s has no section %q", d.name, heading)
+		t.Fatalf("%s has no section %q", d.Name, heading)
 	}
 	next := regexp.MustCompile(`(?m)^#{1,` + fmt.Sprint(level) + `} `)
 	inFence := false
@@ -57,16 +80,16 @@ func (d mdDoc) section(t testing.TB, heading string) mdDoc {
 			break
 		}
 	}
-	return mdDoc{name: d.name + " " + heading, text: after}
+	return Doc{Name: d.Name + " " + heading, Text: after}
 }
 
-// blocks are the contents of d's fenced code blocks whose info string is
+// Blocks are the contents of d's fenced code blocks whose info string is
 // lang ("sh", "toml", "go"; "" for those without one), in order.
-func (d mdDoc) blocks(lang string) []string {
+func (d Doc) Blocks(lang string) []string {
 	var out []string
 	var cur strings.Builder
 	inFence, keep := false, false
-	for _, l := range strings.SplitAfter(d.text, "\n") {
+	for _, l := range strings.SplitAfter(d.Text, "\n") {
 		switch {
 		case !inFence && strings.HasPrefix(l, "```"):
 			inFence, keep = true, strings.TrimSpace(strings.TrimPrefix(l, "```")) == lang
@@ -83,8 +106,8 @@ func (d mdDoc) blocks(lang string) []string {
 	return out
 }
 
-// shellCmd is one command line of a ```sh block.
-type shellCmd struct {
+// ShellCmd is one command line of a ```sh block.
+type ShellCmd struct {
 	// Line is the command as sh reads it (continuation lines joined),
 	// without its trailing comment.
 	Line string
@@ -96,21 +119,21 @@ type shellCmd struct {
 	Want []string
 }
 
-// shellCmds splits the ```sh blocks of d into commands.
-func (d mdDoc) shellCmds() []shellCmd {
-	var out []shellCmd
-	for _, b := range d.blocks("sh") {
-		out = append(out, shellCmds(b)...)
+// ShellCmds splits the ```sh blocks of d into commands.
+func (d Doc) ShellCmds() []ShellCmd {
+	var out []ShellCmd
+	for _, b := range d.Blocks("sh") {
+		out = append(out, ShellCmds(b)...)
 	}
 	return out
 }
 
-// shellCmds splits one sh block into commands: a line ending in "\" goes
+// ShellCmds splits one sh block into commands: a line ending in "\" goes
 // on to the next; a line starting with "#" is an answer of the command
 // above it (or, with none, a comment); an indented "#" line goes on with
 // the comment of the command above it.
-func shellCmds(block string) []shellCmd {
-	var out []shellCmd
+func ShellCmds(block string) []ShellCmd {
+	var out []ShellCmd
 	var pending string
 	for _, l := range strings.Split(block, "\n") {
 		if pending != "" {
@@ -133,19 +156,19 @@ func shellCmds(block string) []shellCmd {
 			}
 			continue
 		}
-		line, comment := cutComment(l)
+		line, comment := CutComment(l)
 		if strings.HasSuffix(line, "\\") && comment == "" {
 			pending = strings.TrimSpace(strings.TrimSuffix(line, "\\"))
 			continue
 		}
-		out = append(out, shellCmd{Line: strings.TrimSpace(line), Comment: comment})
+		out = append(out, ShellCmd{Line: strings.TrimSpace(line), Comment: comment})
 	}
 	return out
 }
 
-// cutComment splits a sh line at its comment: a "#" at the start of a
+// CutComment splits a sh line at its comment: a "#" at the start of a
 // word, outside quotes.
-func cutComment(l string) (line, comment string) {
+func CutComment(l string) (line, comment string) {
 	var quote byte
 	for i := 0; i < len(l); i++ {
 		c := l[i]
@@ -171,11 +194,11 @@ func cutComment(l string) (line, comment string) {
 	return l, ""
 }
 
-// shellWords splits a command line into words as sh does, for the
+// ShellWords splits a command line into words as sh does, for the
 // documents' commands: '...' quoted literally, "..." with \" \\ \$ \`
 // escapes, a backslash outside quotes escaping the next character.
 // Variables are not expanded: a word keeps its "$X".
-func shellWords(line string) []string {
+func ShellWords(line string) []string {
 	var out []string
 	var w strings.Builder
 	inWord := false
@@ -221,39 +244,4 @@ func shellWords(line string) []string {
 		out = append(out, w.String())
 	}
 	return out
-}
-
-func TestShellCmds(t *testing.T) {
-	block := "agrun call x '{\"a\":\"#1\"}'   # a comment\n" +
-		"                 # more of it\n" +
-		"# {\"ok\":true}\n" +
-		"\n" +
-		"clang -O2 \\\n  -o x.wasm x.c\n" +
-		"curl -s -H 'Content-Type: application/json' -d \"{\\\"q\\\":1}\" $A url\n"
-	got := shellCmds(block)
-	if len(got) != 3 {
-		t.Fatalf("%d commands: %q", len(got), got)
-	}
-	if got[0].Line != `agrun call x '{"a":"#1"}'` || got[0].Comment != "a comment more of it" || len(got[0].Want) != 1 || got[0].Want[0] != `{"ok":true}` {
-		t.Errorf("first: %+v", got[0])
-	}
-	if got[1].Line != "clang -O2 -o x.wasm x.c" {
-		t.Errorf("continued: %q", got[1].Line)
-	}
-	words := shellWords(got[2].Line)
-	want := []string{"curl", "-s", "-H", "Content-Type: application/json", "-d", `{"q":1}`, "$A", "url"}
-	if strings.Join(words, "|") != strings.Join(want, "|") {
-		t.Errorf("words %q, want %q", words, want)
-	}
-	doc := mdDoc{name: "x.md", text: "# T\n## A\n```sh\none\n```\n```toml\n# not a heading\n```\n### A.1\ntext\n## B\n```sh\ntwo\n```\n"}
-	a := doc.section(t, "## A")
-	if cmds := a.shellCmds(); len(cmds) != 1 || cmds[0].Line != "one" {
-		t.Errorf("section A: %+v", cmds)
-	}
-	if !strings.Contains(a.text, "### A.1") || strings.Contains(a.text, "two") {
-		t.Errorf("section A: %q", a.text)
-	}
-	if b := doc.blocks("toml"); len(b) != 1 || b[0] != "# not a heading\n" {
-		t.Errorf("toml blocks: %q", b)
-	}
 }
