@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,6 +32,17 @@ func TestCallPluginREADME(t *testing.T) {
 	// A second call sees no var of the first.
 	if r := e.run("", "call", cmd[1], cmd[2]).wantCode(t, exitOK); r.stdout != cmd[3]+"\n" {
 		t.Fatalf("second call: %q", r.stdout)
+	}
+	// Its extism:host/env calls count in the audit's host_calls
+	// (docs/OBSERVABILITY.md).
+	r = e.run("", "call", "--json", "--audit", cmd[1], cmd[2]).wantCode(t, exitOK)
+	var got struct {
+		Audit struct {
+			HostCalls int `json:"host_calls"`
+		} `json:"audit"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Audit.HostCalls == 0 {
+		t.Fatalf("a plug-in's audit counts no host calls (%v): %s", err, r.stdout)
 	}
 	r = e.run("", "tools").wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "count_vowels") {
