@@ -434,6 +434,10 @@ func TestApprovalServeAsksClient(t *testing.T) {
 			if code, body := post(fmt.Sprintf(`{"call_id":"call_w","answer":%q,"reason":%q}`, tc.answer, tc.wantTool)); code != 200 {
 				t.Fatalf("decide: %d %s", code, body)
 			}
+			// A second decision finds the call taken: 404, as docs/API.md says.
+			if code, body := post(`{"call_id":"call_w","answer":"once"}`); code != 404 || !strings.Contains(body, `"kind":"not_found"`) {
+				t.Fatalf("a second decision: %d %s", code, body)
+			}
 			var rest strings.Builder
 			for ev := range events {
 				rest.WriteString(ev.typ + " " + ev.data + "\n")

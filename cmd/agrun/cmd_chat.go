@@ -17,7 +17,8 @@ import (
 // chat is `agrun chat [FLAGS]`: an interactive session over stdin, on a
 // terminal or a pipe. Ctrl-C cancels the running turn (the history stays
 // valid); a second Ctrl-C, /exit or EOF ends the session. It takes run's
-// flags, but --json and a prompt.
+// runOptions flags and --show-reasoning, not --json, -q, the budgets,
+// --schema, --trace or a prompt.
 func (c *cli) chat(ctx context.Context, args []string) error {
 	fs := newFlags("chat")
 	var o runOptions

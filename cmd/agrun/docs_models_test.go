@@ -2,26 +2,22 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/providertest"
 )
 
 // llmBlocks are the ```toml blocks of a document that start with [llm].
 func llmBlocks(t *testing.T, doc string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, m := range regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
-		if strings.HasPrefix(m[1], "[llm]") {
-			out = append(out, m[1])
+	for _, b := range mddoc.Read(t, doc).Blocks("toml") {
+		if strings.HasPrefix(b, "[llm]") {
+			out = append(out, b)
 		}
 	}
 	return out

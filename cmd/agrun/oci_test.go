@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // startRegistry runs go-containerregistry's registry in process and
@@ -28,54 +29,20 @@ func startRegistry(t *testing.T) (string, func()) {
 	return "localhost:" + u.Port(), srv.Close
 }
 
-// readmeSection is the text of README.md's section under the heading
-// line heading ("## Publish a tool", "## Use Extism plug-ins"), up to the
-// next "## ".
-func readmeSection(t *testing.T, heading string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("README.md has no section %q", heading)
-	}
-	if i := strings.Index(after, "\n## "); i >= 0 {
-		after = after[:i]
-	}
-	return after
-}
-
-// shellWords splits a command line as sh would for the README's commands:
-// words, and '...' quoted ones.
-func shellWords(line string) []string {
-	var out []string
-	for _, m := range regexp.MustCompile(`'([^']*)'|(\S+)`).FindAllStringSubmatch(line, -1) {
-		if m[2] != "" {
-			out = append(out, m[2])
-		} else {
-			out = append(out, m[1])
-		}
-	}
-	return out
-}
-
 // TestPublishToolExample runs README.md's "Publish a tool" as a user
 // would: push, pull (the pinned line taken from pull's output), the
 // [tools.word_count] block with it, and the call; against a real
 // registry, with the registry's address in place of localhost:5000.
 func TestPublishToolExample(t *testing.T) {
 	host, stop := startRegistry(t)
-	sec := strings.ReplaceAll(readmeSection(t, "## Publish a tool"), "localhost:5000", host)
+	sec := mddoc.Read(t, "README.md").Section(t, "## Publish a tool")
+	sec.Text = strings.ReplaceAll(sec.Text, "localhost:5000", host)
 	var cmds [][]string
-	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(sec, -1) {
-		for _, l := range strings.Split(strings.TrimSpace(m[1]), "\n") {
-			cmds = append(cmds, shellWords(l))
-		}
+	for _, c := range sec.ShellCmds() {
+		cmds = append(cmds, mddoc.ShellWords(c.Line))
 	}
-	block := regexp.MustCompile("(?s)```toml\n(.*?)```").FindStringSubmatch(sec)
-	if len(cmds) != 3 || block == nil {
+	tomls := sec.Blocks("toml")
+	if len(cmds) != 3 || len(tomls) == 0 {
 		t.Fatalf("want push, pull, call and one toml block in the section; have %q", cmds)
 	}
 	e := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
@@ -97,7 +64,7 @@ func TestPublishToolExample(t *testing.T) {
 	}
 	// The block as the user fills it in, in place of the example's own
 	// [tools.word_count] (a file path).
-	toml := regexp.MustCompile(`(?m)^oci = .*$`).ReplaceAllString(block[1], line[1])
+	toml := regexp.MustCompile(`(?m)^oci = .*$`).ReplaceAllString(tomls[0], line[1])
 	toml = strings.Replace(toml, "MODULE_SHA256", sum[1], 1)
 	cfg, _ := os.ReadFile(e.config)
 	wasmLine := "wasm = " + quote(filepath.Join(root, "testdata/word_count.wasm")) + "\n"

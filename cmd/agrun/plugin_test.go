@@ -1,30 +1,27 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-// codeBlock is the first fenced block of language lang in section.
-func codeBlock(t *testing.T, section, lang string) string {
-	t.Helper()
-	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(section)
-	if m == nil {
-		t.Fatalf("no %s block in %q", lang, section)
-	}
-	return m[1]
-}
+	"github.com/agcore/agrun/internal/testing/mddoc"
+)
 
 // TestCallPluginREADME runs README's "Use Extism plug-ins" as written: its
 // [tools.count_vowels] in an agrun.toml, its agrun call, its output.
 func TestCallPluginREADME(t *testing.T) {
-	sec := readmeSection(t, "## Use Extism plug-ins")
-	block := codeBlock(t, sec, "toml")
+	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism plug-ins")
+	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
+	if len(tomls) == 0 || len(shs) == 0 {
+		t.Fatalf("%s: want a toml and an sh block", sec.Name)
+	}
+	block := tomls[0]
 	block = strings.Replace(block, `"testdata/plugins/count_vowels.wasm"`, `"`+filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm")+`"`, 1)
 	e := newTestEnv(t, "", "\n"+block)
-	cmd := regexp.MustCompile(`(?m)^agrun call (\S+) '([^']*)'\n# (.*)$`).FindStringSubmatch(codeBlock(t, sec, "sh"))
+	cmd := regexp.MustCompile(`(?m)^agrun call (\S+) '([^']*)'\n# (.*)$`).FindStringSubmatch(shs[0])
 	if cmd == nil {
 		t.Fatal("no `agrun call NAME 'ARGS'` and its output in the README's sh block")
 	}
@@ -35,6 +32,17 @@ func TestCallPluginREADME(t *testing.T) {
 	// A second call sees no var of the first.
 	if r := e.run("", "call", cmd[1], cmd[2]).wantCode(t, exitOK); r.stdout != cmd[3]+"\n" {
 		t.Fatalf("second call: %q", r.stdout)
+	}
+	// Its extism:host/env calls count in the audit's host_calls
+	// (docs/OBSERVABILITY.md).
+	r = e.run("", "call", "--json", "--audit", cmd[1], cmd[2]).wantCode(t, exitOK)
+	var got struct {
+		Audit struct {
+			HostCalls int `json:"host_calls"`
+		} `json:"audit"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Audit.HostCalls == 0 {
+		t.Fatalf("a plug-in's audit counts no host calls (%v): %s", err, r.stdout)
 	}
 	r = e.run("", "tools").wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "count_vowels") {

@@ -2,10 +2,14 @@ package audit_test
 
 import (
 	"encoding/json"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agcore/agrun/internal/audit"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // TestJSONShapeIsStable: a Call marshals exactly as registry.Audit did
@@ -38,6 +42,33 @@ func TestJSONShapeIsStable(t *testing.T) {
 		}
 		if b2, _ := json.Marshal(back); string(b2) != c.want {
 			t.Errorf("round trip:\n got %s\nwant %s", b2, c.want)
+		}
+	}
+}
+
+// TestObservabilityNamesEveryField: docs/OBSERVABILITY.md's table of what
+// is recorded names every field of a Call by its JSON name, and only
+// those (it once said stdin_bytes for bytes_in and left out fuel).
+func TestObservabilityNamesEveryField(t *testing.T) {
+	sec := mddoc.Read(t, "docs/OBSERVABILITY.md").Section(t, "## What is recorded")
+	named := map[string]bool{}
+	for _, row := range regexp.MustCompile("(?m)^\\| (`[^|]*) \\|").FindAllStringSubmatch(sec.Text, -1) {
+		for _, m := range regexp.MustCompile("`([a-z_]+)(?:\\[\\])?`").FindAllStringSubmatch(row[1], -1) {
+			named[m[1]] = true
+		}
+	}
+	ct := reflect.TypeOf(audit.Call{})
+	fields := map[string]bool{}
+	for i := 0; i < ct.NumField(); i++ {
+		name, _, _ := strings.Cut(ct.Field(i).Tag.Get("json"), ",")
+		fields[name] = true
+		if !named[name] {
+			t.Errorf("docs/OBSERVABILITY.md's table does not name %q (audit.Call.%s)", name, ct.Field(i).Name)
+		}
+	}
+	for name := range named {
+		if !fields[name] {
+			t.Errorf("docs/OBSERVABILITY.md's table names %q, which audit.Call does not have", name)
 		}
 	}
 }
