@@ -2,7 +2,6 @@ package wasmtools
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -59,12 +58,8 @@ func LoadPlugin(ctx context.Context, rt *runtime.Runtime, wasm []byte, p Plugin,
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	n := 0
-	for k, v := range p.Config {
-		n += len(k) + len(v)
-	}
-	if n > runtime.MaxPluginConfigBytes {
-		return nil, fmt.Errorf("%w: the plug-in's config is %d bytes, at most %d", ErrInvalidGrant, n, runtime.MaxPluginConfigBytes)
+	if err := checkPluginConfig(p.Config); err != nil {
+		return nil, err
 	}
 	m.Parameters = slices.Clone(m.Parameters)
 	m.Permissions = slices.Clone(m.Permissions)

@@ -115,6 +115,7 @@ type Tool struct {
 	unused []Unused
 	limits runtime.Limits
 	plugin *runtime.Plugin // an Extism plug-in's calls (plugin.go); nil otherwise
+	call   *pluginCall     // a tool of an MCP-style plug-in (mcpplugin.go); nil otherwise
 }
 
 var _ registry.Tool = (*Tool)(nil)
@@ -330,8 +331,15 @@ func (t *Tool) Capabilities() Capabilities { return t.caps }
 // SHA256 returns the lowercase hex SHA-256 of the module.
 func (t *Tool) SHA256() string { return t.mod.SHA256() }
 
-// Close releases the compiled module. Calls in flight finish first.
-func (t *Tool) Close(ctx context.Context) error { return t.mod.Close(ctx) }
+// Close releases the compiled module. Calls in flight finish first. The
+// tools of one MCP-style plug-in share their module: it is released when
+// the last of them is closed.
+func (t *Tool) Close(ctx context.Context) error {
+	if t.call != nil && !t.call.close() {
+		return nil
+	}
+	return t.mod.Close(ctx)
+}
 
 // maxErrorMessage caps the error message taken from a guest.
 const maxErrorMessage = 4 << 10
@@ -357,8 +365,15 @@ func (t *Tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.R
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
+	stdin := []byte(args)
+	if t.call != nil {
+		var err error
+		if stdin, err = t.call.input(args); err != nil {
+			return nil, nil, registry.Errorf(registry.InvalidArguments, t.name, "arguments: %s", textsafe.Clean(err.Error(), 200))
+		}
+	}
 	out, err := t.rt.Run(ctx, t.mod, runtime.Input{
-		Stdin:   args,
+		Stdin:   stdin,
 		Args:    []string{t.name},
 		Mounts:  t.caps.Mounts,
 		Network: t.caps.Network,
@@ -371,6 +386,9 @@ func (t *Tool) ExecuteAudited(ctx context.Context, args json.RawMessage) (json.R
 		audit = auditOf(out, t.caps.Mounts)
 	}
 	res, err := t.result(ctx, out, err)
+	if err == nil && t.call != nil {
+		res, err = t.call.result(t.name, res)
+	}
 	return res, audit, err
 }
 

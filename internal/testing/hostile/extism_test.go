@@ -101,3 +101,100 @@ func TestExtismHostFunctions(t *testing.T) {
 		t.Errorf("the peer was reached %d times", n)
 	}
 }
+
+// The MCP-style plug-in section: the hostile plug-in's list_tools and
+// call_tool answer what its config names (testdata/plugins/hostile). A
+// hostile listing refuses the plug-in at load, with a message fit for a
+// terminal, and the host unharmed; a hostile answer to a call ends as the
+// Kind the case names, its text cleaned.
+func TestMCPPluginListings(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	wasm, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "plugins", "hostile.wasm"))
+	must(t, err)
+	g := wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout * 5, MaxStdout: 1 << 20}}
+	for _, c := range []struct{ list, want string }{
+		{"flood", "300 tools, at most 256"},
+		{"dup", `both map to the name "h__a_b"`},
+		{"bigschema", "input schema is"},
+		{"badschema", `tool "bad"`},
+		{"bomb", `tool "bomb"`},
+		{"notjson", "not valid JSON"},
+		{"huge", "output exceeded"},
+		{"empty", "lists no tools"},
+	} {
+		t.Run(c.list, func(t *testing.T) {
+			before := f.snapshot(t)
+			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": c.list}}, g)
+			for _, tool := range tools {
+				tool.Close(context.Background())
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %d tools, error %v; want the plug-in refused: %q", len(tools), err, c.want)
+			}
+			t.Log(err)
+			checkModelText(t, err.Error())
+			if len(err.Error()) > 2<<10 {
+				t.Errorf("the refusal is %d bytes", len(err.Error()))
+			}
+			f.stillWorks(t)
+			checkLeaks(t, before)
+		})
+	}
+	t.Run("evil names and descriptions are cleaned", func(t *testing.T) {
+		tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": "evil"}}, g)
+		must(t, err)
+		defer tools[0].Close(context.Background())
+		tool := tools[0]
+		if !registry.ValidName(tool.Name()) {
+			t.Errorf("name %q is not a valid tool name", tool.Name())
+		}
+		checkModelText(t, tool.Description())
+		if len(tool.Description()) > registry.MaxDescriptionBytes {
+			t.Errorf("description is %d bytes, cap %d", len(tool.Description()), registry.MaxDescriptionBytes)
+		}
+		checkModelText(t, string(tool.Parameters()))
+		if strings.Contains(string(tool.Parameters()), `\u001b`) {
+			t.Errorf("schema keeps an escape: %s", tool.Parameters())
+		}
+	})
+
+	for _, c := range []struct {
+		call  string
+		want  registry.Kind
+		check func(t *testing.T, out json.RawMessage)
+	}{
+		{"ansi_error", registry.ExecutionFailed, nil},
+		{"ansi_text", "", func(t *testing.T, out json.RawMessage) {
+			var s string
+			must(t, json.Unmarshal(out, &s))
+			checkModelText(t, s)
+		}},
+		{"ansi_structured", "", func(t *testing.T, out json.RawMessage) {
+			var m map[string]string
+			must(t, json.Unmarshal(out, &m))
+			for k, v := range m {
+				checkModelText(t, k+v)
+			}
+		}},
+		{"notjson", registry.ExecutionFailed, nil},
+		{"image", "", func(t *testing.T, out json.RawMessage) {
+			if string(out) != `"[image: image/png, 4096 bytes]"` {
+				t.Errorf("image result %s, want a placeholder", out)
+			}
+		}},
+		{"huge", registry.OutputLimit, nil},
+	} {
+		t.Run("call "+c.call, func(t *testing.T) {
+			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "c_" + c.call, Config: map[string]string{"call": c.call}}, g)
+			must(t, err)
+			f.register(t, tools[0])
+			t.Cleanup(func() { f.reg.Unregister(tools[0].Name()); tools[0].Close(context.Background()) })
+			before := f.snapshot(t)
+			got := inv(f.reg.Invoke(context.Background(), tools[0].Name(), json.RawMessage(`{}`)))
+			f.after(t, before, got, c.want)
+			if c.check != nil && got.err == nil {
+				c.check(t, got.out)
+			}
+		})
+	}
+}

@@ -187,4 +187,93 @@ func allocThenGrow() int32 {
 	pdk.OutputString(strconv.Itoa(len(b)))
 	return 0
 }
+
+// listings are list_tools' answers, by config "list".
+var listings = map[string]func() string{
+	// flood: more tools than agrun takes (its MaxPluginTools is 256).
+	"flood": func() string {
+		var b strings.Builder
+		b.WriteString(`{"tools":[`)
+		for i := range 300 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"name":"t` + strconv.Itoa(i) + `","inputSchema":{"type":"object"}}`)
+		}
+		return b.String() + `]}`
+	},
+	// dup: two names that map to one registry name.
+	"dup": func() string { return `{"tools":[{"name":"a.b"},{"name":"a_b"}]}` },
+	// bigschema: a schema over agrun's schema size limit (64 KiB).
+	"bigschema": func() string {
+		return `{"tools":[{"name":"big","inputSchema":{"type":"object","description":"` + strings.Repeat("x", 70<<10) + `"}}]}`
+	},
+	// badschema: a schema that does not compile.
+	"badschema": func() string { return `{"tools":[{"name":"bad","inputSchema":{"type":5}}]}` },
+	// bomb: a small schema whose validation cost explodes: each of 16
+	// definitions tries the previous one three times (3^16 visits).
+	"bomb": func() string {
+		var b strings.Builder
+		b.WriteString(`{"tools":[{"name":"bomb","inputSchema":{"type":"object","properties":{"x":{"$ref":"#/$defs/d16"}},"$defs":{"d0":{"type":"string"}`)
+		for i := 1; i <= 16; i++ {
+			p := `{"$ref":"#/$defs/d` + strconv.Itoa(i-1) + `"}`
+			b.WriteString(`,"d` + strconv.Itoa(i) + `":{"anyOf":[` + p + `,` + p + `,` + p + `]}`)
+		}
+		return b.String() + `}}}]}`
+	},
+	// notjson: an answer that is not JSON.
+	"notjson": func() string { return `tools: none` },
+	// huge: an answer over the output limit.
+	"huge": func() string { return `{"tools":[],"pad":"` + strings.Repeat("x", 8<<20) + `"}` },
+	// evil: a name, a description and schema text meant for a terminal
+	// or to hide instructions from a reader.
+	"evil": func() string {
+		return `{"tools":[{"name":"e\u001b[31mvil\u202e","description":"ok\u001b]0;pwned\u0007 \u200bhidden` + strings.Repeat("d", 10<<10) +
+			`","inputSchema":{"type":"object","properties":{"x":{"type":"string","description":"\u001b[2Jx"}}}}]}`
+	},
+	// empty: no tools.
+	"empty": func() string { return `{"tools":[]}` },
+	// fine: one tool, "t", taking anything.
+	"fine": func() string {
+		return `{"tools":[{"name":"t","description":"a tool","inputSchema":{"type":"object"}}]}`
+	},
+}
+
+// answers are call_tool's answers, by config "call".
+var answers = map[string]func() string{
+	"ansi_error": func() string {
+		return `{"isError":true,"content":[{"type":"text","text":"\u001b[31mred\u001b[0m \u202eevil` + strings.Repeat("e", 10<<10) + `"}]}`
+	},
+	"ansi_text":       func() string { return `{"content":[{"type":"text","text":"\u001b]0;title\u0007hi"}]}` },
+	"ansi_structured": func() string { return `{"structuredContent":{"k\u001b[1m":"v\u0000\u202e"},"content":[]}` },
+	"notjson":         func() string { return `content` },
+	"image": func() string {
+		return `{"content":[{"type":"image","mimeType":"image/png","data":"` + strings.Repeat("A", 4096) + `"}]}`
+	},
+	"huge": func() string { return `{"content":[{"type":"text","text":"` + strings.Repeat("x", 8<<20) + `"}]}` },
+}
+
+//go:wasmexport list_tools
+func listTools() int32 {
+	mode, _ := pdk.GetConfig("list")
+	f, ok := listings[mode]
+	if !ok {
+		f = listings["fine"]
+	}
+	pdk.OutputString(f())
+	return 0
+}
+
+//go:wasmexport call_tool
+func callTool() int32 {
+	mode, _ := pdk.GetConfig("call")
+	f, ok := answers[mode]
+	if !ok {
+		pdk.OutputString(`{"content":[{"type":"text","text":"fine"}]}`)
+		return 0
+	}
+	pdk.OutputString(f())
+	return 0
+}
+
 func main() {}
