@@ -104,6 +104,14 @@ const (
 // rest is kept as is in the suggestion. wasm is the tool's wasm key in
 // agrun.toml, written in the suggested block ("": none).
 func Analyze(tool, wasm string, g registry.Grant, obs []Observation) Report {
+	return AnalyzeIn("tools", tool, wasm, g, obs)
+}
+
+// AnalyzeIn is Analyze for the grant of agrun.toml's [section.name]: the
+// suggested block is a [section.name] block. An MCP-style plug-in's
+// grant, [plugins.NAME], holds for every tool it lists: obs are the calls
+// of all of them.
+func AnalyzeIn(section, tool, wasm string, g registry.Grant, obs []Observation) Report {
 	rep := Report{Tool: tool, Wasm: wasm, Calls: len(obs)}
 	rep.Memory.Current, rep.Timeout.Current, rep.Output.Current = g.MemoryBytes, int64(g.Timeout), g.MaxOutputBytes
 	uses := make([]MountUse, len(g.Mounts))
@@ -238,7 +246,7 @@ func Analyze(tool, wasm string, g registry.Grant, obs []Observation) Report {
 		rep.Notes = append(rep.Notes, "no recorded calls: nothing to suggest")
 		rep.Suggested = g
 	}
-	rep.TOML = TOML(tool, wasm, rep.Suggested)
+	rep.TOML = tomlIn(section, tool, wasm, rep.Suggested)
 	return rep
 }
 
@@ -267,9 +275,11 @@ func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), "
 // tool's wasm key; "": not written), g's mounts, allowed_hosts,
 // allow_private (when set) and its non-zero timeout, memory and
 // max_output. The rest of g is not part of the block.
-func TOML(tool, wasm string, g registry.Grant) string {
+func TOML(tool, wasm string, g registry.Grant) string { return tomlIn("tools", tool, wasm, g) }
+
+func tomlIn(section, tool, wasm string, g registry.Grant) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[tools.%s]\n", tool)
+	fmt.Fprintf(&b, "[%s.%s]\n", section, tool)
 	if wasm != "" {
 		fmt.Fprintf(&b, "wasm = %q\n", wasm)
 	}

@@ -307,6 +307,11 @@ func asksAnything(cfg *config.Config) bool {
 			return true
 		}
 	}
+	for _, p := range cfg.Plugins {
+		if p.Approve != "" && p.Approve != config.ApproveAlways {
+			return true
+		}
+	}
 	return false
 }
 

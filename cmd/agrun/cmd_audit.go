@@ -106,7 +106,23 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		}
 		rep.Tools = append(rep.Tools, lpriv.Analyze(name, relToConfig(cfg, cfg.Tools[name].Wasm), grantOf(cfg, cfg.Tools[name]), byTool[name]))
 	}
+	for _, name := range sortedKeys(cfg.Plugins) {
+		if *tool != "" {
+			break
+		}
+		var obs []lpriv.Observation // the calls of every tool the plug-in lists
+		for _, tn := range sortedKeys(byTool) {
+			if _, _, ok := cfg.PluginOf(tn); ok && strings.HasPrefix(tn, name+"__") {
+				obs = append(obs, byTool[tn]...)
+			}
+		}
+		p := cfg.Plugins[name]
+		rep.Tools = append(rep.Tools, lpriv.AnalyzeIn("plugins", name, relToConfig(cfg, p.Wasm), grantOf(cfg, p), obs))
+	}
 	for _, name := range sortedKeys(byTool) {
+		if _, _, plugin := cfg.PluginOf(name); plugin && *tool == "" {
+			continue
+		}
 		if _, ok := cfg.Tools[name]; !ok {
 			rep.Other = append(rep.Other, otherTool{Tool: name, Calls: len(byTool[name])})
 		}

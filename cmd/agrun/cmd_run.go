@@ -377,6 +377,9 @@ func (o *runOptions) filter(fs *flag.FlagSet, cfg *config.Config) (loadFilter, e
 			if _, ok := cfg.MCP[server]; ok {
 				continue
 			}
+			if _, ok := cfg.Plugins[server]; ok {
+				continue
+			}
 		}
 		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", n)
 	}

@@ -151,6 +151,16 @@ func newEnv(ctx context.Context, cfg *config.Config, log *slog.Logger, filter lo
 			e.loadWasm(ctx, name, t)
 		}()
 	}
+	for name, p := range cfg.Plugins {
+		if filter != nil && !filter("plugin", name) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loadPlugin(ctx, name, p)
+		}()
+	}
 	for name, s := range cfg.MCP {
 		if filter != nil && !filter("mcp", name) {
 			continue
@@ -375,6 +385,8 @@ func (e *env) infos() []toolInfo {
 		ti := toolInfo{Name: key, Error: safe(e.explain(key, err)), Kind: string(registry.KindOf(err))}
 		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
 			ti.Name, ti.Source = s+"__*", key
+		} else if p, ok := strings.CutPrefix(key, "plugin:"); ok {
+			ti.Name, ti.Source = p+"__*", toolSource(e.cfg.Plugins[p])
 		} else if t, ok := e.cfg.Tools[key]; ok {
 			ti.Source = toolSource(t)
 		}
@@ -411,7 +423,11 @@ func (e *env) brokenFor(name string) error {
 		return err
 	}
 	for key, err := range e.broken {
-		if s, ok := strings.CutPrefix(key, "mcp:"); ok && strings.HasPrefix(name, s+"__") {
+		s, ok := strings.CutPrefix(key, "mcp:")
+		if !ok {
+			s, ok = strings.CutPrefix(key, "plugin:")
+		}
+		if ok && strings.HasPrefix(name, s+"__") {
 			return err
 		}
 	}

@@ -37,8 +37,12 @@ type settings struct {
 
 // configSettings are the keys of [tools.name] (t). A limit the tool does
 // not set comes from [sandbox]: that key is named first.
-func configSettings(name string, t config.Tool) settings {
-	k := func(key string) string { return fmt.Sprintf("[tools.%s] %s", name, key) }
+func configSettings(name string, t config.Tool) settings { return sectionSettings("tools", name, t) }
+
+// sectionSettings are the keys of [section.name] (t): [tools.name], or
+// [plugins.name] for every tool of an MCP-style plug-in.
+func sectionSettings(section, name string, t config.Tool) settings {
+	k := func(key string) string { return fmt.Sprintf("[%s.%s] %s", section, name, key) }
 	lim := func(key string, set bool) string {
 		if set {
 			return k(key)
@@ -64,6 +68,11 @@ var fileSettings = settings{
 func (e *env) settingsFor(name string) settings {
 	if e.fileTool != "" && name == e.fileTool {
 		return fileSettings
+	}
+	if _, ok := e.cfg.Tools[name]; !ok {
+		if t, p, ok := e.cfg.PluginOf(name); ok {
+			return sectionSettings("plugins", p, t)
+		}
 	}
 	return configSettings(name, e.cfg.Tools[name])
 }

@@ -12,7 +12,7 @@ import (
 
 // applyLoopOptions maps the [llm] keys of bounded tool results, context
 // window and structured output (and the per-tool max_tool_result of
-// [tools.X] and [mcp.X]) into lc.
+// [tools.X], [mcp.X] and [plugins.X]) into lc.
 func applyLoopOptions(lc *loop.Config, cfg *config.Config) {
 	lc.MaxToolMessageBytes = toolResultCap(cfg.LLM.MaxToolResult)
 	lc.ContextWindow = cfg.LLM.ContextWindow
@@ -29,6 +29,11 @@ func applyLoopOptions(lc *loop.Config, cfg *config.Config) {
 	for name, s := range cfg.MCP {
 		if s.MaxToolResult != nil {
 			prefix[name+"__"] = toolResultCap(s.MaxToolResult)
+		}
+	}
+	for name, p := range cfg.Plugins {
+		if p.MaxToolResult != nil {
+			prefix[name+"__"] = toolResultCap(p.MaxToolResult)
 		}
 	}
 	if len(caps) == 0 && len(prefix) == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -60,4 +61,42 @@ func impliedPermissions(t config.Tool) []permission.Permission {
 		}
 	}
 	return ps
+}
+
+// loadPlugin loads the MCP-style plug-in [plugins.name] and registers
+// each tool it lists as name__TOOL, with the section's grant and
+// permissions (declared for every tool; default: what the grant
+// implies). A plug-in that fails to load is recorded as "plugin:name"
+// (shown as name__*), as an MCP server that cannot be reached is.
+func (e *env) loadPlugin(ctx context.Context, name string, t config.Tool) {
+	s := sectionSettings("plugins", name, t)
+	tools, err := e.openMCPPlugin(ctx, name, t, s)
+	if err != nil {
+		var re *registry.Error
+		msg := err.Error()
+		if errors.As(err, &re) {
+			msg = re.Message()
+		}
+		e.fail("plugin:"+name, registry.Errorf(registry.ModuleRefused, name+"__*", "the plug-in failed to load: %s", msg))
+		return
+	}
+	for _, tool := range tools {
+		e.register(tool.Name(), toolSource(t), tool, nil, grantWarnings(t, s, tool))
+	}
+}
+
+func (e *env) openMCPPlugin(ctx context.Context, name string, t config.Tool, s settings) ([]*wasmtools.Tool, error) {
+	wasm, err := readModule(ctx, e.cfg, t, s)
+	if err != nil {
+		return nil, err
+	}
+	perms := t.Permissions
+	if perms == nil {
+		perms = impliedPermissions(t)
+	}
+	tools, err := wasmtools.LoadMCPPlugin(ctx, e.rt, wasm, wasmtools.MCPPlugin{Name: name, Permissions: perms, Config: t.Config}, toolGrant(t))
+	if errors.Is(err, wasmtools.ErrIntegrity) {
+		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
+	}
+	return tools, err
 }

@@ -34,7 +34,8 @@ func validApprove(s string) bool {
 
 // ApprovalFor returns what the configuration says about calls of the tool
 // registered under name (an MCP tool is server__tool; server is its
-// server's config name, "" for other tools) that can exercise uses: one
+// server's config name, "" for other tools; a plug-in's tool is
+// plugin__tool) that can exercise uses: one
 // of ApproveAsk, ApproveAlways, ApproveNever. A tool's or server's own
 // approve wins; otherwise ask if a use is in [approvals] ask, else
 // always.
@@ -44,6 +45,11 @@ func (c *Config) ApprovalFor(name, server string, uses []permission.Permission) 
 	}
 	if s, ok := c.MCP[server]; ok && server != "" && s.Approve != "" {
 		return s.Approve
+	}
+	if _, ok := c.Tools[name]; !ok {
+		if p, _, ok := c.PluginOf(name); ok && p.Approve != "" {
+			return p.Approve
+		}
 	}
 	for _, u := range uses {
 		if slices.Contains(c.Approvals.Ask, u) {

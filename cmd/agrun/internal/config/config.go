@@ -35,6 +35,7 @@ type Config struct {
 	Sandbox     Sandbox              `toml:"sandbox"`
 	Permissions Permissions          `toml:"permissions"`
 	Tools       map[string]Tool      `toml:"tools"`
+	Plugins     map[string]Tool      `toml:"plugins"` // MCP-style plug-ins (plugins.go)
 	MCP         map[string]MCPServer `toml:"mcp"`
 	Sessions    Sessions             `toml:"sessions"`
 	Serve       Serve                `toml:"serve"`
@@ -500,7 +501,7 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if !registry.ValidName(name) {
 			return errAt("tool name must match "+registry.NamePattern, "tools", name)
 		}
-		if err := checkModule(t, name, errAt); err != nil {
+		if err := checkModule(t, "tools", name, errAt); err != nil {
 			return err
 		}
 		if keys := t.PluginKeys(); t.Manifest != "" && len(keys) > 0 {
@@ -514,6 +515,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 				return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "tools", name, "allowed_hosts")
 			}
 		}
+	}
+	if err := c.checkPlugins(errAt); err != nil {
+		return err
 	}
 	for _, h := range c.Serve.AllowedHosts {
 		if !hostRE.MatchString(h) {
@@ -702,6 +706,13 @@ func (c *Config) resolvePaths(dir string) {
 			t.Mounts[i].Host = abs(t.Mounts[i].Host)
 		}
 		c.Tools[name] = t
+	}
+	for name, t := range c.Plugins {
+		t.Wasm = abs(t.Wasm)
+		for i := range t.Mounts {
+			t.Mounts[i].Host = abs(t.Mounts[i].Host)
+		}
+		c.Plugins[name] = t
 	}
 	for name, s := range c.MCP {
 		s.Dir = abs(s.Dir)

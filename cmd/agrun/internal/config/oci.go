@@ -31,15 +31,16 @@ var pinnedRE = regexp.MustCompile(`^[^/\s@]+/[^\s@]+@sha256:[0-9a-f]{64}$`)
 
 // checkModule: a tool names exactly one of wasm and oci, and oci is
 // pinned to a digest.
-func checkModule(t Tool, name string, errAt func(msg string, key ...string) error) error {
+// section is "tools" or "plugins".
+func checkModule(t Tool, section, name string, errAt func(msg string, key ...string) error) error {
 	switch {
 	case t.Wasm == "" && t.OCI == "":
-		return errAt(`missing "wasm" (the path of the .wasm file) or "oci" (a reference pulled with agrun pull)`, "tools", name)
+		return errAt(`missing "wasm" (the path of the .wasm file) or "oci" (a reference pulled with agrun pull)`, section, name)
 	case t.Wasm != "" && t.OCI != "":
-		return errAt(`has both "wasm" and "oci"; choose one`, "tools", name)
+		return errAt(`has both "wasm" and "oci"; choose one`, section, name)
 	case t.OCI != "" && !pinnedRE.MatchString(t.OCI):
 		return errAt(fmt.Sprintf("%q is not pinned to a digest: run `agrun pull %s` and write the line it prints (oci = \"HOST/REPO:TAG@sha256:...\")",
-			t.OCI, strings.TrimSpace(t.OCI)), "tools", name, "oci")
+			t.OCI, strings.TrimSpace(t.OCI)), section, name, "oci")
 	}
 	return nil
 }
