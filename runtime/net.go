@@ -9,10 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agcore/agrun/internal/netguard"
 )
 
 // Defaults of a NetworkGrant.
@@ -114,110 +115,13 @@ func (c *netClient) checkRedirect(req *http.Request, via []*http.Request) error 
 // the grant's address check, so a name cannot be re-resolved to a private
 // address between the check and the connection.
 func (c *netClient) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
+	d := netguard.Dialer{AllowPrivate: c.grant.AllowPrivate}
+	conn, err := d.DialContext(ctx, network, addr)
+	var ge *netguard.Error
+	if errors.As(err, &ge) {
+		return nil, &forbiddenError{ge.Error()}
 	}
-	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ips = []netip.Addr{ip}
-	} else {
-		if ips, err = net.DefaultResolver.LookupNetIP(ctx, "ip", host); err != nil {
-			return nil, err
-		}
-	}
-	if !c.grant.AllowPrivate {
-		for _, ip := range ips {
-			if why := forbiddenAddr(ip); why != "" {
-				return nil, &forbiddenError{fmt.Sprintf("host %q resolves to %s, a %s address", host, ip, why)}
-			}
-		}
-	}
-	var d net.Dialer
-	var firstErr error
-	for _, ip := range ips {
-		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
-		if err == nil {
-			return conn, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr == nil {
-		firstErr = fmt.Errorf("no address for %q", host)
-	}
-	return nil, firstErr
-}
-
-// Address ranges refused unless AllowPrivate, beyond what netip's
-// predicates (loopback, private, link-local, multicast, unspecified) cover.
-var forbiddenPrefixes = []struct {
-	p   netip.Prefix
-	why string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "\"this network\""},
-	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT"}, // also Alibaba's metadata 100.100.100.200
-	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol"},
-	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
-	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
-	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // includes 255.255.255.255
-	{netip.MustParsePrefix("::/96"), "IPv4-compatible"},
-	{netip.MustParsePrefix("100::/64"), "discard"},
-	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
-	{netip.MustParsePrefix("2001::/32"), "Teredo"},
-}
-
-// Prefixes that embed an IPv4 address, which is checked in turn.
-var embeddingPrefixes = []struct {
-	p   netip.Prefix
-	off int // byte offset of the IPv4 address
-}{
-	{netip.MustParsePrefix("64:ff9b::/96"), 12},   // NAT64
-	{netip.MustParsePrefix("64:ff9b:1::/48"), 12}, // local NAT64
-	{netip.MustParsePrefix("2002::/16"), 2},       // 6to4
-}
-
-// forbiddenAddr returns why ip may not be dialled without AllowPrivate, or
-// "" if it may.
-func forbiddenAddr(ip netip.Addr) string {
-	ip = ip.Unmap() // IPv4-mapped IPv6 is checked as IPv4
-	switch {
-	case !ip.IsValid():
-		return "invalid"
-	case ip.IsUnspecified():
-		return "unspecified"
-	case ip.IsLoopback():
-		return "loopback"
-	case ip.IsPrivate():
-		return "private" // RFC 1918 and unique-local fc00::/7 (incl. fd00:ec2::254)
-	case ip.IsLinkLocalUnicast():
-		return "link-local" // incl. the metadata address 169.254.169.254
-	case ip.IsMulticast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast():
-		return "multicast"
-	}
-	for _, f := range forbiddenPrefixes {
-		if f.p.Contains(ip) {
-			return f.why
-		}
-	}
-	if ip.Is6() {
-		b := ip.As16()
-		if ip.Zone() != "" || b[0] == 0xfe && b[1]&0xc0 == 0xc0 {
-			return "site-local"
-		}
-		for _, e := range embeddingPrefixes {
-			if e.p.Contains(ip) {
-				v4 := netip.AddrFrom4([4]byte(b[e.off : e.off+4]))
-				if why := forbiddenAddr(v4); why != "" {
-					return why + " (embedded in " + e.p.String() + ")"
-				}
-			}
-		}
-	}
-	return ""
+	return conn, err
 }
 
 // do performs one request and returns the pending response value.

@@ -17,7 +17,8 @@ var owners = map[string][]string{
 	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster", "oci"}, // cluster: run errors it stores and returns; oci: registries' answers
 	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster"},                                                  // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
 	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                        // session files, serve's data directory
-	"internal/termsafe":   {"server", "cmd/agrun"},                                                                                   // JSON safe on a terminal: the HTTP API and --json
+	"internal/termsafe":   {"server", "cmd/agrun"},
+	"internal/netguard":   {"runtime", "mcp", "oci"}, // the one SSRF address check: http_request, MCP authorization requests, registry redirects                                                                                   // JSON safe on a terminal: the HTTP API and --json
 }
 
 // TestInternalEdges checks the edges of internal/: the shared packages
