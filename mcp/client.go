@@ -70,6 +70,13 @@ type ClientOptions struct {
 	// (per process); the rest is read and discarded. Zero means
 	// DefaultMaxStderrBytes (64 KiB).
 	MaxStderrBytes int
+	// Elicit, if set, answers the server's questions for the person
+	// (elicitation, form mode; see Elicitation): the Client then declares
+	// the elicitation capability. Questions come one at a time, at most
+	// MaxElicitationsPerMinute, each at most MaxElicitFields fields;
+	// others, and every URL-mode request, are declined without asking.
+	// A nil answer declines. Nil: no capability, and servers cannot ask.
+	Elicit func(ctx context.Context, e *Elicitation) (*ElicitAnswer, error)
 }
 
 // Client is a connection to one MCP server whose tools it offers to a
@@ -101,6 +108,7 @@ type Client struct {
 	endLife   context.CancelFunc // cancels life; called by Close
 
 	refresh     chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
+	gate        elicitGate    // the server's questions for the person (elicit.go)
 	refreshOnce sync.Once     // starts the refresher
 
 	syncMu  sync.Mutex // serializes tool list updates and Sync
@@ -177,9 +185,9 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		refresh: make(chan struct{}, 1),
 	}
 	c.life, c.endLife = context.WithCancel(context.Background())
-	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, &sdk.ClientOptions{
+	so := &sdk.ClientOptions{
 		Logger: log,
-		// No roots, sampling or elicitation: nothing for a server to wait on.
+		// No roots or sampling; elicitation only with Elicit.
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			select {
@@ -187,7 +195,12 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 			default: // a refresh is already pending: floods coalesce
 			}
 		},
-	})
+	}
+	if o.Elicit != nil {
+		so.Capabilities.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}}
+		so.ElicitationHandler = c.elicit
+	}
+	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, so)
 	return c, nil
 }
 

@@ -21,8 +21,12 @@ import (
 
 // TestMain lets the test binary act as an agrun MCP server over stdio
 // (AGRUN_MCP_TEST_SERVE=stdio), so the stdio server is tested as a real
-// subprocess.
+// subprocess, and as the client the conformance suite drives
+// (AGRUN_MCP_CONFORMANCE_CLIENT=1: conformance_client_test.go).
 func TestMain(m *testing.M) {
+	if os.Getenv("AGRUN_MCP_CONFORMANCE_CLIENT") == "1" {
+		os.Exit(conformanceClient(os.Args[len(os.Args)-1]))
+	}
 	if os.Getenv("AGRUN_MCP_TEST_SERVE") == "stdio" {
 		if err := ServeStdio(context.Background(), serverRegistry(), os.Stdin, os.Stdout, nil); err != nil {
 			os.Exit(1)

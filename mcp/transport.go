@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -68,6 +69,9 @@ func inheritedEnv() []string {
 type HTTP struct {
 	URL     string            // the MCP endpoint, e.g. http://127.0.0.1:8080/mcp
 	Headers map[string]string // added to every request (e.g. Authorization)
+	// OAuth, if set, authorizes the requests with OAuth 2.1 as MCP's
+	// authorization specification says (see OAuth).
+	OAuth *OAuth
 }
 
 // SDKTransport wraps transports of the SDK (for instance one side of
@@ -115,12 +119,23 @@ func (h HTTP) open(ctx context.Context, cfg *linkConfig) (*link, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	rt := &httpLimits{base: base, headers: maps.Clone(h.Headers), max: int64(cfg.maxMessage)}
+	tr := &sdk.StreamableClientTransport{
+		Endpoint:     h.URL,
+		HTTPClient:   &http.Client{Transport: rt},
+		MaxEventSize: cfg.maxMessage,
+	}
+	cause := rt.unauthorized
+	if h.OAuth != nil {
+		oh, err := h.OAuth.handlerFor(h.URL)
+		if err != nil {
+			return nil, err
+		}
+		tr.OAuthHandler = oh
+		cause = oh.failure
+	}
 	return &link{
-		transport: &sdk.StreamableClientTransport{
-			Endpoint:     h.URL,
-			HTTPClient:   &http.Client{Transport: rt},
-			MaxEventSize: cfg.maxMessage,
-		},
+		transport: tr,
+		cause:     cause,
 		stop: func(context.Context) error { base.CloseIdleConnections(); return nil },
 	}, nil
 }
@@ -132,6 +147,23 @@ type httpLimits struct {
 	base    http.RoundTripper
 	headers map[string]string
 	max     int64
+	denied  atomic.Int32 // the last 401 or 403 status answered, 0 after a success
+}
+
+// ErrUnauthorized is wrapped by the error of a connection the server
+// refused with 401 Unauthorized or 403 Forbidden when the transport has no
+// OAuth: the server wants credentials (OAuth, or a token in a header).
+var ErrUnauthorized = errors.New("the server requires authorization")
+
+// unauthorized is the cause of a failure after the server refused the
+// credentials (or their absence).
+func (h *httpLimits) unauthorized() error {
+	switch code := h.denied.Load(); code {
+	case 0:
+		return nil
+	default:
+		return fmt.Errorf("%w: it answered %d %s (configure OAuth, or send a token in a header)", ErrUnauthorized, code, http.StatusText(int(code)))
+	}
 }
 
 func (h *httpLimits) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -144,6 +176,14 @@ func (h *httpLimits) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := h.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		h.denied.Store(int32(resp.StatusCode))
+	default:
+		if resp.StatusCode < 300 {
+			h.denied.Store(0)
+		}
 	}
 	if ct := resp.Header.Get("Content-Type"); !bytes.HasPrefix([]byte(ct), []byte("text/event-stream")) {
 		resp.Body = &limitedBody{rc: resp.Body, left: h.max}
