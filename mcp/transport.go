@@ -136,7 +136,7 @@ func (h HTTP) open(ctx context.Context, cfg *linkConfig) (*link, error) {
 	return &link{
 		transport: tr,
 		cause:     cause,
-		stop: func(context.Context) error { base.CloseIdleConnections(); return nil },
+		stop:      func(context.Context) error { base.CloseIdleConnections(); return nil },
 	}, nil
 }
 
