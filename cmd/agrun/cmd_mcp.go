@@ -21,6 +21,9 @@ import (
 // tokens_env names a variable holding bearer tokens, and then every
 // request must carry one.
 func (c *cli) mcpServe(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "login" {
+		return c.mcpLogin(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		fs := newFlags("mcp")
 		pos, err := parseFlags(fs, args)

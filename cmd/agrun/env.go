@@ -292,16 +292,10 @@ func (r *refusedTool) Execute(context.Context, json.RawMessage) (json.RawMessage
 }
 
 func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
-	var tr mcp.Transport
-	if s.URL != "" {
-		tr = mcp.HTTP{URL: s.URL, Headers: s.Headers}
-	} else {
-		var envv []string
-		for k, v := range s.Env {
-			envv = append(envv, k+"="+v)
-		}
-		slices.Sort(envv)
-		tr = mcp.Stdio{Command: s.Command, Args: s.Args, Env: envv, Dir: s.Dir}
+	tr, err := mcpTransport(name, s)
+	if err != nil {
+		e.fail("mcp:"+name, err)
+		return
 	}
 	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log})
 	if err != nil {
@@ -312,6 +306,9 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 	defer cancel()
 	if err := cl.Connect(cctx); err != nil {
 		cl.Close(context.Background())
+		if hint := mcpHint(name, s, err); hint != "" {
+			err = hinted{err, hint}
+		}
 		e.fail("mcp:"+name, err)
 		return
 	}

@@ -177,9 +177,16 @@ var cmdDocs = map[string]cmdDoc{
 		example: "agrun worker --queues wasm --concurrency 4",
 	},
 	"mcp": {
-		synopsis: "agrun [-c FILE] mcp serve [FLAGS]",
-		summary:  "The tools as an MCP server (`agrun help mcp serve`).",
+		synopsis: "agrun [-c FILE] mcp serve|login ...",
+		summary:  "The tools as an MCP server (`agrun help mcp serve`); OAuth for an MCP server (`agrun help mcp login`).",
 		example:  "agrun mcp serve",
+	},
+	"mcp login": {
+		synopsis: "agrun [-c FILE] mcp login [--timeout D] NAME",
+		summary:  "Authorize agrun with OAuth for the streamable-HTTP server [mcp.NAME] (oauth = {...}): open the URL it prints in a browser.",
+		detail: "The tokens are kept in the user's config directory (agrun/mcp-tokens/, 0600), never in agrun.toml, and refreshed by agrun;\n" +
+			"runs, tools and calls use them without a browser. agrun opens no browser itself: the URL comes from the server.",
+		example: "agrun mcp login github",
 	},
 	"mcp serve": {
 		synopsis: "agrun [-c FILE] mcp serve [--http ADDR]",

@@ -79,6 +79,10 @@ func (e *env) settingsFor(name string) settings {
 
 // explain returns err's message with what to change, for the operator.
 func (e *env) explain(name string, err error) string {
+	var h hinted
+	if errors.As(err, &h) {
+		return e.explain(name, h.err) + " (" + h.hint + ")"
+	}
 	msg := err.Error()
 	var re *registry.Error
 	if errors.As(err, &re) {
@@ -238,3 +242,13 @@ func withLimitHint(err error) error {
 	}
 	return &limitError{err: err, setting: setting}
 }
+
+// hinted is an error with what to do about it, for the operator: explain
+// adds the hint after the message.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h hinted) Error() string { return h.err.Error() + " (" + h.hint + ")" }
+func (h hinted) Unwrap() error { return h.err }

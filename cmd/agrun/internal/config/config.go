@@ -197,6 +197,13 @@ type MCPServer struct {
 	Dir         string                  `toml:"dir"`
 	URL         string                  `toml:"url"`
 	Headers     map[string]string       `toml:"headers"`
+	// HeadersEnv adds headers whose values are secrets: header name ->
+	// the variable holding its value (an unset one is a configuration
+	// error), so that a token never sits in agrun.toml.
+	HeadersEnv map[string]string `toml:"headers_env"`
+	// OAuth authorizes a streamable-HTTP server with OAuth 2.1 (mcp.go);
+	// nil: no OAuth.
+	OAuth *MCPOAuth `toml:"oauth"`
 	Timeout     Duration                `toml:"timeout"`
 	Permissions []permission.Permission `toml:"permissions"`
 	// MaxToolResult overrides [llm] max_tool_result for this server's tools.
@@ -543,6 +550,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		}
 		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
 			return errAt("url must start with http:// or https://", "mcp", name, "url")
+		}
+		if err := checkMCPAuth(name, s, errAt); err != nil {
+			return err
 		}
 	}
 	if e := c.Telemetry.OTLPEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {

@@ -160,6 +160,13 @@ func TestErrors(t *testing.T) {
 		{"negative token budget", "[llm]\nmax_total_tokens = -5\n", 0, "llm.max_total_tokens", "must be positive"},
 		{"negative tool call budget", "[llm]\nmax_tool_calls = -1\n", 0, "llm.max_tool_calls", "must be positive"},
 		{"negative idle timeout", "[llm]\nstream_idle_timeout = \"-1s\"\n", 2, "llm.stream_idle_timeout", "must be positive"},
+		{"oauth on a command", "[mcp.s]\ncommand = \"x\"\noauth = {}\n", 0, "mcp.s.oauth", "streamable-HTTP"},
+		{"headers_env bad name", "[mcp.s]\nurl = \"http://h/mcp\"\nheaders_env = { Authorization = \"MY-TOKEN\" }\n", 0, "mcp.s.headers_env", "not a variable name"},
+		{"headers_env and headers", "[mcp.s]\nurl = \"http://h/mcp\"\nheaders = { A = \"x\" }\nheaders_env = { A = \"T\" }\n", 0, "mcp.s.headers_env", "in headers too"},
+		{"oauth secret without id", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_secret_env = \"S\" }\n", 0, "mcp.s.oauth.client_secret_env", "needs client_id"},
+		{"oauth metadata url", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_metadata_url = \"http://x/c.json\" }\n", 0, "mcp.s.oauth.client_metadata_url", "https://"},
+		{"oauth unknown key", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { clientid = \"x\" }\n", 0, "mcp.s.oauth.clientid", "unknown key"},
+		{"plugin describing key", "[plugins.p]\nwasm = \"x\"\noutput = \"text\"\n", 3, "plugins.p.output", "described by its own list"},
 		{"syntax error", "[llm\nmodel = 1\n", 0, "", "table name"},
 		{"duplicate key", "[llm]\nmodel = \"a\"\nmodel = \"b\"\n", 3, "", "already been defined"},
 	} {
