@@ -191,19 +191,19 @@ func (t Tool) PluginKeys() []string {
 
 // MCPServer is one [mcp.NAME] section.
 type MCPServer struct {
-	Command     string                  `toml:"command"`
-	Args        []string                `toml:"args"`
-	Env         map[string]string       `toml:"env"`
-	Dir         string                  `toml:"dir"`
-	URL         string                  `toml:"url"`
-	Headers     map[string]string       `toml:"headers"`
+	Command string            `toml:"command"`
+	Args    []string          `toml:"args"`
+	Env     map[string]string `toml:"env"`
+	Dir     string            `toml:"dir"`
+	URL     string            `toml:"url"`
+	Headers map[string]string `toml:"headers"`
 	// HeadersEnv adds headers whose values are secrets: header name ->
 	// the variable holding its value (an unset one is a configuration
 	// error), so that a token never sits in agrun.toml.
 	HeadersEnv map[string]string `toml:"headers_env"`
 	// OAuth authorizes a streamable-HTTP server with OAuth 2.1 (mcp.go);
 	// nil: no OAuth.
-	OAuth *MCPOAuth `toml:"oauth"`
+	OAuth       *MCPOAuth               `toml:"oauth"`
 	Timeout     Duration                `toml:"timeout"`
 	Permissions []permission.Permission `toml:"permissions"`
 	// MaxToolResult overrides [llm] max_tool_result for this server's tools.
