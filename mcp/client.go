@@ -670,6 +670,10 @@ func (c *Client) adapters(list []*sdk.Tool) ([]registry.Tool, error) {
 			c.log.Warn("mcp: tool left out: unusable input schema", "server", c.name, "tool", SanitizeText(t.Name, 100), "error", err.Error())
 			continue
 		}
+		title := t.Title
+		if title == "" && t.Annotations != nil {
+			title = t.Annotations.Title
+		}
 		out = append(out, &tool{
 			c:      c,
 			name:   name,
@@ -678,6 +682,8 @@ func (c *Client) adapters(list []*sdk.Tool) ([]registry.Tool, error) {
 			params: params,
 			perms:  c.opts.Permissions,
 			hints:  annotationHints(t.Annotations),
+			title:  SanitizeText(title, maxTitleBytes),
+			out:    outputSchema(t.OutputSchema),
 		})
 	}
 	slices.SortFunc(out, func(a, b registry.Tool) int { return strings.Compare(a.Name(), b.Name()) })
@@ -834,7 +840,17 @@ type tool struct {
 	params json.RawMessage
 	perms  []permission.Permission
 	hints  []string // from the server's annotations (hints.go)
+	title  string          // the server's title, cleaned
+	out    json.RawMessage // the server's output schema, cleaned; nil if none or unusable
 }
+
+var _ registry.Presented = (*tool)(nil)
+
+// Title implements registry.Presented: the server's title for the tool.
+func (t *tool) Title() string { return t.title }
+
+// OutputSchema implements registry.Presented: the server's output schema.
+func (t *tool) OutputSchema() json.RawMessage { return t.out }
 
 func (t *tool) Name() string                         { return t.name }
 func (t *tool) Description() string                  { return t.desc }

@@ -3,6 +3,8 @@ package mcp
 import (
 	"slices"
 
+	"github.com/agcore/agrun/permission"
+
 	"github.com/agcore/agrun/registry"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -59,4 +61,55 @@ func (t *tool) Grant() registry.Grant {
 		Server:      t.c.name,
 		Hints:       slices.Clone(t.hints),
 	}
+}
+
+// serveAnnotations are the MCP annotations agrun mcp serve gives a tool,
+// from what its calls can exercise (registry.Grant.Uses: the declared
+// permissions, writable mounts, allowed hosts and, for an upstream MCP
+// tool, its server's hints). They only ever say less than the tool may
+// do, never more:
+//
+//   - readOnlyHint: the calls can use nothing but "read" and
+//     "filesystem" (read-only mounts) — no write, delete, network, shell
+//     or custom permission; an upstream tool's only if its server said so
+//     and agrun's config gives its server nothing but read, filesystem or
+//     network;
+//   - destructiveHint (when not read-only): true when they can write or
+//     delete (a writable mount can overwrite), or use shell or a custom
+//     permission, or the upstream tool is destructive; false only for an
+//     upstream tool marked additive that agrun grants nothing more;
+//   - openWorldHint: true when they can reach the network (allowed hosts,
+//     "network", an upstream open-world tool), false otherwise: a
+//     sandboxed tool without a network grant cannot;
+//   - idempotentHint: the upstream tool's, if it said so.
+func serveAnnotations(g registry.Grant, title string) *sdk.ToolAnnotations {
+	uses := g.Uses()
+	has := func(p permission.Permission) bool { return slices.Contains(uses, p) }
+	readOnly := true
+	if g.Source == "mcp" {
+		// The upstream's claim, if agrun's config grants nothing that writes.
+		readOnly = slices.Contains(g.Hints, "read_only")
+		for _, p := range g.Permissions {
+			if p != permission.Read && p != permission.Filesystem && p != permission.Network {
+				readOnly = false
+			}
+		}
+	} else {
+		for _, u := range uses {
+			if u != permission.Read && u != permission.Filesystem {
+				readOnly = false // network included: a request may change the world
+			}
+		}
+	}
+	open := has(permission.Network)
+	a := &sdk.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &open}
+	if !readOnly {
+		destructive := true
+		if slices.Contains(g.Hints, "additive") && !has(permission.Delete) && !has(permission.Shell) && len(g.Mounts) == 0 {
+			destructive = false
+		}
+		a.DestructiveHint = &destructive
+		a.IdempotentHint = slices.Contains(g.Hints, "idempotent")
+	}
+	return a
 }

@@ -40,3 +40,30 @@ func SanitizeText(s string, max int) string { return textsafe.Clean(s, max) }
 // "description" and "title" string in it sanitized like a description:
 // registry.CleanSchema, the one cleaning of untrusted schemas.
 func sanitizeSchema(schema any) (json.RawMessage, error) { return registry.CleanSchema(schema) }
+
+// maxTitleBytes caps a tool title taken from a server.
+const maxTitleBytes = 256
+
+// outputSchema is a server tool's output schema, cleaned as input schemas
+// are, or nil when there is none or it is unusable (not an object schema,
+// too large, not compilable): a missing output schema only means less is
+// known, so it is dropped rather than the tool.
+func outputSchema(schema any) json.RawMessage {
+	if schema == nil {
+		return nil
+	}
+	raw, err := sanitizeSchema(schema)
+	if err != nil {
+		return nil
+	}
+	var top struct {
+		Type any `json:"type"`
+	}
+	if json.Unmarshal(raw, &top) != nil || top.Type != "object" {
+		return nil
+	}
+	if _, err := registry.CompileSchema(raw); err != nil {
+		return nil
+	}
+	return raw
+}

@@ -130,11 +130,13 @@ func (b *bridge) sync() {
 	seen := map[string]bool{}
 	for _, d := range b.reg.Definitions() {
 		seen[d.Name] = true
-		fp := d.Description + "\x00" + string(d.Parameters)
+		t := b.describe(d)
+		ann, _ := json.Marshal(t.Annotations)
+		fp := d.Description + "\x00" + string(d.Parameters) + "\x00" + t.Title + "\x00" + string(ann) + "\x00" + fmt.Sprint(t.OutputSchema)
 		if b.exposed[d.Name] == fp {
 			continue
 		}
-		if err := b.add(d); err != nil {
+		if err := b.add(t); err != nil {
 			b.log.Warn("mcp: tool not exposed", "tool", d.Name, "error", err.Error())
 			delete(b.exposed, d.Name)
 			b.srv.RemoveTools(d.Name)
@@ -154,19 +156,34 @@ func (b *bridge) sync() {
 	}
 }
 
+// describe is the MCP tool a registry tool is served as: its name,
+// description and input schema, its title and output schema when it has
+// them (registry.Presented: an upstream MCP server's are kept), and
+// annotations from what agrun knows it may do (serveAnnotations).
+func (b *bridge) describe(d registry.Definition) *sdk.Tool {
+	t := &sdk.Tool{Name: d.Name, Description: d.Description, InputSchema: d.Parameters}
+	rt, ok := b.reg.Get(d.Name)
+	if !ok {
+		return t
+	}
+	title, out := registry.PresentationOf(rt)
+	t.Title = SanitizeText(title, maxTitleBytes)
+	if len(out) > 0 {
+		t.OutputSchema = out
+	}
+	t.Annotations = serveAnnotations(registry.DescribeGrant(rt), t.Title)
+	return t
+}
+
 // add exposes one tool; the SDK panics on schemas it dislikes, and a
 // registry tool's schema may come from an untrusted module.
-func (b *bridge) add(d registry.Definition) (err error) {
+func (b *bridge) add(t *sdk.Tool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
-	b.srv.AddTool(&sdk.Tool{
-		Name:        d.Name,
-		Description: d.Description,
-		InputSchema: d.Parameters,
-	}, b.call)
+	b.srv.AddTool(t, b.call)
 	return nil
 }
 

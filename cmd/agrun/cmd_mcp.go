@@ -37,12 +37,17 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	}
 	fs := newFlags("mcp serve")
 	addr := fs.String("http", "", "serve streamable HTTP on ADDR (at /mcp) instead of stdio")
+	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "with --http: sessions kept at once, in all")
+	perClient := fs.Int("max-sessions-per-client", mcp.DefaultMaxSessionsPerClient, "with --http: sessions kept at once for one client address")
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
 		return usageOf(fs, "takes no arguments")
+	}
+	if *maxSessions < 1 || *perClient < 1 || *perClient > *maxSessions {
+		return usageOf(fs, "--max-sessions and --max-sessions-per-client must be at least 1, and per client at most the total")
 	}
 	if *addr == "" {
 		e, err := c.openEnv(ctx, nil, true)
@@ -83,7 +88,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	defer e.close()
 	e.warnBroken(c.stderr)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient}))
 	srv := &http.Server{
 		Handler:           requireBearer(tokens, mux),
 		ReadHeaderTimeout: server.ReadHeaderTimeout,

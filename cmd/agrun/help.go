@@ -189,7 +189,7 @@ var cmdDocs = map[string]cmdDoc{
 		example: "agrun mcp login github",
 	},
 	"mcp serve": {
-		synopsis: "agrun [-c FILE] mcp serve [--http ADDR]",
+		synopsis: "agrun [-c FILE] mcp serve [--http ADDR [--max-sessions N] [--max-sessions-per-client N]]",
 		summary:  "Serve every tool, sandboxed, to MCP clients: over stdio, or streamable HTTP at /mcp.",
 		example:  "agrun mcp serve --http 127.0.0.1:8081",
 	},

@@ -181,9 +181,9 @@ func TestMCPServeHTTPListener(t *testing.T) {
 
 // startMCPHTTP starts `agrun mcp serve --http addr` with $AGRUN_TOKENS set
 // to tokens and returns its endpoint on 127.0.0.1.
-func startMCPHTTP(t *testing.T, e *cliEnv, addr, tokens string) string {
+func startMCPHTTP(t *testing.T, e *cliEnv, addr, tokens string, flags ...string) string {
 	t.Helper()
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", addr)
+	cmd := exec.Command(agrunBinary(t), append([]string{"-c", e.config, "mcp", "serve", "--http", addr}, flags...)...)
 	cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+tokens)
 	pr, pw := io.Pipe()
 	var stderr syncbuf.Buffer
@@ -269,5 +269,17 @@ func TestMCPServeHTTPSessionCap(t *testing.T) {
 	}
 	if opened != 16 || refused != 24 {
 		t.Errorf("40 initialize requests from one address: %d sessions opened, %d refused; want 16 and 24", opened, refused)
+	}
+
+	// The caps are the operator's: --max-sessions-per-client.
+	url = startMCPHTTP(t, e, "127.0.0.1:0", "", "--max-sessions-per-client", "3", "--max-sessions", "100")
+	opened = 0
+	for i := 0; i < 5; i++ {
+		if code, _ := postInitialize(t, client, url, "", ""); code == http.StatusOK {
+			opened++
+		}
+	}
+	if opened != 3 {
+		t.Errorf("--max-sessions-per-client 3: %d of 5 sessions opened, want 3", opened)
 	}
 }

@@ -1,0 +1,133 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// servedTools lists what NewServer(reg) tells an MCP client about its
+// tools, by name.
+func servedTools(t *testing.T, reg *registry.Registry) map[string]*sdk.Tool {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := NewServer(reg, nil).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*sdk.Tool{}
+	for _, tl := range res.Tools {
+		out[tl.Name] = tl
+	}
+	return out
+}
+
+// TestServeAnnotations: mcp serve's annotations follow from what a
+// tool's calls can exercise, and never claim less than that.
+func TestServeAnnotations(t *testing.T) {
+	reg := registry.New()
+	for _, f := range []fakeTool{
+		{name: "pure"},
+		{name: "reader", perms: []permission.Permission{permission.Read, permission.Filesystem}},
+		{name: "writer", perms: []permission.Permission{permission.Filesystem, permission.Write}},
+		{name: "fetcher", perms: []permission.Permission{permission.Network}},
+	} {
+		if err := reg.Register(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tools := servedTools(t, reg)
+	for _, c := range []struct {
+		name           string
+		readOnly, open bool
+		destructive    *bool
+	}{
+		{"pure", true, false, nil},
+		{"reader", true, false, nil},
+		{"writer", false, false, ptr(true)},
+		{"fetcher", false, true, ptr(true)},
+	} {
+		a := tools[c.name].Annotations
+		if a == nil {
+			t.Fatalf("%s: no annotations", c.name)
+		}
+		if a.ReadOnlyHint != c.readOnly || a.OpenWorldHint == nil || *a.OpenWorldHint != c.open ||
+			(c.destructive == nil) != (a.DestructiveHint == nil) || c.destructive != nil && *a.DestructiveHint != *c.destructive {
+			b, _ := json.Marshal(a)
+			t.Errorf("%s: annotations %s; want readOnly %v, openWorld %v, destructive %v", c.name, b, c.readOnly, c.open, c.destructive)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestServeKeepsUpstream: a tool re-served from an upstream MCP server
+// keeps its title, output schema and idempotent hint; agrun's own grant
+// only restricts: an upstream read-only tool whose server agrun's config
+// says may write is not served as read-only.
+func TestServeKeepsUpstream(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "up"}, nil)
+	up.AddTool(&sdk.Tool{
+		Name: "lookup", Title: "Look \u202eup", Description: "d",
+		InputSchema:  json.RawMessage(`{"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, nil
+	})
+	for _, c := range []struct {
+		perms    []permission.Permission
+		readOnly bool
+	}{{[]permission.Permission{permission.Read}, true}, {[]permission.Permission{permission.Write}, false}} {
+		st, ct := sdk.NewInMemoryTransports()
+		ctx := context.Background()
+		ss, err := up.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{Permissions: c.perms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		reg := registry.New()
+		if err := cl.Sync(reg); err != nil {
+			t.Fatal(err)
+		}
+		served := servedTools(t, reg)["up__lookup"]
+		cl.Close(ctx)
+		ss.Close()
+		if served == nil {
+			t.Fatal("up__lookup not served")
+		}
+		if served.Title != "Look up" {
+			t.Errorf("title %q, want the upstream's, cleaned", served.Title)
+		}
+		if b, _ := json.Marshal(served.OutputSchema); string(b) != `{"properties":{"n":{"type":"integer"}},"type":"object"}` {
+			t.Errorf("output schema %s", b)
+		}
+		if a := served.Annotations; a == nil || a.ReadOnlyHint != c.readOnly {
+			t.Errorf("permissions %v: annotations %+v, want readOnly %v", c.perms, a, c.readOnly)
+		} else if !c.readOnly && !a.IdempotentHint {
+			t.Errorf("permissions %v: the upstream's idempotent hint lost", c.perms)
+		}
+	}
+}
