@@ -839,7 +839,7 @@ type tool struct {
 	desc   string
 	params json.RawMessage
 	perms  []permission.Permission
-	hints  []string // from the server's annotations (hints.go)
+	hints  []string        // from the server's annotations (hints.go)
 	title  string          // the server's title, cleaned
 	out    json.RawMessage // the server's output schema, cleaned; nil if none or unusable
 }
