@@ -77,6 +77,12 @@ type ClientOptions struct {
 	// others, and every URL-mode request, are declined without asking.
 	// A nil answer declines. Nil: no capability, and servers cannot ask.
 	Elicit func(ctx context.Context, e *Elicitation) (*ElicitAnswer, error)
+	// Roots are the directories offered to the server as its roots
+	// (roots/list), as absolute paths: each becomes a file:// root named
+	// by its last element. Roots only tell a server where to work; they
+	// grant nothing (a stdio server runs with agrun's own access). Empty:
+	// no roots capability.
+	Roots []string
 }
 
 // Client is a connection to one MCP server whose tools it offers to a
@@ -187,7 +193,7 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	c.life, c.endLife = context.WithCancel(context.Background())
 	so := &sdk.ClientOptions{
 		Logger: log,
-		// No roots or sampling; elicitation only with Elicit.
+		// No sampling; roots only with Roots, elicitation only with Elicit.
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			select {
@@ -200,7 +206,15 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		so.Capabilities.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}}
 		so.ElicitationHandler = c.elicit
 	}
+	roots, err := fileRoots(o.Roots)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", serverName, err)
+	}
+	if len(roots) > 0 {
+		so.Capabilities.RootsV2 = &sdk.RootCapabilities{ListChanged: true}
+	}
 	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, so)
+	c.sdk.AddRoots(roots...)
 	return c, nil
 }
 

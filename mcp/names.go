@@ -2,6 +2,11 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
@@ -66,4 +71,17 @@ func outputSchema(schema any) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// fileRoots turns absolute directory paths into file:// roots.
+func fileRoots(dirs []string) ([]*sdk.Root, error) {
+	var out []*sdk.Root
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("root %q: an absolute path is needed", d)
+		}
+		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(d))}
+		out = append(out, &sdk.Root{URI: u.String(), Name: filepath.Base(d)})
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -129,5 +130,41 @@ func TestServeKeepsUpstream(t *testing.T) {
 		} else if !c.readOnly && !a.IdempotentHint {
 			t.Errorf("permissions %v: the upstream's idempotent hint lost", c.perms)
 		}
+	}
+}
+
+// TestClientRoots: ClientOptions.Roots make the client declare the roots
+// capability (a server lists them with roots/list, under protocol versions
+// before 2026-07-28, which deprecates roots: SEP-2577), as file:// URIs;
+// without them it declares none; a relative root is refused.
+func TestClientRoots(t *testing.T) {
+	dir := t.TempDir()
+	for _, roots := range [][]string{{dir}, nil} {
+		up := sdk.NewServer(&sdk.Implementation{Name: "up"}, nil)
+		st, ct := sdk.NewInMemoryTransports()
+		ctx := context.Background()
+		ss, err := up.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{Roots: roots})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if caps := ss.InitializeParams().Capabilities; (caps.RootsV2 != nil || caps.Roots.ListChanged) != (roots != nil) {
+			t.Errorf("roots %v: client capabilities %+v", roots, caps)
+		}
+		cl.Close(ctx)
+		ss.Close()
+	}
+	got, err := fileRoots([]string{dir})
+	if err != nil || len(got) != 1 || got[0].URI != "file://"+dir || got[0].Name != filepath.Base(dir) {
+		t.Errorf("fileRoots: %+v, %v", got, err)
+	}
+	if _, err := NewClient("x", HTTP{URL: "http://h/mcp"}, &ClientOptions{Roots: []string{"rel"}}); err == nil {
+		t.Error("a relative root was taken")
 	}
 }

@@ -210,6 +210,10 @@ type MCPServer struct {
 	MaxToolResult *Size `toml:"max_tool_result"`
 	// Approve is "ask", "always" or "never" for every tool of the server.
 	Approve string `toml:"approve"`
+	// Roots are directories offered to the server as its roots (file://
+	// URIs; relative to the config's folder). They tell a server where to
+	// work and grant nothing.
+	Roots []string `toml:"roots"`
 }
 
 // Sessions is the [sessions] section.
@@ -726,6 +730,9 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	for name, s := range c.MCP {
 		s.Dir = abs(s.Dir)
+		for i := range s.Roots {
+			s.Roots[i] = abs(s.Roots[i])
+		}
 		// A command given as a relative path (./server) is relative to the
 		// config; a bare name (npx) is looked up in PATH.
 		if strings.HasPrefix(s.Command, "./") || strings.HasPrefix(s.Command, "../") {
