@@ -50,11 +50,18 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return usageOf(fs, "--max-sessions and --max-sessions-per-client must be at least 1, and per client at most the total")
 	}
 	if *addr == "" {
-		e, err := c.openEnv(ctx, nil, true)
+		// newEnv, not openEnv: stdin is the protocol's, so no MCP server
+		// behind this one may ask the person a question on it.
+		cfg, err := c.loadConfig()
+		if err != nil {
+			return err
+		}
+		e, err := newEnv(ctx, cfg, c.logger(), nil)
 		if err != nil {
 			return err
 		}
 		defer e.close()
+		e.warnBroken(c.stderr)
 		if c.isTTY(c.stdin) {
 			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
 		}

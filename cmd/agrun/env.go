@@ -57,7 +57,7 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 // flags).
 func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
 	stop := c.slowNotice("loading the tools: a module is compiled the first time it is used (cached afterwards)…")
-	e, err := newEnv(ctx, cfg, c.logger(), filter)
+	e, err := newEnvWith(ctx, cfg, c.logger(), filter, envHooks{elicit: c.elicit})
 	stop()
 	if err != nil {
 		return nil, err
@@ -95,6 +95,7 @@ type env struct {
 	broken   map[string]error    // config name (tool or "mcp:<server>") -> load error
 	warnings map[string][]string // tool name -> grants it cannot use
 	clients  []*mcp.Client
+	hooks    envHooks
 	// fileTool is the tool of `agrun call FILE.wasm`, whose grants are
 	// flags (explain names them).
 	fileTool string
@@ -117,7 +118,21 @@ func only(tool string) loadFilter {
 // newEnv builds the sandbox and the registry from cfg. Tools that fail to
 // load are recorded in broken, not fatal.
 func newEnv(ctx context.Context, cfg *config.Config, log *slog.Logger, filter loadFilter) (*env, error) {
+	return newEnvWith(ctx, cfg, log, filter, envHooks{})
+}
+
+// envHooks are what a command that has a person at hand gives its env.
+type envHooks struct {
+	// elicit answers MCP servers' questions for the person (elicit.go);
+	// nil: the servers are offered no elicitation (serve, worker, mcp
+	// serve: no one to ask).
+	elicit func(context.Context, *mcp.Elicitation) (*mcp.ElicitAnswer, error)
+}
+
+// newEnvWith is newEnv with hooks.
+func newEnvWith(ctx context.Context, cfg *config.Config, log *slog.Logger, filter loadFilter, hooks envHooks) (*env, error) {
 	e := &env{
+		hooks:    hooks,
 		cfg:      cfg,
 		checker:  permission.NewChecker(cfg.PermissionConfig()),
 		log:      log,
@@ -297,7 +312,7 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots, Elicit: e.hooks.elicit})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return

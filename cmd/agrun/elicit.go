@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agcore/agrun/mcp"
+)
+
+// elicit answers an MCP server's question for the person (elicitation,
+// form mode) at the terminal, as an approval is asked: the server's name
+// and message (cleaned by package mcp, escaped here), then each field.
+// Without a terminal the question is declined, and said on stderr.
+func (c *cli) elicit(ctx context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer, error) {
+	read := c.answers()
+	if read == nil {
+		fmt.Fprintf(c.stderr, "agrun: warning: MCP server %s asked a question and there is no terminal to ask: declined (%s)\n", safe(q.Server), safe(firstLine(q.Message, 200)))
+		return &mcp.ElicitAnswer{Action: "decline"}, nil
+	}
+	fmt.Fprintf(c.stderr, "agrun: MCP server %s asks: %s\n", safe(q.Server), safe(q.Message))
+	for _, f := range q.Fields {
+		fmt.Fprintf(c.stderr, "  %s\n", safe(fieldLine(f)))
+	}
+	for range 3 {
+		fmt.Fprint(c.stderr, "answer? [y/n/c] (y: fill in the fields; n: decline; c: cancel) ")
+		line, err := read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			content, err := c.elicitFields(ctx, read, q.Fields)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitAnswer{Action: "accept", Content: content}, nil
+		case "n", "no":
+			return &mcp.ElicitAnswer{Action: "decline"}, nil
+		case "c", "cancel":
+			return &mcp.ElicitAnswer{Action: "cancel"}, nil
+		}
+	}
+	return &mcp.ElicitAnswer{Action: "decline"}, nil
+}
+
+// fieldLine describes a field: "name (string, required): title —
+// description [default: x] one of a|b".
+func fieldLine(f mcp.ElicitField) string {
+	var b strings.Builder
+	b.WriteString(f.Name + " (" + orDefault(f.Type, "any"))
+	if f.Required {
+		b.WriteString(", required")
+	}
+	b.WriteString(")")
+	if t := strings.TrimSpace(f.Title + " " + f.Description); t != "" {
+		b.WriteString(": " + t)
+	}
+	if f.Default != nil {
+		fmt.Fprintf(&b, " [default: %v]", f.Default)
+	}
+	if len(f.Enum) > 0 {
+		b.WriteString(" one of " + strings.Join(f.Enum, "|"))
+	}
+	return b.String()
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// elicitFields reads each field's value: an empty line leaves an optional
+// field out (the server's default applies); a value that does not fit the
+// field's type is asked again, three times at most.
+func (c *cli) elicitFields(ctx context.Context, read func(context.Context) (string, error), fields []mcp.ElicitField) (map[string]any, error) {
+	content := map[string]any{}
+	for _, f := range fields {
+		for try := 0; ; try++ {
+			fmt.Fprintf(c.stderr, "%s: ", safe(f.Name))
+			line, err := read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			line = strings.TrimSpace(line)
+			if line == "" && (!f.Required || f.Default != nil) {
+				break
+			}
+			v, err := fieldValue(f, line)
+			if err == nil {
+				content[f.Name] = v
+				break
+			}
+			if try == 2 {
+				return nil, fmt.Errorf("MCP server question: %s: %w", safe(f.Name), err)
+			}
+			fmt.Fprintf(c.stderr, "agrun: %s\n", safe(err.Error()))
+		}
+	}
+	return content, nil
+}
+
+// fieldValue is line as a value of f's type.
+func fieldValue(f mcp.ElicitField, line string) (any, error) {
+	if len(f.Enum) > 0 && !slices.Contains(f.Enum, line) {
+		return nil, fmt.Errorf("want one of %s", strings.Join(f.Enum, ", "))
+	}
+	switch f.Type {
+	case "integer":
+		n, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want a whole number")
+		}
+		return n, nil
+	case "number":
+		x, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			return nil, fmt.Errorf("want a number")
+		}
+		return x, nil
+	case "boolean":
+		switch strings.ToLower(line) {
+		case "y", "yes", "true":
+			return true, nil
+		case "n", "no", "false":
+			return false, nil
+		}
+		return nil, fmt.Errorf("want yes or no")
+	case "":
+		if line == "" {
+			return nil, fmt.Errorf("an answer is required")
+		}
+	}
+	if line == "" {
+		return nil, fmt.Errorf("an answer is required")
+	}
+	return line, nil
+}
