@@ -77,6 +77,12 @@ type ClientOptions struct {
 	// others, and every URL-mode request, are declined without asking.
 	// A nil answer declines. Nil: no capability, and servers cannot ask.
 	Elicit func(ctx context.Context, e *Elicitation) (*ElicitAnswer, error)
+	// ResourceTool offers the server's resources to the model as one more
+	// registry tool, SERVER__read_resource (it declares "read"; its
+	// description lists the resources, cut to MaxDescriptionBytes),
+	// refreshed when the server says its resources changed. A server
+	// without resources, or with a tool of that name, gets none.
+	ResourceTool bool
 	// Roots are the directories offered to the server as its roots
 	// (roots/list), as absolute paths: each becomes a file:// root named
 	// by its last element. Roots only tell a server where to work; they
@@ -199,6 +205,15 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 			select {
 			case c.refresh <- struct{}{}:
 			default: // a refresh is already pending: floods coalesce
+			}
+		},
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) {
+			if !o.ResourceTool {
+				return
+			}
+			select {
+			case c.refresh <- struct{}{}: // the read_resource tool's list
+			default:
 			}
 		},
 	}
@@ -657,6 +672,16 @@ func (c *Client) ListTools(ctx context.Context) ([]registry.Tool, error) {
 	tools, err := c.adapters(all)
 	if err != nil {
 		return nil, err
+	}
+	if c.opts.ResourceTool {
+		if rt := c.resourceToolFor(ctx); rt != nil {
+			if slices.ContainsFunc(tools, func(t registry.Tool) bool { return t.Name() == rt.Name() }) {
+				c.log.Warn("mcp: the server has a tool named read_resource: no resource tool", "server", c.name)
+			} else {
+				tools = append(tools, rt)
+				slices.SortFunc(tools, func(a, b registry.Tool) int { return strings.Compare(a.Name(), b.Name()) })
+			}
+		}
 	}
 	c.setTools(gen, tools)
 	return slices.Clone(tools), nil

@@ -140,3 +140,72 @@ func TestServerFilesystemConfined(t *testing.T) {
 		t.Errorf("error %q does not say access was denied", e.Message())
 	}
 }
+
+// TestServerEverythingResourcesAndPrompts: server-everything's resources
+// and prompts through agrun's client: listed (cleaned, sorted), a resource
+// read, a prompt with arguments rendered as text, and the resources
+// offered to the model as everything__read_resource (ResourceTool), which
+// reads through the registry.
+func TestServerEverythingResourcesAndPrompts(t *testing.T) {
+	script := npmScript(t, "@modelcontextprotocol/server-everything", "dist/index.js")
+	log, buf := newLogger()
+	c, err := NewClient("everything", Stdio{Command: nodeBinary(t, 0), Args: []string{script, "stdio"}}, &ClientOptions{Logger: log, Timeout: 60 * time.Second, ResourceTool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v\n%s", err, buf.String())
+	}
+	rs, err := c.Resources(ctx)
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("Resources: %d, %v", len(rs), err)
+	}
+	if !slices.IsSortedFunc(rs, func(a, b Resource) int { return strings.Compare(a.URI, b.URI) }) {
+		t.Error("resources not sorted by URI")
+	}
+	var doc string
+	for _, r := range rs {
+		if strings.HasSuffix(r.URI, "/features.md") {
+			doc = r.URI
+		}
+	}
+	if doc == "" {
+		t.Fatalf("no features.md among %d resources", len(rs))
+	}
+	text, err := c.ReadResource(ctx, doc)
+	if err != nil || len(text) < 20 {
+		t.Fatalf("ReadResource(%s): %q, %v", doc, text, err)
+	}
+	ps, err := c.Prompts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args *Prompt
+	for i := range ps {
+		if ps[i].Name == "args-prompt" {
+			args = &ps[i]
+		}
+	}
+	if args == nil || len(args.Arguments) != 2 || !args.Arguments[0].Required {
+		t.Fatalf("prompts %+v: want args-prompt with a required city", ps)
+	}
+	msgs, err := c.GetPrompt(ctx, "args-prompt", map[string]string{"city": "Lisbon"})
+	if err != nil || len(msgs) == 0 || !strings.Contains(msgs[0].Text, "Lisbon") || msgs[0].Role != "user" {
+		t.Fatalf("GetPrompt: %+v, %v", msgs, err)
+	}
+	reg := registry.New()
+	if err := c.Sync(reg); err != nil {
+		t.Fatal(err)
+	}
+	rt, ok := reg.Get("everything__read_resource")
+	if !ok || !strings.Contains(rt.Description(), doc) {
+		t.Fatalf("everything__read_resource: %v, %v", ok, rt)
+	}
+	inv := reg.Invoke(ctx, "everything__read_resource", json.RawMessage(`{"uri":"`+doc+`"}`))
+	var got string
+	if inv.Err != nil || json.Unmarshal(inv.Output, &got) != nil || got != text {
+		t.Fatalf("read_resource through the registry: %.80s, %v", inv.Output, inv.Err)
+	}
+}

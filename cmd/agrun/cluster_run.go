@@ -42,6 +42,7 @@ func clusterUnsupported(o *runOptions) string {
 		{"--tools", o.tools != ""}, {"--no-tools", o.noTools}, {"-c/--continue", o.cont},
 		{"--schema", o.schemaArg != ""}, {"--approve/--deny", o.resume != nil}, {"--trace", o.trace},
 		{"--max-tokens", o.maxTokens > 0}, {"--max-tool-calls", o.maxToolCalls > 0},
+		{"--resource", len(o.resources) > 0}, {"--prompt", o.promptRef != ""},
 	} {
 		if f.set {
 			return f.name

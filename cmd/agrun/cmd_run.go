@@ -177,6 +177,11 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	o.defineResume(fs)
 	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
 	fs.BoolVar(&o.trace, "trace", false, "print the run's span tree (model requests, tool calls, durations, tokens) on stderr at the end")
+	fs.Func("resource", "attach the resource `SERVER:URI` of an [mcp.SERVER] server to the prompt (repeatable)", func(v string) error {
+		o.resources = append(o.resources, v)
+		return nil
+	})
+	fs.StringVar(&o.promptRef, "prompt", "", "start from the prompt `SERVER:NAME` of an [mcp.SERVER] server; the arguments are its KEY=VALUE arguments")
 	pos, err := parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
@@ -197,7 +202,9 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		}
 	}
 	var prompt string
-	if err == nil && o.resume == nil {
+	if err == nil && o.promptRef != "" {
+		err = o.parsePromptArgs(fs, pos)
+	} else if err == nil && o.resume == nil {
 		prompt, err = c.readPrompt(fs, pos)
 	}
 	var id string
@@ -276,6 +283,9 @@ type runOptions struct {
 	schema                  json.RawMessage
 	trace                   bool                     // --trace: the span tree on stderr at the end
 	resume                  map[string]loop.Decision // --approve, --deny (run_resume.go)
+	resources               []string                 // --resource SERVER:URI (run_mcp.go)
+	promptRef               string                   // --prompt SERVER:NAME
+	promptArgs              map[string]string        // its KEY=VALUE arguments
 }
 
 func (o *runOptions) define(fs *flag.FlagSet) {
@@ -565,6 +575,9 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 		return "", turnStats{}, err
 	}
 	defer e.close()
+	if prompt, err = c.mcpPrompt(ctx, fs, e, o, prompt); err != nil {
+		return "", turnStats{}, err
+	}
 	tel, err := c.setupTelemetry(ctx, e.cfg, o.trace, e.rt)
 	if err != nil {
 		return "", turnStats{}, err

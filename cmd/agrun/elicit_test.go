@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/internal/testing/chattest"
 )
 
 // askServer is a streamable-HTTP MCP server whose tool "order" asks the
@@ -72,5 +74,66 @@ func TestElicitation(t *testing.T) {
 	r = e.run("", "call", "shop__order", "{}").wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, `decline`) || !strings.Contains(r.stderr, "no terminal to ask: declined") {
 		t.Errorf("without a terminal: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// docsServer is a streamable-HTTP MCP server with one resource (a guide,
+// its text meant to mislead a terminal) and one prompt with an argument.
+func docsServer(t *testing.T) string {
+	s := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
+	s.AddResource(&sdk.Resource{URI: "file:///guide.md", Name: "guide", MIMEType: "text/markdown"}, func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "file:///guide.md", Text: "Step one: unpack.\x1b[2J"}}}, nil
+	})
+	s.AddPrompt(&sdk.Prompt{Name: "greet", Arguments: []*sdk.PromptArgument{{Name: "name", Required: true}}}, func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "Say hello to " + req.Params.Arguments["name"]}}}}, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestRunResourceAndPrompt: run --resource attaches a server's resource
+// (cleaned) to the prompt, run --prompt starts from a server's prompt
+// with its KEY=VALUE arguments, [mcp.NAME] resources = true offers the
+// resources to the model as NAME__read_resource; a wrong reference is a
+// usage error.
+func TestRunResourceAndPrompt(t *testing.T) {
+	url := docsServer(t)
+	model := chattest.New(t, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"})
+	t.Setenv("AGRUN_TEST_KEY", "k")
+	e := newTestEnv(t, model.URL, "\n[mcp.docs]\nurl = \""+url+"\"\nresources = true\npermissions = [\"read\"]\n")
+
+	e.run("", "run", "--resource", "docs:file:///guide.md", "summarize the guide").wantCode(t, exitOK)
+	e.run("", "run", "--prompt", "docs:greet", "name=Ada").wantCode(t, exitOK)
+	reqs := model.Requests()
+	user := func(i int) string {
+		for _, m := range reqs[i].Messages {
+			if m.Role == "user" && m.Content != nil {
+				return *m.Content
+			}
+		}
+		return ""
+	}
+	if got := user(0); got != "summarize the guide\n\n[resource docs:file:///guide.md]\nStep one: unpack.[2J" { // the escape dropped, its harmless rest kept
+		t.Errorf("--resource: the model got %q", got)
+	}
+	if got := user(1); got != "Say hello to Ada" {
+		t.Errorf("--prompt: the model got %q", got)
+	}
+	if !hasTool(reqs[0], "docs__read_resource") {
+		t.Error("resources = true: no docs__read_resource offered")
+	}
+	r := e.run("", "call", "docs__read_resource", `{"uri":"file:///guide.md"}`).wantCode(t, exitOK)
+	if r.stdout != "\"Step one: unpack.[2J\"\n" {
+		t.Errorf("docs__read_resource: %q", r.stdout)
+	}
+	for _, args := range [][]string{
+		{"run", "--resource", "nosuch:file:///x", "hi"},
+		{"run", "--resource", "docs", "hi"},
+		{"run", "--prompt", "docs:greet", "not-a-pair"},
+	} {
+		if r := e.run("", args...); r.code != exitUsage {
+			t.Errorf("%v: exit %d (%s), want a usage error", args, r.code, r.stderr)
+		}
 	}
 }

@@ -312,7 +312,7 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots, Elicit: e.hooks.elicit})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots, Elicit: e.hooks.elicit, ResourceTool: s.Resources})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return

@@ -214,6 +214,9 @@ type MCPServer struct {
 	// URIs; relative to the config's folder). They tell a server where to
 	// work and grant nothing.
 	Roots []string `toml:"roots"`
+	// Resources offers the server's resources to the model as the tool
+	// NAME__read_resource (it declares "read").
+	Resources bool `toml:"resources"`
 }
 
 // Sessions is the [sessions] section.
