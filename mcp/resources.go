@@ -214,10 +214,12 @@ type resourceTool struct {
 
 var resourceToolSchema = json.RawMessage(`{"type":"object","properties":{"uri":{"type":"string","description":"the resource's URI, as the server lists it"}},"required":["uri"],"additionalProperties":false}`)
 
-func (t *resourceTool) Name() string                         { return t.name }
-func (t *resourceTool) Description() string                  { return t.desc }
-func (t *resourceTool) Parameters() json.RawMessage          { return resourceToolSchema }
-func (t *resourceTool) Permissions() []permission.Permission { return []permission.Permission{permission.Read} }
+func (t *resourceTool) Name() string                { return t.name }
+func (t *resourceTool) Description() string         { return t.desc }
+func (t *resourceTool) Parameters() json.RawMessage { return resourceToolSchema }
+func (t *resourceTool) Permissions() []permission.Permission {
+	return []permission.Permission{permission.Read}
+}
 
 // Execute reads the resource {"uri": ...} names, as a JSON string.
 func (t *resourceTool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
