@@ -53,7 +53,7 @@ type PromptMessage struct {
 	Role, Text string
 }
 
-// hasCapability reports whether the server declared resources or prompts.
+// capabilities are what the server declared in its initialize answer.
 func (s *session) capabilities() *sdk.ServerCapabilities {
 	if r := s.cs.InitializeResult(); r != nil && r.Capabilities != nil {
 		return r.Capabilities
