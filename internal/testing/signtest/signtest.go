@@ -1,0 +1,194 @@
+// Package signtest signs modules in tests as cosign does, with keys made
+// in the test: a key pair (the public half PEM-encoded as cosign.pub),
+// the simple-signing payload of a manifest digest, and its signature
+// pushed to a registry under cosign's sha256-<hex>.sig tag with oras-go
+// (no agrun code), so that a test of verification does not trust the
+// code it tests to make what it checks.
+//
+//	k := signtest.NewKey(t)
+//	os.WriteFile("cosign.pub", k.PublicPEM, 0o644)
+//	signtest.PushCosign(t, host, "tools/wc", digest, k.Sign(signtest.Payload(digest)))
+package signtest
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sigstore/sigstore-go/pkg/sign"
+	"google.golang.org/protobuf/encoding/protojson"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
+)
+
+// Key is a signing key made for one test: ECDSA P-256, as cosign
+// generate-key-pair makes.
+type Key struct {
+	Private *ecdsa.PrivateKey
+	// PublicPEM is the public key as cosign.pub holds it.
+	PublicPEM []byte
+}
+
+// NewKey makes a key pair.
+func NewKey(t testing.TB) Key {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Key{Private: k, PublicPEM: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})}
+}
+
+// Sign signs payload as cosign does (ECDSA over its SHA-256, ASN.1) and
+// returns the signature base64-encoded, as cosign's annotation holds it.
+func (k Key) Sign(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	sig, err := k.Private.Sign(rand.Reader, sum[:], crypto.SHA256)
+	if err != nil {
+		panic(err) // an ECDSA key made by NewKey always signs
+	}
+	return base64.StdEncoding.EncodeToString(sig)
+}
+
+// Payload is the simple-signing payload cosign signs for the manifest
+// digest ("sha256:<hex>").
+func Payload(digest string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"critical": map[string]any{
+			"identity": map[string]string{"docker-reference": "example.test/tools"},
+			"image":    map[string]string{"docker-manifest-digest": digest},
+			"type":     "cosign container image signature",
+		},
+		"optional": nil,
+	})
+	return b
+}
+
+// Sig is one signature layer: a payload and its base64 signature.
+type Sig struct {
+	Payload   []byte
+	Signature string
+}
+
+func repository(t testing.TB, host, repo string) *remote.Repository {
+	t.Helper()
+	r, err := remote.NewRepository(host + "/" + repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PlainHTTP = true
+	return r
+}
+
+// Bundle signs data with a new key as sigstore-go signs a blob with a
+// key (a message signature, no transparency log) and returns the
+// bundle's JSON and the key's public PEM.
+func Bundle(t testing.TB, data []byte) (bundleJSON, publicPEM []byte) {
+	t.Helper()
+	kp, err := sign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return BundleWith(t, kp, data), PublicPEM(t, kp)
+}
+
+// NewBundleKey makes a key for BundleWith.
+func NewBundleKey(t testing.TB) *sign.EphemeralKeypair {
+	t.Helper()
+	kp, err := sign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// PublicPEM is kp's public key as cosign.pub holds one.
+func PublicPEM(t testing.TB, kp *sign.EphemeralKeypair) []byte {
+	t.Helper()
+	p, err := kp.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(p)
+}
+
+// BundleWith signs data with kp into a sigstore bundle's JSON.
+func BundleWith(t testing.TB, kp *sign.EphemeralKeypair, data []byte) []byte {
+	t.Helper()
+	pb, err := sign.Bundle(&sign.PlainData{Data: data}, kp, sign.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protojson.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// PushBundleReferrer attaches bundleJSON to the manifest subject in
+// host/repo as cosign's new bundle format does: an OCI 1.1 manifest of
+// artifact type application/vnd.dev.sigstore.bundle.v0.3+json whose one
+// layer is the bundle.
+func PushBundleReferrer(t testing.TB, host, repo string, subject ocispec.Descriptor, bundleJSON []byte) {
+	t.Helper()
+	ctx := context.Background()
+	r := repository(t, host, repo)
+	const mt = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	l := content.NewDescriptorFromBytes(mt, bundleJSON)
+	if err := r.Push(ctx, l, bytes.NewReader(bundleJSON)); err != nil {
+		t.Fatal(err)
+	}
+	subject = ocispec.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}
+	if _, err := oras.PackManifest(ctx, r, oras.PackManifestVersion1_1, mt, oras.PackManifestOptions{Layers: []ocispec.Descriptor{l}, Subject: &subject}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PushCosign pushes sigs as cosign's signature manifest of digest in
+// host/repo (plain HTTP: a test registry), tagged sha256-<hex>.sig.
+func PushCosign(t testing.TB, host, repo, digest string, sigs ...Sig) {
+	t.Helper()
+	ctx := context.Background()
+	r := repository(t, host, repo)
+	push := func(mt string, b []byte, ann map[string]string) ocispec.Descriptor {
+		d := content.NewDescriptorFromBytes(mt, b)
+		if err := r.Push(ctx, d, bytes.NewReader(b)); err != nil && !strings.Contains(err.Error(), "exists") {
+			t.Fatal(err)
+		}
+		d.Annotations = ann
+		return d
+	}
+	m := ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    push("application/vnd.oci.image.config.v1+json", []byte("{}"), nil),
+	}
+	for _, s := range sigs {
+		m.Layers = append(m.Layers, push("application/vnd.dev.cosign.simplesigning.v1+json", s.Payload,
+			map[string]string{"dev.cosignproject.cosign/signature": s.Signature}))
+	}
+	raw, _ := json.Marshal(m)
+	d := content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, raw)
+	tag := strings.Replace(digest, ":", "-", 1) + ".sig"
+	if err := r.PushReference(ctx, d, bytes.NewReader(raw), tag); err != nil {
+		t.Fatal(err)
+	}
+}
