@@ -119,6 +119,9 @@ func (c *Config) checkTrust(dir string, errAt func(msg string, key ...string) er
 		if tool.OCI != "" {
 			return errAt(`is for wasm = FILE; an oci tool's signatures are pulled with it (agrun pull)`, "tools", name, "signature")
 		}
+		if !t.Trusts() {
+			return errAt(`needs [trust] "keys" (cosign.pub files) or "trusted_root" to verify the bundle with`, "tools", name, "signature")
+		}
 		sig := tool.Signature
 		tool.Signature = absPath(dir, sig)
 		if _, err := os.Stat(tool.Signature); err != nil {

@@ -86,7 +86,7 @@ func TestTrustErrors(t *testing.T) {
 	dir := trustDir(t)
 	for _, c := range []struct {
 		name, toml, key, msg string
-		line              int
+		line                 int
 	}{
 		{"a missing key file", "[trust]\nkeys = [\"nope.pub\"]\n", "trust.keys", "nope.pub: no such file or directory", 2},
 		{"bad PEM", "\n[trust]\nkeys = [\"tool.wasm\"]\n", "trust.keys", "tool.wasm: not a PEM public key", 3},
@@ -96,7 +96,8 @@ func TestTrustErrors(t *testing.T) {
 		{"a tool's require_signature without keys", "[tools.x]\nwasm = \"tool.wasm\"\nrequire_signature = true\n", "tools.x.require_signature", `needs [trust] "keys"`, 3},
 		{"a wasm file required signed without a bundle", "[trust]\nkeys = [\"cosign.pub\"]\n[tools.x]\nwasm = \"tool.wasm\"\nrequire_signature = true\n", "tools.x.require_signature", `add signature = "FILE.sigstore.json"`, 5},
 		{"signature on an oci tool", "[trust]\nkeys = [\"cosign.pub\"]\n[tools.x]\noci = \"" + pin + "\"\nsignature = \"tool.sigstore.json\"\n", "tools.x.signature", "an oci tool's signatures are pulled with it", 5},
-		{"a missing bundle", "[tools.x]\nwasm = \"tool.wasm\"\nsignature = \"tool.wasm.sigstore.json\"\n", "tools.x.signature", "tool.wasm.sigstore.json: no such file or directory", 3},
+		{"a bundle without keys", "[tools.x]\nwasm = \"tool.wasm\"\nsignature = \"tool.sigstore.json\"\n", "tools.x.signature", `needs [trust] "keys"`, 3},
+		{"a missing bundle", "[trust]\nkeys = [\"cosign.pub\"]\n[tools.x]\nwasm = \"tool.wasm\"\nsignature = \"tool.wasm.sigstore.json\"\n", "tools.x.signature", "tool.wasm.sigstore.json: no such file or directory", 5},
 		{"identities without a trusted root", "[trust]\nkeys = [\"cosign.pub\"]\nidentities = [{ issuer = \"i\", subject = \"s\" }]\n", "trust.identities", `need "trusted_root"`, 3},
 		{"an identity without a subject", "[trust]\ntrusted_root = \"trusted_root.json\"\nidentities = [{ issuer = \"i\" }]\n", "trust.identities", `needs "issuer"`, 3},
 		{"a trusted root that is not one", "[trust]\ntrusted_root = \"cosign.pub\"\n", "trust.trusted_root", "not a sigstore trusted root", 2},
