@@ -27,9 +27,10 @@
 //     module): with sigstore-go, against the keys (no timestamp needed:
 //     a key has no validity period here), or, for a keyless bundle (a
 //     Fulcio certificate), against the trusted root file and one of the
-//     configured identities, with its transparency log entry,
-//     signed certificate timestamp and an observer timestamp all checked
-//     offline from the trusted root's keys. The artifact is the manifest
+//     configured identities, with its transparency log entry, an
+//     observer timestamp and (if the trusted root lists CT logs) its
+//     signed certificate timestamp all checked offline from the trusted
+//     root's keys. The artifact is the manifest
 //     digest (or the file's SHA-256).
 //
 // Nothing here reaches the network: revocation (a key withdrawn after it
@@ -156,7 +157,11 @@ func New(opts Options) (*Verifier, error) {
 		if err != nil {
 			return nil, &Error{Err: ErrKey, Detail: "the trusted root: " + textsafe.Clean(err.Error(), 300)}
 		}
-		kv, err := verify.NewVerifier(tr, verify.WithSignedCertificateTimestamps(1), verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1))
+		vopts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1)}
+		if len(tr.CTLogs()) > 0 { // a private instance may run no CT log
+			vopts = append(vopts, verify.WithSignedCertificateTimestamps(1))
+		}
+		kv, err := verify.NewVerifier(tr, vopts...)
 		if err != nil {
 			return nil, &Error{Err: ErrKey, Detail: err.Error()}
 		}

@@ -2,6 +2,8 @@ package sigverify_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log"
@@ -251,3 +253,51 @@ func TestKeys(t *testing.T) {
 		t.Errorf("a bad trusted root: %v", err)
 	}
 }
+
+// TestKeyless: a keyless bundle (a certificate from the trusted root's
+// Fulcio CA, logged in its Rekor) is accepted from a configured identity,
+// offline; any other identity, another instance's root, or no trusted
+// root is refused.
+func TestKeyless(t *testing.T) {
+	const (
+		issuer = "https://token.actions.example"
+		id     = "https://github.com/acme/tools/.github/workflows/release.yml@refs/tags/v1"
+	)
+	ks := signtest.NewKeyless(t)
+	b := ks.Bundle(t, id, issuer, module)
+	newV := func(root []byte, ids ...sigverify.Identity) *sigverify.Verifier {
+		v, err := sigverify.New(sigverify.Options{TrustedRoot: root, Identities: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := newV(ks.TrustedRoot(t), sigverify.Identity{Issuer: issuer, Subject: id}).VerifyBlob(module, b); err != nil {
+		t.Fatalf("a keyless bundle by an accepted identity: %v", err)
+	}
+	digest := "sha256:" + hex.EncodeToString(sha256Sum(module))
+	if err := newV(ks.TrustedRoot(t), sigverify.Identity{Issuer: issuer, Subject: id}).VerifyManifest(digest, []oci.Signature{{Bundle: b}}); err != nil {
+		t.Fatalf("the same as a manifest's referrer: %v", err)
+	}
+	for name, c := range map[string]struct {
+		v    *sigverify.Verifier
+		want string
+	}{
+		"another identity":      {newV(ks.TrustedRoot(t), sigverify.Identity{Issuer: issuer, Subject: id + "x"}), "keyless bundle"},
+		"another issuer":        {newV(ks.TrustedRoot(t), sigverify.Identity{Issuer: issuer + "x", Subject: id}), "keyless bundle"},
+		"another trusted root":  {newV(signtest.NewKeyless(t).TrustedRoot(t), sigverify.Identity{Issuer: issuer, Subject: id}), "keyless bundle"},
+		"no identity":           {newV(ks.TrustedRoot(t)), "no identity is configured"},
+		"keys, no trusted root": {verifier(t, signtest.NewKey(t).PublicPEM), "no trusted root is configured"},
+	} {
+		err := c.v.VerifyBlob(module, b)
+		if !errors.Is(err, sigverify.ErrUntrusted) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	tampered := append(append([]byte{}, module...), 1)
+	if err := newV(ks.TrustedRoot(t), sigverify.Identity{Issuer: issuer, Subject: id}).VerifyBlob(tampered, b); err == nil {
+		t.Errorf("a keyless bundle of another file verified")
+	}
+}
+
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }

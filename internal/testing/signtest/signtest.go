@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"strings"
@@ -27,8 +28,15 @@ import (
 
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
+	protorekor "github.com/sigstore/protobuf-specs/gen/pb-go/rekor/v1"
+	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/sign"
+	"github.com/sigstore/sigstore-go/pkg/testing/ca"
+	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
@@ -191,4 +199,99 @@ func PushCosign(t testing.TB, host, repo, digest string, sigs ...Sig) {
 	if err := r.PushReference(ctx, d, bytes.NewReader(raw), tag); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Keyless is a sigstore instance of the test's own (sigstore-go's
+// VirtualSigstore: a Fulcio CA, a Rekor log and a timestamp authority,
+// keys made in the test), for keyless signatures checked offline.
+type Keyless struct{ vs *ca.VirtualSigstore }
+
+// NewKeyless starts one.
+func NewKeyless(t testing.TB) *Keyless {
+	t.Helper()
+	vs, err := ca.NewVirtualSigstore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Keyless{vs: vs}
+}
+
+// TrustedRoot is the instance's trusted_root.json (its Fulcio CA, Rekor
+// log and timestamp authority; no CT log: its certificates carry no
+// signed certificate timestamps).
+func (k *Keyless) TrustedRoot(t testing.TB) []byte {
+	t.Helper()
+	// VirtualSigstore names its log by the hex of its key ID in ID; a
+	// trusted root file holds the key ID itself.
+	logs := map[string]*root.TransparencyLog{}
+	for id, l := range k.vs.RekorLogs() {
+		raw, err := hex.DecodeString(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *l
+		c.ID = raw
+		logs[id] = &c
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, k.vs.FulcioCertificateAuthorities(), nil, k.vs.TimestampingAuthorities(), logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Bundle signs artifact keylessly as identity (the certificate's
+// subject) from issuer, logged in the instance's Rekor, and returns the
+// sigstore bundle's JSON (v0.1: the entry has a signed entry timestamp,
+// no inclusion proof).
+func (k *Keyless) Bundle(t testing.TB, identity, issuer string, artifact []byte) []byte {
+	t.Helper()
+	e, err := k.vs.Sign(identity, issuer, artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc, _ := e.VerificationContent()
+	sc, _ := e.SignatureContent()
+	ms := sc.MessageSignatureContent()
+	entries, _ := e.TlogEntries()
+	var tles []*protorekor.TransparencyLogEntry
+	logID, err := k.vs.RekorLogID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		// The entry as a bundle carries it: its kind and its signed entry
+		// timestamp (the instance's Rekor signs it again).
+		tle := proto.Clone(en.TransparencyLogEntry()).(*protorekor.TransparencyLogEntry)
+		set, err := k.vs.RekorSignPayload(tlog.RekorPayload{LogID: logID, IntegratedTime: tle.IntegratedTime, LogIndex: tle.LogIndex,
+			Body: base64.StdEncoding.EncodeToString(tle.CanonicalizedBody)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tle.InclusionPromise = &protorekor.InclusionPromise{SignedEntryTimestamp: set}
+		tle.KindVersion = &protorekor.KindVersion{Kind: "hashedrekord", Version: "0.0.1"}
+		tles = append(tles, tle)
+	}
+	pb := &protobundle.Bundle{
+		MediaType: "application/vnd.dev.sigstore.bundle+json;version=0.1",
+		VerificationMaterial: &protobundle.VerificationMaterial{
+			Content: &protobundle.VerificationMaterial_X509CertificateChain{X509CertificateChain: &protocommon.X509CertificateChain{
+				Certificates: []*protocommon.X509Certificate{{RawBytes: vc.Certificate().Raw}},
+			}},
+			TlogEntries: tles,
+		},
+		Content: &protobundle.Bundle_MessageSignature{MessageSignature: &protocommon.MessageSignature{
+			MessageDigest: &protocommon.HashOutput{Algorithm: protocommon.HashAlgorithm_SHA2_256, Digest: ms.Digest()},
+			Signature:     ms.Signature(),
+		}},
+	}
+	b, err := protojson.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
