@@ -25,6 +25,16 @@
 // its digest while it streams; nothing is stored before it matches.
 // Every refusal is an *Error wrapping one of the Err* sentinels.
 //
+// # Signatures
+//
+// Pull also fetches what the registry publishes as the manifest's
+// signatures — cosign's sha256-<hex>.sig tag (CosignTag) and sigstore
+// bundles among the manifest's referrers — bounded (MaxSignatureManifestBytes,
+// MaxSignatureBytes, MaxSignatures) and checked against their digests,
+// and keeps them raw beside the module (Store.Signatures). It decides
+// nothing about them: package oci/sigverify verifies them offline, so
+// that this package links no sigstore code.
+//
 // # Registries
 //
 // HTTPS, except to a loopback registry (localhost, 127.0.0.0/8, ::1) or

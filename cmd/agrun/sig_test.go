@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/signtest"
 )
@@ -182,4 +183,74 @@ signature = "other.sigstore.json"
 	if !strings.Contains(r.stdout, "refused by require_signature: ") || !strings.Contains(r.stdout, "module_refused") {
 		t.Fatalf("a bundle by another key, of another file: %s", r.stdout)
 	}
+}
+
+// TestTrustConfigExample: docs/CONFIG.md's [trust] examples, as written,
+// with the files they name made here: a key's bundle beside a module
+// file, an exempt tool, an oci tool never pulled; and the keyless one,
+// with a trusted root and a bundle signed as its identity.
+func TestTrustConfigExample(t *testing.T) {
+	sec := mddoc.Read(t, "docs/CONFIG.md").Section(t, "## [trust] — whose signatures a module may carry")
+	blocks := sec.Blocks("toml")
+	if len(blocks) != 2 {
+		t.Fatalf("want two toml blocks (keys, keyless); have %d", len(blocks))
+	}
+	wasm, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "word_count.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := func(t *testing.T, block string) *testEnv {
+		e := newTestEnv(t, "", "")
+		os.MkdirAll(filepath.Join(e.dir, "tools"), 0o755)
+		for _, f := range []string{"local_tool.wasm", "scratch.wasm"} {
+			os.WriteFile(filepath.Join(e.dir, "tools", f), wasm, 0o644)
+		}
+		cfg, _ := os.ReadFile(e.config)
+		wasmLine := "[tools.word_count]\nwasm = " + quote(filepath.Join(repoRoot(t), "testdata/word_count.wasm")) + "\n"
+		os.WriteFile(e.config, []byte(strings.Replace(string(cfg), wasmLine, "", 1)+"\n"+block), 0o644)
+		return e
+	}
+
+	t.Run("keys", func(t *testing.T) {
+		e := setup(t, blocks[0])
+		b, pub := signtest.Bundle(t, wasm)
+		os.WriteFile(filepath.Join(e.dir, "cosign.pub"), pub, 0o644)
+		os.WriteFile(filepath.Join(e.dir, "tools", "local_tool.wasm.sigstore.json"), b, 0o644)
+		for _, tool := range []string{"local_tool", "scratch"} {
+			if r := e.run("", "call", "--json", tool, `{"text":"a b"}`); !strings.Contains(r.stdout, `"ok":true`) {
+				t.Errorf("%s: %s %s", tool, r.stdout, r.stderr)
+			}
+		}
+		r := e.run("", "call", "--json", "word_count", `{"text":"a"}`).wantCode(t, exitUsage)
+		if !strings.Contains(r.stdout, "module_refused") || !strings.Contains(r.stdout, "run `agrun pull ghcr.io/acme/word_count:1.0@sha256:") {
+			t.Errorf("the oci tool never pulled: %s", r.stdout)
+		}
+		// Every other wasm tool of the config has no bundle: refused.
+		r = e.run("", "call", "--json", "sum_c", `{"numbers":[1]}`).wantCode(t, exitUsage)
+		if !strings.Contains(r.stdout, "refused by require_signature: no signature") {
+			t.Errorf("a wasm tool without a bundle: %s", r.stdout)
+		}
+	})
+
+	t.Run("keyless", func(t *testing.T) {
+		block := blocks[1] + "\n[tools.local_tool]\nwasm = \"tools/local_tool.wasm\"\nsignature = \"tools/local_tool.wasm.sigstore.json\"\n"
+		e := setup(t, block)
+		ks := signtest.NewKeyless(t)
+		os.WriteFile(filepath.Join(e.dir, "trusted_root.json"), ks.TrustedRoot(t), 0o644)
+		os.WriteFile(filepath.Join(e.dir, "tools", "local_tool.wasm.sigstore.json"), nil, 0o644) // written below
+		cfg, err := config.Load(e.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := cfg.Trust.Identities[0]
+		os.WriteFile(filepath.Join(e.dir, "tools", "local_tool.wasm.sigstore.json"), ks.Bundle(t, id.Subject, id.Issuer, wasm), 0o644)
+		if r := e.run("", "call", "--json", "local_tool", `{"text":"a b"}`); !strings.Contains(r.stdout, `"ok":true`) {
+			t.Fatalf("signed keylessly as the example's identity: %s %s", r.stdout, r.stderr)
+		}
+		os.WriteFile(filepath.Join(e.dir, "tools", "local_tool.wasm.sigstore.json"), ks.Bundle(t, "mallory@example.com", id.Issuer, wasm), 0o644)
+		r := e.run("", "call", "--json", "local_tool", `{"text":"a b"}`).wantCode(t, exitUsage)
+		if !strings.Contains(r.stdout, "refused by require_signature: not signed by a trusted key") {
+			t.Fatalf("signed keylessly as someone else: %s", r.stdout)
+		}
+	})
 }
