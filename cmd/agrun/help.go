@@ -152,7 +152,9 @@ var cmdDocs = map[string]cmdDoc{
 			"(oci = \"HOST/REPO:TAG@sha256:...\") in [tools.NAME]; that tool then loads from the store ([oci] dir), offline.\n" +
 			"Accepted: one wasm layer (agrun's, the CNCF Wasm artifact's, application/wasm) or a hyper-mcp plug-in image.\n" +
 			"HTTPS, except to loopback or a [registries.\"HOST:PORT\"] marked insecure = true; credentials from\n" +
-			"[registries.\"HOST\"] username_env / password_env, else the Docker config file.",
+			"[registries.\"HOST\"] username_env / password_env, else the Docker config file.\n" +
+			"The manifest's signatures (cosign's sha256-<digest>.sig tag, sigstore bundle referrers) are kept with it;\n" +
+			"[trust] require_signature checks them against [trust] keys each time the tool loads, offline.",
 		example: "agrun pull ghcr.io/acme/word_count:1.0",
 	},
 	"push": {
