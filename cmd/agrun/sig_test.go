@@ -144,6 +144,11 @@ oci = "`+host+`/tools/elsewhere:1@`+elsewhere+`"
 			t.Errorf("%s: exit %d, %s: want module_refused", c.tool, r.code, r.stdout)
 		}
 	}
+	// A file named on the command line is the operator's own choice.
+	r := e.run("", "call", "--json", filepath.Join(repoRoot(t), "testdata", "word_count.wasm"), `{"text":"a"}`)
+	if !strings.Contains(r.stdout, `"ok":true`) {
+		t.Errorf("call FILE.wasm under require_signature: %s %s", r.stdout, r.stderr)
+	}
 }
 
 // TestSignedWasmFile: a wasm = FILE tool with signature = its sigstore
