@@ -232,6 +232,7 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 	}
 	repo.PlainHTTP = c.PlainHTTP(r.Registry)
 	repo.MaxMetadataBytes = MaxManifestBytes
+	repo.ReferrerListMaxPages = maxReferrerPages
 	repo.Client = &auth.Client{
 		Client:     &http.Client{Transport: tr, CheckRedirect: c.checkRedirect},
 		Cache:      auth.NewCache(),

@@ -75,6 +75,10 @@ func signatureKey(digest string) string {
 	return "oci/signatures/sha256/" + strings.TrimPrefix(digest, "sha256:") + ".json"
 }
 
+// maxReferrerPages bounds the pages of a referrers listing read (each
+// at most MaxManifestBytes; a registry pages at 100 referrers or more).
+const maxReferrerPages = 4
+
 // maxSignatureRecord bounds the store's record when it is read back.
 const maxSignatureRecord = 4 * MaxSignatures * MaxSignatureBytes
 
@@ -195,6 +199,9 @@ func (c *Client) bundleReferrers(ctx context.Context, repo *remote.Repository, d
 	})
 	if errors.Is(err, errdef.ErrNotFound) || errors.Is(err, errdef.ErrUnsupported) {
 		return nil, nil
+	}
+	if errors.Is(err, errdef.ErrTooManyPages) {
+		return nil, fmt.Errorf("%w: more than %d pages of referrers", ErrTooLarge, maxReferrerPages)
 	}
 	if err != nil && !errors.Is(err, errEnough) {
 		return nil, err

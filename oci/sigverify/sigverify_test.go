@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -236,6 +238,29 @@ func TestSignatureBounds(t *testing.T) {
 	p, err = pullAndVerify(t, c, host, "tools/big-manifest", v)
 	if !errors.Is(err, sigverify.ErrUnsigned) || !strings.Contains(p.SignatureError, "over the size limit") {
 		t.Fatalf("an oversized signature manifest: %v (pull: %q)", err, p.SignatureError)
+	}
+}
+
+// TestEndlessReferrers: a registry that pages its referrers forever is
+// read for a few pages only.
+func TestEndlessReferrers(t *testing.T) {
+	var pages atomic.Int32
+	host := newRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.URL.Path, "/referrers/") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			pages.Add(1)
+			w.Header().Set("Content-Type", "application/vnd.oci.image.index.v1+json")
+			w.Header().Set("Link", "<"+r.URL.Path+"?n="+strconv.Itoa(int(pages.Load()))+`>; rel="next"`)
+			w.Write([]byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`))
+		})
+	})
+	c, _ := published(t, host, "tools/endless", "")
+	p, err := pullAndVerify(t, c, host, "tools/endless", verifier(t, signtest.NewKey(t).PublicPEM))
+	if !errors.Is(err, sigverify.ErrUnsigned) || !strings.Contains(p.SignatureError, "pages of referrers") || pages.Load() > 8 {
+		t.Fatalf("endless referrers: %v, pull %q after %d pages", err, p.SignatureError, pages.Load())
 	}
 }
 
