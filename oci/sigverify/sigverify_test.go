@@ -174,6 +174,17 @@ func TestBundleReferrer(t *testing.T) {
 	if _, err := pullAndVerify(t, c, host, "tools/b", verifier(t, signtest.NewKey(t).PublicPEM)); !errors.Is(err, sigverify.ErrUntrusted) {
 		t.Fatalf("a bundle by another key: %v", err)
 	}
+
+	// An in-toto statement of the digest in a DSSE envelope, as cosign 3
+	// signs an image.
+	v := verifier(t, signtest.PublicPEM(t, kp))
+	if err := v.VerifyManifest(digest, []oci.Signature{{Bundle: signtest.StatementBundleWith(t, kp, digest)}}); err != nil {
+		t.Fatalf("a statement bundle: %v", err)
+	}
+	other := "sha256:" + strings.Repeat("0", 64)
+	if err := v.VerifyManifest(digest, []oci.Signature{{Bundle: signtest.StatementBundleWith(t, kp, other)}}); !errors.Is(err, sigverify.ErrOtherArtifact) {
+		t.Fatalf("a statement bundle of another digest: %v", err)
+	}
 }
 
 // TestVerifyBlob: a module file with a sigstore bundle beside it.

@@ -151,6 +151,28 @@ func BundleWith(t testing.TB, kp *sign.EphemeralKeypair, data []byte) []byte {
 	return b
 }
 
+// StatementBundleWith signs, with kp, an in-toto statement whose subject
+// is the manifest digest ("sha256:<hex>") in a DSSE envelope, as cosign
+// 3 signs an image in its bundle format, and returns the bundle's JSON.
+func StatementBundleWith(t testing.TB, kp *sign.EphemeralKeypair, digest string) []byte {
+	t.Helper()
+	st, _ := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []any{map[string]any{"name": "example.test/tools", "digest": map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		"predicateType": "https://sigstore.dev/cosign/sign/v1",
+		"predicate":     map[string]any{},
+	})
+	pb, err := sign.Bundle(&sign.DSSEData{Data: st, PayloadType: "application/vnd.in-toto+json"}, kp, sign.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protojson.Marshal(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // PushBundleReferrer attaches bundleJSON to the manifest subject in
 // host/repo as cosign's new bundle format does: an OCI 1.1 manifest of
 // artifact type application/vnd.dev.sigstore.bundle.v0.3+json whose one
