@@ -1,13 +1,21 @@
 package oci
 
 import (
+	"bytes"
 	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
@@ -248,4 +256,80 @@ func (c *Client) fetchSmallBlob(ctx context.Context, repo *remote.Repository, d 
 		return nil, err
 	}
 	return readVerified(rc, d, MaxSignatureBytes, what)
+}
+
+// CosignPayload is the simple-signing payload cosign signs for the
+// manifest digest of a module at repository (HOST/REPO).
+func CosignPayload(repository, digest string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"critical": map[string]any{
+			"identity": map[string]string{"docker-reference": repository},
+			"image":    map[string]string{"docker-manifest-digest": digest},
+			"type":     "cosign container image signature",
+		},
+		"optional": nil,
+	})
+	return b
+}
+
+// Sign signs ref's manifest (ref pinned: HOST/REPO[:TAG]@sha256:DIGEST)
+// with signer as cosign sign --key does, and publishes the signature in
+// ref's repository under CosignTag(digest), replacing the signatures
+// already there (a signature of another key is not kept). ECDSA and RSA
+// keys sign the payload's SHA-256, Ed25519 the payload itself. It
+// returns the tag; every failure is an *Error.
+func (c *Client) Sign(ctx context.Context, ref string, signer crypto.Signer) (string, error) {
+	tag, err := c.sign(ctx, ref, signer)
+	if err != nil {
+		return "", &Error{Op: "sign", Ref: clean(ref), Err: err}
+	}
+	return tag, nil
+}
+
+func (c *Client) sign(ctx context.Context, ref string, signer crypto.Signer) (string, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	if r.Digest == "" {
+		return "", fmt.Errorf("%w: sign a pinned reference (HOST/REPO@sha256:DIGEST): a signature names the digest", ErrReference)
+	}
+	payload := CosignPayload(r.Registry+"/"+r.Repository, r.Digest)
+	var sig []byte
+	if _, ok := signer.Public().(ed25519.PublicKey); ok {
+		sig, err = signer.Sign(rand.Reader, payload, crypto.Hash(0))
+	} else {
+		sum := sha256.Sum256(payload)
+		sig, err = signer.Sign(rand.Reader, sum[:], crypto.SHA256)
+	}
+	if err != nil {
+		return "", fmt.Errorf("signing: %w", err)
+	}
+	repo, err := c.repository(r)
+	if err != nil {
+		return "", err
+	}
+	push := func(mt string, b []byte) (ocispec.Descriptor, error) {
+		d := content.NewDescriptorFromBytes(mt, b)
+		return d, repo.Push(ctx, d, bytes.NewReader(b))
+	}
+	cfg, err := push(ocispec.MediaTypeImageConfig, []byte("{}"))
+	if err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return "", err
+	}
+	layer, err := push(MediaTypeSimpleSigning, payload)
+	if err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return "", err
+	}
+	layer.Annotations = map[string]string{AnnotationCosignSignature: base64.StdEncoding.EncodeToString(sig)}
+	m := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest, Config: cfg, Layers: []ocispec.Descriptor{layer}}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	tag := CosignTag(r.Digest)
+	if err := repo.PushReference(ctx, content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, raw), bytes.NewReader(raw), tag); err != nil {
+		return "", err
+	}
+	return tag, nil
 }

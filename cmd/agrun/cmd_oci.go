@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -97,10 +98,11 @@ func (c *cli) pull(ctx context.Context, args []string) error {
 	return nil
 }
 
-// push is `agrun push [--json] FILE.wasm REF`.
+// push is `agrun push [--json] [--sign KEY] FILE.wasm REF`.
 func (c *cli) push(ctx context.Context, args []string) error {
 	fs := newFlags("push")
 	asJSON := fs.Bool("json", false, "print JSON: the digests and the line to write")
+	keyFile := fs.String("sign", "", "sign the pushed digest with the cosign private key file `KEY` (cosign.key; password: $COSIGN_PASSWORD)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -111,6 +113,16 @@ func (c *cli) push(ctx context.Context, args []string) error {
 	wasm, err := readWasm(pos[0])
 	if err != nil {
 		return err
+	}
+	var signer crypto.Signer
+	if *keyFile != "" {
+		pem, err := readBounded(*keyFile, 1<<20)
+		if err != nil {
+			return &configError{fmt.Errorf("--sign: %w", err)}
+		}
+		if signer, err = sigverify.LoadSigningKey(pem, os.Getenv("COSIGN_PASSWORD")); err != nil {
+			return &configError{fmt.Errorf("--sign %s: %w", safe(*keyFile), err)}
+		}
 	}
 	cfg, err := c.loadConfig()
 	if err != nil {
@@ -124,17 +136,27 @@ func (c *cli) push(ctx context.Context, args []string) error {
 	if err != nil {
 		return ociUsage(fs, err)
 	}
+	var sigTag string
+	if signer != nil {
+		if sigTag, err = cl.Sign(ctx, p.Pinned, signer); err != nil {
+			return err
+		}
+	}
 	line := fmt.Sprintf("oci = %q", p.Pinned)
 	if *asJSON {
 		writeJSONLine(c.stdout, struct {
 			*oci.Pushed
-			Line string `json:"line"`
-		}{p, line})
+			SignatureTag string `json:"signature_tag,omitempty"`
+			Line         string `json:"line"`
+		}{p, sigTag, line})
 		return nil
 	}
 	fmt.Fprintf(c.stdout, "pushed:  %s\n", safe(pos[1]))
 	fmt.Fprintf(c.stdout, "digest:  %s\n", p.Digest)
 	fmt.Fprintf(c.stdout, "module:  sha256 %s\n", p.ModuleSHA256)
+	if sigTag != "" {
+		fmt.Fprintf(c.stdout, "signed:  %s (%s)\n", safe(sigTag), safe(*keyFile))
+	}
 	fmt.Fprintf(c.stdout, "pull it with `agrun pull %s`, then write in [tools.NAME]:\n  %s\n", safe(p.Pinned), safe(line))
 	return nil
 }

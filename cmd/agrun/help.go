@@ -158,10 +158,12 @@ var cmdDocs = map[string]cmdDoc{
 		example: "agrun pull ghcr.io/acme/word_count:1.0",
 	},
 	"push": {
-		synopsis: "agrun [-c FILE] push [--json] FILE.wasm REF",
+		synopsis: "agrun [-c FILE] push [--json] [--sign KEY] FILE.wasm REF",
 		summary:  "Publish a module to an OCI registry at REF (HOST/REPO:TAG); print its digest and the line to write.",
-		detail:   "The artifact has agrun's artifact type and one layer of application/vnd.agrun.tool.v1+wasm.",
-		example:  "agrun push testdata/word_count.wasm ghcr.io/acme/word_count:1.0",
+		detail: "The artifact has agrun's artifact type and one layer of application/vnd.agrun.tool.v1+wasm.\n" +
+			"--sign KEY signs the pushed digest as `cosign sign --key KEY` does (cosign's sha256-<digest>.sig tag), with\n" +
+			"cosign's private key file (its password from $COSIGN_PASSWORD); [trust] keys = [\"cosign.pub\"] verifies it.",
+		example: "agrun push testdata/word_count.wasm ghcr.io/acme/word_count:1.0",
 	},
 	"serve": {
 		synopsis: "agrun [-c FILE] serve [--addr ADDR]",

@@ -259,3 +259,37 @@ func TestTrustConfigExample(t *testing.T) {
 		}
 	})
 }
+
+// TestPushSign: `agrun push --sign cosign.key` signs as it publishes
+// (the key pair as cosign generate-key-pair writes it, its password from
+// $COSIGN_PASSWORD), and the pulled tool loads under require_signature.
+func TestPushSign(t *testing.T) {
+	host, _ := startRegistry(t)
+	e := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
+	priv, pub := signtest.CosignKeyPair(t, "s3cret")
+	os.WriteFile(filepath.Join(e.dir, "cosign.key"), priv, 0o600)
+	os.WriteFile(filepath.Join(e.dir, "cosign.pub"), pub, 0o644)
+	wasm := filepath.Join(repoRoot(t), "testdata", "word_count.wasm")
+	ref := host + "/tools/wc:1"
+
+	t.Setenv("COSIGN_PASSWORD", "wrong")
+	r := e.run("", "push", "--sign", filepath.Join(e.dir, "cosign.key"), wasm, ref).wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "a wrong password?") {
+		t.Fatalf("a wrong password: %s", r.stderr)
+	}
+	t.Setenv("COSIGN_PASSWORD", "s3cret")
+	r = e.run("", "push", "--sign", filepath.Join(e.dir, "cosign.key"), wasm, ref).wantCode(t, exitOK)
+	m := regexp.MustCompile(`(?m)^digest:  sha256:([0-9a-f]{64})\nmodule:  .*\nsigned:  sha256-([0-9a-f]{64})\.sig \(`).FindStringSubmatch(r.stdout)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("push --sign:\n%s", r.stdout)
+	}
+	r = e.run("", "pull", ref).wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "signed:  1 signature kept") {
+		t.Fatalf("pull:\n%s", r.stdout)
+	}
+	cfg, _ := os.ReadFile(e.config)
+	os.WriteFile(e.config, append(cfg, []byte("\n[trust]\nkeys = [\"cosign.pub\"]\n\n[tools.wc]\nrequire_signature = true\noci = \""+ref+"@sha256:"+m[1]+"\"\n")...), 0o644)
+	if r := e.run("", "call", "--json", "wc", `{"text":"a b"}`); !strings.Contains(r.stdout, `"ok":true`) {
+		t.Fatalf("a tool pushed with --sign: %s %s", r.stdout, r.stderr)
+	}
+}

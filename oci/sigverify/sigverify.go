@@ -59,6 +59,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/agcore/agrun/internal/textsafe"
@@ -376,4 +377,21 @@ func bundleError(what string, err error) error {
 		return fmt.Errorf("%w: %s: %s", ErrOtherArtifact, what, textsafe.Clean(msg, 200))
 	}
 	return fmt.Errorf("%s: %s", what, textsafe.Clean(msg, 200))
+}
+
+// LoadSigningKey reads a private key file as cosign generate-key-pair
+// writes it (cosign.key: an ENCRYPTED SIGSTORE PRIVATE KEY block, sealed
+// with password) or an unencrypted PKCS#8, EC or PKCS#1 PEM key, for
+// oci.Client.Sign. A wrong password or a file that is no private key is
+// an *Error wrapping ErrKey.
+func LoadSigningKey(p []byte, password string) (crypto.Signer, error) {
+	k, err := cryptoutils.UnmarshalPEMToPrivateKey(p, cryptoutils.StaticPasswordFunc([]byte(password)))
+	if err != nil {
+		return nil, &Error{Err: ErrKey, Detail: "the private key (a wrong password? cosign's is $COSIGN_PASSWORD): " + textsafe.Clean(err.Error(), 200)}
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, &Error{Err: ErrKey, Detail: fmt.Sprintf("a %T private key cannot sign", k)}
+	}
+	return s, nil
 }

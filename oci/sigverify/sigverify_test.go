@@ -2,8 +2,16 @@ package sigverify_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log"
@@ -272,6 +280,56 @@ func TestEndlessReferrers(t *testing.T) {
 	p, err := pullAndVerify(t, c, host, "tools/endless", verifier(t, signtest.NewKey(t).PublicPEM))
 	if !errors.Is(err, sigverify.ErrUnsigned) || !strings.Contains(p.SignatureError, "pages of referrers") || pages.Load() > 8 {
 		t.Fatalf("endless referrers: %v, pull %q after %d pages", err, p.SignatureError, pages.Load())
+	}
+}
+
+// TestSign: oci.Client.Sign publishes what VerifyManifest accepts, for
+// each kind of key; LoadSigningKey reads cosign's key file.
+func TestSign(t *testing.T) {
+	host := newRegistry(t, nil)
+	ctx := context.Background()
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	rs, _ := rsa.GenerateKey(rand.Reader, 2048)
+	for name, k := range map[string]crypto.Signer{"ecdsa": ec, "ed25519": ed, "rsa": rs} {
+		t.Run(name, func(t *testing.T) {
+			c, digest := published(t, host, "tools/signed-"+name, name)
+			p, err := c.Pull(ctx, host+"/tools/signed-"+name+":1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Sign(ctx, p.Pinned, k); err != nil {
+				t.Fatal(err)
+			}
+			der, _ := x509.MarshalPKIXPublicKey(k.Public())
+			pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+			if _, err := pullAndVerify(t, c, host, "tools/signed-"+name, verifier(t, pub)); err != nil {
+				t.Fatalf("signed by Sign with %s (%s): %v", name, digest, err)
+			}
+		})
+	}
+	if _, err := (&oci.Client{}).Sign(ctx, host+"/tools/x:1", ec); !errors.Is(err, oci.ErrReference) {
+		t.Errorf("signing a tag: %v", err)
+	}
+
+	priv, pub := signtest.CosignKeyPair(t, "s3cret")
+	k, err := sigverify.LoadSigningKey(priv, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := published(t, host, "tools/cosign-key", "")
+	p, _ := c.Pull(ctx, host+"/tools/cosign-key:1")
+	if _, err := c.Sign(ctx, p.Pinned, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pullAndVerify(t, c, host, "tools/cosign-key", verifier(t, pub)); err != nil {
+		t.Fatalf("cosign's key pair: %v", err)
+	}
+	if _, err := sigverify.LoadSigningKey(priv, "wrong"); !errors.Is(err, sigverify.ErrKey) {
+		t.Errorf("a wrong password: %v", err)
+	}
+	if _, err := sigverify.LoadSigningKey(pub, ""); !errors.Is(err, sigverify.ErrKey) {
+		t.Errorf("the public key as a private one: %v", err)
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	"github.com/sigstore/sigstore-go/pkg/tlog"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"oras.land/oras-go/v2"
@@ -316,4 +317,16 @@ func (k *Keyless) Bundle(t testing.TB, identity, issuer string, artifact []byte)
 		t.Fatal(err)
 	}
 	return b
+}
+
+// CosignKeyPair makes a key pair as cosign generate-key-pair writes it
+// (sigstore's own code: an ENCRYPTED SIGSTORE PRIVATE KEY sealed with
+// password, and the PUBLIC KEY).
+func CosignKeyPair(t testing.TB, password string) (privatePEM, publicPEM []byte) {
+	t.Helper()
+	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), cryptoutils.StaticPasswordFunc([]byte(password)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, pub
 }
