@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -144,8 +145,27 @@ oci = "`+host+`/tools/elsewhere:1@`+elsewhere+`"
 			t.Errorf("%s: exit %d, %s: want module_refused", c.tool, r.code, r.stdout)
 		}
 	}
+	// A tampered module in the store (the signature still names the
+	// manifest it came in): refused, the store re-hashes what it reads.
+	r := e.run("", "pull", "--json", host+"/tools/signed:1").wantCode(t, exitOK)
+	var pulled struct {
+		ModuleSHA256 string `json:"module_sha256"`
+	}
+	json.Unmarshal([]byte(r.stdout), &pulled)
+	stored := filepath.Join(e.dir, "modules", "sha256", pulled.ModuleSHA256+".wasm")
+	b, err := os.ReadFile(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	os.WriteFile(stored, b, 0o644)
+	r = e.run("", "call", "--json", "signed", `{"text":"a b"}`).wantCode(t, exitUsage)
+	if !strings.Contains(r.stdout, `"kind":"module_refused"`) || !strings.Contains(r.stdout, "was changed") {
+		t.Errorf("a tampered module under a good signature: %s", r.stdout)
+	}
+
 	// A file named on the command line is the operator's own choice.
-	r := e.run("", "call", "--json", filepath.Join(repoRoot(t), "testdata", "word_count.wasm"), `{"text":"a"}`)
+	r = e.run("", "call", "--json", filepath.Join(repoRoot(t), "testdata", "word_count.wasm"), `{"text":"a"}`)
 	if !strings.Contains(r.stdout, `"ok":true`) {
 		t.Errorf("call FILE.wasm under require_signature: %s %s", r.stdout, r.stderr)
 	}
