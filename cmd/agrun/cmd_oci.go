@@ -90,7 +90,11 @@ func (c *cli) pull(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "pulled:  %s\n", safe(p.Ref))
 	fmt.Fprintf(c.stdout, "digest:  %s\n", p.Digest)
 	fmt.Fprintf(c.stdout, "module:  %d bytes, sha256 %s (%s)\n", p.Size, p.ModuleSHA256, safe(p.MediaType))
-	fmt.Fprintf(c.stdout, "signed:  %d signature%s kept (checked against [trust] keys when the tool loads)\n", p.Signatures, map[bool]string{true: "", false: "s"}[p.Signatures == 1])
+	if p.Signatures == 0 {
+		fmt.Fprintf(c.stdout, "signed:  no signature published (a tool that requires one is refused)\n")
+	} else {
+		fmt.Fprintf(c.stdout, "signed:  %d signature%s kept (checked against [trust] keys when the tool loads)\n", p.Signatures, map[bool]string{true: "", false: "s"}[p.Signatures == 1])
+	}
 	fmt.Fprintf(c.stdout, "write in [tools.NAME]:\n  %s\n", safe(line))
 	if p.SignatureError != "" {
 		fmt.Fprintf(c.stderr, "agrun: warning: the module's signatures could not all be read: %s\n", safe(p.SignatureError))
@@ -186,7 +190,11 @@ func checkSignature(ctx context.Context, cfg *config.Config, t config.Tool, wasm
 	if !cfg.SignatureRequired(t) && t.Signature == "" {
 		return nil
 	}
-	refused := func(err error) error { return fmt.Errorf("refused by require_signature: %w", err) }
+	why := "require_signature"
+	if !cfg.SignatureRequired(t) {
+		why = "its signature bundle"
+	}
+	refused := func(err error) error { return fmt.Errorf("refused by %s: %w", why, err) }
 	ids := make([]sigverify.Identity, len(cfg.Trust.Identities))
 	for i, id := range cfg.Trust.Identities {
 		ids[i] = sigverify.Identity{Issuer: id.Issuer, Subject: id.Subject}

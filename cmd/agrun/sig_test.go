@@ -205,7 +205,7 @@ signature = "other.sigstore.json"
 		t.Fatalf("a wasm file without require_signature: %s %s", r.stdout, r.stderr)
 	}
 	r := e.run("", "call", "--json", "wc_other", `{"text":"a b"}`).wantCode(t, exitUsage)
-	if !strings.Contains(r.stdout, "refused by require_signature: ") || !strings.Contains(r.stdout, "module_refused") {
+	if !strings.Contains(r.stdout, "refused by its signature bundle: ") || !strings.Contains(r.stdout, "module_refused") {
 		t.Fatalf("a bundle by another key, of another file: %s", r.stdout)
 	}
 }
