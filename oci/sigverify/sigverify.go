@@ -337,46 +337,74 @@ func (v *Verifier) bundle(raw []byte, artifact verify.ArtifactPolicyOption) erro
 	if err != nil {
 		return fmt.Errorf("the bundle's verification material: %s", textsafe.Clean(err.Error(), 200))
 	}
+	what := "a bundle signed with a key"
 	if vc.Certificate() != nil {
-		return v.keylessBundle(&b, artifact)
+		what = "a keyless bundle"
 	}
-	var last error = errors.New("no key is configured")
+	err = v.verifyBundle(&b, vc.Certificate() != nil, artifact)
+	if err == nil {
+		return nil
+	}
+	msg := textsafe.Clean(err.Error(), 200)
+	if !strings.Contains(msg, "artifact digest") && !strings.Contains(msg, "provided artifact") && !strings.Contains(msg, "artifact does not match") {
+		return fmt.Errorf("%s: %s", what, msg)
+	}
+	// sigstore-go compares the artifact before the signature: a bundle of
+	// another artifact is one by a trusted signer only if it verifies
+	// for the artifact it names itself.
+	if self, ok := selfArtifact(&b); ok && v.verifyBundle(&b, vc.Certificate() != nil, self) == nil {
+		return fmt.Errorf("%w: %s of another artifact (%s)", ErrOtherArtifact, what, msg)
+	}
+	return fmt.Errorf("%s of another artifact, and not by a trusted signer (%s)", what, msg)
+}
+
+// verifyBundle checks b against the keys, or, keyless, against the
+// trusted root and the identities.
+func (v *Verifier) verifyBundle(b *bundle.Bundle, keyless bool, artifact verify.ArtifactPolicyOption) error {
+	if keyless {
+		if v.keyless == nil {
+			return errors.New("a keyless bundle (a certificate, no key), and no trusted root is configured")
+		}
+		if len(v.identities) == 0 {
+			return errors.New("a keyless bundle, and no identity is configured to accept")
+		}
+		var last error
+		for _, id := range v.identities {
+			if _, last = v.keyless.Verify(b, verify.NewPolicy(artifact, verify.WithCertificateIdentity(id))); last == nil {
+				return nil
+			}
+		}
+		return last
+	}
+	last := errors.New("no key is configured")
 	for _, k := range v.keys {
-		_, err := k.bundles.Verify(&b, verify.NewPolicy(artifact, verify.WithKey()))
-		if err == nil {
+		if _, last = k.bundles.Verify(b, verify.NewPolicy(artifact, verify.WithKey())); last == nil {
 			return nil
 		}
-		last = err
 	}
-	return bundleError("a bundle signed with a key", last)
+	return last
 }
 
-func (v *Verifier) keylessBundle(b *bundle.Bundle, artifact verify.ArtifactPolicyOption) error {
-	if v.keyless == nil {
-		return errors.New("a keyless bundle (a certificate, no key), and no trusted root is configured")
+// selfArtifact is the artifact b names itself: a message signature's
+// digest, or, for an envelope (whose signature does not depend on the
+// artifact), none at all.
+func selfArtifact(b *bundle.Bundle) (verify.ArtifactPolicyOption, bool) {
+	sc, err := b.SignatureContent()
+	if err != nil {
+		return nil, false
 	}
-	if len(v.identities) == 0 {
-		return errors.New("a keyless bundle, and no identity is configured to accept")
+	if sc.EnvelopeContent() != nil {
+		return verify.WithoutArtifactUnsafe(), true
 	}
-	var last error
-	for _, id := range v.identities {
-		_, err := v.keyless.Verify(b, verify.NewPolicy(artifact, verify.WithCertificateIdentity(id)))
-		if err == nil {
-			return nil
-		}
-		last = err
+	m := sc.MessageSignatureContent()
+	if m == nil {
+		return nil, false
 	}
-	return bundleError("a keyless bundle", last)
-}
-
-// bundleError names a failed bundle; one whose only fault is the
-// artifact it signs is ErrOtherArtifact.
-func bundleError(what string, err error) error {
-	msg := err.Error()
-	if strings.Contains(msg, "artifact digest") || strings.Contains(msg, "provided artifact") || strings.Contains(msg, "artifact does not match") {
-		return fmt.Errorf("%w: %s: %s", ErrOtherArtifact, what, textsafe.Clean(msg, 200))
+	alg, ok := map[string]string{"SHA2_256": "sha256", "SHA2_384": "sha384", "SHA2_512": "sha512"}[m.DigestAlgorithm()]
+	if !ok {
+		return nil, false
 	}
-	return fmt.Errorf("%s: %s", what, textsafe.Clean(msg, 200))
+	return verify.WithArtifactDigest(alg, m.Digest()), true
 }
 
 // LoadSigningKey reads a private key file as cosign generate-key-pair

@@ -193,6 +193,9 @@ func TestBundleReferrer(t *testing.T) {
 	if err := v.VerifyManifest(digest, []oci.Signature{{Bundle: signtest.StatementBundleWith(t, kp, other)}}); !errors.Is(err, sigverify.ErrOtherArtifact) {
 		t.Fatalf("a statement bundle of another digest: %v", err)
 	}
+	if err := v.VerifyManifest(digest, []oci.Signature{{Bundle: signtest.StatementBundleWith(t, signtest.NewBundleKey(t), other)}}); !errors.Is(err, sigverify.ErrUntrusted) {
+		t.Fatalf("a statement bundle of another digest by another key: %v", err)
+	}
 }
 
 // TestVerifyBlob: a module file with a sigstore bundle beside it.
@@ -208,6 +211,11 @@ func TestVerifyBlob(t *testing.T) {
 	}
 	if err := verifier(t, signtest.NewKey(t).PublicPEM).VerifyBlob(module, b); !errors.Is(err, sigverify.ErrUntrusted) {
 		t.Fatalf("another key: %v", err)
+	}
+	// Another file and another key: not trusted (sigstore-go looks at the
+	// artifact first; no trusted signer made this bundle).
+	if err := verifier(t, signtest.NewKey(t).PublicPEM).VerifyBlob(tampered, b); !errors.Is(err, sigverify.ErrUntrusted) {
+		t.Fatalf("another file, another key: %v", err)
 	}
 	if err := v.VerifyBlob(module, []byte(`{"mediaType":"nonsense"}`)); !errors.Is(err, sigverify.ErrUntrusted) {
 		t.Fatalf("not a bundle: %v", err)
