@@ -33,7 +33,8 @@
 // MaxSignatureBytes, MaxSignatures) and checked against their digests,
 // and keeps them raw beside the module (Store.Signatures). It decides
 // nothing about them: package oci/sigverify verifies them offline, so
-// that this package links no sigstore code.
+// that this package links no sigstore code. Client.Sign publishes a
+// cosign key-pair signature of a pinned reference (stdlib crypto).
 //
 // # Registries
 //
