@@ -132,7 +132,16 @@ func (c *Config) checkTrust(dir string, errAt func(msg string, key ...string) er
 	return nil
 }
 
+// readTrustFile reads a key or trusted root file: a regular file (a FIFO
+// or a device would block or never end) of at most maxTrustFile bytes.
 func readTrustFile(p string) ([]byte, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, statError(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, statError(err)

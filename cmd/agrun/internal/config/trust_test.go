@@ -101,6 +101,7 @@ func TestTrustErrors(t *testing.T) {
 		{"identities without a trusted root", "[trust]\nkeys = [\"cosign.pub\"]\nidentities = [{ issuer = \"i\", subject = \"s\" }]\n", "trust.identities", `need "trusted_root"`, 3},
 		{"an identity without a subject", "[trust]\ntrusted_root = \"trusted_root.json\"\nidentities = [{ issuer = \"i\" }]\n", "trust.identities", `needs "issuer"`, 3},
 		{"a trusted root that is not one", "[trust]\ntrusted_root = \"cosign.pub\"\n", "trust.trusted_root", "not a sigstore trusted root", 2},
+		{"a device", "[trust]\nkeys = [\"/dev/zero\"]\n", "trust.keys", "/dev/zero: not a regular file", 2},
 		{"an unknown key", "[trust]\nkey = \"cosign.pub\"\n", "trust.key", "unknown key", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
