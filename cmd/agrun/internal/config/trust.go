@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,7 +125,10 @@ func (c *Config) checkTrust(dir string, errAt func(msg string, key ...string) er
 		}
 		sig := tool.Signature
 		tool.Signature = absPath(dir, sig)
-		if _, err := os.Stat(tool.Signature); err != nil {
+		if fi, err := os.Stat(tool.Signature); err != nil || !fi.Mode().IsRegular() {
+			if err == nil {
+				err = errors.New("not a regular file")
+			}
 			return errAt(fmt.Sprintf("%s: %v", sig, statError(err)), "tools", name, "signature")
 		}
 		c.Tools[name] = tool
