@@ -25,6 +25,17 @@
 // its digest while it streams; nothing is stored before it matches.
 // Every refusal is an *Error wrapping one of the Err* sentinels.
 //
+// # Signatures
+//
+// Pull also fetches what the registry publishes as the manifest's
+// signatures — cosign's sha256-<hex>.sig tag (CosignTag) and sigstore
+// bundles among the manifest's referrers — bounded (MaxSignatureManifestBytes,
+// MaxSignatureBytes, MaxSignatures) and checked against their digests,
+// and keeps them raw beside the module (Store.Signatures). It decides
+// nothing about them: package oci/sigverify verifies them offline, so
+// that this package links no sigstore code. Client.Sign publishes a
+// cosign key-pair signature of a pinned reference (stdlib crypto).
+//
 // # Registries
 //
 // HTTPS, except to a loopback registry (localhost, 127.0.0.0/8, ::1) or
@@ -222,6 +233,7 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 	}
 	repo.PlainHTTP = c.PlainHTTP(r.Registry)
 	repo.MaxMetadataBytes = MaxManifestBytes
+	repo.ReferrerListMaxPages = maxReferrerPages
 	repo.Client = &auth.Client{
 		Client:     &http.Client{Transport: tr, CheckRedirect: c.checkRedirect},
 		Cache:      auth.NewCache(),
@@ -263,6 +275,15 @@ type Pulled struct {
 	Size int `json:"size"`
 	// MediaType is the media type of the layer it came from.
 	MediaType string `json:"media_type"`
+	// Signatures counts the signatures the registry publishes for the
+	// manifest (cosign's sha256-<hex>.sig tag, sigstore bundles among its
+	// referrers), kept in the store for oci/sigverify; none is not an
+	// error.
+	Signatures int `json:"signatures"`
+	// SignatureError says why the signatures could not all be read (the
+	// module was pulled all the same; a tool that requires a signature
+	// will say it has none); "" if they could.
+	SignatureError string `json:"signature_error,omitempty"`
 }
 
 // Pull resolves ref (a tag once; a digest is checked), fetches its
@@ -340,7 +361,16 @@ func (c *Client) pull(ctx context.Context, ref string, st *Store) (*Pulled, erro
 	if rec.ModuleSHA256, err = st.put(ctx, rec, wasm); err != nil {
 		return nil, err
 	}
-	return &Pulled{Ref: ref, Pinned: rec.Ref, Digest: top, ModuleSHA256: rec.ModuleSHA256, Size: len(wasm), MediaType: layer.MediaType}, nil
+	p := &Pulled{Ref: ref, Pinned: rec.Ref, Digest: top, ModuleSHA256: rec.ModuleSHA256, Size: len(wasm), MediaType: layer.MediaType}
+	sigs, err := c.fetchSignatures(ctx, repo, desc)
+	if err != nil {
+		p.SignatureError = clean(err.Error())
+	}
+	if err := st.putSignatures(ctx, top, sigs); err != nil {
+		return nil, err
+	}
+	p.Signatures = len(sigs)
+	return p, nil
 }
 
 // manifest decodes raw (of desc) as an image manifest, following an image

@@ -67,6 +67,8 @@ func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, 
 		return nil, "", err
 	}
 	t := config.Tool{Wasm: path, Manifest: g.manifest, AllowedHosts: g.hosts, AllowPrivate: g.private, Timeout: g.timeout.Duration, Memory: g.memory.Size}
+	unsigned := false
+	t.RequireSignature = &unsigned // [trust] require_signature is for the configured tools, not a file named here
 	for _, m := range g.mounts {
 		if abs, err := filepath.Abs(m.Host); err == nil {
 			m.Host = abs

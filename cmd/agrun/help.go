@@ -152,14 +152,18 @@ var cmdDocs = map[string]cmdDoc{
 			"(oci = \"HOST/REPO:TAG@sha256:...\") in [tools.NAME]; that tool then loads from the store ([oci] dir), offline.\n" +
 			"Accepted: one wasm layer (agrun's, the CNCF Wasm artifact's, application/wasm) or a hyper-mcp plug-in image.\n" +
 			"HTTPS, except to loopback or a [registries.\"HOST:PORT\"] marked insecure = true; credentials from\n" +
-			"[registries.\"HOST\"] username_env / password_env, else the Docker config file.",
+			"[registries.\"HOST\"] username_env / password_env, else the Docker config file.\n" +
+			"The manifest's signatures (cosign's sha256-<digest>.sig tag, sigstore bundle referrers) are kept with it;\n" +
+			"[trust] require_signature checks them against [trust] keys each time the tool loads, offline.",
 		example: "agrun pull ghcr.io/acme/word_count:1.0",
 	},
 	"push": {
-		synopsis: "agrun [-c FILE] push [--json] FILE.wasm REF",
+		synopsis: "agrun [-c FILE] push [--json] [--sign KEY] FILE.wasm REF",
 		summary:  "Publish a module to an OCI registry at REF (HOST/REPO:TAG); print its digest and the line to write.",
-		detail:   "The artifact has agrun's artifact type and one layer of application/vnd.agrun.tool.v1+wasm.",
-		example:  "agrun push testdata/word_count.wasm ghcr.io/acme/word_count:1.0",
+		detail: "The artifact has agrun's artifact type and one layer of application/vnd.agrun.tool.v1+wasm.\n" +
+			"--sign KEY signs the pushed digest as `cosign sign --key KEY` does (cosign's sha256-<digest>.sig tag), with\n" +
+			"cosign's private key file (its password from $COSIGN_PASSWORD); [trust] keys = [\"cosign.pub\"] verifies it.",
+		example: "agrun push testdata/word_count.wasm ghcr.io/acme/word_count:1.0",
 	},
 	"serve": {
 		synopsis: "agrun [-c FILE] serve [--addr ADDR]",

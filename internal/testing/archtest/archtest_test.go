@@ -64,8 +64,11 @@ var layers = map[string]struct {
 	// oras-go; the local module store is cluster/store's ModuleStore (a
 	// cluster shares it), the size bound the sandbox's
 	// (runtime.DefaultMaxModuleBytes). Its tests run go-containerregistry's
-	// registry in process.
-	"oci": {project: []string{"cluster", "runtime"}, external: []string{"oras.land/oras-go/v2", "github.com/opencontainers/image-spec"}},
+	// registry in process. oci/sigverify checks the signatures oci keeps
+	// with sigstore-go (and sigstore's signature package), which only it
+	// links (TestSignaturesLinkOnlyInSigverify).
+	"oci": {project: []string{"cluster", "runtime"}, external: []string{"oras.land/oras-go/v2", "github.com/opencontainers/image-spec",
+		"github.com/sigstore/sigstore-go", "github.com/sigstore/sigstore"}},
 }
 
 // transitive lists, for each layer, every project folder it may reach at
@@ -223,6 +226,20 @@ func TestAdaptersLinkOnlyTheirSDK(t *testing.T) {
 		}
 		if pkg == "loop/responses" && slices.Contains(deps, openai) {
 			t.Errorf("loop/responses links openai-go's root package (the Chat Completions client and everything it imports)")
+		}
+	}
+}
+
+// TestSignaturesLinkOnlyInSigverify: sigstore-go and its dependencies
+// are linked by oci/sigverify and the CLI, not by package oci (what
+// agrun serve and a cluster's workers pull with) nor the server.
+func TestSignaturesLinkOnlyInSigverify(t *testing.T) {
+	const sigstore = "github.com/sigstore/"
+	for pkg, want := range map[string]bool{"oci": false, "server": false, "oci/sigverify": true, "cmd/agrun": true} {
+		deps := goList(t, "-deps", "./"+pkg)
+		linked := slices.ContainsFunc(deps, func(d string) bool { return strings.HasPrefix(d, sigstore) })
+		if linked != want {
+			t.Errorf("%s links sigstore: %v, want %v", pkg, linked, want)
 		}
 	}
 }

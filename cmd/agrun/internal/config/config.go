@@ -44,6 +44,7 @@ type Config struct {
 	Cluster     Cluster              `toml:"cluster"`
 	OCI         OCI                  `toml:"oci"`
 	Registries  map[string]Registry  `toml:"registries"`
+	Trust       Trust                `toml:"trust"` // trust.go: keys and require_signature
 
 	// Path is the config file's absolute path ("" for Default()).
 	Path string `toml:"-"`
@@ -142,6 +143,10 @@ type Tool struct {
 	MaxToolResult *Size `toml:"max_tool_result"`
 	// Approve is "ask", "always" or "never" (approvals.go); "" follows [approvals].
 	Approve string `toml:"approve"`
+	// RequireSignature overrides [trust] require_signature for this tool;
+	// Signature is a wasm file's sigstore bundle (trust.go).
+	RequireSignature *bool  `toml:"require_signature"`
+	Signature        string `toml:"signature"`
 
 	// An Extism plug-in (a module importing extism:host/env) has no
 	// manifest: these describe it instead. Function is the export each
@@ -485,6 +490,11 @@ func Parse(path string, data []byte) (*Config, error) {
 	}
 	c.applyDefaults()
 	c.resolvePaths(filepath.Dir(abs))
+	if err := c.checkTrust(filepath.Dir(abs), func(msg string, key ...string) error {
+		return &Error{File: path, Line: lines.find(key), Key: toml.Key(key).String(), Msg: msg}
+	}); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
