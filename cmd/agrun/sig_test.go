@@ -313,3 +313,45 @@ func TestPushSign(t *testing.T) {
 		t.Fatalf("a tool pushed with --sign: %s %s", r.stdout, r.stderr)
 	}
 }
+
+// TestSignedPlugin: [plugins.NAME] takes require_signature and signature
+// as [tools.NAME] does: the plug-in with its bundle lists its tools; one
+// requiring a signature it lacks is refused (NAME__*, module_refused); a
+// wasm plug-in required signed without a bundle is a config error.
+func TestSignedPlugin(t *testing.T) {
+	e := newTestEnv(t, "", "")
+	wasmPath := filepath.Join(repoRoot(t), "testdata", "plugins", "textkit.wasm")
+	wasm, err := os.ReadFile(wasmPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, pub := signtest.Bundle(t, wasm)
+	os.WriteFile(filepath.Join(e.dir, "cosign.pub"), pub, 0o644)
+	os.WriteFile(filepath.Join(e.dir, "kit.sigstore.json"), b, 0o644)
+	other, _ := signtest.Bundle(t, append(wasm, 0))
+	os.WriteFile(filepath.Join(e.dir, "other.sigstore.json"), other, 0o644)
+	cfg, _ := os.ReadFile(e.config)
+	os.WriteFile(e.config, append(cfg, []byte(`
+[trust]
+keys = ["cosign.pub"]
+
+[plugins.kit]
+wasm = `+quote(wasmPath)+`
+signature = "kit.sigstore.json"
+
+[plugins.forged]
+wasm = `+quote(wasmPath)+`
+signature = "other.sigstore.json"
+`)...), 0o644)
+	r := e.run("", "tools", "--json").wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `"name":"kit__reverse"`) {
+		t.Fatalf("a signed plug-in: %s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, `"name":"forged__*"`) || !strings.Contains(r.stdout, "refused by its signature bundle") {
+		t.Fatalf("a plug-in with another file's bundle: %s", r.stdout)
+	}
+	e2 := newTestEnv(t, "", "\n[trust]\nkeys = [\""+filepath.Join(e.dir, "cosign.pub")+"\"]\n[plugins.kit]\nwasm = "+quote(wasmPath)+"\nrequire_signature = true\n")
+	if r := e2.run("", "tools").wantCode(t, exitUsage); !strings.Contains(r.stderr, "plugins.kit.require_signature") {
+		t.Fatalf("require_signature on a wasm plug-in without a bundle: %s", r.stderr)
+	}
+}

@@ -12,7 +12,8 @@ import (
 // tools, registered as NAME__TOOL. It takes the keys of [tools.NAME] that
 // say where the module is and what it is granted (wasm or oci, sha256,
 // allowed_hosts, allow_private, mounts, timeout, memory, max_output,
-// max_write, fuel, permissions, config, approve, max_tool_result), which
+// max_write, fuel, permissions, config, approve, max_tool_result,
+// require_signature, signature), which
 // hold for every tool it lists; not those that describe one tool
 // (manifest, function, description, parameters, output): the plug-in's
 // own list does.

@@ -106,32 +106,37 @@ func (c *Config) checkTrust(dir string, errAt func(msg string, key ...string) er
 	if t.RequireSignature && !t.Trusts() {
 		return errAt(`needs "keys" (cosign.pub files) or "trusted_root" to verify signatures with`, "trust", "require_signature")
 	}
-	for _, name := range sortedKeys(c.Tools) {
-		tool := c.Tools[name]
-		if tool.RequireSignature != nil && *tool.RequireSignature && !t.Trusts() {
-			return errAt(`needs [trust] "keys" (cosign.pub files) or "trusted_root" to verify signatures with`, "tools", name, "require_signature")
-		}
-		if tool.Signature == "" {
-			if tool.Wasm != "" && tool.RequireSignature != nil && *tool.RequireSignature {
-				return errAt(`a wasm file's signature is a sigstore bundle beside it: add signature = "FILE.sigstore.json" (an oci tool's signatures are pulled with it)`, "tools", name, "require_signature")
+	for _, sec := range []struct {
+		name  string
+		tools map[string]Tool
+	}{{"tools", c.Tools}, {"plugins", c.Plugins}} {
+		for _, name := range sortedKeys(sec.tools) {
+			tool := sec.tools[name]
+			if tool.RequireSignature != nil && *tool.RequireSignature && !t.Trusts() {
+				return errAt(`needs [trust] "keys" (cosign.pub files) or "trusted_root" to verify signatures with`, sec.name, name, "require_signature")
 			}
-			continue
-		}
-		if tool.OCI != "" {
-			return errAt(`is for wasm = FILE; an oci tool's signatures are pulled with it (agrun pull)`, "tools", name, "signature")
-		}
-		if !t.Trusts() {
-			return errAt(`needs [trust] "keys" (cosign.pub files) or "trusted_root" to verify the bundle with`, "tools", name, "signature")
-		}
-		sig := tool.Signature
-		tool.Signature = absPath(dir, sig)
-		if fi, err := os.Stat(tool.Signature); err != nil || !fi.Mode().IsRegular() {
-			if err == nil {
-				err = errors.New("not a regular file")
+			if tool.Signature == "" {
+				if tool.Wasm != "" && tool.RequireSignature != nil && *tool.RequireSignature {
+					return errAt(`a wasm file's signature is a sigstore bundle beside it: add signature = "FILE.sigstore.json" (an oci tool's signatures are pulled with it)`, sec.name, name, "require_signature")
+				}
+				continue
 			}
-			return errAt(fmt.Sprintf("%s: %v", sig, statError(err)), "tools", name, "signature")
+			if tool.OCI != "" {
+				return errAt(`is for wasm = FILE; an oci tool's signatures are pulled with it (agrun pull)`, sec.name, name, "signature")
+			}
+			if !t.Trusts() {
+				return errAt(`needs [trust] "keys" (cosign.pub files) or "trusted_root" to verify the bundle with`, sec.name, name, "signature")
+			}
+			sig := tool.Signature
+			tool.Signature = absPath(dir, sig)
+			if fi, err := os.Stat(tool.Signature); err != nil || !fi.Mode().IsRegular() {
+				if err == nil {
+					err = errors.New("not a regular file")
+				}
+				return errAt(fmt.Sprintf("%s: %v", sig, statError(err)), sec.name, name, "signature")
+			}
+			sec.tools[name] = tool
 		}
-		c.Tools[name] = tool
 	}
 	return nil
 }
