@@ -71,6 +71,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
 
+	"github.com/agcore/agrun/internal/netguard"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/runtime"
 )
@@ -129,6 +130,10 @@ var (
 	ErrInsecure = errors.New("plain HTTP refused")
 	// ErrRedirects: a request redirected more than MaxRedirects times.
 	ErrRedirects = errors.New("too many redirects")
+	// ErrPrivateAddress: with PublicRedirects, a redirect (or any
+	// connection) to a host other than the registry at a non-public
+	// address.
+	ErrPrivateAddress = errors.New("a connection to a non-public address")
 	// ErrNotPulled: a digest the local store does not hold.
 	ErrNotPulled = errors.New("not in the local module store")
 )
@@ -176,6 +181,15 @@ type Client struct {
 	MaxModuleBytes int64
 	// Transport sends the requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
+	// PublicRedirects keeps every connection to a host other than the
+	// registry a reference names on a public address (internal/netguard:
+	// no loopback, private, link-local — the cloud metadata address — or
+	// other non-public range), so that a registry's redirect, to its blob
+	// storage say, cannot point the client at the machine it runs on or
+	// its network. agrun serve sets it: its clients name the references.
+	// The registry itself may be at any address the operator allowed.
+	// With a Transport that is not an *http.Transport it has no effect.
+	PublicRedirects bool
 
 	dockerOnce  sync.Once
 	dockerStore credentials.Store
@@ -231,6 +245,9 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 	if tr == nil {
 		tr = http.DefaultTransport
 	}
+	if ht, ok := tr.(*http.Transport); ok && c.PublicRedirects {
+		tr = guardedTransport(ht, r.Registry)
+	}
 	repo.PlainHTTP = c.PlainHTTP(r.Registry)
 	repo.MaxMetadataBytes = MaxManifestBytes
 	repo.ReferrerListMaxPages = maxReferrerPages
@@ -241,6 +258,49 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 		Header:     http.Header{"User-Agent": {"agrun"}},
 	}
 	return repo, nil
+}
+
+// guardedTransport is base dialling registry (host or host:port, as the
+// reference writes it) as base does, and every other host only at a
+// public address (PublicRedirects).
+func guardedTransport(base *http.Transport, registry string) *http.Transport {
+	tr := base.Clone()
+	tr.Proxy = nil // a proxy would dial on the client's behalf, past the check
+	plain := tr.DialContext
+	if plain == nil {
+		plain = (&net.Dialer{}).DialContext
+	}
+	guard := &netguard.Dialer{}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if sameHost(addr, registry) {
+			return plain(ctx, network, addr)
+		}
+		conn, err := guard.DialContext(ctx, network, addr)
+		var ge *netguard.Error
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("%w: %s (a redirect from %s): %s", ErrPrivateAddress, clean(addr), clean(registry), clean(ge.Error()))
+		}
+		return conn, err
+	}
+	return tr
+}
+
+// sameHost reports whether the dialled addr (host:port) is the registry
+// a reference names ("HOST" means port 443 or 80).
+func sameHost(addr, registry string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	rh, rp, err := net.SplitHostPort(registry)
+	if err != nil {
+		rh, rp = registry, ""
+	}
+	rh = strings.TrimSuffix(strings.TrimPrefix(rh, "["), "]")
+	if !strings.EqualFold(host, rh) {
+		return false
+	}
+	return rp == port || rp == "" && (port == "443" || port == "80")
 }
 
 // credential is the Registries entry's, else the Docker config file's.

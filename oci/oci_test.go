@@ -504,3 +504,34 @@ type dialer struct{ to string }
 func (d *dialer) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
 	return (&net.Dialer{}).DialContext(ctx, network, d.to)
 }
+
+// TestPublicRedirects: with PublicRedirects (agrun serve's), a registry
+// that redirects to another host at a loopback address (here: the
+// registry holding the module, on another port) is refused with
+// ErrPrivateAddress, and that host is never reached; without it the pull
+// follows the redirect. The named registry itself may be on loopback.
+func TestPublicRedirects(t *testing.T) {
+	ctx := context.Background()
+	target := newRegistry(t, nil)
+	pushManifest(t, target, "x/y", "1", blob{oci.MediaTypeTool, module})
+	var reached atomic.Int64
+	hop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.Redirect(w, r, "http://"+target+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer hop.Close()
+	u, _ := url.Parse(hop.URL)
+	c, _ := newClient(t)
+	c.PublicRedirects = true
+	ref := "localhost:" + u.Port() + "/x/y:1"
+	if _, err := c.Pull(ctx, ref); !errors.Is(err, oci.ErrPrivateAddress) {
+		t.Fatalf("a redirect to a loopback host: %v, want ErrPrivateAddress", err)
+	}
+	if reached.Load() == 0 {
+		t.Fatal("the named registry was not reached: the check refused too much")
+	}
+	c.PublicRedirects = false
+	if _, err := c.Pull(ctx, ref); err != nil {
+		t.Fatalf("without PublicRedirects: %v", err)
+	}
+}

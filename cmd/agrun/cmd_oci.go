@@ -292,6 +292,7 @@ func serveOCI(cfg *config.Config, opts *server.Options) error {
 		return err
 	}
 	cl.MaxModuleBytes = opts.MaxUpload
+	cl.PublicRedirects = true // a client names the reference: no redirect to the server's own network
 	opts.OCI, opts.AllowedRegistries = cl, cfg.Serve.AllowedRegistries
 	return nil
 }
