@@ -90,27 +90,11 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 		ce.sessions = st
 	}
 	// Modules and payloads.
-	switch m := cc.ModuleStore; {
-	case strings.HasPrefix(m, "s3://"):
-		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(m, "s3://"), "/")
-		s3, err := s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: cc.S3Endpoint, Region: cc.S3Region, UsePathStyle: cc.S3PathStyle})
-		if err != nil {
-			return nil, fmt.Errorf("[cluster] module_store: %w", err)
-		}
-		ce.objects = s3
-	default:
-		dir := m
-		if dir == "" {
-			dir = filepath.Join(filepath.Dir(session.DefaultDir()), "cluster")
-		} else if !filepath.IsAbs(dir) && cfg.Path != "" {
-			dir = filepath.Join(filepath.Dir(cfg.Path), dir)
-		}
-		objs, err := store.NewDirObjects(dir)
-		if err != nil {
-			return nil, fmt.Errorf("[cluster] module_store: %w", err)
-		}
-		ce.objects = objs
+	objs, err := clusterObjects(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
+	ce.objects = objs
 	// Temporal.
 	ns := ce.namespace()
 	tc, err := client.DialContext(ctx, client.Options{
@@ -225,4 +209,33 @@ func (c *cli) decodeRecords(ctx context.Context, st session.Store, id string) ([
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	return recs, nil
+}
+
+// clusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
+// or a directory (relative to the config; "": one beside the sessions
+// folder). Uploaded modules, payloads passed by reference and, with
+// [cluster], what `agrun pull` fetched (ociStore) live there.
+func clusterObjects(ctx context.Context, cfg *config.Config) (store.ObjectStore, error) {
+	cc := cfg.Cluster
+	switch m := cc.ModuleStore; {
+	case strings.HasPrefix(m, "s3://"):
+		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(m, "s3://"), "/")
+		s3, err := s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: cc.S3Endpoint, Region: cc.S3Region, UsePathStyle: cc.S3PathStyle})
+		if err != nil {
+			return nil, fmt.Errorf("[cluster] module_store: %w", err)
+		}
+		return s3, nil
+	default:
+		dir := m
+		if dir == "" {
+			dir = filepath.Join(filepath.Dir(session.DefaultDir()), "cluster")
+		} else if !filepath.IsAbs(dir) && cfg.Path != "" {
+			dir = filepath.Join(filepath.Dir(cfg.Path), dir)
+		}
+		objs, err := store.NewDirObjects(dir)
+		if err != nil {
+			return nil, fmt.Errorf("[cluster] module_store: %w", err)
+		}
+		return objs, nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/oci"
@@ -17,6 +18,41 @@ import (
 // OCI: `agrun pull REF`, `agrun push FILE.wasm REF`, and the tools whose
 // [tools.NAME] says `oci = REF` (readModule), loaded from the local module
 // store ([oci] dir) by digest, offline.
+
+// ociStores memoizes ociStore per configuration: every oci tool of one
+// env loads from one store (one S3 client).
+var ociStores sync.Map // *config.Config -> func() (storeAt, error)
+
+// storeAt is a module store and where it is, for messages.
+type storeAt struct {
+	st    *oci.Store
+	where string
+}
+
+// ociStore is the module store `agrun pull` writes and oci tools load
+// from, and where it is (for messages): the [oci] dir; with [cluster],
+// the cluster's shared module store ([cluster] module_store), so that
+// every worker finds, by digest and offline, what was pulled once
+// (docs/SCALING.md). The folder of an [oci] dir is created.
+func ociStore(ctx context.Context, cfg *config.Config) (*oci.Store, string, error) {
+	f, _ := ociStores.LoadOrStore(cfg, sync.OnceValues(func() (storeAt, error) {
+		if cfg.Cluster.Enabled() {
+			objs, err := clusterObjects(context.WithoutCancel(ctx), cfg)
+			if err != nil {
+				return storeAt{}, err
+			}
+			where := cfg.Cluster.ModuleStore
+			if where == "" {
+				where = "the cluster's default module store"
+			}
+			return storeAt{&oci.Store{Objects: objs}, where + " ([cluster] module_store)"}, nil
+		}
+		st, err := oci.OpenStore(ociDir(cfg))
+		return storeAt{st, ociDir(cfg)}, err
+	}))
+	s, err := f.(func() (storeAt, error))()
+	return s.st, s.where, err
+}
 
 // ociDir is the local module store's folder of cfg.
 func ociDir(cfg *config.Config) string {
@@ -29,8 +65,8 @@ func ociDir(cfg *config.Config) string {
 // ociClient is an OCI client with cfg's store and [registries]: the
 // credentials from the variables they name (an unset one is a
 // configuration error).
-func ociClient(cfg *config.Config) (*oci.Client, error) {
-	st, err := oci.OpenStore(ociDir(cfg))
+func ociClient(ctx context.Context, cfg *config.Config) (*oci.Client, error) {
+	st, _, err := ociStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +107,7 @@ func (c *cli) pull(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := ociClient(cfg)
+	cl, err := ociClient(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -96,6 +132,10 @@ func (c *cli) pull(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "signed:  %d signature%s kept (checked against [trust] keys when the tool loads)\n", p.Signatures, map[bool]string{true: "", false: "s"}[p.Signatures == 1])
 	}
 	fmt.Fprintf(c.stdout, "write in [tools.NAME]:\n  %s\n", safe(line))
+	if cfg.Cluster.Enabled() {
+		_, where, _ := ociStore(ctx, cfg)
+		fmt.Fprintf(c.stdout, "stored in %s: every worker loads it from there\n", safe(where))
+	}
 	if p.SignatureError != "" {
 		fmt.Fprintf(c.stderr, "agrun: warning: the module's signatures could not all be read: %s\n", safe(p.SignatureError))
 	}
@@ -132,7 +172,7 @@ func (c *cli) push(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := ociClient(cfg)
+	cl, err := ociClient(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -258,10 +298,10 @@ func readModuleBytes(ctx context.Context, cfg *config.Config, t config.Tool, s s
 		return nil, nil, "", err
 	}
 	dir := ociDir(cfg)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && !cfg.Cluster.Enabled() {
 		return nil, nil, "", fmt.Errorf("%s: %w (no module store at %s yet): run `agrun pull %s`", safe(t.OCI), oci.ErrNotPulled, dir, safe(t.OCI))
 	}
-	st, err := oci.OpenStore(dir)
+	st, dir, err := ociStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -287,7 +327,7 @@ func serveOCI(cfg *config.Config, opts *server.Options) error {
 	if len(cfg.Serve.AllowedRegistries) == 0 {
 		return nil
 	}
-	cl, err := ociClient(cfg)
+	cl, err := ociClient(context.Background(), cfg)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 
+	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
@@ -50,3 +51,8 @@ func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, 
 // `agrun sessions` when it is not the local one: never, in this build.
 func (c *cli) sharedSessions() ([]session.Info, bool, error)        { return nil, false, nil }
 func (c *cli) sharedRecords(string) ([]session.Record, bool, error) { return nil, false, nil }
+
+// clusterObjects is [cluster] module_store: not in this build.
+func clusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
+	return nil, errNoCluster
+}
