@@ -31,7 +31,10 @@ var layers = map[string]struct {
 	"registry":  {project: []string{"permission"}, external: []string{"github.com/santhosh-tekuri/jsonschema/v6", "github.com/google/jsonschema-go"}},
 	"runtime":   {external: []string{"github.com/tetratelabs/wazero"}},
 	"wasmtools": {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
-	"mcp":       {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk"}},
+	// mcp: golang.org/x/oauth2 is the type the go-sdk's auth package
+	// speaks (its OAuthHandler hands out an oauth2.TokenSource; tokens are
+	// oauth2.Token): OAuth for MCP servers (issue 30).
+	"mcp": {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk", "golang.org/x/oauth2"}},
 	// loop's provider adapters (loop/chat, loop/responses, loop/anthropic,
 	// loop/gemini) each use one SDK; package loop itself none
 	// (TestAdaptersLinkOnlyTheirSDK).
