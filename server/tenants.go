@@ -84,6 +84,7 @@ type tenant struct {
 	calls      *quota       // its calls and runs in progress; nil: no bound of its own
 	rate       *rateLimiter // its calls and runs per minute; nil: no bound
 	perMinute  int
+	compiles   *quota // its uploads in progress; nil: no bound of its own
 	sessions   *session.Files
 
 	liveMu sync.Mutex
@@ -134,6 +135,8 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 		tn.maxModules, tn.maxStorage = t.MaxModules, t.MaxStorage
 		calls := orDefault(t.MaxConcurrentCalls, lim.MaxCallsPerClient)
 		tn.calls = newQuota(int64(calls), int64(calls))
+		share := max(1, lim.MaxConcurrentUploads/2) // as one client's: the others keep the rest
+		tn.compiles = newQuota(int64(share), int64(share))
 		if t.CallsPerMinute > 0 {
 			tn.rate, tn.perMinute = newRateLimiter(t.CallsPerMinute), t.CallsPerMinute
 		}
@@ -209,6 +212,21 @@ func (tn *tenant) takeCall(w http.ResponseWriter) (release func(), err error) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { tn.calls.give("", 1) }) }, nil
+}
+
+// takeUpload takes one of tn's slots of uploads in progress (half the
+// server's), or answers 429 busy (Retry-After: 1): one tenant's uploads
+// never take every compile slot.
+func (tn *tenant) takeUpload(w http.ResponseWriter) (release func(), err error) {
+	if tn.compiles == nil {
+		return func() {}, nil
+	}
+	if ok, _ := tn.compiles.take("", 1); !ok {
+		retryAfter(w, time.Second)
+		return nil, errorf(http.StatusTooManyRequests, KindBusy, "this tenant has %d uploads in progress, its share of the server's; try again", tn.compiles.total)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { tn.compiles.give("", 1) }) }, nil
 }
 
 // checkQuota refuses an upload of size bytes called name that would take

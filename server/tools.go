@@ -106,6 +106,11 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request, tn *tenant) (*
 		return nil, err
 	}
 	defer b.release()
+	own, err := tn.takeUpload(w)
+	if err != nil {
+		return nil, err
+	}
+	defer own()
 	release, err := s.slot(w, r, s.uploadsC, "uploads")
 	if err != nil {
 		return nil, err
