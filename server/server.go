@@ -47,6 +47,22 @@
 // rate of uploads and the time a client may take to send or read are all
 // bounded (see [Limits]).
 //
+// # Tenants
+//
+// With [Options].Tenants the server serves parties that do not trust
+// each other: each [Tenant] has its tokens, quotas and grant ceiling, and
+// its own registry (the operator's tools plus its uploads), sessions and
+// runs, so another tenant's tool, run, session or approval answers 404
+// exactly as a missing one (docs/API.md "Tenants"):
+//
+//	srv, err := server.New(ctx, server.Options{Runtime: rt, Registry: reg,
+//		Tenants: []server.Tenant{
+//			{Name: "acme", Tokens: acme, MaxConcurrentCalls: 4, Uploads: acmeGrant},
+//			{Name: "globex", Tokens: globex, CallsPerMinute: 600},
+//		}})
+//
+// Without Tenants there is one, [DefaultTenant], with Tokens and Uploads.
+//
 // # Storage
 //
 // Uploaded modules are stored content-addressed under the data directory

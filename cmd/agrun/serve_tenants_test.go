@@ -9,12 +9,50 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
+
+// TestTenantsConfigExamples: the [serve.tenants] examples of
+// docs/CONFIG.md and docs/API.md decode as they say, into the server's
+// tenants.
+func TestTenantsConfigExamples(t *testing.T) {
+	for _, doc := range []string{"docs/CONFIG.md", "docs/API.md"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, m := range regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+			if !strings.HasPrefix(m[1], "[serve.tenants.") {
+				continue
+			}
+			found++
+			cfg, err := config.Parse("agrun.toml", []byte(m[1]))
+			if err != nil {
+				t.Fatalf("%s: %v", doc, err)
+			}
+			env := map[string]string{"ACME_TOKENS": acmeTok, "GLOBEX_TOKENS": globexTok}
+			tenants, _, err := serveTenants(cfg, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatalf("%s: %v", doc, err)
+			}
+			a := tenants[0]
+			if a.Name != "acme" || a.MaxModules != 50 || a.MaxStorage != 256<<20 || a.MaxConcurrentCalls != 4 || a.CallsPerMinute != 600 ||
+				len(a.Uploads.AllowedHosts) != 1 || a.Uploads.AllowedHosts[0] != "api.acme.example" || len(a.Tokens) != 1 {
+				t.Errorf("%s: acme = %+v", doc, a)
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s has no [serve.tenants] example", doc)
+		}
+	}
+}
 
 const (
 	acmeTok   = "acme-token-0123456789"
