@@ -211,6 +211,11 @@ type Options struct {
 	// error (401 unauthorized, as Authenticate). An unknown tenant is
 	// refused 401 and logged. Nil: the tenants' tokens.
 	AuthenticateTenant func(r *http.Request) (tenant, client string, err error)
+	// NewRegistry returns an empty registry for each tenant of Tenants,
+	// with the policy and limits the operator's tools run under there
+	// (New registers the operator's tools of Registry in it). Nil:
+	// registry.New with Registry's permission checker.
+	NewRegistry func() *registry.Registry
 	// Authenticate, when set, replaces the bearer tokens with the
 	// embedding app's own authentication (Tokens must then be empty),
 	// every caller in tenant DefaultTenant (with Tenants, use

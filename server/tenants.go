@@ -123,7 +123,12 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 		if t.MaxModules < 0 || t.MaxStorage < 0 || t.MaxConcurrentCalls < 0 || t.CallsPerMinute < 0 {
 			return nil, fmt.Errorf("server.Options.Tenants: tenant %q: a quota is negative", t.Name)
 		}
-		reg := registry.New(registry.WithPermissionChecker(opts.Registry.Checker()))
+		var reg *registry.Registry
+		if opts.NewRegistry != nil {
+			reg = opts.NewRegistry()
+		} else {
+			reg = registry.New(registry.WithPermissionChecker(opts.Registry.Checker()))
+		}
 		for _, name := range opts.Registry.List() {
 			if tool, ok := opts.Registry.Get(name); ok {
 				if err := reg.Register(tool); err != nil {

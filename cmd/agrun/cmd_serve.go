@@ -77,6 +77,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	opts.Runtime, opts.Registry, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, &lc, e.log, tel
+	opts.NewRegistry = e.newRegistry // each tenant's: the policy and [sandbox] max_parallel of the operator's
 	if opts.Tenants = tenants; len(tenants) == 0 {
 		opts.Tokens = tokens
 	}
