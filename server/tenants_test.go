@@ -421,6 +421,9 @@ func TestTenantsRestart(t *testing.T) {
 	legacy := startServer(t, setup{dataDir: dir, rt: rt})
 	legacy.mustUpload(described(t, "old", "from before tenants"), "", http.StatusCreated)
 	legacy.stop()
+	if b, err := os.ReadFile(filepath.Join(dir, "index.json")); err != nil || !strings.Contains(string(b), `"version": 1`) || strings.Contains(string(b), "tenants") {
+		t.Fatalf("a single-tenant index changed its form: %v %s", err, b)
+	}
 
 	reg := tenantsOperator(t)
 	weather := newBlockingWeather(t)
@@ -530,4 +533,23 @@ func TestAuthenticateTenant(t *testing.T) {
 
 func bearer(token string) http.Header {
 	return http.Header{"Authorization": {"Bearer " + token}}
+}
+
+// TestTenantIndexRefusesBadTenants: an index.json naming a tenant that
+// could not be configured (a path, tenant default twice) is damaged: New
+// refuses it rather than guess.
+func TestTenantIndexRefusesBadTenants(t *testing.T) {
+	rt := testrt.New(t, runtime.Config{})
+	for _, ix := range []string{
+		`{"version":2,"tools":{},"tenants":{"../x":{}}}`,
+		`{"version":2,"tools":{},"tenants":{"default":{}}}`,
+	} {
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, "index.json"), []byte(ix), 0o600))
+		srv, err := server.New(context.Background(), server.Options{Runtime: rt, Registry: registry.New(), DataDir: dir})
+		if err == nil {
+			srv.Close(context.Background())
+			t.Errorf("%s: accepted", ix)
+		}
+	}
 }
