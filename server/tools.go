@@ -216,11 +216,13 @@ func (s *Server) checkName(tn *tenant, name, sha string, size int64, replace boo
 	if err := tn.checkQuota(name, size); err != nil {
 		return err
 	}
+	// The server's bounds count every tool stored, the tools of tenants
+	// no longer configured too (they stay on disk).
 	var total int64
 	count := 0
-	for _, other := range s.tenants {
-		for n, t := range other.idx.Tools {
-			if other != tn || n != name {
+	for tenant, other := range s.storedIndexes(tn, tn.idx) {
+		for n, t := range other.Tools {
+			if tenant != tn.name || n != name {
 				total += t.Size
 				count++
 			}
