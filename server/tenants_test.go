@@ -290,7 +290,8 @@ func TestTenantQuotas(t *testing.T) {
 		weather := newBlockingWeather(t)
 		host := strings.TrimPrefix(weather.url, "http://")
 		grant := wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true}
-		ts := twoTenants(t, setup{}, func(acme, globex *server.Tenant) {
+		lc := &loop.Config{Provider: testprovider.Chat(t, chattest.New(t).URL)} // never reached
+		ts := twoTenants(t, setup{opts: server.Options{Loop: lc}}, func(acme, globex *server.Tenant) {
 			acme.MaxConcurrentCalls, acme.Uploads, globex.Uploads = 1, grant, grant
 		})
 		for _, token := range []string{acmeToken, globexToken} {
@@ -302,6 +303,7 @@ func TestTenantQuotas(t *testing.T) {
 		go func() { done <- ts.callAs(acmeToken, "get_weather", weatherArgs(weather.url)) }()
 		weather.waitArrived(t) // acme's one slot is taken
 		wantQuota(t, ts.callAs(acmeToken, "word_count", `{"text":"a"}`), "max_concurrent_calls", true)
+		wantQuota(t, ts.requestAs(acmeToken, "POST", "/v1/runs", "application/json", []byte(`{"prompt":"hi"}`)), "max_concurrent_calls", true)
 		// globex's slots are its own: served meanwhile.
 		if r := ts.callAs(globexToken, "word_count", `{"text":"a"}`); !r.ok() {
 			t.Errorf("globex while acme is at its quota: %d %s", r.status, r.body)
