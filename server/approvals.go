@@ -83,18 +83,18 @@ func clientGrant(g registry.Grant) registry.Grant {
 	return g
 }
 
-// registerLive registers lr as the run in progress on its session (the
+// registerLive registers lr as tn's run in progress on its session (the
 // caller holds the session's lock); the function returned unregisters it.
-func (s *Server) registerLive(lr *liveRun) func() {
-	s.liveMu.Lock()
-	s.live[lr.id] = lr
-	s.liveMu.Unlock()
+func (tn *tenant) registerLive(lr *liveRun) func() {
+	tn.liveMu.Lock()
+	tn.live[lr.id] = lr
+	tn.liveMu.Unlock()
 	return func() {
-		s.liveMu.Lock()
-		if s.live[lr.id] == lr {
-			delete(s.live, lr.id)
+		tn.liveMu.Lock()
+		if tn.live[lr.id] == lr {
+			delete(tn.live, lr.id)
 		}
-		s.liveMu.Unlock()
+		tn.liveMu.Unlock()
 	}
 }
 
@@ -148,7 +148,7 @@ func (a *runApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 // runState is GET /v1/runs/{id}: whether the run is in progress and the
 // calls waiting for a decision.
 func (s *Server) runState(w http.ResponseWriter, r *http.Request) {
-	lr, err := s.liveRun(r.PathValue("id"))
+	lr, err := s.tenantOf(r).liveRun(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -214,7 +214,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"answer" must be "once", "session" or "deny" (a standing approval is the operator's: agrun approvals)`))
 		return
 	}
-	lr, err := s.liveRun(r.PathValue("id"))
+	lr, err := s.tenantOf(r).liveRun(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -255,11 +255,12 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 	}{lr.id, p.req.CallID, string(answer)})
 }
 
-// liveRun returns the run in progress on session id.
-func (s *Server) liveRun(id string) (*liveRun, error) {
-	s.liveMu.Lock()
-	lr := s.live[id]
-	s.liveMu.Unlock()
+// liveRun returns tn's run in progress on session id: another tenant's
+// run on a session of that id is not looked at.
+func (tn *tenant) liveRun(id string) (*liveRun, error) {
+	tn.liveMu.Lock()
+	lr := tn.live[id]
+	tn.liveMu.Unlock()
 	if lr == nil {
 		return nil, errorf(http.StatusNotFound, Kind(registry.NotFound), "no run in progress on session %q", textsafe.Clean(id, 80))
 	}

@@ -63,8 +63,53 @@ func CheckListener(ln net.Listener, tokens []string) error {
 // request.
 type authenticator struct {
 	digests [][32]byte
-	// custom is Options.Authenticate.
-	custom func(*http.Request) (string, error)
+	owners  []*tenant // owners[i] is the tenant of digests[i]
+	// custom is Options.Authenticate, customTenant
+	// Options.AuthenticateTenant.
+	custom       func(*http.Request) (string, error)
+	customTenant func(*http.Request) (tenant, client string, err error)
+	tenants      map[string]*tenant
+	def          *tenant // the tenant of Options.Tokens and Options.Authenticate
+	log          func(msg string, args ...any)
+}
+
+// setTenants gives each token its tenant: Options.Tokens are
+// DefaultTenant's; with Options.Tenants each tenant's tokens are its own,
+// and a token listed for two tenants is refused.
+func (a *authenticator) setTenants(opts Options, tenants map[string]*tenant) error {
+	a.tenants, a.def = tenants, tenants[DefaultTenant]
+	a.customTenant = opts.AuthenticateTenant
+	if len(opts.Tenants) == 0 {
+		for range a.digests {
+			a.owners = append(a.owners, a.def)
+		}
+		return nil
+	}
+	owner := map[[32]byte]string{}
+	for _, t := range opts.Tenants {
+		if len(t.Tokens) > 0 && opts.AuthenticateTenant != nil {
+			return fmt.Errorf("server.Options.Tenants: tenant %q has tokens beside AuthenticateTenant: use one", t.Name)
+		}
+		if err := CheckTokens(t.Tokens); err != nil {
+			return fmt.Errorf("tenant %q: %w", t.Name, err)
+		}
+		for _, tok := range t.Tokens {
+			d := sha256.Sum256([]byte(tok))
+			if other, dup := owner[d]; dup {
+				if other == t.Name {
+					continue
+				}
+				return fmt.Errorf("a token of tenant %q is also listed for tenant %q: a token belongs to one tenant", t.Name, other)
+			}
+			owner[d] = t.Name
+			a.digests = append(a.digests, d)
+			a.owners = append(a.owners, tenants[t.Name])
+		}
+	}
+	if len(a.digests) == 0 && a.customTenant == nil {
+		return errors.New("server.Options.Tenants: no tenant has a token (and AuthenticateTenant is nil)")
+	}
+	return nil
 }
 
 // CheckTokens returns an error if a token is shorter than MinTokenLength
@@ -91,31 +136,50 @@ func newAuthenticator(tokens []string) (*authenticator, error) {
 
 // open reports whether no token and no Authenticate is configured
 // (loopback-only mode).
-func (a *authenticator) open() bool { return len(a.digests) == 0 && a.custom == nil }
+func (a *authenticator) open() bool {
+	return len(a.digests) == 0 && a.custom == nil && a.customTenant == nil
+}
 
 // check returns the key that identifies the caller for rate limits (the
-// index of its token, or the app's identity of it) and whether the
-// request is authenticated; why is the app's reason for a refusal.
-func (a *authenticator) check(r *http.Request) (key string, ok bool, why string) {
+// index of its token, or the app's identity of it), its tenant and
+// whether the request is authenticated; why is the app's reason for a
+// refusal.
+func (a *authenticator) check(r *http.Request) (key string, tn *tenant, ok bool, why string) {
+	if a.customTenant != nil {
+		name, client, err := a.customTenant(r)
+		switch {
+		case err != nil:
+			return "", nil, false, textsafe.Clean(err.Error(), 200)
+		case client == "":
+			return "", nil, false, "not authenticated"
+		}
+		if tn = a.tenants[name]; tn == nil {
+			if a.log != nil {
+				a.log("AuthenticateTenant named a tenant that is not configured", "tenant", textsafe.Clean(name, 80))
+			}
+			return "", nil, false, "not authenticated"
+		}
+		return "app-" + tn.name + "/" + textsafe.Clean(client, 200), tn, true, ""
+	}
 	if a.custom != nil {
 		client, err := a.custom(r)
 		switch {
 		case err != nil:
-			return "", false, textsafe.Clean(err.Error(), 200)
+			return "", nil, false, textsafe.Clean(err.Error(), 200)
 		case client == "":
-			return "", false, "not authenticated"
+			return "", nil, false, "not authenticated"
 		}
 		// Identities are the app's: kept apart from the token keys.
-		return "app-" + textsafe.Clean(client, 200), true, ""
+		return "app-" + textsafe.Clean(client, 200), a.def, true, ""
 	}
 	if a.open() {
-		return "anonymous", true, ""
+		return "anonymous", a.def, true, ""
 	}
 	match := bearerMatch(a.digests, r)
 	if match == 0 {
-		return "", false, ""
+		return "", nil, false, ""
 	}
-	return fmt.Sprintf("token-%d", match), true, ""
+	return fmt.Sprintf("token-%d", match), a.owners[match-1], true, ""
 }
 
 // RequireBearer passes on to next only the requests carrying

@@ -48,6 +48,7 @@ const (
 	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
 	KindConflict         Kind = "conflict"               // the call was already decided
 	KindNotSupported     Kind = "not_supported"          // runs in cluster mode (501; docs/SCALING.md)
+	KindQuotaExceeded    Kind = "quota_exceeded"         // a tenant's quota (max_modules, max_storage, max_concurrent_calls, calls_per_minute)
 )
 
 // ErrorInfo is the error part of every failed answer.
@@ -203,12 +204,13 @@ func (s *Server) routes() http.Handler {
 				s.writeError(w, err)
 				return
 			}
-			key, ok, why := s.auth.check(r)
+			key, tn, ok, why := s.auth.check(r)
 			if ok && !s.auth.open() {
-				// Checked once per request: clientKey reads it back
-				// (an app's Authenticate may be costly). Without tokens
-				// the client is its address (clientKey).
-				r = r.WithContext(context.WithValue(r.Context(), clientKeyCtx{}, key))
+				// Checked once per request: clientKey and tenantOf read
+				// them back (an app's Authenticate may be costly).
+				// Without tokens the client is its address (clientKey).
+				ctx := context.WithValue(r.Context(), clientKeyCtx{}, key)
+				r = r.WithContext(context.WithValue(ctx, tenantCtx{}, tn))
 			}
 			if !ok {
 				// The body of an unauthenticated request is never read;

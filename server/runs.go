@@ -69,6 +69,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusServiceUnavailable, KindUnavailable, "runs are not configured on this server"))
 		return
 	}
+	tn := s.tenantOf(r)
 	data, done, err := s.admitCall(w, r)
 	if err != nil {
 		s.writeError(w, err)
@@ -97,21 +98,21 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	// The run's span (telemetry on), a child of the client's trace
 	// context; the loop's callbacks feed it the requests, the events its
 	// tool calls.
-	ctx, trace := s.tel.StartRun(s.traceContext(r), s.runInfo(id, req.Schema))
+	ctx, trace := s.tel.StartRun(s.traceContext(r), s.runInfo(tn, id, req.Schema))
 	var runErr error
 	defer func() { trace.Finish(runErr) }()
 	// The run, for approvals (approvals.go): registered once its session
 	// is locked (one run per session), its questions sent on its stream.
 	var sw *eventWriter
 	lr := &liveRun{id: id, started: time.Now(), send: func(typ string, v any) bool { return sw != nil && sw.send(typ, v) }}
-	conv, warnings, err := s.openConversation(id, req.Schema, trace, lr)
+	conv, warnings, err := s.openConversation(tn, id, req.Schema, trace, lr)
 	if err != nil {
 		runErr = err
 		s.writeError(w, err)
 		return
 	}
 	defer conv.sess.Close()
-	defer s.registerLive(lr)()
+	defer tn.registerLive(lr)()
 
 	sw = newEventWriter(w, s.limits.WriteTimeout)
 	h := w.Header()
@@ -127,7 +128,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	var final strings.Builder
 	var usage loop.Usage
 	var lastReason string
-	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, req.Prompt, s.reg) {
+	for ev, err := range conv.cycle.SubmitStreamWithTools(ctx, req.Prompt, tn.reg) {
 		if err != nil {
 			runErr = err
 			break
@@ -189,13 +190,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // provider, the system prompt, the output type and, with telemetry on,
 // the tools offered (the session's history comes with Resume, once it is
 // open).
-func (s *Server) runInfo(id string, schema json.RawMessage) telemetry.RunInfo {
+func (s *Server) runInfo(tn *tenant, id string, schema json.RawMessage) telemetry.RunInfo {
 	info := telemetry.RunInfo{Session: id, Provider: s.loopCfg.Provider.Info(), System: s.loopCfg.System, OutputType: "text"}
 	if len(schema) > 0 || len(s.loopCfg.ResponseSchema) > 0 {
 		info.OutputType = "json"
 	}
-	if s.tel.Enabled() && s.reg != nil {
-		info.Tools = s.reg.Definitions()
+	if s.tel.Enabled() && tn.reg != nil {
+		info.Tools = tn.reg.Definitions()
 	}
 	return info
 }
@@ -209,13 +210,13 @@ type conversation struct {
 	cycle *loop.Cycle
 }
 
-// openConversation opens (or creates) session id, locked, and builds a
-// cycle that continues it and appends each new message as it completes.
-func (s *Server) openConversation(id string, schema json.RawMessage, trace *telemetry.Run, lr *liveRun) (*conversation, []string, error) {
+// openConversation opens (or creates) tn's session id, locked, and builds
+// a cycle that continues it and appends each new message as it completes.
+func (s *Server) openConversation(tn *tenant, id string, schema json.RawMessage, trace *telemetry.Run, lr *liveRun) (*conversation, []string, error) {
 	if !session.ValidID(id) {
 		return nil, nil, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
 	}
-	sess, raw, warnings, err := s.sessions.Open(id)
+	sess, raw, warnings, err := tn.sessions.Open(id)
 	switch {
 	case errors.Is(err, session.ErrLocked):
 		return nil, nil, errorf(http.StatusConflict, KindSessionLocked, "session %q is in use by another run", id)
@@ -267,7 +268,7 @@ func (s *Server) openConversation(id string, schema json.RawMessage, trace *tele
 // getSession is GET /v1/sessions/{id}: the stored messages of a session.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	msgs, warnings, err := s.sessions.Messages(id)
+	msgs, warnings, err := s.tenantOf(r).sessions.Messages(id)
 	switch {
 	case errors.Is(err, session.ErrBadID):
 		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))

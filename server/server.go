@@ -47,6 +47,22 @@
 // rate of uploads and the time a client may take to send or read are all
 // bounded (see [Limits]).
 //
+// # Tenants
+//
+// With [Options].Tenants the server serves parties that do not trust
+// each other: each [Tenant] has its tokens, quotas and grant ceiling, and
+// its own registry (the operator's tools plus its uploads), sessions and
+// runs, so another tenant's tool, run, session or approval answers 404
+// exactly as a missing one (docs/API.md "Tenants"):
+//
+//	srv, err := server.New(ctx, server.Options{Runtime: rt, Registry: reg,
+//		Tenants: []server.Tenant{
+//			{Name: "acme", Tokens: acme, MaxConcurrentCalls: 4, Uploads: acmeGrant},
+//			{Name: "globex", Tokens: globex, CallsPerMinute: 600},
+//		}})
+//
+// Without Tenants there is one, [DefaultTenant], with Tokens and Uploads.
+//
 // # Storage
 //
 // Uploaded modules are stored content-addressed under the data directory
@@ -176,11 +192,34 @@ type Options struct {
 	// DefaultUploadsPerMinute.
 	UploadsPerMinute int
 	// Tokens are the accepted bearer tokens (each at least MinTokenLength
-	// bytes). None: no authentication, and Serve accepts only loopback
-	// listeners.
+	// bytes), all of the one tenant DefaultTenant. None (and no Tenants):
+	// no authentication, and Serve accepts only loopback listeners. With
+	// Tenants it must be empty: each tenant has its own.
 	Tokens []string
+	// Tenants, when set, are the parties the server serves apart
+	// (tenants.go, docs/API.md "Tenants"): each with its tokens, its
+	// quotas and the grant ceiling of its uploads (Uploads is then not
+	// used), its own uploads, runs, sessions and approvals; a tenant
+	// sees the operator's tools (those of Registry when New is called)
+	// and its own uploads, never another tenant's. Not with
+	// SharedStore. Empty: one tenant, DefaultTenant, with Tokens, the
+	// Uploads ceiling, no quota of its own and Registry as its registry.
+	Tenants []Tenant
+	// AuthenticateTenant is Authenticate for a server with Tenants: it
+	// returns the caller's tenant (the Name of one of Tenants, whose
+	// Tokens are then empty) and its identity within the tenant, or an
+	// error (401 unauthorized, as Authenticate). An unknown tenant is
+	// refused 401 and logged. Nil: the tenants' tokens.
+	AuthenticateTenant func(r *http.Request) (tenant, client string, err error)
+	// NewRegistry returns an empty registry for each tenant of Tenants,
+	// with the policy and limits the operator's tools run under there
+	// (New registers the operator's tools of Registry in it). Nil:
+	// registry.New with Registry's permission checker.
+	NewRegistry func() *registry.Registry
 	// Authenticate, when set, replaces the bearer tokens with the
-	// embedding app's own authentication (Tokens must then be empty): it
+	// embedding app's own authentication (Tokens must then be empty),
+	// every caller in tenant DefaultTenant (with Tenants, use
+	// AuthenticateTenant): it
 	// is called for every request but /healthz, before its body is read,
 	// and returns the caller's identity — which keys the per-client
 	// shares (calls, uploads per minute, body memory) as a token does —
@@ -196,8 +235,9 @@ type Options struct {
 	// Loop is the template of the model loop used by POST /v1/runs; the
 	// Server sets History, OnMessage and OnRequest per run. Nil: runs answer 503.
 	Loop *loop.Config
-	// Sessions stores the runs' conversations. Nil: a "sessions" folder in
-	// the data directory.
+	// Sessions stores the runs' conversations (of tenant DefaultTenant;
+	// every other tenant's are in <DataDir>/tenants/<name>/sessions). Nil:
+	// a "sessions" folder in the data directory.
 	Sessions *session.Files
 	// Logger receives warnings (tools that fail to restore, requests that
 	// fail on the server's side). Nil: slog.Default().
@@ -275,10 +315,8 @@ type Limits struct {
 // release the uploaded tools.
 type Server struct {
 	rt        *runtime.Runtime
-	reg       *registry.Registry
 	oci       *oci.Client // OCI uploads (oci.go); nil: none
 	ociHosts  []string    // the registries they may name
-	grant     wasmtools.Grant
 	limits    Limits
 	auth      *authenticator
 	basePath  string
@@ -289,19 +327,19 @@ type Server struct {
 	bodyBytes *quota // the bytes of request bodies held in memory
 	loopCfg   *loop.Config
 	tel       *telemetry.Telemetry
-	liveMu    sync.Mutex
-	live      map[string]*liveRun // runs in progress, by session id (approvals.go)
-	sessions  *session.Files
 	log       *slog.Logger
 	dataDir   string
 	handler   http.Handler
 
-	mu      sync.Mutex // serializes changes to the store, the index and uploads
-	st      *store     // nil in cluster mode
-	idx     index      // in cluster mode, the records as last read
-	uploads map[string]*uploaded
-	broken  map[string]error // stored tools that failed to restore
-	closed  bool
+	// tenants are the Server's tenants by name (tenants.go); def is
+	// DefaultTenant's, nil when Options.Tenants has no such tenant.
+	tenants map[string]*tenant
+	def     *tenant
+
+	mu       sync.Mutex    // serializes changes to the store, the indexes and uploads
+	st       *store        // nil in cluster mode
+	unserved tenantIndexes // stored tools of tenants not configured: kept, not served
+	closed   bool
 
 	// Cluster mode (shared.go).
 	shared    SharedStore
@@ -342,6 +380,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	auth.custom = opts.Authenticate
+	auth.log = func(msg string, args ...any) {
+		if opts.Logger != nil {
+			opts.Logger.Warn(msg, args...)
+		} else {
+			slog.Warn(msg, args...)
+		}
+	}
 	sv := opts
 	lim := Limits{
 		MaxUpload:            orDefault(sv.MaxUpload, DefaultMaxUpload),
@@ -366,41 +411,62 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opts.Tenants) > 0 {
+		switch {
+		case len(opts.Tokens) > 0:
+			return nil, errors.New("server.Options: Tokens and Tenants are both set: give each tenant its tokens")
+		case opts.Authenticate != nil:
+			return nil, errors.New("server.Options: Authenticate and Tenants are both set: use AuthenticateTenant")
+		case opts.SharedStore != nil:
+			return nil, errors.New("server.Options: Tenants are not supported with SharedStore (cluster mode) yet")
+		}
+	} else if opts.AuthenticateTenant != nil {
+		return nil, errors.New("server.Options.AuthenticateTenant needs Tenants (without tenants: Authenticate)")
+	}
 	var (
-		dataDir  string
-		st       *store
-		idx      = index{Version: 1, Tools: map[string]indexEntry{}}
-		sessions = opts.Sessions
+		dataDir string
+		st      *store
+		stored  = tenantIndexes{DefaultTenant: {Version: 1, Tools: map[string]indexEntry{}}}
 	)
 	if opts.SharedStore == nil {
 		dataDir = sv.DataDir
 		if dataDir == "" {
 			dataDir = DefaultDataDir()
 		}
-		if st, idx, err = openStore(dataDir); err != nil {
+		if st, stored, err = openStore(dataDir); err != nil {
 			return nil, err
 		}
-		if sessions == nil {
-			if sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
-				st.close()
-				return nil, fmt.Errorf("%w", err)
+	}
+	fail := func(err error) (*Server, error) {
+		if st != nil {
+			st.close()
+		}
+		return nil, err
+	}
+	tenants := map[string]*tenant{}
+	if len(opts.Tenants) == 0 {
+		def := newTenant(DefaultTenant, opts.Registry, opts.Uploads)
+		def.sessions = opts.Sessions
+		if def.sessions == nil && dataDir != "" {
+			if def.sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
+				return fail(fmt.Errorf("%w", err))
 			}
 		}
+		tenants[DefaultTenant] = def
+	} else if tenants, err = newTenants(opts, lim, dataDir); err != nil {
+		return fail(err)
+	}
+	if err := auth.setTenants(opts, tenants); err != nil {
+		return fail(err)
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	grant := opts.Uploads
-	grant.AllowedHosts = slices.Clone(grant.AllowedHosts)
-	grant.Mounts = slices.Clone(grant.Mounts)
-	grant.SHA256 = ""
 	s := &Server{
 		rt:        opts.Runtime,
-		reg:       opts.Registry,
 		oci:       opts.OCI,
 		ociHosts:  slices.Clone(opts.AllowedRegistries),
-		grant:     grant,
 		limits:    lim,
 		auth:      auth,
 		basePath:  opts.BasePath,
@@ -411,17 +477,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		bodyBytes: newQuota(lim.MaxBodyMemory, max(lim.MaxBodyMemory/2, lim.MaxUpload)),
 		loopCfg:   opts.Loop,
 		tel:       opts.Telemetry,
-		live:      map[string]*liveRun{},
-		sessions:  sessions,
 		log:       log,
 		dataDir:   dataDir,
 		st:        st,
-		idx:       idx,
-		uploads:   map[string]*uploaded{},
-		broken:    map[string]error{},
+		tenants:   tenants,
+		def:       tenants[DefaultTenant],
+		unserved:  tenantIndexes{},
 		shared:    opts.SharedStore,
 		brokenSHA: map[string]string{},
 		loading:   map[string]*load{},
+	}
+	for name, ix := range stored {
+		if tn := tenants[name]; tn != nil {
+			tn.idx = ix
+		} else if len(ix.Tools) > 0 {
+			s.unserved[name] = ix // kept on disk, with its modules
+			log.Warn("stored tools of a tenant that is not configured are not served", "tenant", name, "tools", len(ix.Tools))
+		}
 	}
 	if s.shared == nil {
 		s.restore(ctx) // cluster mode loads each tool at its first use
@@ -437,46 +509,49 @@ func orDefault[T int | int64 | time.Duration](v, d T) T {
 	return v
 }
 
-// restore loads every tool of the index, a few at a time.
+// restore loads every tool of every tenant's index, a few at a time,
+// each with its tenant's ceiling into its tenant's registry.
 func (s *Server) restore(ctx context.Context) {
-	names := make([]string, 0, len(s.idx.Tools))
-	for name := range s.idx.Tools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	sem := make(chan struct{}, max(1, goruntime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, name := range names {
-		e := s.idx.Tools[name]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			u, err := s.restoreOne(ctx, name, e)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				s.broken[name] = err
-				s.log.Warn("stored tool not restored", "tool", name, "sha256", e.SHA256, "error", err)
-				return
-			}
-			s.uploads[name] = u
-		}()
+	for _, tn := range s.sortedTenants() {
+		names := make([]string, 0, len(tn.idx.Tools))
+		for name := range tn.idx.Tools {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			e := tn.idx.Tools[name]
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				u, err := s.restoreOne(ctx, tn, name, e)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					tn.broken[name] = err
+					s.log.Warn("stored tool not restored", "tenant", tn.name, "tool", name, "sha256", e.SHA256, "error", err)
+					return
+				}
+				tn.uploads[name] = u
+			}()
+		}
 	}
 	wg.Wait()
 }
 
-func (s *Server) restoreOne(ctx context.Context, name string, e indexEntry) (*uploaded, error) {
-	if _, ok := s.reg.Get(name); ok {
+func (s *Server) restoreOne(ctx context.Context, tn *tenant, name string, e indexEntry) (*uploaded, error) {
+	if _, ok := tn.reg.Get(name); ok {
 		return nil, fmt.Errorf("a tool configured by the operator is now called %q", name)
 	}
 	wasm, err := s.st.readModule(e.SHA256)
 	if err != nil {
 		return nil, err
 	}
-	t, err := wasmtools.Load(ctx, s.rt, wasm, s.grant)
+	t, err := wasmtools.Load(ctx, s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +560,7 @@ func (s *Server) restoreOne(ctx context.Context, name string, e indexEntry) (*up
 		return nil, fmt.Errorf("the stored module is named %q, not %q", t.Name(), name)
 	}
 	u := newUploaded(t, e)
-	if err := s.reg.Register(u); err != nil {
+	if err := tn.reg.Register(u); err != nil {
 		t.Close(ctx)
 		return nil, err
 	}
@@ -569,13 +644,15 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
-	for name, u := range s.uploads {
-		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(u) {
-			s.reg.Unregister(name)
+	for _, tn := range s.tenants {
+		for name, u := range tn.uploads {
+			if cur, ok := tn.reg.Get(name); ok && cur == registry.Tool(u) {
+				tn.reg.Unregister(name)
+			}
+			u.closeNow(ctx)
 		}
-		u.closeNow(ctx)
+		tn.uploads = map[string]*uploaded{}
 	}
-	s.uploads = map[string]*uploaded{}
 	if s.st != nil {
 		s.st.close()
 	}

@@ -78,11 +78,11 @@ func (s *Server) sharedContext(r *http.Request) (context.Context, context.Cancel
 // operatorTool reports whether name is a tool of the operator's (in the
 // registry and not an upload). s.mu must be held.
 func (s *Server) operatorTool(name string) bool {
-	t, ok := s.reg.Get(name)
+	t, ok := s.def.reg.Get(name)
 	if !ok {
 		return false
 	}
-	u := s.uploads[name]
+	u := s.def.uploads[name]
 	return u == nil || registry.Tool(u) != t
 }
 
@@ -119,12 +119,12 @@ func (s *Server) syncAll(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	var gone []string
-	for name := range s.uploads {
+	for name := range s.def.uploads {
 		if _, ok := recs[name]; !ok {
 			gone = append(gone, name)
 		}
 	}
-	for name := range s.broken {
+	for name := range s.def.broken {
 		if _, ok := recs[name]; !ok {
 			gone = append(gone, name)
 		}
@@ -146,7 +146,7 @@ func (s *Server) syncAll(ctx context.Context) error {
 	return nil
 }
 
-// refreshIndex replaces the local copy of the records (s.idx: what
+// refreshIndex replaces the local copy of the records (s.def.idx: what
 // checkName counts) with the shared store's.
 func (s *Server) refreshIndex(ctx context.Context) error {
 	recs, err := s.shared.Tools(ctx)
@@ -155,9 +155,9 @@ func (s *Server) refreshIndex(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.idx = index{Version: 1, Tools: make(map[string]indexEntry, len(recs))}
+	s.def.idx = index{Version: 1, Tools: make(map[string]indexEntry, len(recs))}
 	for name, e := range recs {
-		s.idx.Tools[name] = e.entry()
+		s.def.idx.Tools[name] = e.entry()
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func (s *Server) refreshShared(r *http.Request, name, sha string) error {
 		return err
 	}
 	s.mu.Lock()
-	e, ok := s.idx.Tools[name]
+	e, ok := s.def.idx.Tools[name]
 	s.mu.Unlock()
 	if ok && e.SHA256 == sha {
 		_ = s.ensure(ctx, name, e)
@@ -186,15 +186,15 @@ func (s *Server) refreshShared(r *http.Request, name, sha string) error {
 func (s *Server) dropLocal(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if u := s.uploads[name]; u != nil {
-		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(u) {
-			s.reg.Unregister(name)
+	if u := s.def.uploads[name]; u != nil {
+		if cur, ok := s.def.reg.Get(name); ok && cur == registry.Tool(u) {
+			s.def.reg.Unregister(name)
 		}
-		delete(s.uploads, name)
+		delete(s.def.uploads, name)
 		u.retire()
 	}
-	delete(s.idx.Tools, name)
-	delete(s.broken, name)
+	delete(s.def.idx.Tools, name)
+	delete(s.def.broken, name)
 	delete(s.brokenSHA, name)
 }
 
@@ -211,8 +211,8 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.idx.Tools[name] = e
-	if u := s.uploads[name]; u != nil && u.entry.SHA256 == e.SHA256 {
+	s.def.idx.Tools[name] = e
+	if u := s.def.uploads[name]; u != nil && u.entry.SHA256 == e.SHA256 {
 		s.mu.Unlock()
 		return nil
 	}
@@ -220,7 +220,7 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) error {
 		// The operator's tool keeps the name here (a replica with
 		// another agrun.toml stored it); as when a stored tool fails to
 		// restore on one machine.
-		s.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
+		s.def.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
 		s.mu.Unlock()
 		return nil
 	}
@@ -272,18 +272,18 @@ func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
 		return nil
 	}
 	if err == nil {
-		old := s.uploads[name]
+		old := s.def.uploads[name]
 		if old != nil {
-			_, err = s.reg.Replace(u)
+			_, err = s.def.reg.Replace(u)
 		} else {
-			err = s.reg.Register(u)
+			err = s.def.reg.Register(u)
 		}
 		if err != nil {
 			_ = u.Tool.Close(context.Background())
 			lasting = true
 		} else {
-			s.uploads[name] = u
-			delete(s.broken, name)
+			s.def.uploads[name] = u
+			delete(s.def.broken, name)
 			delete(s.brokenSHA, name)
 			if old != nil {
 				old.retire()
@@ -291,14 +291,14 @@ func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
 			return nil
 		}
 	}
-	if old := s.uploads[name]; old != nil {
-		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(old) {
-			s.reg.Unregister(name)
+	if old := s.def.uploads[name]; old != nil {
+		if cur, ok := s.def.reg.Get(name); ok && cur == registry.Tool(old) {
+			s.def.reg.Unregister(name)
 		}
-		delete(s.uploads, name)
+		delete(s.def.uploads, name)
 		old.retire()
 	}
-	s.broken[name] = err
+	s.def.broken[name] = err
 	if !lasting {
 		return err
 	}
@@ -317,7 +317,7 @@ func (s *Server) loadShared(ctx context.Context, name string, e indexEntry) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("fetching its module: %w", err), false
 	}
-	t, err := wasmtools.Load(ctx, s.rt, wasm, s.grant)
+	t, err := wasmtools.Load(ctx, s.rt, wasm, s.def.grant)
 	if err != nil {
 		return nil, err, ctx.Err() == nil
 	}
@@ -336,11 +336,11 @@ func (s *Server) loadShared(ctx context.Context, name string, e indexEntry) (_ *
 func (s *Server) commitShared(ctx context.Context, u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
 	name := u.Name()
 	s.mu.Lock()
-	if err := s.checkName(name, u.entry.SHA256, u.entry.Size, replace); err != nil {
+	if err := s.checkName(s.def, name, u.entry.SHA256, u.entry.Size, replace); err != nil {
 		s.mu.Unlock()
 		return false, err
 	}
-	_, hadPrev := s.idx.Tools[name]
+	_, hadPrev := s.def.idx.Tools[name]
 	s.mu.Unlock()
 	if _, err := s.shared.PutModule(ctx, wasm); err != nil {
 		return false, sharedError(err)
@@ -354,25 +354,25 @@ func (s *Server) commitShared(ctx context.Context, u *uploaded, wasm []byte, rep
 	if s.closed {
 		return false, errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
 	}
-	old := s.uploads[name]
+	old := s.def.uploads[name]
 	if old != nil {
-		_, err = s.reg.Replace(u)
+		_, err = s.def.reg.Replace(u)
 	} else {
-		err = s.reg.Register(u)
+		err = s.def.reg.Register(u)
 	}
 	if err != nil {
 		// The record is written; this replica cannot serve it (another
 		// one may). Say so as the local path does.
-		s.broken[name] = err
+		s.def.broken[name] = err
 		s.brokenSHA[name] = u.entry.SHA256
 		if errors.Is(err, registry.ErrDuplicate) {
 			return false, errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be replaced through the API", name)
 		}
 		return false, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
 	}
-	s.idx.Tools[name] = u.entry
-	s.uploads[name] = u
-	delete(s.broken, name)
+	s.def.idx.Tools[name] = u.entry
+	s.def.uploads[name] = u
+	delete(s.def.broken, name)
 	delete(s.brokenSHA, name)
 	if old != nil {
 		old.retire()

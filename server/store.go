@@ -19,10 +19,19 @@ import (
 
 // The data directory:
 //
-//	<data_dir>/index.json           name -> sha256, written atomically
+//	<data_dir>/index.json           tenant -> name -> sha256, written atomically
 //	<data_dir>/modules/<sha256>.wasm one file per distinct module, content-addressed
-//	<data_dir>/sessions/            the sessions of POST /v1/runs
+//	<data_dir>/sessions/            the sessions of POST /v1/runs (tenant "default")
+//	<data_dir>/tenants/<name>/sessions/ those of every other tenant
 //	<data_dir>/lock                 flocked by the Server using the directory
+//
+// index.json keeps the tools of tenant "default" under "tools", as a
+// server without tenants always wrote them (version 1), and those of
+// the other tenants under "tenants" (then version 2): a single-tenant
+// directory is read as tenant "default", and a server of an older
+// version refuses a directory it would misread (an unknown field).
+// Modules are shared by content between tenants; what a tenant is
+// answered never depends on another tenant's modules.
 //
 // Every file is written to a temporary name, fsynced, renamed into place
 // and its directory fsynced, so a crash leaves either the old file or the
@@ -47,6 +56,27 @@ type indexEntry struct {
 	SHA256   string    `json:"sha256"`
 	Size     int64     `json:"size"`
 	Uploaded time.Time `json:"uploaded"`
+}
+
+// diskIndex is index.json: the default tenant's tools where version 1
+// kept them, every other tenant's under Tenants.
+type diskIndex struct {
+	Version int                              `json:"version"`
+	Tools   map[string]indexEntry            `json:"tools"`
+	Tenants map[string]map[string]indexEntry `json:"tenants,omitempty"`
+}
+
+// tenantIndexes are the stored tools of every tenant, by tenant name.
+type tenantIndexes map[string]index
+
+// refs reports whether a tool of any tenant uses the module sha.
+func (all tenantIndexes) refs(sha string) bool {
+	for _, ix := range all {
+		if ix.refs(sha) {
+			return true
+		}
+	}
+	return false
 }
 
 func (ix index) clone() index {
@@ -86,13 +116,13 @@ var ErrDataDirLocked = errors.New("the data directory is in use by another agrun
 // openStore creates the data directory (0700), locks it, and removes what
 // a crash may have left: temporary files and modules the index does not
 // name.
-func openStore(dir string) (_ *store, _ index, err error) {
+func openStore(dir string) (_ *store, _ tenantIndexes, err error) {
 	s := &store{dir: dir}
 	if err := os.MkdirAll(filepath.Join(dir, modulesDir), 0o700); err != nil {
-		return nil, index{}, fmt.Errorf("data dir: %w", err)
+		return nil, nil, fmt.Errorf("data dir: %w", err)
 	}
 	if s.lock, err = os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-		return nil, index{}, fmt.Errorf("data dir: %w", err)
+		return nil, nil, fmt.Errorf("data dir: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -101,18 +131,18 @@ func openStore(dir string) (_ *store, _ index, err error) {
 	}()
 	if err := flock.TryLock(s.lock); err != nil {
 		if errors.Is(err, flock.ErrLocked) {
-			return nil, index{}, fmt.Errorf("%w: %s", ErrDataDirLocked, dir)
+			return nil, nil, fmt.Errorf("%w: %s", ErrDataDirLocked, dir)
 		}
-		return nil, index{}, fmt.Errorf("locking the data dir: %w", err)
+		return nil, nil, fmt.Errorf("locking the data dir: %w", err)
 	}
 	ix, err := s.readIndex()
 	if err != nil {
-		return nil, index{}, err
+		return nil, nil, err
 	}
 	for _, d := range []string{dir, filepath.Join(dir, modulesDir)} {
 		ents, err := os.ReadDir(d)
 		if err != nil {
-			return nil, index{}, fmt.Errorf("data dir: %w", err)
+			return nil, nil, fmt.Errorf("data dir: %w", err)
 		}
 		for _, e := range ents {
 			name := e.Name()
@@ -133,35 +163,63 @@ func (s *store) modulePath(sha string) string {
 	return filepath.Join(s.dir, modulesDir, sha+".wasm")
 }
 
-// readIndex reads index.json; a missing file is an empty index.
-func (s *store) readIndex() (index, error) {
-	ix := index{Version: 1, Tools: map[string]indexEntry{}}
+// readIndex reads index.json, by tenant; a missing file is an empty
+// index, and a version 1 file (no tenants) is tenant "default"'s.
+func (s *store) readIndex() (tenantIndexes, error) {
+	all := tenantIndexes{DefaultTenant: {Version: 1, Tools: map[string]indexEntry{}}}
 	data, err := os.ReadFile(filepath.Join(s.dir, indexFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return ix, nil
+		return all, nil
 	}
 	if err != nil {
-		return ix, fmt.Errorf("reading the index: %w", err)
+		return nil, fmt.Errorf("reading the index: %w", err)
 	}
+	var di diskIndex
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ix); err != nil {
-		return ix, fmt.Errorf("%s is damaged: %w", filepath.Join(s.dir, indexFile), err)
+	if err := dec.Decode(&di); err != nil {
+		return nil, fmt.Errorf("%s is damaged: %w", filepath.Join(s.dir, indexFile), err)
 	}
-	if ix.Tools == nil {
-		ix.Tools = map[string]indexEntry{}
+	if di.Tools != nil {
+		all[DefaultTenant] = index{Version: 1, Tools: di.Tools}
 	}
-	for name, e := range ix.Tools {
-		if !shaRE.MatchString(e.SHA256) {
-			return ix, fmt.Errorf("%s: tool %q: bad sha256 %q", filepath.Join(s.dir, indexFile), name, e.SHA256)
+	for tn, tools := range di.Tenants {
+		if tn == DefaultTenant || !validTenantName(tn) {
+			return nil, fmt.Errorf("%s: bad tenant name %q", filepath.Join(s.dir, indexFile), tn)
+		}
+		if tools == nil {
+			tools = map[string]indexEntry{}
+		}
+		all[tn] = index{Version: 1, Tools: tools}
+	}
+	for tn, ix := range all {
+		for name, e := range ix.Tools {
+			if !shaRE.MatchString(e.SHA256) {
+				return nil, fmt.Errorf("%s: tenant %q: tool %q: bad sha256 %q", filepath.Join(s.dir, indexFile), tn, name, e.SHA256)
+			}
 		}
 	}
-	return ix, nil
+	return all, nil
 }
 
-// writeIndex replaces index.json atomically.
-func (s *store) writeIndex(ix index) error {
-	data, err := json.MarshalIndent(ix, "", "  ")
+// writeIndex replaces index.json atomically: version 1 while only
+// tenant "default" stores tools, so that a single-tenant directory stays
+// what it always was.
+func (s *store) writeIndex(all tenantIndexes) error {
+	di := diskIndex{Version: 1, Tools: map[string]indexEntry{}}
+	for tn, ix := range all {
+		switch {
+		case tn == DefaultTenant:
+			di.Tools = ix.Tools
+		case len(ix.Tools) > 0:
+			if di.Tenants == nil {
+				di.Tenants = map[string]map[string]indexEntry{}
+			}
+			di.Tenants[tn] = ix.Tools
+			di.Version = 2
+		}
+	}
+	data, err := json.MarshalIndent(di, "", "  ")
 	if err != nil {
 		return fmt.Errorf("%w", err)
 	}

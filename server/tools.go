@@ -71,7 +71,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
 		return
 	}
-	info, err := s.doUpload(w, r)
+	info, err := s.doUpload(w, r, s.tenantOf(r))
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -85,7 +85,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, status, info)
 }
 
-func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, error) {
+func (s *Server) doUpload(w http.ResponseWriter, r *http.Request, tn *tenant) (*ToolInfo, error) {
 	media := []string{"application/wasm", "application/octet-stream"}
 	if s.oci != nil {
 		media = append(media, "application/json") // {"oci": REF} (oci.go)
@@ -106,6 +106,11 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		return nil, err
 	}
 	defer b.release()
+	own, err := tn.takeUpload(w)
+	if err != nil {
+		return nil, err
+	}
+	defer own()
 	release, err := s.slot(w, r, s.uploadsC, "uploads")
 	if err != nil {
 		return nil, err
@@ -141,21 +146,21 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 	}
 	// Answer name conflicts before compiling.
 	s.mu.Lock()
-	err = s.checkName(name, sha, int64(len(wasm)), replace)
+	err = s.checkName(tn, name, sha, int64(len(wasm)), replace)
 	var same *uploaded
-	if e, ok := s.idx.Tools[name]; ok && e.SHA256 == sha {
-		same = s.uploads[name]
+	if e, ok := tn.idx.Tools[name]; ok && e.SHA256 == sha {
+		same = tn.uploads[name] // the caller's own tool: never another tenant's
 	}
 	s.mu.Unlock()
 	if same != nil {
-		info := s.describe(name, same, SourceUpload, true)
+		info := s.describe(tn, name, same, SourceUpload, true)
 		info.Unchanged = true
 		return info, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	t, err := wasmtools.Load(r.Context(), s.rt, wasm, s.grant)
+	t, err := wasmtools.Load(r.Context(), s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, loadError(err)
 	}
@@ -166,13 +171,13 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request) (*ToolInfo, er
 		replaced, err = s.commitShared(sctx, u, wasm, replace)
 		cancel()
 	} else {
-		replaced, err = s.commit(u, wasm, replace)
+		replaced, err = s.commit(tn, u, wasm, replace)
 	}
 	if err != nil {
 		_ = t.Close(context.Background())
 		return nil, err
 	}
-	info := s.describe(name, u, SourceUpload, true)
+	info := s.describe(tn, name, u, SourceUpload, true)
 	info.Replaced = replaced
 	return info, nil
 }
@@ -192,29 +197,39 @@ func loadError(err error) error {
 	return errorf(http.StatusUnprocessableEntity, KindModuleRefused, "%v", err)
 }
 
-// checkName refuses an upload of size bytes called name: an operator
-// tool's name, a stored name without replace, one tool too many, or too
-// many bytes stored. s.mu must be held.
-func (s *Server) checkName(name, sha string, size int64, replace bool) error {
+// checkName refuses tn's upload of size bytes called name: an operator
+// tool's name, a stored name of tn's without replace, one tool too many or
+// too many bytes for tn's quotas (tenants.go) or for the server. s.mu
+// must be held.
+func (s *Server) checkName(tn *tenant, name, sha string, size int64, replace bool) error {
 	if s.closed {
 		return errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
 	}
-	e, stored := s.idx.Tools[name]
+	e, stored := tn.idx.Tools[name]
 	if !stored {
-		if _, ok := s.reg.Get(name); ok {
+		if _, ok := tn.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be replaced through the API", name)
-		}
-		if len(s.idx.Tools) >= s.limits.MaxTools {
-			return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the server stores at most %d uploaded tools; delete one first", s.limits.MaxTools)
 		}
 	} else if !replace && e.SHA256 != sha {
 		return errorf(http.StatusConflict, KindExists, "a tool called %q exists (sha256 %s); upload with ?replace=true to replace it", name, e.SHA256)
 	}
+	if err := tn.checkQuota(name, size); err != nil {
+		return err
+	}
+	// The server's bounds count every tool stored, the tools of tenants
+	// no longer configured too (they stay on disk).
 	var total int64
-	for n, t := range s.idx.Tools {
-		if n != name {
-			total += t.Size
+	count := 0
+	for tenant, other := range s.storedIndexes(tn, tn.idx) {
+		for n, t := range other.Tools {
+			if tenant != tn.name || n != name {
+				total += t.Size
+				count++
+			}
 		}
+	}
+	if !stored && count >= s.limits.MaxTools {
+		return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the server stores at most %d uploaded tools; delete one first", s.limits.MaxTools)
 	}
 	if total+size > s.limits.MaxStoreBytes {
 		return errorf(http.StatusInsufficientStorage, KindTooManyTools, "the uploaded modules would take %d bytes; the server stores at most %d; delete a tool first", total+size, s.limits.MaxStoreBytes)
@@ -226,37 +241,39 @@ func (s *Server) checkName(name, sha string, size int64, replace bool) error {
 // atomically replacing a tool of the same name (whose calls in flight
 // finish on it). The index is written before the registry changes: a tool
 // is never served that a restart would lose.
-func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
+func (s *Server) commit(tn *tenant, u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := u.Name()
-	if err := s.checkName(name, u.entry.SHA256, u.entry.Size, replace); err != nil {
+	if err := s.checkName(tn, name, u.entry.SHA256, u.entry.Size, replace); err != nil {
 		return false, err
 	}
-	prev, hadPrev := s.idx.Tools[name]
+	prev, hadPrev := tn.idx.Tools[name]
 	if err := s.st.putModule(u.entry.SHA256, wasm); err != nil {
 		return false, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
 	}
-	next := s.idx.clone()
+	cur := s.storedIndexes(tn, tn.idx)
+	next := tn.idx.clone()
 	next.Tools[name] = u.entry
-	if err := s.st.writeIndex(next); err != nil {
-		if !s.idx.refs(u.entry.SHA256) {
+	all := s.storedIndexes(tn, next)
+	if err := s.st.writeIndex(all); err != nil {
+		if !cur.refs(u.entry.SHA256) {
 			s.st.removeModule(u.entry.SHA256)
 		}
 		return false, errorf(http.StatusInternalServerError, KindInternal, "%v", err)
 	}
-	old := s.uploads[name]
+	old := tn.uploads[name]
 	if old != nil {
-		_, err = s.reg.Replace(u)
+		_, err = tn.reg.Replace(u)
 	} else {
-		err = s.reg.Register(u)
+		err = tn.reg.Register(u)
 	}
 	if err != nil {
 		// Roll the index back; the registry did not change.
-		if werr := s.st.writeIndex(s.idx); werr != nil {
+		if werr := s.st.writeIndex(cur); werr != nil {
 			s.log.Error("rolling the index back failed", "error", werr)
 		}
-		if !s.idx.refs(u.entry.SHA256) {
+		if !cur.refs(u.entry.SHA256) {
 			s.st.removeModule(u.entry.SHA256)
 		}
 		if errors.Is(err, registry.ErrDuplicate) {
@@ -264,10 +281,10 @@ func (s *Server) commit(u *uploaded, wasm []byte, replace bool) (replaced bool, 
 		}
 		return false, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
 	}
-	s.idx = next
-	s.uploads[name] = u
-	delete(s.broken, name)
-	if hadPrev && prev.SHA256 != u.entry.SHA256 && !next.refs(prev.SHA256) {
+	tn.idx = next
+	tn.uploads[name] = u
+	delete(tn.broken, name)
+	if hadPrev && prev.SHA256 != u.entry.SHA256 && !all.refs(prev.SHA256) {
 		s.st.removeModule(prev.SHA256)
 	}
 	if old != nil {
@@ -287,9 +304,10 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	names := s.reg.List()
+	tn := s.tenantOf(r)
+	names := tn.reg.List()
 	s.mu.Lock()
-	for name := range s.broken {
+	for name := range tn.broken {
 		if !slices.Contains(names, name) {
 			names = append(names, name)
 		}
@@ -298,7 +316,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 	slices.Sort(names)
 	out := make([]*ToolInfo, 0, len(names))
 	for _, name := range names {
-		if info := s.info(name, false); info != nil {
+		if info := s.info(tn, name, false); info != nil {
 			out = append(out, info)
 		}
 	}
@@ -316,7 +334,7 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	info := s.info(name, true)
+	info := s.info(s.tenantOf(r), name, true)
 	if info == nil {
 		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
 		return
@@ -334,7 +352,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 		err = s.removeShared(ctx, name)
 		cancel()
 	} else {
-		err = s.remove(name)
+		err = s.remove(s.tenantOf(r), name)
 	}
 	if err != nil {
 		s.writeError(w, err)
@@ -344,31 +362,34 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) remove(name string) error {
+// remove deletes tn's uploaded tool name; a name tn does not store is
+// not found, whoever else stores it.
+func (s *Server) remove(tn *tenant, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, stored := s.idx.Tools[name]
+	e, stored := tn.idx.Tools[name]
 	if !stored {
-		if _, ok := s.reg.Get(name); ok {
+		if _, ok := tn.reg.Get(name); ok {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
 		return errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
 	}
-	next := s.idx.clone()
+	next := tn.idx.clone()
 	delete(next.Tools, name)
-	if err := s.st.writeIndex(next); err != nil {
+	all := s.storedIndexes(tn, next)
+	if err := s.st.writeIndex(all); err != nil {
 		return errorf(http.StatusInternalServerError, KindInternal, "%v", err)
 	}
-	s.idx = next
-	if u := s.uploads[name]; u != nil {
-		if cur, ok := s.reg.Get(name); ok && cur == registry.Tool(u) {
-			s.reg.Unregister(name)
+	tn.idx = next
+	if u := tn.uploads[name]; u != nil {
+		if cur, ok := tn.reg.Get(name); ok && cur == registry.Tool(u) {
+			tn.reg.Unregister(name)
 		}
-		delete(s.uploads, name)
+		delete(tn.uploads, name)
 		u.retire()
 	}
-	delete(s.broken, name)
-	if !next.refs(e.SHA256) {
+	delete(tn.broken, name)
+	if !all.refs(e.SHA256) {
 		s.st.removeModule(e.SHA256)
 	}
 	return nil
@@ -380,6 +401,7 @@ func (s *Server) remove(name string) error {
 // a slot is taken.
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	tn := s.tenantOf(r)
 	withAudit := false
 	if v := r.URL.Query().Get("audit"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -407,11 +429,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	start := time.Now()
-	inv := s.reg.Invoke(ctx, name, args)
+	inv := tn.reg.Invoke(ctx, name, args)
 	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit})
 	if registry.KindOf(inv.Err) == registry.NotFound {
 		s.mu.Lock()
-		berr := s.broken[name]
+		berr := tn.broken[name]
 		s.mu.Unlock()
 		if berr != nil {
 			inv.Err = registry.NewError(registry.NotFound, name, fmt.Errorf("the stored tool could not be restored: %w", berr))
@@ -457,14 +479,14 @@ func (s *Server) traceContext(r *http.Request) context.Context {
 	return telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 }
 
-// info describes the tool called name, or returns nil if there is none.
-func (s *Server) info(name string, withParams bool) *ToolInfo {
+// info describes tn's tool called name, or returns nil if there is none.
+func (s *Server) info(tn *tenant, name string, withParams bool) *ToolInfo {
 	s.mu.Lock()
-	u := s.uploads[name]
-	berr := s.broken[name]
-	entry, stored := s.idx.Tools[name]
+	u := tn.uploads[name]
+	berr := tn.broken[name]
+	entry, stored := tn.idx.Tools[name]
 	s.mu.Unlock()
-	t, ok := s.reg.Get(name)
+	t, ok := tn.reg.Get(name)
 	if !ok {
 		if berr == nil {
 			return nil
@@ -480,11 +502,12 @@ func (s *Server) info(name string, withParams bool) *ToolInfo {
 	if u != nil && registry.Tool(u) == t {
 		src = SourceUpload
 	}
-	return s.describe(name, t, src, withParams)
+	return s.describe(tn, name, t, src, withParams)
 }
 
-// describe builds the ToolInfo of tool t registered as name.
-func (s *Server) describe(name string, t registry.Tool, source string, withParams bool) *ToolInfo {
+// describe builds the ToolInfo of tool t registered as name in tn's
+// registry.
+func (s *Server) describe(tn *tenant, name string, t registry.Tool, source string, withParams bool) *ToolInfo {
 	info := &ToolInfo{
 		Name:        name,
 		Source:      source,
@@ -515,7 +538,7 @@ func (s *Server) describe(name string, t registry.Tool, source string, withParam
 	}
 	// The checks Invoke makes before running: a tool that cannot run
 	// (registry.Unavailable: its module failed to load), then the policy.
-	if err := s.reg.Allowed(name); err != nil {
+	if err := tn.reg.Allowed(name); err != nil {
 		info.Runnable = false
 		var d *permission.DeniedError
 		if errors.As(err, &d) {
@@ -569,3 +592,18 @@ func granted(declared []permission.Permission, caps wasmtools.Capabilities) (out
 // noManifestAdvice follows wasmtools.ErrNoManifest in the answer to an
 // upload (the library's error carries no CLI advice).
 const noManifestAdvice = " (add one with `agrun pack`, or give a manifest in the config)"
+
+// storedIndexes is what index.json holds: every tenant's tools, tn's
+// being ix, and those of the tenants not configured (kept). s.mu must be
+// held.
+func (s *Server) storedIndexes(tn *tenant, ix index) tenantIndexes {
+	all := make(tenantIndexes, len(s.tenants)+len(s.unserved))
+	for name, other := range s.unserved {
+		all[name] = other
+	}
+	for name, other := range s.tenants {
+		all[name] = other.idx
+	}
+	all[tn.name] = ix
+	return all
+}

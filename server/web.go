@@ -181,7 +181,7 @@ func (s *Server) clientKey(r *http.Request) string {
 		return k
 	}
 	if !s.auth.open() {
-		k, _, _ := s.auth.check(r)
+		k, _, _, _ := s.auth.check(r)
 		return k
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -255,23 +255,34 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, q *quota, what str
 
 // body is a request body read whole; release gives its bytes back to the
 // server's budget.
-// admitCall admits a tool call or a run: a JSON body, read whole (at most
-// MaxBody) before anything else is taken, then a slot of the calls quota.
-// done releases both.
+// admitCall admits a tool call or a run: one of the tenant's
+// calls_per_minute, a JSON body read whole (at most MaxBody) before any
+// slot is taken, then a slot of the tenant's own and one of the server's
+// calls quota. done releases them.
 func (s *Server) admitCall(w http.ResponseWriter, r *http.Request) (data []byte, done func(), err error) {
 	if err := requireMedia(r, "application/json"); err != nil {
+		return nil, nil, err
+	}
+	tn := s.tenantOf(r)
+	if err := tn.takeRate(w); err != nil { // before the body: a spent rate reads nothing
 		return nil, nil, err
 	}
 	b, err := s.readBody(w, r, s.limits.MaxBody)
 	if err != nil {
 		return nil, nil, err
 	}
-	release, err := s.slot(w, r, s.calls, "calls and runs")
+	own, err := tn.takeCall(w)
 	if err != nil {
 		b.release()
 		return nil, nil, err
 	}
-	return b.data, func() { release(); b.release() }, nil
+	release, err := s.slot(w, r, s.calls, "calls and runs")
+	if err != nil {
+		own()
+		b.release()
+		return nil, nil, err
+	}
+	return b.data, func() { release(); own(); b.release() }, nil
 }
 
 type body struct {

@@ -75,6 +75,10 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(cfg.Serve.Tenants) > 0 {
+		// Its calls would count against no tenant's quotas.
+		return &configError{fmt.Errorf("%s: serve.tenants: agrun mcp serve --http does not serve tenants yet: use a config without [serve.tenants] for it", cfg.Path)}
+	}
 	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
 	if err := server.CheckTokens(tokens); err != nil {
 		return &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"slices"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
 	"github.com/agcore/agrun/runtime"
@@ -38,9 +40,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if *addr != "" {
 		cfg.Serve.Addr = *addr
 	}
-	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
-	if err := server.CheckTokens(tokens); err != nil {
-		return &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
+	tenants, tokens, err := serveTenants(cfg, os.Getenv)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Serve.Addr)
 	if err != nil {
@@ -74,7 +76,11 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		ln.Close()
 		return err
 	}
-	opts.Runtime, opts.Registry, opts.Tokens, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, tokens, &lc, e.log, tel
+	opts.Runtime, opts.Registry, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, &lc, e.log, tel
+	opts.NewRegistry = e.newRegistry // each tenant's: the policy and [sandbox] max_parallel of the operator's
+	if opts.Tenants = tenants; len(tenants) == 0 {
+		opts.Tokens = tokens
+	}
 	data := ""
 	if cfg.Cluster.Enabled() {
 		// Cluster mode: the uploads live in [cluster] module_store,
@@ -98,7 +104,12 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer srv.Close(context.Background())
 	auth := fmt.Sprintf("%d bearer token(s) from $%s", len(tokens), cfg.Serve.TokensEnv)
-	if len(tokens) == 0 {
+	if len(tenants) > 0 {
+		auth = fmt.Sprintf("%d tenant(s), %d bearer token(s)", len(tenants), len(tokens))
+		if sum, total := tenantCalls(tenants, opts); sum > total {
+			fmt.Fprintf(c.stderr, "agrun: warning: the tenants' max_concurrent_calls add up to %d, more than [serve] max_concurrent_calls: a busy tenant can make the others wait (429 busy)\n", sum)
+		}
+	} else if len(tokens) == 0 {
 		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
 	}
 	if data == "" {
@@ -131,21 +142,79 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	return err
 }
 
+// serveTenants reads the bearer tokens: each tenant's from its
+// tokens_env ([serve.tenants.NAME]; a token of two tenants, a tenant
+// without one, or one too short is a configuration error naming the
+// key), or without tenants those of [serve] tokens_env. tokens is every
+// token, for the listener's policy.
+func serveTenants(cfg *config.Config, getenv func(string) string) (tenants []server.Tenant, tokens []string, err error) {
+	if len(cfg.Serve.Tenants) == 0 {
+		tokens = server.TokensFromEnv(cfg.Serve.TokensEnv)
+		if err := server.CheckTokens(tokens); err != nil {
+			return nil, nil, &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
+		}
+		return nil, tokens, nil
+	}
+	byTenant, err := cfg.TenantTokens(getenv)
+	if err != nil {
+		return nil, nil, &configError{err}
+	}
+	names := make([]string, 0, len(cfg.Serve.Tenants))
+	for name := range cfg.Serve.Tenants {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		t := cfg.Serve.Tenants[name]
+		toks := byTenant[name]
+		if len(toks) == 0 {
+			return nil, nil, &configError{fmt.Errorf("%s: serve.tenants.%s.tokens_env: $%s holds no token (comma-separated bearer tokens)", cfg.Path, name, t.TokensEnv)}
+		}
+		if err := server.CheckTokens(toks); err != nil {
+			return nil, nil, &configError{fmt.Errorf("%s: serve.tenants.%s.tokens_env: $%s: %w", cfg.Path, name, t.TokensEnv, err)}
+		}
+		tenants = append(tenants, server.Tenant{
+			Name: name, Tokens: toks, Uploads: uploadsGrant(t.Uploads),
+			MaxModules: t.MaxModules, MaxStorage: int64(t.MaxStorage),
+			MaxConcurrentCalls: t.MaxConcurrentCalls, CallsPerMinute: t.CallsPerMinute,
+		})
+		tokens = append(tokens, toks...)
+	}
+	return tenants, tokens, nil
+}
+
+// tenantCalls is what the tenants' max_concurrent_calls add up to (an
+// unset one counting as the server's share per client), and the server's
+// max_concurrent_calls.
+func tenantCalls(tenants []server.Tenant, opts server.Options) (sum, total int) {
+	total = cmp.Or(opts.MaxConcurrentCalls, server.DefaultMaxConcurrentCalls)
+	share := min(total, cmp.Or(opts.MaxCallsPerClient, max(1, total/2)))
+	for _, t := range tenants {
+		sum += cmp.Or(t.MaxConcurrentCalls, share)
+	}
+	return sum, total
+}
+
+// uploadsGrant is an uploads table ([serve.uploads], or a tenant's
+// ceiling) as the grant of uploaded tools.
+func uploadsGrant(u config.Uploads) wasmtools.Grant {
+	return wasmtools.Grant{
+		AllowedHosts: u.AllowedHosts,
+		AllowPrivate: u.AllowPrivate,
+		Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
+	}
+}
+
 // serveOptions maps [serve] into the server's options (as newEnv maps
 // [sandbox] into runtime.Config): limits, the names it answers for, the
 // data directory and the grant of uploaded tools. tokens_env is read by
 // the caller.
 func serveOptions(sv config.Serve) server.Options {
-	u := sv.Uploads
 	return server.Options{
-		Addr:         sv.Addr,
-		AllowedHosts: sv.AllowedHosts,
-		DataDir:      sv.DataDir,
-		Uploads: wasmtools.Grant{
-			AllowedHosts: u.AllowedHosts,
-			AllowPrivate: u.AllowPrivate,
-			Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
-		},
+		Addr:                    sv.Addr,
+		AllowedHosts:            sv.AllowedHosts,
+		DataDir:                 sv.DataDir,
+		Uploads:                 uploadsGrant(sv.Uploads),
 		MaxUpload:               int64(sv.MaxUpload),
 		MaxBody:                 int64(sv.MaxBody),
 		MaxConcurrentCalls:      sv.MaxConcurrentCalls,

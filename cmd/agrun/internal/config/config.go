@@ -262,6 +262,9 @@ type Serve struct {
 	// AllowedRegistries are the OCI registries (HOST or HOST:PORT) an
 	// upload may name by reference ({"oci": REF}); none: no such uploads.
 	AllowedRegistries []string `toml:"allowed_registries"`
+	// Tenants are the [serve.tenants.NAME] sections (tenants.go); none:
+	// one tenant, "default", with tokens_env and [serve.uploads].
+	Tenants map[string]Tenant `toml:"tenants"`
 }
 
 // Telemetry is the [telemetry] section: OpenTelemetry traces and metrics
@@ -646,6 +649,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		return errAt("must be an http:// or https:// URL", "cluster", "s3_endpoint")
 	}
 	if err := c.checkRegistries(errAt); err != nil {
+		return err
+	}
+	if err := c.checkTenants(lines, errAt); err != nil {
 		return err
 	}
 	return c.checkApprovals(errAt)

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/testing/testguest"
+)
+
+// TestTenantsConfigExamples: the [serve.tenants] examples of
+// docs/CONFIG.md and docs/API.md decode as they say, into the server's
+// tenants.
+func TestTenantsConfigExamples(t *testing.T) {
+	for _, doc := range []string{"docs/CONFIG.md", "docs/API.md"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, m := range regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+			if !strings.HasPrefix(m[1], "[serve.tenants.") {
+				continue
+			}
+			found++
+			cfg, err := config.Parse("agrun.toml", []byte(m[1]))
+			if err != nil {
+				t.Fatalf("%s: %v", doc, err)
+			}
+			env := map[string]string{"ACME_TOKENS": acmeTok, "GLOBEX_TOKENS": globexTok}
+			tenants, _, err := serveTenants(cfg, func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatalf("%s: %v", doc, err)
+			}
+			a := tenants[0]
+			if a.Name != "acme" || a.MaxModules != 50 || a.MaxStorage != 256<<20 || a.MaxConcurrentCalls != 4 || a.CallsPerMinute != 600 ||
+				len(a.Uploads.AllowedHosts) != 1 || a.Uploads.AllowedHosts[0] != "api.acme.example" || len(a.Tokens) != 1 {
+				t.Errorf("%s: acme = %+v", doc, a)
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s has no [serve.tenants] example", doc)
+		}
+	}
+}
+
+const (
+	acmeTok   = "acme-token-0123456789"
+	globexTok = "globex-token-0123456789"
+)
+
+func tenantsConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	body := fmt.Sprintf(`[sandbox]
+cache_dir = %q
+[serve]
+data_dir = "served"
+[serve.tenants.acme]
+tokens_env = "ACME_TOKENS"
+max_modules = 1
+[serve.tenants.globex]
+tokens_env = "GLOBEX_TOKENS"
+`, testguest.CompilationCacheDir(t))
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestServeTenantsConfigErrors: a token listed for two tenants, and a
+// tenant whose variable holds none, stop `agrun serve` at start with a
+// configuration error (exit 2) naming the keys, never the token.
+func TestServeTenantsConfigErrors(t *testing.T) {
+	cfg := tenantsConfig(t)
+	t.Setenv("ACME_TOKENS", acmeTok)
+	t.Setenv("GLOBEX_TOKENS", globexTok+","+acmeTok)
+	r := runIn(t, "", "-c", cfg, "serve", "--addr", "127.0.0.1:0").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "serve.tenants.globex.tokens_env") || !strings.Contains(r.stderr, "serve.tenants.acme.tokens_env") ||
+		!strings.Contains(r.stderr, "agrun.toml:") || strings.Contains(r.stderr, acmeTok) {
+		t.Errorf("a token of two tenants: %q", r.stderr)
+	}
+	t.Setenv("GLOBEX_TOKENS", "")
+	r = runIn(t, "", "-c", cfg, "serve", "--addr", "127.0.0.1:0").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "serve.tenants.globex.tokens_env") || !strings.Contains(r.stderr, "$GLOBEX_TOKENS holds no token") {
+		t.Errorf("a tenant without tokens: %q", r.stderr)
+	}
+	r = runIn(t, "", "-c", cfg, "mcp", "serve", "--http", "127.0.0.1:0").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "does not serve tenants") {
+		t.Errorf("mcp serve --http with tenants: %q", r.stderr)
+	}
+}
+
+// TestServeTenantsBinary: `agrun serve` with two tenants as users start
+// it: each tenant's upload is its own, another's is not found, a quota
+// answers 429, and the serving line counts tenants.
+func TestServeTenantsBinary(t *testing.T) {
+	cfg := tenantsConfig(t)
+	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "ACME_TOKENS="+acmeTok, "GLOBEX_TOKENS="+globexTok, "AGRUN_TOKENS=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var base, line string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			line = sc.Text()
+			base, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line on stderr")
+	}
+	if !strings.Contains(line, "auth: 2 tenant(s), 2 bearer token(s)") {
+		t.Errorf("serving line: %q", line)
+	}
+	go io.Copy(io.Discard, stderr)
+	do := func(token, method, path, ct string, body []byte) (int, string) {
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	wasm, _ := os.ReadFile(filepath.Join(repoRoot(t), "testdata/word_count.wasm"))
+	if st, b := do(acmeTok, "POST", "/v1/tools", "application/wasm", wasm); st != http.StatusCreated {
+		t.Fatalf("acme's upload: %d %s", st, b)
+	}
+	if st, b := do(globexTok, "GET", "/v1/tools/word_count", "", nil); st != http.StatusNotFound {
+		t.Errorf("globex reads acme's tool: %d %s", st, b)
+	}
+	if st, b := do(globexTok, "POST", "/v1/tools", "application/wasm", wasm); st != http.StatusCreated {
+		t.Errorf("globex's own word_count: %d %s", st, b)
+	}
+	sum, _ := os.ReadFile(filepath.Join(repoRoot(t), "testdata/sum_c.wasm"))
+	if st, b := do(acmeTok, "POST", "/v1/tools", "application/wasm", sum); st != http.StatusTooManyRequests || !strings.Contains(b, "max_modules") {
+		t.Errorf("acme over max_modules: %d %s", st, b)
+	}
+	if st, b := do(globexTok, "POST", "/v1/tools/word_count/call", "application/json", []byte(`{"text":"a b"}`)); st != http.StatusOK || !strings.Contains(b, `"words":2`) {
+		t.Errorf("globex's call: %d %s", st, b)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve did not exit cleanly: %v", err)
+	}
+}
