@@ -198,3 +198,27 @@ func TestServeOCIOptions(t *testing.T) {
 		t.Fatalf("without allowed_registries: %+v, %v", opts.OCI, err)
 	}
 }
+
+// TestPullPlugin: an MCP-style plug-in published to a registry is pulled,
+// pinned as [plugins.NAME] oci = the line pull prints, and its tools are
+// listed and called offline.
+func TestPullPlugin(t *testing.T) {
+	host, stop := startRegistry(t)
+	e := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
+	e.run("", "push", filepath.Join(repoRoot(t), "testdata", "plugins", "textkit.wasm"), host+"/plugins/textkit:1").wantCode(t, exitOK)
+	r := e.run("", "pull", host+"/plugins/textkit:1").wantCode(t, exitOK)
+	line := regexp.MustCompile(`(?m)^  (oci = "[^"]+")$`).FindStringSubmatch(r.stdout)
+	if line == nil {
+		t.Fatalf("pull: %s", r.stdout)
+	}
+	stop()
+	cfg, _ := os.ReadFile(e.config)
+	os.WriteFile(e.config, append(cfg, []byte("\n[plugins.kit]\n"+line[1]+"\n")...), 0o644)
+	r = e.run("", "tools", "--json").wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `"name":"kit__stats"`) || !strings.Contains(r.stdout, `"source":"oci:`+host) {
+		t.Fatalf("tools: %s", r.stdout)
+	}
+	if r := e.run("", "call", "kit__reverse", `{"text":"ab"}`).wantCode(t, exitOK); r.stdout != "\"ba\"\n" {
+		t.Fatalf("call: %q", r.stdout)
+	}
+}
