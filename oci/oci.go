@@ -63,6 +63,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
@@ -94,6 +95,34 @@ const (
 	mediaTypeDockerV2      = "application/vnd.docker.distribution.manifest.v2+json"
 	mediaTypeDockerList    = "application/vnd.docker.distribution.manifest.list.v2+json"
 )
+
+// Defaults of Client.Timeout and Client.ResponseTimeout.
+const (
+	DefaultTimeout         = 10 * time.Minute
+	DefaultResponseTimeout = 30 * time.Second
+)
+
+// timeoutError is err, or the timeout it comes from as an ErrTimeout: the
+// whole operation's (Client.Timeout) or an answer's headers'.
+func timeoutError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrTimeout) {
+		return cause
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}
+
+// withTimeout is ctx bounded by c's Timeout.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := c.Timeout
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w: the registry took longer than %s", ErrTimeout, d))
+}
 
 // MaxManifestBytes bounds a manifest or an image index read from a
 // registry (a tool's manifest is under 2 KiB; the distribution spec lets
@@ -130,6 +159,9 @@ var (
 	ErrInsecure = errors.New("plain HTTP refused")
 	// ErrRedirects: a request redirected more than MaxRedirects times.
 	ErrRedirects = errors.New("too many redirects")
+	// ErrTimeout: the registry did not answer (or finish answering) in
+	// time (Client.Timeout, Client.ResponseTimeout).
+	ErrTimeout = errors.New("the registry is too slow")
 	// ErrPrivateAddress: with PublicRedirects, a redirect (or any
 	// connection) to a host other than the registry at a non-public
 	// address.
@@ -190,6 +222,13 @@ type Client struct {
 	// The registry itself may be at any address the operator allowed.
 	// With a Transport that is not an *http.Transport it has no effect.
 	PublicRedirects bool
+	// Timeout bounds one Pull, Push or Sign as a whole, so that a registry
+	// that answers a byte at a time cannot hold the caller; zero:
+	// DefaultTimeout. ResponseTimeout bounds the wait for each answer's
+	// headers; zero: DefaultResponseTimeout. Both apply when Transport is
+	// nil or an *http.Transport (the response timeout) and always (the
+	// whole).
+	Timeout, ResponseTimeout time.Duration
 
 	dockerOnce  sync.Once
 	dockerStore credentials.Store
@@ -245,9 +284,19 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 	if tr == nil {
 		tr = http.DefaultTransport
 	}
-	if ht, ok := tr.(*http.Transport); ok && c.PublicRedirects {
-		tr = guardedTransport(ht, r.Registry)
+	if ht, ok := tr.(*http.Transport); ok {
+		if c.PublicRedirects {
+			ht = guardedTransport(ht, r.Registry)
+		} else {
+			ht = ht.Clone()
+		}
+		ht.ResponseHeaderTimeout = c.ResponseTimeout
+		if ht.ResponseHeaderTimeout <= 0 {
+			ht.ResponseHeaderTimeout = DefaultResponseTimeout
+		}
+		tr = ht
 	}
+	tr = &capTransport{base: tr, meta: MaxManifestBytes, blob: c.maxModule() + tarSlack}
 	repo.PlainHTTP = c.PlainHTTP(r.Registry)
 	repo.MaxMetadataBytes = MaxManifestBytes
 	repo.ReferrerListMaxPages = maxReferrerPages
@@ -259,6 +308,55 @@ func (c *Client) repository(r Ref) (*remote.Repository, error) {
 	}
 	return repo, nil
 }
+
+// capTransport bounds every answer's body before oras-go reads it: a
+// manifest, tag list or referrers answer (anything but a blob) at meta
+// bytes, a blob at blob bytes. Past the bound a read fails with
+// ErrTooLarge, whatever the answer's headers said (an endless body with
+// no Content-Length included).
+type capTransport struct {
+	base       http.RoundTripper
+	meta, blob int64
+}
+
+func (c *capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	max, what := c.meta, "an answer of the registry"
+	if strings.Contains(req.URL.Path, "/blobs/") {
+		max, what = c.blob, "a blob"
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: max, max: max, what: what}
+	return resp, nil
+}
+
+// cappedBody fails a read past max bytes.
+type cappedBody struct {
+	rc        io.ReadCloser
+	left, max int64
+	what      string
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body that ends here from one that goes on.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, b.what, b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // guardedTransport is base dialling registry (host or host:port, as the
 // reference writes it) as base does, and every other host only at a
@@ -359,8 +457,11 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Pulled, error) {
 // scratch store and keeps only what it accepts, so that a refused upload
 // leaves nothing on disk.
 func (c *Client) PullTo(ctx context.Context, ref string, st *Store) (*Pulled, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	p, err := c.pull(ctx, ref, st)
 	if err != nil {
+		err = timeoutError(ctx, err)
 		return nil, &Error{Op: "pull", Ref: clean(ref), Err: err}
 	}
 	return p, nil
@@ -510,7 +611,11 @@ func readVerified(rc io.ReadCloser, desc ocispec.Descriptor, max int64, what str
 		return nil, fmt.Errorf("%w: %s is %d bytes, the limit %d", ErrTooLarge, what, desc.Size, max)
 	}
 	h := sha256.New()
-	b, err := io.ReadAll(io.TeeReader(io.LimitReader(rc, max+1), h))
+	limit := max
+	if desc.Size > 0 {
+		limit = desc.Size // a body longer than announced is read one byte past it, no more
+	}
+	b, err := io.ReadAll(io.TeeReader(io.LimitReader(rc, limit+1), h))
 	if err != nil {
 		return nil, err
 	}
@@ -549,8 +654,11 @@ type Pushed struct {
 // ArtifactType, the empty config, one MediaTypeTool layer. Every failure
 // is an *Error.
 func (c *Client) Push(ctx context.Context, wasm []byte, ref string) (*Pushed, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	p, err := c.push(ctx, wasm, ref)
 	if err != nil {
+		err = timeoutError(ctx, err)
 		return nil, &Error{Op: "push", Ref: clean(ref), Err: err}
 	}
 	return p, nil

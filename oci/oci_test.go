@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/opencontainers/image-spec/specs-go"
@@ -533,5 +534,50 @@ func TestPublicRedirects(t *testing.T) {
 	c.PublicRedirects = false
 	if _, err := c.Pull(ctx, ref); err != nil {
 		t.Fatalf("without PublicRedirects: %v", err)
+	}
+}
+
+// TestSlowRegistry: a registry that never sends its answer's headers, or
+// sends a manifest a byte at a time, cannot hold a pull: ResponseTimeout
+// and Timeout end it with ErrTimeout.
+func TestSlowRegistry(t *testing.T) {
+	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		<-r.Context().Done()
+	}))
+	defer mute.Close()
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		w.Header().Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64))
+		w.Header().Set("Content-Length", "100000")
+		if r.Method == http.MethodHead {
+			return
+		}
+		for r.Context().Err() == nil {
+			if _, err := w.Write([]byte(" ")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	defer drip.Close()
+	for _, srv := range []*httptest.Server{mute, drip} {
+		u, _ := url.Parse(srv.URL)
+		c, _ := newClient(t)
+		c.ResponseTimeout, c.Timeout = 300*time.Millisecond, 2*time.Second
+		start := time.Now()
+		_, err := c.Pull(context.Background(), "localhost:"+u.Port()+"/x/y:1")
+		if !errors.Is(err, oci.ErrTimeout) {
+			t.Errorf("%s: %v, want ErrTimeout", srv.URL, err)
+		}
+		if d := time.Since(start); d > time.Minute {
+			t.Errorf("%s: the pull took %s", srv.URL, d)
+		}
 	}
 }

@@ -279,8 +279,11 @@ func CosignPayload(repository, digest string) []byte {
 // keys sign the payload's SHA-256, Ed25519 the payload itself. It
 // returns the tag; every failure is an *Error.
 func (c *Client) Sign(ctx context.Context, ref string, signer crypto.Signer) (string, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	tag, err := c.sign(ctx, ref, signer)
 	if err != nil {
+		err = timeoutError(ctx, err)
 		return "", &Error{Op: "sign", Ref: clean(ref), Err: err}
 	}
 	return tag, nil
