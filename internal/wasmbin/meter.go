@@ -112,20 +112,7 @@ func Instrument(b []byte, opt MeterOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins := &instrumenter{m: m, opt: opt}
-	for _, im := range m.Imports {
-		if im.Kind == KindFunc {
-			ins.nImpFuncs++
-			ins.impTypes = append(ins.impTypes, im.Type)
-		}
-	}
-	ins.refillType = uint32(len(m.Types))
-	ins.stackType = ins.refillType + 1
-	ins.refill = uint32(ins.nImpFuncs)
-	ins.stack = ins.refill + 1
-	ins.fuel = uint32(m.GlobalImports + len(m.Globals))
-	ins.depth = ins.fuel + 1
-
+	ins := newInstrumenter(m, opt)
 	out := make([]byte, 0, len(b)+len(b)/4+64)
 	out = append(out, Header...)
 	put := func(id byte, payload []byte) {
@@ -169,6 +156,99 @@ func Instrument(b []byte, opt MeterOptions) ([]byte, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+func newInstrumenter(m *Module, opt MeterOptions) *instrumenter {
+	ins := &instrumenter{m: m, opt: opt}
+	for _, im := range m.Imports {
+		if im.Kind == KindFunc {
+			ins.nImpFuncs++
+			ins.impTypes = append(ins.impTypes, im.Type)
+		}
+	}
+	ins.refillType = uint32(len(m.Types))
+	ins.stackType = ins.refillType + 1
+	ins.refill = uint32(ins.nImpFuncs)
+	ins.stack = ins.refill + 1
+	ins.fuel = uint32(m.GlobalImports + len(m.Globals))
+	ins.depth = ins.fuel + 1
+	return ins
+}
+
+// MeterLimits bound what Instrument makes of a module's code, for
+// MeasureMeter. A zero field is no limit.
+type MeterLimits struct {
+	// Body bounds each metered function body (its locals and
+	// instructions, without the size in front of it), in bytes.
+	Body int64
+	// Code bounds the metered code section's payload, in bytes.
+	Code int64
+}
+
+// MeterSize is the size of what Instrument makes of a module's code.
+type MeterSize struct {
+	// Code is the size of the metered code section's payload, in bytes.
+	Code int64
+	// MaxBody is the size of the largest metered function body (as
+	// MeterLimits.Body counts it), MaxFunc its function's index in the
+	// function index space (imports first) and MaxFuncBody the size of
+	// its original body.
+	MaxBody     int64
+	MaxFunc     int
+	MaxFuncBody int64
+}
+
+// MeterLimitError is MeasureMeter's refusal of a module whose metered
+// code would pass one of its MeterLimits.
+type MeterLimitError struct {
+	// Func is the index (in the function index space) of the body that
+	// passed the limit, Body its original size in bytes.
+	Func int
+	Body int64
+	// Code: the limit passed is MeterLimits.Code, the code's; else it
+	// is MeterLimits.Body, the body's.
+	Code bool
+	// Size is the metered size the walk reached, in bytes, over Limit:
+	// the body's, or the code's up to and with that body. The walk stops
+	// past the limit: the whole would be more.
+	Size  int64
+	Limit int64
+}
+
+// Error implements error, naming the function, the sizes and the limit.
+func (e *MeterLimitError) Error() string {
+	if e.Code {
+		return fmt.Sprintf("function %d (body of %d bytes): the module's code metered up to it is at least %d bytes, over the limit of %d bytes of metered code per module", e.Func, e.Body, e.Size, e.Limit)
+	}
+	return fmt.Sprintf("function %d: body of %d bytes, metered at least %d bytes, over the limit of %d bytes per metered function body", e.Func, e.Body, e.Size, e.Limit)
+}
+
+// MeasureMeter returns the size of what Instrument makes of the code of
+// m (a module Parse returned: Instrument's input, or any module with the
+// same code, types, imports and globals), without building it: one walk
+// over the original bodies, in memory independent of their size beyond
+// a function's locals and nesting. The sizes are exact: what Instrument
+// emits, byte for byte. With lim, it stops at the first body that passes
+// a limit and returns a *MeterLimitError.
+//
+// A body grows by up to about 20 times its size once metered (a run of
+// memory.grow or of calls, each followed by its charge; 13 to 15 times
+// for a run of "call 0"), and by nothing for code without calls, loops
+// and bulk instructions: bound the metered sizes, not the original ones.
+func MeasureMeter(m *Module, opt MeterOptions, lim MeterLimits) (MeterSize, error) {
+	if opt.ImportModule == "" || opt.MaxStack > 1<<30 {
+		return MeterSize{}, fmt.Errorf("%w: bad options", ErrMetering)
+	}
+	ins := newInstrumenter(m, opt)
+	var ms MeterSize
+	for _, s := range m.Sections {
+		if s.ID == SecCode {
+			if _, err := ins.code(s.Reader(), &ms, lim); err != nil {
+				return MeterSize{}, err
+			}
+		}
+	}
+	return ms, nil
 }
 
 type instrumenter struct {
@@ -310,7 +390,7 @@ func (ins *instrumenter) section(s Section) ([]byte, error) {
 	case SecElement:
 		return ins.elements(r)
 	case SecCode:
-		return ins.code(r)
+		return ins.code(r, nil, MeterLimits{})
 	}
 	return s.Payload, nil
 }
@@ -418,13 +498,18 @@ func (ins *instrumenter) elements(r *Reader) ([]byte, error) {
 	return p, r.End("element")
 }
 
-// code rewrites every function body.
-func (ins *instrumenter) code(r *Reader) ([]byte, error) {
+// code rewrites every function body; with ms, it builds nothing and
+// measures instead (see MeasureMeter), stopping at lim.
+func (ins *instrumenter) code(r *Reader, ms *MeterSize, lim MeterLimits) ([]byte, error) {
 	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
 	p := AppendU32(nil, n)
+	if ms != nil {
+		ms.Code = int64(len(p))
+		p = p[:0]
+	}
 	var body []byte
 	for i := 0; i < int(n); i++ {
 		size, err := r.U32()
@@ -439,12 +524,42 @@ func (ins *instrumenter) code(r *Reader) ([]byte, error) {
 			return nil, fmt.Errorf("%w: more bodies than functions", ErrMetering)
 		}
 		typ := ins.m.Types[ins.m.FuncTypes[i]]
-		body, err = ins.function(body[:0], NewReader(raw, r.base+r.off-len(raw)), typ)
+		br := NewReader(raw, r.base+r.off-len(raw))
+		if ms == nil {
+			if body, _, err = ins.function(body[:0], br, typ, false, 0); err != nil {
+				return nil, err
+			}
+			p = AppendU32(p, uint32(len(body)))
+			p = append(p, body...)
+			continue
+		}
+		// Stop as soon as the body passes either limit: its own, or what
+		// is left of the code's.
+		stop := lim.Body
+		if left := lim.Code - ms.Code; lim.Code > 0 && (stop <= 0 || left < stop) {
+			stop = max(left, 1)
+		}
+		fn := ins.nImpFuncs + i
+		var got int64
+		body, got, err = ins.function(body[:0], br, typ, true, stop)
+		total := ms.Code + int64(len(AppendU32(p[:0], uint32(got)))) + got
+		bodyOver := lim.Body > 0 && got > lim.Body
+		if errors.Is(err, errOverLimit) || bodyOver || (lim.Code > 0 && total > lim.Code) {
+			if bodyOver {
+				return nil, &MeterLimitError{Func: fn, Body: int64(size), Size: got, Limit: lim.Body}
+			}
+			return nil, &MeterLimitError{Func: fn, Body: int64(size), Size: total, Limit: lim.Code, Code: true}
+		}
 		if err != nil {
 			return nil, err
 		}
-		p = AppendU32(p, uint32(len(body)))
-		p = append(p, body...)
+		ms.Code = total
+		if got > ms.MaxBody {
+			ms.MaxBody, ms.MaxFunc, ms.MaxFuncBody = got, fn, int64(size)
+		}
+	}
+	if ms != nil {
+		return nil, r.End("code")
 	}
 	return p, r.End("code")
 }
@@ -466,19 +581,29 @@ type construct struct {
 }
 
 type fnWriter struct {
-	ins     *instrumenter
-	pieces  []piece
-	buf     []byte // raw bytes not yet in pieces
-	costs   []int64
-	cur     int // current stretch
-	open    []construct
-	h, maxH int
-	defs    int    // values the body defines (an upper bound of its spill slots)
-	locals  uint32 // parameters and locals of the original function
-	sp, tmp uint32 // the locals added; tmp2 is tmp+1
+	ins *instrumenter
+	// measure: build nothing, only count the bytes (size) the body
+	// would be, and stop with errOverLimit past stop bytes (if positive).
+	measure    bool
+	size, stop int64
+	scratch    []byte
+	pieces     []piece
+	buf        []byte // raw bytes not yet in pieces
+	costs      []int64
+	cur        int // current stretch
+	open       []construct
+	h, maxH    int
+	defs       int    // values the body defines (an upper bound of its spill slots)
+	locals     uint32 // parameters and locals of the original function
+	sp, tmp    uint32 // the locals added; tmp2 is tmp+1
 }
 
 func (w *fnWriter) flush() {
+	if w.measure {
+		w.size += int64(len(w.buf))
+		w.buf = w.buf[:0]
+		return
+	}
 	if len(w.buf) > 0 {
 		w.pieces = append(w.pieces, piece{raw: w.buf})
 		w.buf = nil
@@ -488,11 +613,29 @@ func (w *fnWriter) flush() {
 // point places a metering point here: a new stretch starts.
 func (w *fnWriter) point() {
 	w.flush()
-	w.costs = append(w.costs, 0)
-	w.cur = len(w.costs) - 1
-	w.pieces = append(w.pieces, piece{stretch: w.cur})
+	if w.measure {
+		// Stretches are charged in order: the current one is complete.
+		if len(w.costs) == 0 {
+			w.costs = append(w.costs, 0)
+		}
+		w.settle()
+		w.costs[0] = 0
+	} else {
+		w.costs = append(w.costs, 0)
+		w.cur = len(w.costs) - 1
+		w.pieces = append(w.pieces, piece{stretch: w.cur})
+	}
 	if len(w.open) > 0 {
 		w.open[len(w.open)-1].metered = true
+	}
+}
+
+// settle counts the charge of the current stretch (measure mode), as
+// function emits it: nothing for a stretch that costs nothing.
+func (w *fnWriter) settle() {
+	if c := w.costs[w.cur]; c > 0 {
+		w.scratch = w.meterCode(w.scratch[:0], c)
+		w.size += int64(len(w.scratch))
 	}
 }
 
@@ -655,11 +798,18 @@ func (ins *instrumenter) funcType(f uint32) (FuncType, bool) {
 	return ins.m.Types[ins.m.FuncTypes[i]], true
 }
 
-// function rewrites one body (locals, then instructions) onto out.
-func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, error) {
+// errOverLimit ends a measuring walk past its stop.
+var errOverLimit = errors.New("over the limit")
+
+// function rewrites one body (locals, then instructions) onto out and
+// returns it with its size. With measure it builds nothing: it returns
+// the size the body would be, out holding only the rewritten locals and
+// function entry, or, with stop > 0, errOverLimit (and the size so far)
+// once the instructions pass stop bytes.
+func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType, measure bool, stop int64) ([]byte, int64, error) {
 	groups, err := r.U32()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	localsStart := r.off
 	nLocals, v128 := 0, 0
@@ -671,11 +821,11 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 	for j := uint32(0); j < groups; j++ {
 		k, err := r.U32()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		t, err := r.ValType()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		nLocals += int(k)
 		if t == ValV128 {
@@ -683,16 +833,19 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 		}
 	}
 	localsEnd := r.off
-	w := &fnWriter{ins: ins}
+	w := &fnWriter{ins: ins, measure: measure, stop: stop}
 	w.locals = uint32(len(typ.Params) + nLocals)
 	w.sp = w.locals
 	w.tmp = w.sp + 1
 	w.open = []construct{{results: len(typ.Results)}}
 	w.point() // the entry stretch
 	if err := w.body(r); err != nil {
-		return nil, err
+		return nil, w.size + int64(len(w.buf)), err
 	}
 	w.flush()
+	if w.measure {
+		w.settle()
+	}
 
 	out = AppendU32(out, groups+1)
 	out = append(out, r.b[localsStart:localsEnd]...)
@@ -720,6 +873,9 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 		out = AppendU32(out, ins.stack)
 		out = append(out, 0x0b)
 	}
+	if w.measure {
+		return out, int64(len(out)) + w.size, nil
+	}
 	for _, pc := range w.pieces {
 		if pc.raw != nil {
 			out = append(out, pc.raw...)
@@ -727,7 +883,7 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType) ([]byte, 
 			out = w.meterCode(out, c)
 		}
 	}
-	return out, nil
+	return out, int64(len(out)), nil
 }
 
 // body rewrites the instructions of one function.
@@ -1002,6 +1158,9 @@ func (w *fnWriter) body(r *Reader) error {
 			w.buf = append(w.buf, r.b[start:r.off]...)
 		}
 		after()
+		if w.stop > 0 && w.size+int64(len(w.buf)) > w.stop {
+			return errOverLimit
+		}
 	}
 	if !r.EOF() {
 		return r.Failf("%d bytes after the end of a function body", r.Remaining())
