@@ -22,7 +22,12 @@ import (
 // table whose minimum exceeds MaxTableElements, or whose maximum does
 // (or is absent) while the code applies table.grow or table.fill to it;
 // code whose estimated compile cost is out of proportion to its size
-// (deeply nested blocks, many locals times many blocks); modules that do not export "memory"; and modules that
+// (deeply nested blocks, many locals times many blocks) or, measured on
+// what metering would make of it before it is made, too large or costly
+// to compile (a metered function body over 1 MiB or 10,000 blocks, the
+// metered code over Config.MaxMeteredCodeBytes, the square of each
+// function's blocks summed over 64 per byte of the module plus 10^8);
+// modules that do not export "memory"; and modules that
 // export neither "_start" (a WASI command) nor both "_initialize" and
 // "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
 // point that is imported or whose type is not func() (). A module that
@@ -34,6 +39,11 @@ import (
 // wasi_snapshot_preview1 import (Go's syscall package imports them when a
 // program uses net.FileListener), but no socket is ever preopened, so they
 // can only fail (EBADF, ENOTSOCK): the network is agrun.http_request only.
+//
+// Compiling a module takes one of Config.MaxCompiles slots, from its
+// checks to wazero's compile; Compile waits for one, or returns ctx's
+// error when ctx ends first. A module refused by its checks is refused
+// before anything of the metered module or wazero's compile is built.
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
 		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
@@ -76,6 +86,12 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 }
 
 func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*moduleInfo, wazero.CompiledModule, error) {
+	select {
+	case r.compileSem <- struct{}{}:
+		defer func() { <-r.compileSem }()
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
 	var key string
 	if r.preparedDir != "" {
 		key = r.preparedKey(sum)
@@ -228,6 +244,9 @@ func (r *Runtime) validate(m *wasmbin.Module) error {
 	}
 	if budget := compileBudget(m.Size); m.CompileCost > budget {
 		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.CompileCost, budget, m.Size)
+	}
+	if err := r.checkMetered(m); err != nil {
+		return err
 	}
 	limit := r.cfg.MaxTableElements
 	for i, t := range m.Tables {

@@ -11,8 +11,8 @@ import (
 )
 
 // meteredCode reads the code section of an instrumented module: its
-// payload's size and the size, function index and original size of its
-// largest body, as MeasureMeter reports them.
+// payload's size, the size and function index of its largest body, and
+// its blocks (as ScanCode counts them), as MeasureMeter reports them.
 func meteredCode(tb testing.TB, out []byte, nImpFuncs int) MeterSize {
 	tb.Helper()
 	secs, err := ReadSections(out)
@@ -25,6 +25,10 @@ func meteredCode(tb testing.TB, out []byte, nImpFuncs int) MeterSize {
 			continue
 		}
 		ms.Code = int64(len(s.Payload))
+		ms.Blocks = -1 // ScanCode refuses a body metered past 50,000 locals
+		if c, err := ScanCode(s); err == nil {
+			ms.Blocks = c.blocks
+		}
 		r := s.Reader()
 		n, _ := r.U32()
 		for i := 0; i < int(n); i++ {
@@ -70,21 +74,33 @@ func checkMeasure(t *testing.T, b []byte, opt MeterOptions) bool {
 		}
 	}
 	got := meteredCode(t, out, imp)
-	if ms.Code != got.Code || ms.MaxBody != got.MaxBody || (ms.MaxBody > 0 && ms.MaxFunc != got.MaxFunc) {
+	if ms.Code != got.Code || ms.MaxBody != got.MaxBody || (ms.MaxBody > 0 && ms.MaxFunc != got.MaxFunc) || (got.Blocks >= 0 && ms.Blocks != got.Blocks) ||
+		(got.Blocks >= 0 && len(m.FuncTypes) == 1 && (ms.MaxBlocks != got.Blocks || ms.BlockCost != got.Blocks*got.Blocks)) {
 		t.Fatalf("MeasureMeter = %+v; Instrument built %+v", ms, got)
 	}
 	if ms.Code == 0 {
 		return true // no code section
 	}
-	if _, err := MeasureMeter(m, opt, MeterLimits{Body: ms.MaxBody, Code: ms.Code}); err != nil {
+	if _, err := MeasureMeter(m, opt, MeterLimits{Body: ms.MaxBody, Code: ms.Code, Blocks: ms.MaxBlocks, BlockCost: ms.BlockCost}); err != nil {
 		t.Fatalf("refused at its own sizes: %v", err)
 	}
-	var e *MeterLimitError
-	if _, err := MeasureMeter(m, opt, MeterLimits{Body: ms.MaxBody - 1}); !errors.As(err, &e) || e.Code || e.Size <= e.Limit || e.Limit != ms.MaxBody-1 {
-		t.Fatalf("one byte under the largest body (%d): %v", ms.MaxBody, err)
-	}
-	if _, err := MeasureMeter(m, opt, MeterLimits{Code: ms.Code - 1}); !errors.As(err, &e) || !e.Code || e.Size <= e.Limit {
-		t.Fatalf("one byte under the code (%d): %v", ms.Code, err)
+	for _, c := range []struct {
+		lim  MeterLimits
+		name string
+		max  int64
+	}{
+		{MeterLimits{Body: ms.MaxBody - 1}, "Body", ms.MaxBody - 1},
+		{MeterLimits{Code: ms.Code - 1}, "Code", ms.Code - 1},
+		{MeterLimits{Blocks: ms.MaxBlocks - 1}, "Blocks", ms.MaxBlocks - 1},
+		{MeterLimits{BlockCost: ms.BlockCost - 1}, "BlockCost", ms.BlockCost - 1},
+	} {
+		if c.max <= 0 {
+			continue
+		}
+		var e *MeterLimitError
+		if _, err := MeasureMeter(m, opt, c.lim); !errors.As(err, &e) || e.Limit != c.name || e.Max != c.max || e.Got <= e.Max {
+			t.Fatalf("one under its %s (%+v): %v", c.name, ms, err)
+		}
 	}
 	return true
 }
@@ -146,13 +162,23 @@ func TestMeasureMeterStopsEarly(t *testing.T) {
 	}
 	_, err = MeasureMeter(m, MeterOptions{ImportModule: "meter", MaxStack: 1 << 20}, MeterLimits{Body: 1 << 20})
 	var e *MeterLimitError
-	if !errors.As(err, &e) || e.Func != 0 || e.Code || e.Body != int64(len(body)+1) || e.Size <= 1<<20 || e.Size > 1<<20+64 {
+	if !errors.As(err, &e) || e.Func != 0 || e.Limit != "Body" || e.Body != int64(len(body)+1) || e.Got <= 1<<20 || e.Got > 1<<20+64 {
 		t.Fatalf("err = %v (%+v)", err, e)
 	}
 	t.Log(err)
 	_, err = MeasureMeter(m, MeterOptions{ImportModule: "meter"}, MeterLimits{Body: 64 << 20, Code: 1 << 20})
-	if !errors.As(err, &e) || !e.Code || e.Limit != 1<<20 {
+	if !errors.As(err, &e) || e.Limit != "Code" || e.Max != 1<<20 {
 		t.Fatalf("code limit: err = %v", err)
+	}
+	t.Log(err)
+	_, err = MeasureMeter(m, MeterOptions{ImportModule: "meter"}, MeterLimits{Blocks: 10_000})
+	if !errors.As(err, &e) || e.Limit != "Blocks" || e.Got != 10_001 {
+		t.Fatalf("blocks limit: err = %v", err)
+	}
+	t.Log(err)
+	_, err = MeasureMeter(m, MeterOptions{ImportModule: "meter"}, MeterLimits{BlockCost: 10_000 * 10_000})
+	if !errors.As(err, &e) || e.Limit != "BlockCost" || e.Got > 10_002*10_002 {
+		t.Fatalf("block cost limit: err = %v", err)
 	}
 	t.Log(err)
 }
