@@ -165,14 +165,6 @@ func (r *Runtime) prepareModule(wasm []byte) (info *moduleInfo, bin, image []byt
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// The budget again, on what wazero will compile: each charge adds a
-	// block, and a body with many calls and many locals but no blocks of
-	// its own would cost nothing above and minutes here.
-	if mi, err := wasmbin.Parse(bin); err != nil {
-		return nil, nil, nil, fmt.Errorf("the metered module: %w", err)
-	} else if budget := compileBudget(m.Size); mi.CompileCost > budget {
-		return nil, nil, nil, refuse("the code is too costly to compile once metered (calls times locals): cost %d, budget %d for a module of %d bytes", mi.CompileCost, budget, m.Size)
-	}
 	// Keep only what Module reports, copied: the caller owns wasm.
 	info.Module = &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}
 	for _, c := range m.Customs {

@@ -79,13 +79,19 @@ const (
 func blockBudget(size int) int64 { return 64*int64(size) + maxMeteredBlocks*maxMeteredBlocks }
 
 // checkMetered refuses m if its metered code would cost more to compile
-// than the limits above allow; it builds nothing.
+// than the limits above, Config.MaxMeteredCodeBytes or compileBudget
+// allow; it builds nothing.
 func (r *Runtime) checkMetered(m *wasmbin.Module) error {
 	_, err := wasmbin.MeasureMeter(m, r.meterOptions(), wasmbin.MeterLimits{
 		Body:      maxMeteredBody,
 		Code:      r.cfg.MaxMeteredCodeBytes,
 		Blocks:    maxMeteredBlocks,
 		BlockCost: blockBudget(m.Size),
+		// The budget again, on what wazero will compile: each charge
+		// adds a block, and a body with many calls and many locals but
+		// no blocks of its own costs nothing as written and minutes
+		// once metered.
+		CompileCost: compileBudget(m.Size),
 	})
 	var e *wasmbin.MeterLimitError
 	if errors.As(err, &e) {

@@ -12,7 +12,8 @@ import (
 
 // meteredCode reads the code section of an instrumented module: its
 // payload's size, the size and function index of its largest body, and
-// its blocks (as ScanCode counts them), as MeasureMeter reports them.
+// its blocks (as ScanCode counts them) and its CompileCost (as Parse
+// finds it), as MeasureMeter reports them.
 func meteredCode(tb testing.TB, out []byte, nImpFuncs int) MeterSize {
 	tb.Helper()
 	secs, err := ReadSections(out)
@@ -20,6 +21,10 @@ func meteredCode(tb testing.TB, out []byte, nImpFuncs int) MeterSize {
 		tb.Fatalf("instrumented module: %v", err)
 	}
 	var ms MeterSize
+	ms.CompileCost = -1 // Parse refuses a body metered past 50,000 locals
+	if m, err := Parse(out); err == nil {
+		ms.CompileCost = m.CompileCost
+	}
 	for _, s := range secs {
 		if s.ID != SecCode {
 			continue
@@ -75,13 +80,14 @@ func checkMeasure(t *testing.T, b []byte, opt MeterOptions) bool {
 	}
 	got := meteredCode(t, out, imp)
 	if ms.Code != got.Code || ms.MaxBody != got.MaxBody || (ms.MaxBody > 0 && ms.MaxFunc != got.MaxFunc) || (got.Blocks >= 0 && ms.Blocks != got.Blocks) ||
+		(got.CompileCost >= 0 && ms.CompileCost != got.CompileCost) ||
 		(got.Blocks >= 0 && len(m.FuncTypes) == 1 && (ms.MaxBlocks != got.Blocks || ms.BlockCost != got.Blocks*got.Blocks)) {
 		t.Fatalf("MeasureMeter = %+v; Instrument built %+v", ms, got)
 	}
 	if ms.Code == 0 {
 		return true // no code section
 	}
-	if _, err := MeasureMeter(m, opt, MeterLimits{Body: ms.MaxBody, Code: ms.Code, Blocks: ms.MaxBlocks, BlockCost: ms.BlockCost}); err != nil {
+	if _, err := MeasureMeter(m, opt, MeterLimits{Body: ms.MaxBody, Code: ms.Code, Blocks: ms.MaxBlocks, BlockCost: ms.BlockCost, CompileCost: ms.CompileCost}); err != nil {
 		t.Fatalf("refused at its own sizes: %v", err)
 	}
 	for _, c := range []struct {
@@ -93,6 +99,7 @@ func checkMeasure(t *testing.T, b []byte, opt MeterOptions) bool {
 		{MeterLimits{Code: ms.Code - 1}, "Code", ms.Code - 1},
 		{MeterLimits{Blocks: ms.MaxBlocks - 1}, "Blocks", ms.MaxBlocks - 1},
 		{MeterLimits{BlockCost: ms.BlockCost - 1}, "BlockCost", ms.BlockCost - 1},
+		{MeterLimits{CompileCost: ms.CompileCost - 1}, "CompileCost", ms.CompileCost - 1},
 	} {
 		if c.max <= 0 {
 			continue
@@ -140,6 +147,14 @@ func TestMeasureMeterShapes(t *testing.T) {
 					m, _ := Parse(b)
 					ms, _ := MeasureMeter(m, opt, MeterLimits{})
 					maxGrowth = max(maxGrowth, float64(ms.MaxBody)/float64(ms.MaxFuncBody))
+					out, _ := Instrument(b, opt)
+					m2, err := Parse(out)
+					if err != nil {
+						t.Fatalf("the metered module: %v", err)
+					}
+					if m2.CompileCost != ms.CompileCost || ms.CompileCost <= 0 {
+						t.Fatalf("the metered module's CompileCost is %d; measured %d", m2.CompileCost, ms.CompileCost)
+					}
 				}
 			})
 		}

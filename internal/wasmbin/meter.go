@@ -189,6 +189,9 @@ type MeterLimits struct {
 	// BlockCost bounds the sum, over the functions, of the square of
 	// their metered blocks.
 	BlockCost int64
+	// CompileCost bounds the metered module's Code.CompileCost (what
+	// Parse would find in Instrument's output).
+	CompileCost int64
 }
 
 // MeterSize is the size of what Instrument makes of a module's code.
@@ -213,6 +216,8 @@ type MeterSize struct {
 	Blocks    int64
 	MaxBlocks int64
 	BlockCost int64
+	// CompileCost is the metered module's Code.CompileCost, exactly.
+	CompileCost int64
 }
 
 // MeterLimitError is MeasureMeter's refusal of a module whose metered
@@ -222,8 +227,9 @@ type MeterLimitError struct {
 	// passed the limit, Body its original size in bytes.
 	Func int
 	Body int64
-	// Limit names the limit passed: "Body", "Code", "Blocks" or
-	// "BlockCost", as the fields of MeterLimits; Max is its value.
+	// Limit names the limit passed: "Body", "Code", "Blocks",
+	// "BlockCost" or "CompileCost", as the fields of MeterLimits; Max is
+	// its value.
 	Limit string
 	Max   int64
 	// Got is what the walk reached, over Max: the body's size or blocks,
@@ -239,6 +245,8 @@ func (e *MeterLimitError) Error() string {
 		return fmt.Sprintf("function %d (body of %d bytes): the module's code metered up to it is at least %d bytes, over the limit of %d bytes of metered code per module", e.Func, e.Body, e.Got, e.Max)
 	case "Blocks":
 		return fmt.Sprintf("function %d: body of %d bytes, metered at least %d blocks (blocks and ifs, loops counting 3), over the limit of %d per function: compiling a function takes time in the square of its blocks", e.Func, e.Body, e.Got, e.Max)
+	case "CompileCost":
+		return fmt.Sprintf("function %d (body of %d bytes): the metered module's compile cost up to it (nesting of blocks and loops, locals times blocks) is at least %d, over the budget of %d", e.Func, e.Body, e.Got, e.Max)
 	case "BlockCost":
 		return fmt.Sprintf("function %d (body of %d bytes): the module's compile cost up to it (each function's metered blocks squared, summed) is at least %d, over the limit of %d per module", e.Func, e.Body, e.Got, e.Max)
 	}
@@ -275,8 +283,22 @@ func MeasureMeter(m *Module, opt MeterOptions, lim MeterLimits) (MeterSize, erro
 
 // walk is what a measuring walk of one body learns, and where it stops.
 type walk struct {
-	size, blocks         int64 // of the metered body
-	stopSize, stopBlocks int64 // past these, errOverLimit (0: never)
+	size, blocks   int64 // of the metered body
+	opens, nesting int64 // its blocks, ifs and loops, and their nesting (CompileCost)
+	locals         int64 // its parameters and locals
+	// Past these, errOverLimit (0: never).
+	stopSize, stopBlocks, stopCost int64
+}
+
+// cost is the body's share of the metered module's CompileCost.
+func (wk *walk) cost() int64 { return wk.nesting + localsWeight*wk.locals*wk.opens }
+
+// over says whether the walk passed one of its stops, with pending bytes
+// not yet counted.
+func (wk *walk) over(pending int) bool {
+	return (wk.stopSize > 0 && wk.size+int64(pending) > wk.stopSize) ||
+		(wk.stopBlocks > 0 && wk.blocks > wk.stopBlocks) ||
+		(wk.stopCost > 0 && wk.cost() > wk.stopCost)
 }
 
 // loopBlocks is what a loop counts in a function's blocks (see MeterSize).
@@ -570,6 +592,9 @@ func (ins *instrumenter) code(r *Reader, ms *MeterSize, lim MeterLimits) ([]byte
 		if left := lim.Code - ms.Code; lim.Code > 0 && (wk.stopSize <= 0 || left < wk.stopSize) {
 			wk.stopSize = max(left, 1)
 		}
+		if lim.CompileCost > 0 {
+			wk.stopCost = max(lim.CompileCost-ms.CompileCost, 1)
+		}
 		if lim.BlockCost > 0 {
 			left := int64(math.Sqrt(float64(lim.BlockCost-ms.BlockCost))) + 1
 			if wk.stopBlocks <= 0 || left < wk.stopBlocks {
@@ -583,6 +608,7 @@ func (ins *instrumenter) code(r *Reader, ms *MeterSize, lim MeterLimits) ([]byte
 		}
 		code := ms.Code + int64(len(AppendU32(p[:0], uint32(wk.size)))) + wk.size
 		cost := ms.BlockCost + wk.blocks*wk.blocks
+		ccost := ms.CompileCost + wk.cost()
 		e := &MeterLimitError{Func: fn, Body: int64(size)}
 		switch {
 		case lim.Body > 0 && wk.size > lim.Body:
@@ -593,6 +619,8 @@ func (ins *instrumenter) code(r *Reader, ms *MeterSize, lim MeterLimits) ([]byte
 			e.Limit, e.Max, e.Got = "Blocks", lim.Blocks, wk.blocks
 		case lim.BlockCost > 0 && cost > lim.BlockCost:
 			e.Limit, e.Max, e.Got = "BlockCost", lim.BlockCost, cost
+		case lim.CompileCost > 0 && ccost > lim.CompileCost:
+			e.Limit, e.Max, e.Got = "CompileCost", lim.CompileCost, ccost
 		default:
 			if err != nil { // a walk stops only past a limit
 				return nil, fmt.Errorf("%w: measuring function %d", ErrMetering, fn)
@@ -602,7 +630,7 @@ func (ins *instrumenter) code(r *Reader, ms *MeterSize, lim MeterLimits) ([]byte
 		if e != nil {
 			return nil, e
 		}
-		ms.Code, ms.BlockCost = code, cost
+		ms.Code, ms.BlockCost, ms.CompileCost = code, cost, ccost
 		ms.Blocks += wk.blocks
 		ms.MaxBlocks = max(ms.MaxBlocks, wk.blocks)
 		if wk.size > ms.MaxBody {
@@ -637,15 +665,19 @@ type fnWriter struct {
 	// be, and stop with errOverLimit past wk's stops.
 	wk      *walk
 	scratch []byte
-	pieces  []piece
-	buf     []byte // raw bytes not yet in pieces
-	costs   []int64
-	cur     int // current stretch
-	open    []construct
-	h, maxH int
-	defs    int    // values the body defines (an upper bound of its spill slots)
-	locals  uint32 // parameters and locals of the original function
-	sp, tmp uint32 // the locals added; tmp2 is tmp+1
+	// at is the nesting depth of the metering code being appended (the
+	// function's body is 1), pointDepth that of the current stretch's
+	// charge: what the walk counts of the blocks the meter adds.
+	at, pointDepth int
+	pieces         []piece
+	buf            []byte // raw bytes not yet in pieces
+	costs          []int64
+	cur            int // current stretch
+	open           []construct
+	h, maxH        int
+	defs           int    // values the body defines (an upper bound of its spill slots)
+	locals         uint32 // parameters and locals of the original function
+	sp, tmp        uint32 // the locals added; tmp2 is tmp+1
 }
 
 func (w *fnWriter) flush() {
@@ -670,6 +702,7 @@ func (w *fnWriter) point() {
 		}
 		w.settle()
 		w.costs[0] = 0
+		w.pointDepth = len(w.open)
 	} else {
 		w.costs = append(w.costs, 0)
 		w.cur = len(w.costs) - 1
@@ -684,6 +717,7 @@ func (w *fnWriter) point() {
 // function emits it: nothing for a stretch that costs nothing.
 func (w *fnWriter) settle() {
 	if c := w.costs[w.cur]; c > 0 {
+		w.at = w.pointDepth
 		w.scratch = w.meterCode(w.scratch[:0], c)
 		w.wk.size += int64(len(w.scratch))
 	}
@@ -714,10 +748,19 @@ func (w *fnWriter) dead() {
 	}
 }
 
-// block counts n block units of the metered body, when measuring.
-func (w *fnWriter) block(n int64) {
-	if w.wk != nil {
-		w.wk.blocks += n
+// opened counts, when measuring, a block, if or loop of the metered body
+// opened at nesting depth d: its block units (see MeterSize) and its share
+// of the body's compile cost, as Parse's CompileCost counts them.
+func (w *fnWriter) opened(loop bool, d int) {
+	if wk := w.wk; wk != nil {
+		wk.opens++
+		if loop {
+			wk.blocks += loopBlocks
+			wk.nesting += loopWeight * int64(d)
+		} else {
+			wk.blocks++
+			wk.nesting += int64(d)
+		}
 	}
 }
 
@@ -736,7 +779,7 @@ func (w *fnWriter) meterCode(b []byte, c int64) []byte {
 func (w *fnWriter) refillCheck(b []byte) []byte {
 	b = append(b, 0x23)
 	b = AppendU32(b, w.ins.fuel)
-	w.block(1)
+	w.opened(false, w.at)
 	b = append(b, 0x42, 0, 0x53, 0x04, 0x40) // i64.const 0, i64.lt_s, if
 	b = append(b, 0x23)
 	b = AppendU32(b, w.ins.fuel)
@@ -751,6 +794,7 @@ func (w *fnWriter) refillCheck(b []byte) []byte {
 // shifted left (shift > 0) or right (shift < 0), leaving it in place.
 func (w *fnWriter) dynamic(shift int) {
 	w.saveLength()
+	w.at = len(w.open)
 	w.buf = w.chargeSaved(w.buf, shift)
 }
 
@@ -791,8 +835,9 @@ func (w *fnWriter) chargeIfGrown(shift int) {
 	b := w.buf
 	b = append(b, 0x22) // local.tee tmp2
 	b = AppendU32(b, tmp2)
-	w.block(1)
+	w.opened(false, len(w.open))
 	b = append(b, 0x41, 0x7f, 0x47, 0x04, 0x40) // i32.const -1, i32.ne, if
+	w.at = len(w.open) + 1
 	b = w.chargeSaved(b, shift)
 	b = append(b, 0x0b, 0x20) // end, local.get tmp2
 	w.buf = AppendU32(b, tmp2)
@@ -892,6 +937,9 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType, wk *walk)
 	}
 	localsEnd := r.off
 	w := &fnWriter{ins: ins, wk: wk}
+	if wk != nil {
+		wk.locals = int64(len(typ.Params)+nLocals) + 3 // sp, tmp, tmp2
+	}
 	w.locals = uint32(len(typ.Params) + nLocals)
 	w.sp = w.locals
 	w.tmp = w.sp + 1
@@ -912,7 +960,7 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType, wk *walk)
 	out = append(out, r.b[localsStart:localsEnd]...)
 	out = append(out, 3, ValI32) // sp, tmp, tmp2
 	if ins.opt.MaxStack > 0 {
-		w.block(1)
+		w.opened(false, 1)
 		// wazero's compiler may give every value the body defines its
 		// own spill slot: count them all, not only the deepest stack.
 		frame := int64(frameFixed) + frameValue*(int64(len(typ.Params)+nLocals+v128)+int64(w.defs)+int64(w.maxH))
@@ -937,7 +985,7 @@ func (ins *instrumenter) function(out []byte, r *Reader, typ FuncType, wk *walk)
 	}
 	if wk != nil {
 		wk.size += int64(len(out))
-		if (wk.stopSize > 0 && wk.size > wk.stopSize) || (wk.stopBlocks > 0 && wk.blocks > wk.stopBlocks) {
+		if wk.over(0) {
 			return out, errOverLimit
 		}
 		return out, nil
@@ -970,11 +1018,7 @@ func (w *fnWriter) body(r *Reader) error {
 			w.dead()
 		case op == 0x01: // nop
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-			if op == 0x03 {
-				w.block(loopBlocks)
-			} else {
-				w.block(1)
-			}
+			w.opened(op == 0x03, len(w.open))
 			if op == 0x04 {
 				w.pop(1)
 			}
@@ -1229,7 +1273,7 @@ func (w *fnWriter) body(r *Reader) error {
 			w.buf = append(w.buf, r.b[start:r.off]...)
 		}
 		after()
-		if wk := w.wk; wk != nil && ((wk.stopSize > 0 && wk.size+int64(len(w.buf)) > wk.stopSize) || (wk.stopBlocks > 0 && wk.blocks > wk.stopBlocks)) {
+		if w.wk != nil && w.wk.over(len(w.buf)) {
 			return errOverLimit
 		}
 	}
