@@ -51,6 +51,12 @@ import (
 // would name the frames of a trap's stack trace after the `name`
 // section, which the guest writes, and nothing else in them is needed to
 // run the module.
+//
+// What the rewrite makes of a module can be measured before it is made:
+// [MeasureMeter] walks the original bodies through the same rewrite in a
+// mode that builds nothing and counts the bytes, blocks and compile cost
+// it would emit, so that a caller can refuse a module that metering would
+// amplify (a run of calls grows 13.5 times) before any of it is built.
 
 // MeterOptions configure [Instrument].
 type MeterOptions struct {
