@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/agcore/agrun/internal/wasmbin"
@@ -42,47 +43,62 @@ import (
 //
 // Compiling a module takes one of Config.MaxCompiles slots, from its
 // checks to wazero's compile; Compile waits for one, or returns ctx's
-// error when ctx ends first. A module refused by its checks is refused
+// error when ctx ends first (a Compile of the same module waiting for
+// that one then compiles it itself). A module refused by its checks is refused
 // before anything of the metered module or wazero's compile is built.
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
 		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
 	}
 	sum := sha256.Sum256(wasm)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, ErrClosed
-	}
-	c, ok := r.modules[sum]
-	if !ok {
-		c = &compiled{done: make(chan struct{})}
-		r.modules[sum] = c
-	}
-	c.refs++
-	r.mu.Unlock()
-
-	if !ok {
-		c.info, c.cm, c.err = r.compile(ctx, wasm, sum)
-		close(c.done)
-	} else {
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			r.release(sum, c)
-			return nil, ctx.Err()
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
 		}
+		c, ok := r.modules[sum]
+		if !ok {
+			c = &compiled{done: make(chan struct{})}
+			r.modules[sum] = c
+		}
+		c.refs++
+		r.mu.Unlock()
+
+		if !ok {
+			c.info, c.cm, c.err = r.compile(ctx, wasm, sum)
+			if c.err != nil && ctx.Err() != nil {
+				// This caller's context ended the compile (or the wait for
+				// a slot): the next Compile of the module starts afresh.
+				r.mu.Lock()
+				if r.modules[sum] == c {
+					delete(r.modules, sum)
+				}
+				r.mu.Unlock()
+			}
+			close(c.done)
+		} else {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				r.release(sum, c)
+				return nil, ctx.Err()
+			}
+		}
+		if c.err != nil {
+			err := c.err
+			r.release(sum, c)
+			if ok && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				continue // another caller's context ended its compile: compile it ourselves
+			}
+			return nil, err
+		}
+		r.compiles.Add(1)
+		if ok {
+			r.compileHits.Add(1)
+		}
+		return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 	}
-	if c.err != nil {
-		err := c.err
-		r.release(sum, c)
-		return nil, err
-	}
-	r.compiles.Add(1)
-	if ok {
-		r.compileHits.Add(1)
-	}
-	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 }
 
 func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*moduleInfo, wazero.CompiledModule, error) {

@@ -70,7 +70,9 @@ func TestCompileRefusesBeforeMetering(t *testing.T) {
 }
 
 // TestMaxCompiles: with one compile slot, a Compile waits while another
-// module compiles, and returns its context's error when that ends first.
+// module compiles, and returns its context's error when that ends first;
+// a Compile of the same module waiting on that one then compiles it
+// itself.
 func TestMaxCompiles(t *testing.T) {
 	r := newRuntime(t, Config{DisableCache: true, MaxCompiles: 1})
 	slow := module([][]byte{typeVoid}, []uint32{0}, [][]byte{repeated([]byte{0x41, 0, 0x04, 0x40, 0x0b}, 9_000)}, nil) // seconds to compile
@@ -80,9 +82,21 @@ func TestMaxCompiles(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the first compile holds the slot
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	small := module([][]byte{typeVoid}, []uint32{0}, [][]byte{{0, 0x0b}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := r.Compile(ctx, module([][]byte{typeVoid}, []uint32{0}, [][]byte{{0, 0x0b}}, nil))
+	second := make(chan error, 1)
+	go func() {
+		_, err := r.Compile(ctx, small)
+		second <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the second waits for the slot
+	third := make(chan error, 1)
+	go func() {
+		_, err := r.Compile(context.Background(), small) // waits on the second
+		third <- err
+	}()
+	err := <-second
 	select {
 	case first := <-done:
 		t.Skipf("the first compile ended (%v) before the second could wait: too fast a machine for this test", first)
@@ -94,8 +108,8 @@ func TestMaxCompiles(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("the slow compile: %v", err)
 	}
-	if _, err := r.Compile(context.Background(), module([][]byte{typeVoid}, []uint32{0}, [][]byte{{0, 0x0b}}, nil)); err != nil {
-		t.Errorf("after the slot was freed: %v", err)
+	if err := <-third; err != nil {
+		t.Errorf("a Compile of the same module, waiting on the one whose context ended: %v", err)
 	}
 }
 
