@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 
 	"github.com/agcore/agrun/internal/wasmbin"
@@ -70,6 +69,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 			if c.err != nil && ctx.Err() != nil {
 				// This caller's context ended the compile (or the wait for
 				// a slot): the next Compile of the module starts afresh.
+				c.abandoned = true
 				r.mu.Lock()
 				if r.modules[sum] == c {
 					delete(r.modules, sum)
@@ -88,7 +88,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		if c.err != nil {
 			err := c.err
 			r.release(sum, c)
-			if ok && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			if ok && c.abandoned && ctx.Err() == nil {
 				continue // another caller's context ended its compile: compile it ourselves
 			}
 			return nil, err

@@ -57,6 +57,9 @@ type compiled struct {
 	info *moduleInfo
 	err  error
 	refs int // Module handles and calls in flight; guarded by Runtime.mu
+	// abandoned: err is the context error of the caller that compiled
+	// it, not the module's; set before done is closed.
+	abandoned bool
 }
 
 // moduleInfo is what a compiled module keeps of its parse: its imports,
