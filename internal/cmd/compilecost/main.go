@@ -11,6 +11,7 @@
 //	go run ./internal/cmd/compilecost call 25000        # one body of 25,000 bytes of call 0
 //	go run ./internal/cmd/compilecost call 2000 500     # 500 such bodies of 2,000 bytes
 //	go run ./internal/cmd/compilecost -measure ifs 62500 # measure only, compile nothing
+//	go run ./internal/cmd/compilecost -instrument call 400 6000 # meter, do not compile
 //	go run ./internal/cmd/compilecost testdata/word_count.wasm
 //
 // Shapes (a body of N bytes of one instruction sequence, repeated):
@@ -49,6 +50,7 @@ var opt = wasmbin.MeterOptions{ImportModule: "agrun:sandbox", MaxStack: 16 << 20
 
 func main() {
 	measureOnly := flag.Bool("measure", false, "measure the metered code only; do not compile it")
+	instrumentOnly := flag.Bool("instrument", false, "meter the module (wasmbin.Instrument) but do not compile it")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: compilecost [-measure] SHAPE BYTES [BODIES] | FILE.wasm...")
@@ -92,9 +94,14 @@ func main() {
 		if *measureOnly {
 			continue
 		}
+		start = time.Now()
 		metered, err := wasmbin.Instrument(wasm, opt)
 		if err != nil {
 			fail(err)
+		}
+		if *instrumentOnly {
+			fmt.Printf("  Instrument: %v; peak RSS %s\n", time.Since(start).Round(time.Millisecond), peakRSS())
+			continue
 		}
 		ctx := context.Background()
 		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2))
