@@ -22,7 +22,12 @@ import (
 // table whose minimum exceeds MaxTableElements, or whose maximum does
 // (or is absent) while the code applies table.grow or table.fill to it;
 // code whose estimated compile cost is out of proportion to its size
-// (deeply nested blocks, many locals times many blocks); modules that do not export "memory"; and modules that
+// (deeply nested blocks, many locals times many blocks) or, measured on
+// what metering would make of it before it is made, too large or costly
+// to compile (a metered function body over 1 MiB or 10,000 blocks, the
+// metered code over Config.MaxMeteredCodeBytes, the square of each
+// function's blocks summed over 64 per byte of the module plus 10^8);
+// modules that do not export "memory"; and modules that
 // export neither "_start" (a WASI command) nor both "_initialize" and
 // "agrun_call" (a reactor, see [Runtime.Run]), or export a reactor entry
 // point that is imported or whose type is not func() (). A module that
@@ -34,48 +39,75 @@ import (
 // wasi_snapshot_preview1 import (Go's syscall package imports them when a
 // program uses net.FileListener), but no socket is ever preopened, so they
 // can only fail (EBADF, ENOTSOCK): the network is agrun.http_request only.
+//
+// Compiling a module takes one of Config.MaxCompiles slots, from its
+// checks to wazero's compile; Compile waits for one, or returns ctx's
+// error when ctx ends first (a Compile of the same module waiting for
+// that one then compiles it itself). A module refused by its checks is refused
+// before anything of the metered module or wazero's compile is built.
 func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if int64(len(wasm)) > r.cfg.MaxModuleBytes {
 		return nil, fmt.Errorf("%w: module is %d bytes, over the limit of %d", ErrCompile, len(wasm), r.cfg.MaxModuleBytes)
 	}
 	sum := sha256.Sum256(wasm)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, ErrClosed
-	}
-	c, ok := r.modules[sum]
-	if !ok {
-		c = &compiled{done: make(chan struct{})}
-		r.modules[sum] = c
-	}
-	c.refs++
-	r.mu.Unlock()
-
-	if !ok {
-		c.info, c.cm, c.err = r.compile(ctx, wasm, sum)
-		close(c.done)
-	} else {
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			r.release(sum, c)
-			return nil, ctx.Err()
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
 		}
+		c, ok := r.modules[sum]
+		if !ok {
+			c = &compiled{done: make(chan struct{})}
+			r.modules[sum] = c
+		}
+		c.refs++
+		r.mu.Unlock()
+
+		if !ok {
+			c.info, c.cm, c.err = r.compile(ctx, wasm, sum)
+			if c.err != nil && ctx.Err() != nil {
+				// This caller's context ended the compile (or the wait for
+				// a slot): the next Compile of the module starts afresh.
+				c.abandoned = true
+				r.mu.Lock()
+				if r.modules[sum] == c {
+					delete(r.modules, sum)
+				}
+				r.mu.Unlock()
+			}
+			close(c.done)
+		} else {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				r.release(sum, c)
+				return nil, ctx.Err()
+			}
+		}
+		if c.err != nil {
+			err := c.err
+			r.release(sum, c)
+			if ok && c.abandoned && ctx.Err() == nil {
+				continue // another caller's context ended its compile: compile it ourselves
+			}
+			return nil, err
+		}
+		r.compiles.Add(1)
+		if ok {
+			r.compileHits.Add(1)
+		}
+		return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 	}
-	if c.err != nil {
-		err := c.err
-		r.release(sum, c)
-		return nil, err
-	}
-	r.compiles.Add(1)
-	if ok {
-		r.compileHits.Add(1)
-	}
-	return &Module{r: r, c: c, sha: hex.EncodeToString(sum[:]), sum: sum}, nil
 }
 
 func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*moduleInfo, wazero.CompiledModule, error) {
+	select {
+	case r.compileSem <- struct{}{}:
+		defer func() { <-r.compileSem }()
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
 	var key string
 	if r.preparedDir != "" {
 		key = r.preparedKey(sum)
@@ -149,14 +181,6 @@ func (r *Runtime) prepareModule(wasm []byte) (info *moduleInfo, bin, image []byt
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// The budget again, on what wazero will compile: each charge adds a
-	// block, and a body with many calls and many locals but no blocks of
-	// its own would cost nothing above and minutes here.
-	if mi, err := wasmbin.Parse(bin); err != nil {
-		return nil, nil, nil, fmt.Errorf("the metered module: %w", err)
-	} else if budget := compileBudget(m.Size); mi.CompileCost > budget {
-		return nil, nil, nil, refuse("the code is too costly to compile once metered (calls times locals): cost %d, budget %d for a module of %d bytes", mi.CompileCost, budget, m.Size)
-	}
 	// Keep only what Module reports, copied: the caller owns wasm.
 	info.Module = &wasmbin.Module{Imports: m.Imports, Exports: m.Exports, Memories: m.Memories}
 	for _, c := range m.Customs {
@@ -228,6 +252,9 @@ func (r *Runtime) validate(m *wasmbin.Module) error {
 	}
 	if budget := compileBudget(m.Size); m.CompileCost > budget {
 		return refuse("the code is too costly to compile (nesting of blocks and loops, locals times blocks): cost %d, budget %d for a module of %d bytes", m.CompileCost, budget, m.Size)
+	}
+	if err := r.checkMetered(m); err != nil {
+		return err
 	}
 	limit := r.cfg.MaxTableElements
 	for i, t := range m.Tables {

@@ -7,14 +7,16 @@ import (
 
 // Package defaults. A zero field in [Config] or [Limits] means the default.
 const (
-	DefaultTimeout          = 10 * time.Second
-	DefaultMemoryBytes      = 64 << 20
-	DefaultMaxStdout        = 1 << 20
-	DefaultMaxStderr        = 64 << 10
-	DefaultMaxStdin         = 1 << 20
-	DefaultMaxWriteBytes    = 64 << 20
-	DefaultMaxModuleBytes   = 64 << 20
-	DefaultMaxTableElements = 100_000
+	DefaultTimeout        = 10 * time.Second
+	DefaultMemoryBytes    = 64 << 20
+	DefaultMaxStdout      = 1 << 20
+	DefaultMaxStderr      = 64 << 10
+	DefaultMaxStdin       = 1 << 20
+	DefaultMaxWriteBytes  = 64 << 20
+	DefaultMaxModuleBytes = 64 << 20
+	// DefaultMaxMeteredCodeBytes is the default of Config.MaxMeteredCodeBytes.
+	DefaultMaxMeteredCodeBytes = 32 << 20
+	DefaultMaxTableElements    = 100_000
 )
 
 // maxMemoryBytes is the most a wasm32 memory can hold (65536 pages).
@@ -49,6 +51,18 @@ type Config struct {
 	MaxInstances int
 	// MaxModuleBytes refuses larger modules at Compile. If zero, 64 MiB.
 	MaxModuleBytes int64
+	// MaxMeteredCodeBytes refuses, at Compile, a module whose code
+	// would be larger once metered (measured before anything is built:
+	// metering grows a body up to about 24 times). Compiling keeps about
+	// 20 bytes per byte of metered code (docs/SECURITY.md, "Compiling"),
+	// so it bounds the memory of one compile. If zero, 32 MiB.
+	MaxMeteredCodeBytes int64
+	// MaxCompiles bounds the modules being compiled at once (checked,
+	// metered and compiled by wazero: each up to the memory bound in
+	// docs/SECURITY.md); Compile calls beyond it wait for a slot, or for
+	// their context to end. A module already compiled, or being compiled
+	// by another call, takes no slot. If zero, GOMAXPROCS, at most 4.
+	MaxCompiles int
 	// MaxTableElements is the largest table a module may declare as its
 	// maximum (or, for a table without a maximum or with a larger one, as its
 	// minimum, and then the code must contain no table.grow or table.fill).

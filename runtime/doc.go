@@ -50,8 +50,11 @@
 // an initial memory over the limit, tables that could grow without bound
 // (wazero's memory limit does not cover tables), and code built to make
 // wazero's compiler work out of proportion to its size (deeply nested
-// blocks, many locals times many blocks). A module is parsed by a strictly
-// bounded reader (internal/wasmbin) before wazero sees it.
+// blocks, many locals times many blocks) or that metering would amplify
+// past what one compile may cost (measured before anything is built:
+// [Config.MaxMeteredCodeBytes]); [Config.MaxCompiles] bounds the
+// compiles running at once. A module is parsed by a strictly bounded
+// reader (internal/wasmbin) before wazero sees it.
 //
 // # Errors
 //

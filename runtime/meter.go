@@ -47,10 +47,57 @@ var errStackExhausted = errors.New("call stack exhausted")
 
 // instrument rewrites a module for metering.
 func (r *Runtime) instrument(wasm []byte) ([]byte, error) {
-	return wasmbin.Instrument(wasm, wasmbin.MeterOptions{
-		ImportModule: meterModule,
-		MaxStack:     uint32(r.cfg.MaxStackBytes),
+	return wasmbin.Instrument(wasm, r.meterOptions())
+}
+
+func (r *Runtime) meterOptions() wasmbin.MeterOptions {
+	return wasmbin.MeterOptions{ImportModule: meterModule, MaxStack: uint32(r.cfg.MaxStackBytes)}
+}
+
+// What Compile lets wazero compile, measured on the metered code before
+// anything is built (wasmbin.MeasureMeter), besides
+// Config.MaxMeteredCodeBytes. wazero 1.12's compiler needs, per function,
+// about 7.5 KB per block of the metered body and 80 bytes per byte of it
+// while it compiles it, and time in the square of its blocks (about 40 ns
+// per block squared; a loop counts 3): a body of 12,500 calls, 25 KB as
+// written and 337 KB metered, took 5.5 s and 190 MB. docs/SECURITY.md
+// ("Compiling") has the figures.
+const (
+	// maxMeteredBody bounds a metered function body: 80 MB to compile
+	// straight-line code. Go's largest are about 60 KB, Haskell's 160 KB.
+	maxMeteredBody = 1 << 20
+	// maxMeteredBlocks bounds a metered function's blocks: 75 MB and
+	// about 4 s (loops: 6 s) to compile. Go's most are 1,685, GHC's 5,119.
+	maxMeteredBlocks = 10_000
+)
+
+// blockBudget is the compile cost a module of size bytes may reach in
+// the square of its functions' metered blocks (wasmbin.MeterSize.BlockCost):
+// 64 per byte and one function at maxMeteredBlocks, so that the
+// superlinear part of compiling stays within about 2.5 µs per byte and
+// 4 s. A Go module scores 8 per byte, a Haskell one 27.
+func blockBudget(size int) int64 { return 64*int64(size) + maxMeteredBlocks*maxMeteredBlocks }
+
+// checkMetered refuses m if its metered code would cost more to compile
+// than the limits above, Config.MaxMeteredCodeBytes or compileBudget
+// allow; it builds nothing.
+func (r *Runtime) checkMetered(m *wasmbin.Module) error {
+	_, err := wasmbin.MeasureMeter(m, r.meterOptions(), wasmbin.MeterLimits{
+		Body:      maxMeteredBody,
+		Code:      r.cfg.MaxMeteredCodeBytes,
+		Blocks:    maxMeteredBlocks,
+		BlockCost: blockBudget(m.Size),
+		// The budget again, on what wazero will compile: each charge
+		// adds a block, and a body with many calls and many locals but
+		// no blocks of its own costs nothing as written and minutes
+		// once metered.
+		CompileCost: compileBudget(m.Size),
 	})
+	var e *wasmbin.MeterLimitError
+	if errors.As(err, &e) {
+		return refuse("the code is too costly to compile once metered: %v", err)
+	}
+	return err
 }
 
 // instantiateMeter registers the metering functions.

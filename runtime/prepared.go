@@ -40,7 +40,7 @@ import (
 // Instrument, AddExports, StripSections, MergeData; buildImage;
 // newSnapshotter; validate's rules): TestPreparedGolden fails until you
 // do, so that no process reuses what an older agrun prepared.
-const preparedVersion = 1
+const preparedVersion = 2
 
 // preparedMagic starts every prepared file.
 const preparedMagic = "agrun-prepared\n"
@@ -95,8 +95,8 @@ var buildIdentity = sync.OnceValue(func() string {
 func (r *Runtime) preparedKey(sum [32]byte) string {
 	h := sha256.New()
 	h.Write(sum[:])
-	fmt.Fprintf(h, "|v%d|%s|mem %d|tables %d|stack %d", preparedVersion, buildIdentity(),
-		r.cfg.Limits.MemoryBytes, r.cfg.MaxTableElements, r.cfg.MaxStackBytes)
+	fmt.Fprintf(h, "|v%d|%s|mem %d|tables %d|stack %d|metered code %d", preparedVersion, buildIdentity(),
+		r.cfg.Limits.MemoryBytes, r.cfg.MaxTableElements, r.cfg.MaxStackBytes, r.cfg.MaxMeteredCodeBytes)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

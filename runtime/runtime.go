@@ -34,7 +34,8 @@ type Runtime struct {
 	wasiSigs              map[string]wasmbin.FuncType
 	modCfg                wazero.ModuleConfig
 	sem                   chan struct{}
-	pool                  *memPool // guest memories kept for reuse
+	compileSem            chan struct{} // a slot per compile (Config.MaxCompiles)
+	pool                  *memPool      // guest memories kept for reuse
 
 	closing context.Context // done when Close starts
 	stop    context.CancelFunc
@@ -56,6 +57,9 @@ type compiled struct {
 	info *moduleInfo
 	err  error
 	refs int // Module handles and calls in flight; guarded by Runtime.mu
+	// abandoned: err is the context error of the caller that compiled
+	// it, not the module's; set before done is closed.
+	abandoned bool
 }
 
 // moduleInfo is what a compiled module keeps of its parse: its imports,
@@ -82,6 +86,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.MaxModuleBytes <= 0 {
 		cfg.MaxModuleBytes = DefaultMaxModuleBytes
 	}
+	if cfg.MaxMeteredCodeBytes <= 0 {
+		cfg.MaxMeteredCodeBytes = DefaultMaxMeteredCodeBytes
+	}
+	if cfg.MaxCompiles <= 0 {
+		cfg.MaxCompiles = min(goruntime.GOMAXPROCS(0), 4)
+	}
 	if cfg.MaxTableElements == 0 {
 		cfg.MaxTableElements = DefaultMaxTableElements
 	}
@@ -100,7 +110,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	rc := wazero.NewRuntimeConfig().
 		WithCoreFeatures(api.CoreFeaturesV2)
 	r := &Runtime{cfg: cfg, modules: map[[32]byte]*compiled{}, sem: make(chan struct{}, cfg.MaxInstances),
-		pool: &memPool{max: cfg.MaxInstances}}
+		compileSem: make(chan struct{}, cfg.MaxCompiles),
+		pool:       &memPool{max: cfg.MaxInstances}}
 	if !cfg.DisableCache {
 		dir := cfg.CacheDir
 		if dir == "" {

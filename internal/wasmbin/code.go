@@ -90,6 +90,10 @@ func (c *Code) scanInstructions(r *Reader, locals int64) error {
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
 			opens++
+			c.blocks++
+			if op == 0x03 {
+				c.blocks += loopBlocks - 1
+			}
 			if op == 0x03 {
 				nesting += loopWeight * int64(depth)
 			} else {

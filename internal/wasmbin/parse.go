@@ -126,6 +126,9 @@ type Code struct {
 	// 15 ns of compile time on the development machine; Go modules score
 	// about 2.3 units per byte.
 	CompileCost int64
+	// blocks counts blocks and ifs once, loops loopBlocks times, as
+	// MeasureMeter does (tests compare the two).
+	blocks int64
 }
 
 // Module is what Parse learns about a module. Its slices alias the bytes
