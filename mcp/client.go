@@ -226,9 +226,11 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		return nil, fmt.Errorf("server %q: %w", serverName, err)
 	}
 	if len(roots) > 0 {
+		//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)
 		so.Capabilities.RootsV2 = &sdk.RootCapabilities{ListChanged: true}
 	}
 	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, so)
+	//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)
 	c.sdk.AddRoots(roots...)
 	return c, nil
 }

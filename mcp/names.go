@@ -74,14 +74,16 @@ func outputSchema(schema any) json.RawMessage {
 }
 
 // fileRoots turns absolute directory paths into file:// roots.
+//
+//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)
 func fileRoots(dirs []string) ([]*sdk.Root, error) {
-	var out []*sdk.Root
+	var out []*sdk.Root //lint:ignore SA1019 as above
 	for _, d := range dirs {
 		if !filepath.IsAbs(d) {
 			return nil, fmt.Errorf("root %q: an absolute path is needed", d)
 		}
 		u := url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(d))}
-		out = append(out, &sdk.Root{URI: u.String(), Name: filepath.Base(d)})
+		out = append(out, &sdk.Root{URI: u.String(), Name: filepath.Base(d)}) //lint:ignore SA1019 as above
 	}
 	return out, nil
 }

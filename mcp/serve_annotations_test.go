@@ -154,6 +154,7 @@ func TestClientRoots(t *testing.T) {
 		if err := cl.Connect(ctx); err != nil {
 			t.Fatal(err)
 		}
+		//lint:ignore SA1019 the deprecated roots capability is what this test checks
 		if caps := ss.InitializeParams().Capabilities; (caps.RootsV2 != nil || caps.Roots.ListChanged) != (roots != nil) {
 			t.Errorf("roots %v: client capabilities %+v", roots, caps)
 		}
