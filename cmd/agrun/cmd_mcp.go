@@ -21,20 +21,21 @@ import (
 // tokens_env names a variable holding bearer tokens, and then every
 // request must carry one.
 func (c *cli) mcpServe(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "serve" {
-		fs := newFlags("mcp")
-		pos, err := parseFlags(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(pos) == 0 {
-			return usageOf(fs, "needs a subcommand")
-		}
-		return usageOf(fs, "unknown subcommand %q", pos[0])
+	// The global flags may stand between mcp and serve.
+	fs := newFlags("mcp")
+	args, err := c.parseLeading(fs, args)
+	if err != nil {
+		return err
 	}
-	fs := newFlags("mcp serve")
+	if len(args) == 0 {
+		return usageOf(fs, "needs a subcommand")
+	}
+	if args[0] != "serve" {
+		return usageOf(fs, "unknown subcommand %q", args[0])
+	}
+	fs = newFlags("mcp serve")
 	addr := fs.String("http", "", "serve streamable HTTP on ADDR (at /mcp) instead of stdio")
-	pos, err := parseFlags(fs, args[1:])
+	pos, err := c.parseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}

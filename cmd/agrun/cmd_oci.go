@@ -57,7 +57,7 @@ func ociUsage(fs interface{ Name() string }, err error) error {
 func (c *cli) pull(ctx context.Context, args []string) error {
 	fs := newFlags("pull")
 	asJSON := fs.Bool("json", false, "print JSON: the digests and the line to write")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (c *cli) pull(ctx context.Context, args []string) error {
 func (c *cli) push(ctx context.Context, args []string) error {
 	fs := newFlags("push")
 	asJSON := fs.Bool("json", false, "print JSON: the digests and the line to write")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

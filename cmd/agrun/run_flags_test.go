@@ -148,7 +148,7 @@ func TestRunContinue(t *testing.T) {
 		t.Fatalf("continued request: %+v", last)
 	}
 	r = e.run("", "run", "-c", e.config, "hi").wantCode(t, exitUsage)
-	if !strings.Contains(r.stderr, "a config file goes before the command: agrun -c "+e.config+" run") {
+	if !strings.Contains(r.stderr, "a config file is --config "+e.config+" after the command, or -c before it: agrun -c "+e.config+" run") {
 		t.Fatalf("-c FILE after run: %s", r.stderr)
 	}
 }
