@@ -524,43 +524,16 @@ func TestSessionLocked(t *testing.T) {
 	wg.Wait()
 }
 
-// builtDir holds the binary built for end-to-end tests, if any.
-var builtDir string
-
-// buildOnce builds the agrun binary once per test run.
 // buildTags are the build flags of the binary the tests run: the test
 // binary's own (-tags cluster, cluster_e2e_test.go).
 var buildTags []string
 
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "agrun-bin")
-	if err != nil {
-		return "", err
-	}
-	builtDir = dir
-	bin := filepath.Join(dir, "agrun")
-	out, err := exec.Command("go", append(append([]string{"build"}, buildTags...), "-o", bin, ".")...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
+// binary is the agrun command for end-to-end tests: built once per
+// version of the sources into the shared test cache, the same build the
+// hostile suite runs.
 func binary(t *testing.T) string {
 	t.Helper()
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtDir != "" {
-		os.RemoveAll(builtDir)
-	}
-	os.Exit(code)
+	return testguest.Agrun(t, buildTags...)
 }
 
 // TestMCPServerTools: an MCP server from the config contributes

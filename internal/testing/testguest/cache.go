@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The TB-free core: the cache directories and the builds, as plain
@@ -61,7 +62,8 @@ type Spec struct {
 	// Native builds for the host; if false, for GOOS=wasip1 GOARCH=wasm
 	// (with CGO_ENABLED=0).
 	Native bool
-	// Flags are extra go build flags (after -trimpath -o), e.g.
+	// Flags are extra go build flags (after -trimpath -o, or for a
+	// Module build -o), e.g.
 	// -buildmode=c-shared. They are part of the cache key.
 	Flags []string
 	// Env is extra environment for go build, e.g. CGO_ENABLED=0 for a
@@ -71,8 +73,9 @@ type Spec struct {
 	// Module adds every non-test .go file of the module (outside hidden
 	// and testdata directories other than Dir's own) to the cache key:
 	// for a program that imports the module's packages, such as
-	// cmd/agrun. If false, the key covers Dir's files and guest-sdk's,
-	// enough for a guest.
+	// cmd/agrun, built without -trimpath (as go test builds them). If
+	// false, the key covers Dir's files and guest-sdk's, enough for a
+	// guest.
 	Module bool
 	// Out is the directory the result is kept in. If empty, CacheDir +
 	// "/guests".
@@ -166,13 +169,25 @@ func buildFile(s Spec) (string, error) {
 	}
 	out := filepath.Join(dir, filepath.Base(abs)+"-"+key+ext)
 	if _, err := os.Stat(out); err == nil {
+		if s.Module {
+			now := time.Now()
+			os.Chtimes(out, now, now) // in use: pruneModuleBuilds keeps it
+		}
 		return out, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("testguest: %w", err)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	cmd := exec.Command("go", append([]string{"build", "-trimpath", "-o", tmp}, s.Flags...)...)
+	args := []string{"build", "-trimpath", "-o", tmp}
+	if s.Module {
+		// As go test builds the module's packages, so that the link
+		// reuses the objects the test binaries' compile left in the Go
+		// build cache (with -trimpath the whole tree compiles again:
+		// 3 min for cmd/agrun).
+		args = []string{"build", "-o", tmp}
+	}
+	cmd := exec.Command("go", append(args, s.Flags...)...)
 	cmd.Dir = abs
 	if !s.Native || s.Env != nil {
 		cmd.Env = append(os.Environ(), s.Env...)
@@ -187,7 +202,30 @@ func buildFile(s Spec) (string, error) {
 	if err := os.Rename(tmp, out); err != nil {
 		return "", fmt.Errorf("testguest: %w", err)
 	}
+	if s.Module {
+		pruneModuleBuilds(out)
+	}
 	return out, nil
+}
+
+// pruneModuleBuilds removes the older builds of out's program (the same
+// name, another key) unused for a day: a Module build is keyed by every
+// source file of the module, so each change of the tree leaves one
+// behind, and agrun's is 90 MB. One used by a run of another branch or
+// with other flags within the day stays (a cache hit refreshes its time).
+func pruneModuleBuilds(out string) {
+	base := filepath.Base(out)
+	name := base[:strings.LastIndexByte(base, '-')+1] // "agrun-"
+	ext := filepath.Ext(base)
+	old, _ := filepath.Glob(filepath.Join(filepath.Dir(out), name+"*"+ext))
+	for _, p := range old {
+		if p == out || len(filepath.Base(p)) != len(base) {
+			continue // the new one, or another program ("agrun-x-...")
+		}
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			os.Remove(p)
+		}
+	}
 }
 
 // ModuleRoot returns the directory holding go.mod at or above dir.

@@ -72,6 +72,29 @@ func BuildNative(tb testing.TB, dir string) string {
 	return p
 }
 
+// Agrun returns the path of the agrun command (cmd/agrun of this module)
+// built for the host with the extra go build flags (e.g. -tags cluster):
+// built once per version of the module's sources and flags, into the
+// shared cache, so that the test binaries of a run (cmd/agrun's, the
+// hostile suite's) and later runs share one build instead of linking a
+// 90 MB program each.
+func Agrun(tb testing.TB, flags ...string) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("testguest: cannot locate the module")
+	}
+	root, err := ModuleRoot(filepath.Dir(file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := BuildFile(Spec{Dir: filepath.Join(root, "cmd", "agrun"), Native: true, Module: true, Flags: flags})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // WAT returns the module assembled from a .wat fixture: the .wasm committed
 // beside it (X.wat → X.wasm), so tests need no wabt. scripts/build-wat.sh
 // rebuilds every fixture after a .wat changes, and its --check (run by CI)
