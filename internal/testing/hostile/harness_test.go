@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -58,12 +59,17 @@ const (
 	wordCountResult = `{"words":3,"lines":1,"chars":17,"bytes":17}`
 )
 
-// TestMain runs a child case when the test binary is re-executed as one.
+// TestMain runs a child case when the test binary is re-executed as one;
+// else the tests, with TestReactorAttacks' child started ahead.
 func TestMain(m *testing.M) {
 	if name := os.Getenv(childEnv); name != "" {
 		os.Exit(runChild(name))
 	}
-	os.Exit(m.Run())
+	flag.Parse()
+	stop := startReactorAttacks()
+	code := m.Run()
+	stop()
+	os.Exit(code)
 }
 
 // quietLogger drops what guests log through agrun.log.
