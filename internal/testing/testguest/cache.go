@@ -224,6 +224,7 @@ func pruneModuleBuilds(out string) {
 		}
 		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
 			os.Remove(p)
+			os.RemoveAll(p + ".d") // testguest.Agrun's link to it
 		}
 	}
 }

@@ -17,6 +17,7 @@ package testguest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,7 +73,7 @@ func BuildNative(tb testing.TB, dir string) string {
 	return p
 }
 
-// Agrun returns the path of the agrun command (cmd/agrun of this module)
+// Agrun returns the path (named agrun) of the agrun command (cmd/agrun of this module)
 // built for the host with the extra go build flags (e.g. -tags cluster):
 // built once per version of the module's sources and flags, into the
 // shared cache, so that the test binaries of a run (cmd/agrun's, the
@@ -92,7 +93,25 @@ func Agrun(tb testing.TB, flags ...string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p
+	// Named agrun, for the tests that put its folder on $PATH and run the
+	// documents' commands as written: a symlink beside the build.
+	dir := p + ".d"
+	link := filepath.Join(dir, "agrun")
+	if _, err := os.Stat(link); err == nil {
+		return link
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", link, os.Getpid())
+	os.Remove(tmp)
+	if err := os.Symlink(p, tmp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		tb.Fatal(err)
+	}
+	return link
 }
 
 // WAT returns the module assembled from a .wat fixture: the .wasm committed
