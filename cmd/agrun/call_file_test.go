@@ -186,6 +186,7 @@ timeout = "1s"
 // TestLoopbackNamesAllowPrivate: a host that resolves to a loopback
 // address is refused, and the message names allow_private.
 func TestLoopbackNamesAllowPrivate(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
