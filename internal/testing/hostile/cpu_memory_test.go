@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,6 +268,31 @@ var _ = registerChild("parallel-recurse", func() (string, error) {
 	b, _ := json.Marshal(map[string]any{"Base": base, "Peak": peak, "Calls": n, "Kinds": kinds})
 	return string(b), nil
 })
+
+// reactorAttacks are the tests whose attacks run again against the
+// attacker built as a reactor (instances started from a snapshot,
+// prepared before and closed after their call).
+const reactorAttacks = "^(TestCPU|TestMemory|TestFilesEscapes|TestFilesReadOnly|TestFilesResources|TestFilesPlantedHardLink|TestNetworkRefusals|TestNetworkResponses|TestOutput|TestLogFlood|TestManifests|TestHostFunctionAbuse)$"
+
+// TestReactorAttacks runs the attacks of the tests above once more, with
+// the attacker built with -buildmode=c-shared: this test binary again, in
+// a child process with AGRUN_HOSTILE_REACTOR=1 (see testguest.Hostile).
+func TestReactorAttacks(t *testing.T) {
+	if os.Getenv("AGRUN_HOSTILE_REACTOR") == "1" {
+		t.Skip("already the reactor run")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", reactorAttacks, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "AGRUN_HOSTILE_REACTOR=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the attacks against the reactor build failed: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestCPU", "TestMemory", "TestFilesEscapes", "TestNetworkRefusals", "TestOutput"} {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not run and pass against the reactor build:\n%s", name, out)
+		}
+	}
+}
 
 // memoryResult is what a memory-measuring child reports: its RSS before
 // and at its peak, the calls it made and their kinds.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -59,17 +58,12 @@ const (
 	wordCountResult = `{"words":3,"lines":1,"chars":17,"bytes":17}`
 )
 
-// TestMain runs a child case when the test binary is re-executed as one;
-// else the tests, with TestReactorAttacks' child started ahead.
+// TestMain runs a child case when the test binary is re-executed as one.
 func TestMain(m *testing.M) {
 	if name := os.Getenv(childEnv); name != "" {
 		os.Exit(runChild(name))
 	}
-	flag.Parse()
-	stop := startReactorAttacks()
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // quietLogger drops what guests log through agrun.log.
