@@ -62,8 +62,8 @@ type Spec struct {
 	// Native builds for the host; if false, for GOOS=wasip1 GOARCH=wasm
 	// (with CGO_ENABLED=0).
 	Native bool
-	// Flags are extra go build flags (after -trimpath -o, or for a
-	// Module build -o), e.g.
+	// Flags are extra go build flags (after -trimpath -o; -o alone for
+	// a Module build for the host with no Env, see plainHost), e.g.
 	// -buildmode=c-shared. They are part of the cache key.
 	Flags []string
 	// Env is extra environment for go build, e.g. CGO_ENABLED=0 for a
@@ -73,9 +73,8 @@ type Spec struct {
 	// Module adds every non-test .go file of the module (outside hidden
 	// and testdata directories other than Dir's own) to the cache key:
 	// for a program that imports the module's packages, such as
-	// cmd/agrun, built without -trimpath (as go test builds them). If
-	// false, the key covers Dir's files and guest-sdk's, enough for a
-	// guest.
+	// cmd/agrun. If false, the key covers Dir's files and guest-sdk's,
+	// enough for a guest.
 	Module bool
 	// Out is the directory the result is kept in. If empty, CacheDir +
 	// "/guests".
@@ -157,6 +156,9 @@ func buildFile(s Spec) (string, error) {
 			return "", err
 		}
 	}
+	if plainHost(s) {
+		fmt.Fprintln(h, "no -trimpath")
+	}
 	key := hex.EncodeToString(h.Sum(nil))[:24]
 
 	dir := s.Out
@@ -180,11 +182,7 @@ func buildFile(s Spec) (string, error) {
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
 	args := []string{"build", "-trimpath", "-o", tmp}
-	if s.Module {
-		// As go test builds the module's packages, so that the link
-		// reuses the objects the test binaries' compile left in the Go
-		// build cache (with -trimpath the whole tree compiles again:
-		// 3 min for cmd/agrun).
+	if plainHost(s) {
 		args = []string{"build", "-o", tmp}
 	}
 	cmd := exec.Command("go", append(args, s.Flags...)...)
@@ -207,6 +205,15 @@ func buildFile(s Spec) (string, error) {
 	}
 	return out, nil
 }
+
+// plainHost reports whether s is a program of the module for the host in
+// the test binaries' environment (testguest.Agrun): it is built as go
+// test builds the module's packages, without -trimpath, so that the link
+// reuses the objects the test binaries' compile left in the Go build
+// cache (with -trimpath the whole tree compiles again: 3 min for
+// cmd/agrun). Everything else keeps -trimpath (the benchmark's programs,
+// whose sizes it reports, and the guests).
+func plainHost(s Spec) bool { return s.Module && s.Native && s.Env == nil }
 
 // pruneModuleBuilds removes the older builds of out's program (the same
 // name, another key) unused for a day: a Module build is keyed by every
