@@ -22,14 +22,24 @@ import (
 	"github.com/agcore/agrun/mcp"
 )
 
-// noConfig runs the test in an empty folder with no config to find, and
-// the compilation cache in a temp folder (the default is the user's).
+// noConfig runs the test in an empty folder with no config to find; the
+// default compilation cache is the suite's shared one (not the user's).
 func noConfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir)
 	t.Setenv("AGRUN_CONFIG", "")
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, ".cache"))
+	// The default compile cache ($XDG_CACHE_HOME/agrun) is the suite's
+	// shared one, so that each test does not compile the same guests
+	// again (the hostile guest alone takes 10 s on a busy machine).
+	cache := filepath.Join(dir, ".cache")
+	if err := os.Mkdir(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testguest.CompilationCacheDir(t), filepath.Join(cache, "agrun")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
 	return dir
 }
 
@@ -176,6 +186,7 @@ timeout = "1s"
 // TestLoopbackNamesAllowPrivate: a host that resolves to a loopback
 // address is refused, and the message names allow_private.
 func TestLoopbackNamesAllowPrivate(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")

@@ -51,7 +51,9 @@ type fileGrant struct {
 func flagsSet(fs *flag.FlagSet) []string {
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "json" && f.Name != "audit" { // output flags, for every call
+		// Output flags and the global ones (-c FILE, -v) are for every call.
+		_, global := f.Value.(globalValue)
+		if f.Name != "json" && f.Name != "audit" && !global {
 			set = append(set, "--"+f.Name)
 		}
 	})

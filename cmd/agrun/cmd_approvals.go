@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"github.com/agcore/agrun/session"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,11 +24,20 @@ func (c *cli) approvals(args []string) error {
 	}
 	fs := newFlags("approvals")
 	asJSON := fs.Bool("json", false, "print the list as one JSON array")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
+		// A global flag before the subcommand (approvals -c FILE list).
+		i := slices.Index(args, pos[0])
+		rest := slices.Delete(slices.Clone(args), i, i+1)
+		switch pos[0] {
+		case "list":
+			return c.approvalsList(rest)
+		case "revoke":
+			return c.approvalsRevoke(rest)
+		}
 		return usageOf(fs, "unknown subcommand %q (list, revoke)", pos[0])
 	}
 	return c.printApprovals(*asJSON)
@@ -36,7 +46,7 @@ func (c *cli) approvals(args []string) error {
 func (c *cli) approvalsList(args []string) error {
 	fs := newFlags("approvals list")
 	asJSON := fs.Bool("json", false, "print the list as one JSON array")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -107,7 +117,7 @@ func grantSummary(g registry.Grant) string {
 // without one is an error, after the others were tried.
 func (c *cli) approvalsRevoke(args []string) error {
 	fs := newFlags("approvals revoke")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

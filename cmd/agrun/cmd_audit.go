@@ -55,7 +55,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	tool := fs.String("tool", "", "report only the tool `NAME`")
 	since := fs.String("since", "", "read only the calls of the last `AGE`: 7d, 12h, 90m (default: every recorded call)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 	var o runOptions
 	o.define(fs)
 	fs.BoolVar(&c.showReasoning, "show-reasoning", false, "show the model's reasoning, dimmed, on stderr")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

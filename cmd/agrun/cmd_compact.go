@@ -17,7 +17,7 @@ func (c *cli) sessionsCompact(args []string) error {
 	fs := newFlags("sessions compact")
 	keep := fs.Int("keep", 1, "turns at the end to keep whole")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // file: an existing one is a configuration error (exit 2).
 func (c *cli) initConfig(args []string) error {
 	fl := newFlags("init")
-	pos, err := parseFlags(fl, args)
+	pos, err := c.parseFlags(fl, args)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func readWasm(path string) ([]byte, error) {
 func (c *cli) inspect(args []string) error {
 	fs := newFlags("inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (c *cli) pack(args []string) error {
 	fs := newFlags("pack")
 	manifest := fs.String("m", "", "manifest file (.toml or .json)")
 	out := fs.String("o", "", "output .wasm")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

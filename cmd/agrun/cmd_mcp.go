@@ -21,25 +21,26 @@ import (
 // tokens_env names a variable holding bearer tokens, and then every
 // request must carry one.
 func (c *cli) mcpServe(ctx context.Context, args []string) error {
+	// The global flags may stand between mcp and its subcommand.
+	fs := newFlags("mcp")
+	args, err := c.parseLeading(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) > 0 && args[0] == "login" {
 		return c.mcpLogin(ctx, args[1:])
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fs := newFlags("mcp")
-		pos, err := parseFlags(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(pos) == 0 {
+		if len(args) == 0 {
 			return usageOf(fs, "needs a subcommand")
 		}
-		return usageOf(fs, "unknown subcommand %q", pos[0])
+		return usageOf(fs, "unknown subcommand %q", args[0])
 	}
-	fs := newFlags("mcp serve")
+	fs = newFlags("mcp serve")
 	addr := fs.String("http", "", "serve streamable HTTP on ADDR (at /mcp) instead of stdio")
 	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "with --http: sessions kept at once, in all")
 	perClient := fs.Int("max-sessions-per-client", mcp.DefaultMaxSessionsPerClient, "with --http: sessions kept at once for one client address")
-	pos, err := parseFlags(fs, args[1:])
+	pos, err := c.parseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func ociUsage(fs interface{ Name() string }, err error) error {
 func (c *cli) pull(ctx context.Context, args []string) error {
 	fs := newFlags("pull")
 	asJSON := fs.Bool("json", false, "print JSON: the digests and the line to write")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *cli) push(ctx context.Context, args []string) error {
 	fs := newFlags("push")
 	asJSON := fs.Bool("json", false, "print JSON: the digests and the line to write")
 	keyFile := fs.String("sign", "", "sign the pushed digest with the cosign private key file `KEY` (cosign.key; password: $COSIGN_PASSWORD)")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

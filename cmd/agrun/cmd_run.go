@@ -182,7 +182,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 		return nil
 	})
 	fs.StringVar(&o.promptRef, "prompt", "", "start from the prompt `SERVER:NAME` of an [mcp.SERVER] server; the arguments are its KEY=VALUE arguments")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
 	}
@@ -327,10 +327,10 @@ func (o *runOptions) check(fs *flag.FlagSet, pos []string) error {
 		return usageOf(fs, "--base-url %q is not an http(s) URL", o.baseURL)
 	}
 	// `agrun run -c agrun.toml PROMPT`: -c after the command is
-	// --continue; the config flag goes before the command.
+	// --continue; the config is --config there, or -c before the command.
 	if o.cont && len(pos) > 0 && strings.HasSuffix(pos[0], ".toml") {
 		if fi, err := os.Stat(pos[0]); err == nil && fi.Mode().IsRegular() {
-			return usageOf(fs, "-c after %s is --continue; a config file goes before the command: agrun -c %s %s ...", fs.Name(), pos[0], fs.Name())
+			return usageOf(fs, "-c after %s is --continue; a config file is --config %s after the command, or -c before it: agrun -c %s %s ...", fs.Name(), pos[0], pos[0], fs.Name())
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ import (
 func (c *cli) serve(ctx context.Context, args []string) error {
 	fs := newFlags("serve")
 	addr := fs.String("addr", "", "listen on ADDR (default: [serve] addr, else 127.0.0.1:8080)")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

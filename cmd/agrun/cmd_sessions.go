@@ -49,7 +49,7 @@ func (c *cli) sessions(args []string) error {
 	}
 	fs := newFlags("sessions")
 	asJSON := fs.Bool("json", false, "print the list as one JSON array")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -119,8 +119,8 @@ func sessionErr(err error) error {
 }
 
 // oneID parses a subcommand that takes exactly one session id.
-func oneID(fs *flag.FlagSet, args []string) (string, error) {
-	pos, err := parseFlags(fs, args)
+func (c *cli) oneID(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return "", err
 	}
@@ -138,7 +138,7 @@ func oneID(fs *flag.FlagSet, args []string) (string, error) {
 func (c *cli) sessionsShow(args []string) error {
 	fs := newFlags("sessions show")
 	asJSON := fs.Bool("json", false, "print the raw records (messages, requests and tool calls) as one JSON array")
-	id, err := oneID(fs, args)
+	id, err := c.oneID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func orDash(s string) string {
 // not (in use, not found); any failure exits 1 once all were tried.
 func (c *cli) sessionsRm(args []string) error {
 	fs := newFlags("sessions rm")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func rmError(id string, err error) string {
 func (c *cli) sessionsExport(args []string) error {
 	fs := newFlags("sessions export")
 	format := fs.String("format", "markdown", "`FORMAT` of the export: markdown or json")
-	id, err := oneID(fs, args)
+	id, err := c.oneID(fs, args)
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func (c *cli) sessionsExport(args []string) error {
 func (c *cli) sessionsPrune(args []string) error {
 	fs := newFlags("sessions prune")
 	olderThan := fs.String("older-than", "", "remove the sessions last used more than `AGE` ago: 30d, 12h, 90m (required)")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (c *cli) call(ctx context.Context, args []string) int {
 	fs.Var(&g.timeout, "timeout", "FILE.wasm only: the call's time limit (default: [sandbox] timeout, else 10s)")
 	fs.Var(&g.memory, "memory", "FILE.wasm only: the guest's memory limit, e.g. 32MiB (default: [sandbox] memory, else 64MiB)")
 	fs.StringVar(&g.manifest, "manifest", "", "FILE.wasm only: the manifest (TOML or JSON) of a module without one")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if isHelp(err) {
 		return c.exit(err)
 	}
@@ -244,7 +244,7 @@ func shortReason(ti toolInfo, reason string) string {
 func (c *cli) tools(ctx context.Context, args []string) error {
 	fs := newFlags("tools")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

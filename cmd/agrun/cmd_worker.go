@@ -25,7 +25,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	fs := newFlags("worker")
 	wf := defineWorkerFlags(fs)
 	queues, concurrency, identity := wf.queues, wf.concurrency, wf.identity
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

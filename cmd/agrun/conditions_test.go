@@ -92,6 +92,7 @@ func TestRunCutOffStream(t *testing.T) {
 }
 
 func TestRunCutOffToolCallIsNotRun(t *testing.T) {
+	t.Parallel()
 	cut := chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a b c"}`}}, Cut: true}
 	srv := chattest.New(t, cut, cut, cut)
 	e := newTestEnv(t, srv.URL, "")
@@ -126,6 +127,7 @@ func TestRunRetryAfter(t *testing.T) {
 }
 
 func TestRunRetryEventJSON(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{Status: 503, Body: `{"error":{"message":"overloaded"}}`, Header: map[string]string{"Retry-After-Ms": "20"}},
 		chattest.Reply{Text: "ok"},
@@ -154,6 +156,7 @@ func TestRunStalledStream(t *testing.T) {
 }
 
 func TestRunLengthTruncated(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "The answer is cut", Finish: "length"}, chattest.Reply{Text: "Cut again", Finish: "length"})
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("", "run", "q").wantCode(t, exitOK)
@@ -168,6 +171,7 @@ func TestRunLengthTruncated(t *testing.T) {
 }
 
 func TestRunReasoning(t *testing.T) {
+	t.Parallel()
 	reply := chattest.Reply{Reasoning: "Thinking it over.", Text: "Answer."}
 	srv := chattest.New(t, reply, reply, reply, reply)
 	e := newTestEnv(t, srv.URL, "")
@@ -220,6 +224,7 @@ func TestRunReasoning(t *testing.T) {
 }
 
 func TestChatShowsReasoning(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Reasoning: "Hmm, a greeting.", Text: "Hello!", Finish: "length"})
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("hi\n", "chat", "--show-reasoning").wantCode(t, exitOK)
@@ -229,6 +234,7 @@ func TestChatShowsReasoning(t *testing.T) {
 }
 
 func TestRunUsageSummary(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a b"}`}},
 			Usage: &chattest.Usage{PromptTokens: 100, CompletionTokens: 10, TotalTokens: 110, CachedTokens: 64}},
@@ -252,6 +258,7 @@ func TestRunUsageSummary(t *testing.T) {
 }
 
 func TestRunBudgets(t *testing.T) {
+	t.Parallel()
 	calls := chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a"}`}, {ID: "c2", Name: "word_count", Args: `{"text":"b c"}`}}}
 	srv := chattest.New(t, calls, calls, calls, calls)
 	e := newTestEnv(t, srv.URL, "")
@@ -339,7 +346,11 @@ func TestRunInterruptedKeepsPartialReply(t *testing.T) {
 	}
 	cancel()
 	<-done
-	<-gone
+	select {
+	case <-gone:
+	case <-time.After(30 * time.Second): // fail, not hang until the package's timeout
+		t.Fatalf("the model server never saw the interrupted request go away\nstdout %q\nstderr %q", out.String(), errb.String())
+	}
 	if s := e.sessionFile("int"); !strings.Contains(s, `"content":"I was saying","interrupted":true`) {
 		t.Fatalf("session %s", s)
 	}

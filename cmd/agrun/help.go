@@ -34,7 +34,8 @@ var cmdDocs = map[string]cmdDoc{
 	"agrun": {
 		synopsis: "agrun [-c FILE] COMMAND [FLAGS] [ARGS]",
 		summary:  "agrun runs LLM tools safely: WebAssembly tools in a sandbox, MCP servers, and the model loop that calls them.",
-		detail: "The config is -c FILE, else $AGRUN_CONFIG, else ./agrun.toml (global flags go before the command).\n" +
+		detail: "The config is -c FILE (or --config FILE), else $AGRUN_CONFIG, else ./agrun.toml. Global flags go before or after the\n" +
+			"command (after run and chat, -c is their --continue: name the config there with --config FILE).\n" +
 			"Results go to stdout, diagnostics to stderr.\n" +
 			"Exit codes: 0 success, 1 tool or run failure, 2 usage or configuration error, 3 run --json waits for approvals, 130 interrupted.\n" +
 			"`agrun help COMMAND` or `agrun COMMAND -h` shows a command's flags.",
@@ -218,7 +219,12 @@ func alias(fs *flag.FlagSet, name, other string) {
 
 // helpRequest is parseFlags' error for -h/--help: the caller prints the
 // FlagSet's usage on stdout and exits 0 (cli.exit does).
-type helpRequest struct{ fs *flag.FlagSet }
+// With version set it is --version after a command: the version is
+// printed instead.
+type helpRequest struct {
+	fs      *flag.FlagSet
+	version bool
+}
 
 func (h *helpRequest) Error() string { return h.fs.Name() + ": help requested" }
 
@@ -252,6 +258,9 @@ func helpText(fs *flag.FlagSet) string {
 	if fl := flagLines(fs); fl != "" {
 		fmt.Fprintf(&b, "\nFlags:\n%s", fl)
 	}
+	if g := globalLine(fs); g != "" {
+		fmt.Fprintf(&b, "\nGlobal flags (before or after the command): %s\n", g)
+	}
 	if fs.Name() == "agrun" {
 		b.WriteString("\nCommands:\n")
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -266,6 +275,38 @@ func helpText(fs *flag.FlagSet) string {
 	return b.String()
 }
 
+// globalLine names the global flags a command's fs takes (all but those
+// it defines itself: run's -c is --continue), "" for agrun's own.
+func globalLine(fs *flag.FlagSet) string {
+	if fs.Name() == "agrun" {
+		return ""
+	}
+	var names []string
+	var last flag.Value
+	(&cli{}).globalFlagSet().VisitAll(func(f *flag.Flag) {
+		if own := fs.Lookup(f.Name); own != nil {
+			if _, ok := own.Value.(globalValue); !ok {
+				return
+			}
+		}
+		n := "--" + f.Name
+		if len(f.Name) == 1 {
+			n = "-" + f.Name
+		}
+		if arg, _ := flag.UnquoteUsage(f); arg != "" {
+			n += " " + arg
+		}
+		if f.Value == last { // -c, --config: "-c/--config FILE"
+			prev := names[len(names)-1]
+			names[len(names)-1] = prev[:strings.IndexByte(prev+" ", ' ')] + "/" + n
+		} else {
+			names = append(names, n)
+		}
+		last = f.Value
+	})
+	return strings.Join(names, ", ")
+}
+
 // flagLines renders fs's flags, one line per flag with its other names:
 // "  -m, --model NAME   the model (default ...)".
 func flagLines(fs *flag.FlagSet) string {
@@ -276,6 +317,9 @@ func flagLines(fs *flag.FlagSet) string {
 	var groups []*group
 	byValue := map[flag.Value]*group{}
 	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(globalValue); ok {
+			return // globalLine names them
+		}
 		if g, ok := byValue[f.Value]; ok {
 			g.names = append(g.names, f.Name)
 			return

@@ -35,6 +35,7 @@ func hasTool(r chattest.Request, name string) bool {
 // agrun_result_page, in this run and after `run --session` resumes it;
 // `sessions compact` then shrinks the file, and refuses a session in use.
 func TestRunBigToolResultIsPagedAndCompacted(t *testing.T) {
+	t.Parallel()
 	var page struct {
 		Text       string `json:"text"`
 		NextOffset *int   `json:"next_offset"`
@@ -121,6 +122,7 @@ func TestRunBigToolResultIsPagedAndCompacted(t *testing.T) {
 // run refused twice fails with kind context_overflow, and the session
 // continues on the next run.
 func TestRunContextOverflowThenContinue(t *testing.T) {
+	t.Parallel()
 	overflow := chattest.Reply{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in 5000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`}
 	srv := chattest.New(t,
 		chattest.Reply{Text: "first"},
@@ -143,6 +145,7 @@ func TestRunContextOverflowThenContinue(t *testing.T) {
 // retries a wrong answer once, and fails with invalid_output after two;
 // a schema that is not one is a usage error.
 func TestRunSchema(t *testing.T) {
+	t.Parallel()
 	schema := `{"type":"object","properties":{"words":{"type":"integer"}},"required":["words"],"additionalProperties":false}`
 	srv := chattest.New(t,
 		chattest.Reply{Check: func(t testing.TB, got chattest.Request) {
@@ -175,6 +178,7 @@ func TestRunSchema(t *testing.T) {
 // message and the next line goes on in the same session; a cut result is
 // paged with the built-in tool.
 func TestChatOverflowAndPaging(t *testing.T) {
+	t.Parallel()
 	overflow := chattest.Reply{Status: 400, Body: `{"error":{"message":"prompt is too long: 9000 tokens > 4000 maximum","type":"invalid_request_error"}}`}
 	// The first line overflows with nothing to trim: it ends at once (one
 	// request), and the chat goes on.

@@ -19,6 +19,9 @@
 //	agrun version | --version
 //	agrun help [COMMAND]
 //
+// The global flags (-c/--config FILE, -v, --log-level, --version) go
+// before the command or after it; after run and chat, -c is --continue.
+//
 // Every command answers -h/--help with its usage (help.go renders it from
 // the command's FlagSet); run and chat share their per-run flags
 // (-m/--model, -s/--system, --max-turns, --base-url, -c/--continue,
@@ -30,6 +33,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -90,6 +94,10 @@ type cli struct {
 	stdout, stderr io.Writer
 	configPath     string
 	logLevel       slog.Level // -v, --log-level: what reaches stderr (default warn)
+	// The global flags' values besides -c (globalFlagSet): --version,
+	// -v, --log-level.
+	showVersion, verbose bool
+	logLevelName         string
 	// interrupts delivers Ctrl-C. chat uses it to cancel a turn; every
 	// other command cancels its context on the first one. Nil in tests.
 	interrupts <-chan os.Signal
@@ -159,16 +167,14 @@ func lookupCommand(name string) (command, bool) {
 }
 
 func (c *cli) main(ctx context.Context, args []string) int {
-	fs, showVersion, verbose, level := c.globalFlagSet()
-	rest, err := c.parseGlobal(fs, args)
+	fs := c.globalFlagSet()
+	rest, err := c.parseLeading(fs, args)
 	if err != nil {
 		return c.exit(err)
 	}
-	if *showVersion {
-		return c.exit(c.version(nil))
-	}
-	if err := c.setLogLevel(*level, *verbose); err != nil {
-		return c.exit(usageOf(fs, "%v", err))
+	if c.showVersion {
+		c.printVersion()
+		return exitOK
 	}
 	if len(rest) == 0 {
 		fmt.Fprint(c.stderr, helpText(fs))
@@ -198,30 +204,79 @@ func (c *cli) main(ctx context.Context, args []string) int {
 	return cm.run(c, ctx, rest)
 }
 
-// globalFlags are the flags before the command, set on c.
-func (c *cli) globalFlags() (fs *flag.FlagSet, showVersion *bool) {
-	fs, showVersion, _, _ = c.globalFlagSet()
-	return fs, showVersion
+// Global flags: -c/--config FILE, --version, -v and --log-level, set on
+// c. They go before the command or anywhere after it (issue 32): every
+// command's FlagSet gets those of them it does not define itself
+// (c.parseFlags), so a command's own flag of the same name wins. The one
+// such flag is run's and chat's -c, --continue there; --config FILE
+// names the config anywhere.
+
+// globalFlagSet is agrun's own FlagSet: the global flags, bound to c,
+// their defaults the values c holds (so that defining them again for a
+// command keeps what was given before it).
+func (c *cli) globalFlagSet() *flag.FlagSet {
+	fs := newFlags("agrun")
+	fs.StringVar(&c.configPath, "c", c.configPath, "read the config from `FILE` (default $AGRUN_CONFIG, else ./agrun.toml)")
+	alias(fs, "c", "config")
+	fs.BoolVar(&c.showVersion, "version", c.showVersion, "print the version and exit (as: agrun version)")
+	fs.BoolVar(&c.verbose, "v", c.verbose, "verbose: the same as --log-level debug")
+	fs.StringVar(&c.logLevelName, "log-level", cmp.Or(c.logLevelName, "warn"), "what is logged on stderr: `LEVEL` debug, info, warn or error (guest logs are info and debug)")
+	return fs
 }
 
-// globalFlagSet is globalFlags with the logging flags' values.
-func (c *cli) globalFlagSet() (fs *flag.FlagSet, showVersion, verbose *bool, level *string) {
-	fs = newFlags("agrun")
-	fs.StringVar(&c.configPath, "c", "", "read the config from `FILE` (default $AGRUN_CONFIG, else ./agrun.toml)")
-	showVersion = fs.Bool("version", false, "print the version and exit (as: agrun version)")
-	verbose = fs.Bool("v", false, "verbose: the same as --log-level debug")
-	level = fs.String("log-level", "warn", "what is logged on stderr: `LEVEL` debug, info, warn or error (guest logs are info and debug)")
-	return fs, showVersion, verbose, level
+// globalValue is a global flag on a command's FlagSet: the command's
+// help leaves it out of its flags and names the global flags in one
+// line (help.go).
+type globalValue struct{ flag.Value }
+
+// IsBoolFlag tells the flag package that -v and --version take no value.
+func (v globalValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
-// parseGlobal parses the flags before the command: unlike parseFlags it
-// stops at the first argument that is not a flag (the command).
-func (c *cli) parseGlobal(fs *flag.FlagSet, args []string) ([]string, error) {
+// addGlobals defines on fs, a command's FlagSet, the global flags it
+// does not define itself.
+func (c *cli) addGlobals(fs *flag.FlagSet) {
+	c.globalFlagSet().VisitAll(func(f *flag.Flag) {
+		if fs.Lookup(f.Name) == nil {
+			fs.Var(globalValue{f.Value}, f.Name, f.Usage)
+		}
+	})
+}
+
+// applyGlobals puts the global flags into effect once fs, agrun's or a
+// command's, has been parsed: the log level; --version after a command
+// is a request for the version, as before it.
+func (c *cli) applyGlobals(fs *flag.FlagSet) error {
+	if err := c.setLogLevel(c.logLevelName, c.verbose); err != nil {
+		return &usageError{msg: strings.TrimPrefix(fs.Name()+": ", "agrun: ") + err.Error(), fs: fs}
+	}
+	if c.showVersion && fs.Name() != "agrun" {
+		return &helpRequest{fs: fs, version: true}
+	}
+	return nil
+}
+
+// parseLeading parses the flags before the first argument that is not
+// one (agrun's before the command, mcp's before its subcommand), the
+// global flags among them, and returns the arguments from there on.
+func (c *cli) parseLeading(fs *flag.FlagSet, args []string) ([]string, error) {
+	if fs.Name() != "agrun" {
+		c.addGlobals(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, &helpRequest{fs}
+			return nil, &helpRequest{fs: fs}
 		}
-		return nil, &usageError{msg: flagError(err, args), fs: fs}
+		msg := flagError(err, args)
+		if fs.Name() != "agrun" {
+			msg = fs.Name() + ": " + msg
+		}
+		return nil, &usageError{msg: msg, fs: fs}
+	}
+	if err := c.applyGlobals(fs); err != nil {
+		return nil, err
 	}
 	return fs.Args(), nil
 }
@@ -230,13 +285,12 @@ func (c *cli) parseGlobal(fs *flag.FlagSet, args []string) ([]string, error) {
 // prints.
 func (c *cli) help(ctx context.Context, args []string) error {
 	fs := newFlags("help")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		top, _ := (&cli{}).globalFlags()
-		fmt.Fprint(c.stdout, helpText(top))
+		fmt.Fprint(c.stdout, helpText((&cli{}).globalFlagSet()))
 		return nil
 	}
 	cm, ok := lookupCommand(pos[0])
@@ -260,7 +314,11 @@ func (c *cli) exit(err error) int {
 	}
 	var h *helpRequest
 	if errors.As(err, &h) {
-		fmt.Fprint(c.stdout, helpText(h.fs))
+		if h.version {
+			c.printVersion()
+		} else {
+			fmt.Fprint(c.stdout, helpText(h.fs))
+		}
 		return exitOK
 	}
 	fmt.Fprintf(c.stderr, "agrun: %s\n", safe(err.Error()))
@@ -368,15 +426,29 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, allowing flags after positional arguments
-// ("call NAME --json"). -h/--help is a *helpRequest; any other flag error
-// a usage error carrying fs, so that cli.exit prints the usage.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// parseFlags parses args, fs's flags and the global ones, allowing flags
+// after positional arguments ("call NAME --json"). -h/--help is a
+// *helpRequest (so is --version); any other flag error a usage error
+// carrying fs, so that cli.exit prints the usage.
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	c.addGlobals(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.applyGlobals(fs); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// parseArgs is parseFlags without the global flags.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, &helpRequest{fs}
+				return nil, &helpRequest{fs: fs}
 			}
 			return nil, &usageError{msg: fmt.Sprintf("%s: %s", fs.Name(), flagError(err, args)), fs: fs}
 		}

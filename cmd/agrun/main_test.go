@@ -155,6 +155,7 @@ func TestVersionHelpUsage(t *testing.T) {
 }
 
 func TestCall(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	r := e.run("", "call", "word_count", `{"text":"the quick brown fox"}`).wantCode(t, exitOK)
 	if r.stdout != `{"words":4,"lines":1,"chars":19,"bytes":19}`+"\n" {
@@ -200,6 +201,7 @@ func TestCall(t *testing.T) {
 }
 
 func TestCallJSONShapes(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	var lines []string
 	for _, tc := range []struct {
@@ -228,6 +230,7 @@ func TestCallJSONShapes(t *testing.T) {
 }
 
 func TestTools(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", `
 [tools.broken]
 wasm = "missing.wasm"
@@ -266,6 +269,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 }
 
 func TestToolsDeniedByPolicy(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	// Rewrite the policy to the defaults: filesystem is not allowed.
 	b, _ := os.ReadFile(e.config)
@@ -321,6 +325,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestInspectAndPack(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	r := runIn(t, "", "inspect", filepath.Join(root, "testdata/word_count.wasm")).wantCode(t, exitOK)
 	for _, want := range []string{"sha256:", `"name": "word_count"`, "wasi_snapshot_preview1.fd_write", "_initialize", "agrun_call"} {
@@ -419,6 +424,7 @@ func TestRunStreamsAndSavesSession(t *testing.T) {
 }
 
 func TestRunJSONEvents(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"x y"}`}, {ID: "call_2", Name: "nope", Args: `{}`}}},
 		chattest.Reply{Text: "Two words."},
@@ -454,6 +460,7 @@ func TestRunJSONEvents(t *testing.T) {
 }
 
 func TestRunProviderErrors(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Status: 401, Body: `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`})
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("", "run", "hi").wantCode(t, exitFailure)
@@ -475,6 +482,7 @@ func TestRunProviderErrors(t *testing.T) {
 }
 
 func TestChatThroughPipe(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{Text: "Hello!"},
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "sum_c", Args: `{"numbers":[2,3]}`}}},
@@ -524,43 +532,16 @@ func TestSessionLocked(t *testing.T) {
 	wg.Wait()
 }
 
-// builtDir holds the binary built for end-to-end tests, if any.
-var builtDir string
-
-// buildOnce builds the agrun binary once per test run.
 // buildTags are the build flags of the binary the tests run: the test
 // binary's own (-tags cluster, cluster_e2e_test.go).
 var buildTags []string
 
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "agrun-bin")
-	if err != nil {
-		return "", err
-	}
-	builtDir = dir
-	bin := filepath.Join(dir, "agrun")
-	out, err := exec.Command("go", append(append([]string{"build"}, buildTags...), "-o", bin, ".")...).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
+// binary is the agrun command for end-to-end tests: built once per
+// version of the sources into the shared test cache, the same build the
+// hostile suite runs.
 func binary(t *testing.T) string {
 	t.Helper()
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtDir != "" {
-		os.RemoveAll(builtDir)
-	}
-	os.Exit(code)
+	return testguest.Agrun(t, buildTags...)
 }
 
 // TestMCPServerTools: an MCP server from the config contributes

@@ -111,7 +111,7 @@ func (loginTokens) Load() (*mcp.OAuthSession, error) { return nil, nil }
 func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	fs := newFlags("mcp login")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the browser's redirect")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func (c *cli) chatOnCluster(context.Context, *flag.FlagSet, *config.Config, *run
 func (c *cli) worker(ctx context.Context, args []string) error {
 	fs := newFlags("worker")
 	defineWorkerFlags(fs)
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := c.parseFlags(fs, args); err != nil {
 		return err
 	}
 	return errNoCluster

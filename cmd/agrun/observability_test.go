@@ -45,6 +45,7 @@ func withReader(t *testing.T) string {
 // sandbox's audit in the session; agrun audit reads them and suggests the
 // docs mount read-only, the notes mount dropped, and smaller limits.
 func TestAuditSuggestsReadOnly(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "reader", Args: `{"path":"/docs/hello.txt"}`}}},
 		chattest.Reply{Text: "It says hello."},
@@ -133,6 +134,7 @@ func TestAuditSuggestsReadOnly(t *testing.T) {
 // without --audit the object is as before; --audit alone is a usage
 // error.
 func TestCallAudit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	r := e.run("", "call", "--json", "--audit", "read_file", `{"path":"/docs/hello.txt"}`).wantCode(t, exitOK)
 	var res struct {

@@ -34,6 +34,7 @@ func startRegistry(t *testing.T) (string, func()) {
 // [tools.word_count] block with it, and the call; against a real
 // registry, with the registry's address in place of localhost:5000.
 func TestPublishToolExample(t *testing.T) {
+	t.Parallel()
 	host, stop := startRegistry(t)
 	sec := mddoc.Read(t, "README.md").Section(t, "## Publish a tool")
 	sec.Text, _, _ = strings.Cut(sec.Text, "\n### ") // its signing: TestSignToolExample
@@ -93,6 +94,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // TestOCIErrors: what a user sees when the store lacks the digest, when
 // the config names a tag alone, and for a bad reference.
 func TestOCIErrors(t *testing.T) {
+	t.Parallel()
 	host, _ := startRegistry(t)
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	e := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n\n[tools.remote]\noci = \""+host+"/tools/x:1@"+digest+"\"\n")

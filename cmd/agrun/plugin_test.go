@@ -58,6 +58,7 @@ func TestCallPluginREADME(t *testing.T) {
 }
 
 func TestCallPluginConfig(t *testing.T) {
+	t.Parallel()
 	wasm := filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm")
 	t.Run("error_set", func(t *testing.T) {
 		e := newTestEnv(t, "", `
@@ -97,6 +98,7 @@ function = "count_vowels"
 // TestCallPluginFile: `agrun call FILE.wasm` of a plug-in says where its
 // description goes (a plug-in has no manifest for the flags to use).
 func TestCallPluginFile(t *testing.T) {
+	t.Parallel()
 	r := runIn(t, "", "call", filepath.Join(repoRoot(t), "testdata/plugins/count_vowels.wasm"), `{}`).wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "Extism plug-in") || !strings.Contains(r.stderr, "[tools.NAME]") {
 		t.Fatalf("%+v", r)

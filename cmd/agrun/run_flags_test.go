@@ -46,6 +46,7 @@ func content(m chattest.Message) string {
 // TestRunOverrides: -m, -s, --max-turns and --base-url override [llm] for
 // one run, long and short forms.
 func TestRunOverrides(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{Text: "one"},
 		chattest.Reply{Text: "two"},
@@ -80,6 +81,7 @@ func TestRunOverrides(t *testing.T) {
 // reads the prompt from stdin; a prompt with piped stdin gets it
 // appended; stdin is bounded.
 func TestRunPromptFromStdin(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "a"}, chattest.Reply{Text: "b"}, chattest.Reply{Text: "c"}, chattest.Reply{Text: "d"}, chattest.Reply{Text: "e"})
 	e := newTestEnv(t, srv.URL, "")
 	ctx := context.Background()
@@ -128,6 +130,7 @@ func TestRunPromptFromStdin(t *testing.T) {
 // (the global -c FILE before the command still names the config); -c
 // with a config file after the command says where it goes.
 func TestRunContinue(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "first"}, chattest.Reply{Text: "second"}, chattest.Reply{Text: "third"}, chattest.Reply{Text: "fourth"})
 	e := newTestEnv(t, srv.URL, "")
 	r := e.run("", "run", "-c", "hello").wantCode(t, exitOK) // nothing to continue yet
@@ -148,7 +151,7 @@ func TestRunContinue(t *testing.T) {
 		t.Fatalf("continued request: %+v", last)
 	}
 	r = e.run("", "run", "-c", e.config, "hi").wantCode(t, exitUsage)
-	if !strings.Contains(r.stderr, "a config file goes before the command: agrun -c "+e.config+" run") {
+	if !strings.Contains(r.stderr, "a config file is --config "+e.config+" after the command, or -c before it: agrun -c "+e.config+" run") {
 		t.Fatalf("-c FILE after run: %s", r.stderr)
 	}
 }
@@ -156,6 +159,7 @@ func TestRunContinue(t *testing.T) {
 // TestRunToolsFlag: --tools narrows the tools offered, --no-tools offers
 // none, an unknown name is a usage error before any request.
 func TestRunToolsFlag(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "a"}, chattest.Reply{Text: "b"}, chattest.Reply{Text: "c"})
 	e := newTestEnv(t, srv.URL, "")
 	e.run("", "run", "--tools", "word_count,sum_c", "hi").wantCode(t, exitOK)
@@ -213,6 +217,7 @@ func TestRunMissingKey(t *testing.T) {
 // TestFailedFirstRequestLeavesNoSession: a new session whose first
 // request fails is not left behind; an existing one keeps its history.
 func TestFailedFirstRequestLeavesNoSession(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{Status: 500, Body: `{"error":{"message":"boom"}}`},
 		chattest.Reply{Text: "fine"},
@@ -322,6 +327,7 @@ func TestRunInterrupted(t *testing.T) {
 
 // TestChatFlags: chat takes run's per-run flags.
 func TestChatFlags(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "one"}, chattest.Reply{Text: "two"})
 	e := newTestEnv(t, srv.URL, "")
 	e.run("hi\n", "chat", "--session", "ch", "-m", "chat-model", "--tools", "sum_c").wantCode(t, exitOK)

@@ -49,6 +49,7 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // prompts), model and tokens; show is readable or raw records; export
 // writes Markdown or JSON.
 func TestSessionsListShowExport(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"a b"}`}}},
 		chattest.Reply{Text: "Two words, with ``` fences."},
@@ -134,6 +135,7 @@ func (e *testEnv) fakeSession(id string, when time.Time) string {
 // session in use; prune removes what was last used before the age, says
 // what, and skips sessions in use.
 func TestSessionsRmAndPrune(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	now := time.Now()
 	e.fakeSession("a", now)

@@ -84,13 +84,18 @@ func versionText(bi *debug.BuildInfo, ok bool) string {
 // version is `agrun version`.
 func (c *cli) version(args []string) error {
 	fs := newFlags("version")
-	pos, err := parseFlags(fs, args)
+	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
 		return usageOf(fs, "takes no arguments")
 	}
-	fmt.Fprint(c.stdout, versionText(debug.ReadBuildInfo()))
+	c.printVersion()
 	return nil
+}
+
+// printVersion prints what `agrun version` prints.
+func (c *cli) printVersion() {
+	fmt.Fprint(c.stdout, versionText(debug.ReadBuildInfo()))
 }

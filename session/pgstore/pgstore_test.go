@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,11 @@ import (
 	"github.com/agcore/agrun/session/pgstore"
 	"github.com/agcore/agrun/session/sessiontest"
 )
+
+// TestMain runs every test on one PostgreSQL server, a database each
+// (pgtest.Main): a server per test cost 2 s of initdb and start-up each,
+// most of the package's minute.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func openPG(t *testing.T, dsn string) *pgstore.Sessions {
 	t.Helper()

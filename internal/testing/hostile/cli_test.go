@@ -8,40 +8,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/wasmtools"
 )
 
-var (
-	agrunOnce sync.Once
-	agrunBin  string
-	agrunErr  error
-)
-
-// agrunBinary builds cmd/agrun once per test binary.
+// agrunBinary is cmd/agrun, built once per version of the sources into
+// the shared test cache (cmd/agrun's tests run the same build).
 func agrunBinary(t *testing.T) string {
 	t.Helper()
-	agrunOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hostile-agrun-")
-		if err != nil {
-			agrunErr = err
-			return
-		}
-		agrunBin = filepath.Join(dir, "agrun")
-		cmd := exec.Command("go", "build", "-o", agrunBin, "./cmd/agrun")
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agrunErr = fmt.Errorf("go build ./cmd/agrun: %v\n%s", err, out)
-		}
-	})
-	if agrunErr != nil {
-		t.Fatal(agrunErr)
-	}
-	return agrunBin
+	return testguest.Agrun(t)
 }
 
 // cliEnv is a directory with an agrun.toml naming the attacker tools.

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The TB-free core: the cache directories and the builds, as plain
@@ -61,7 +62,8 @@ type Spec struct {
 	// Native builds for the host; if false, for GOOS=wasip1 GOARCH=wasm
 	// (with CGO_ENABLED=0).
 	Native bool
-	// Flags are extra go build flags (after -trimpath -o), e.g.
+	// Flags are extra go build flags (after -trimpath -o; -o alone for
+	// a Module build for the host with no Env, see plainHost), e.g.
 	// -buildmode=c-shared. They are part of the cache key.
 	Flags []string
 	// Env is extra environment for go build, e.g. CGO_ENABLED=0 for a
@@ -154,6 +156,9 @@ func buildFile(s Spec) (string, error) {
 			return "", err
 		}
 	}
+	if plainHost(s) {
+		fmt.Fprintln(h, "no -trimpath")
+	}
 	key := hex.EncodeToString(h.Sum(nil))[:24]
 
 	dir := s.Out
@@ -166,13 +171,21 @@ func buildFile(s Spec) (string, error) {
 	}
 	out := filepath.Join(dir, filepath.Base(abs)+"-"+key+ext)
 	if _, err := os.Stat(out); err == nil {
+		if s.Module {
+			now := time.Now()
+			os.Chtimes(out, now, now) // in use: pruneModuleBuilds keeps it
+		}
 		return out, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("testguest: %w", err)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	cmd := exec.Command("go", append([]string{"build", "-trimpath", "-o", tmp}, s.Flags...)...)
+	args := []string{"build", "-trimpath", "-o", tmp}
+	if plainHost(s) {
+		args = []string{"build", "-o", tmp}
+	}
+	cmd := exec.Command("go", append(args, s.Flags...)...)
 	cmd.Dir = abs
 	if !s.Native || s.Env != nil {
 		cmd.Env = append(os.Environ(), s.Env...)
@@ -187,7 +200,40 @@ func buildFile(s Spec) (string, error) {
 	if err := os.Rename(tmp, out); err != nil {
 		return "", fmt.Errorf("testguest: %w", err)
 	}
+	if s.Module {
+		pruneModuleBuilds(out)
+	}
 	return out, nil
+}
+
+// plainHost reports whether s is a program of the module for the host in
+// the test binaries' environment (testguest.Agrun): it is built as go
+// test builds the module's packages, without -trimpath, so that the link
+// reuses the objects the test binaries' compile left in the Go build
+// cache (with -trimpath the whole tree compiles again: 3 min for
+// cmd/agrun). Everything else keeps -trimpath (the benchmark's programs,
+// whose sizes it reports, and the guests).
+func plainHost(s Spec) bool { return s.Module && s.Native && s.Env == nil }
+
+// pruneModuleBuilds removes the older builds of out's program (the same
+// name, another key) unused for a day: a Module build is keyed by every
+// source file of the module, so each change of the tree leaves one
+// behind, and agrun's is 90 MB. One used by a run of another branch or
+// with other flags within the day stays (a cache hit refreshes its time).
+func pruneModuleBuilds(out string) {
+	base := filepath.Base(out)
+	name := base[:strings.LastIndexByte(base, '-')+1] // "agrun-"
+	ext := filepath.Ext(base)
+	old, _ := filepath.Glob(filepath.Join(filepath.Dir(out), name+"*"+ext))
+	for _, p := range old {
+		if p == out || len(filepath.Base(p)) != len(base) {
+			continue // the new one, or another program ("agrun-x-...")
+		}
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			os.Remove(p)
+			os.RemoveAll(p + ".d") // testguest.Agrun's link to it
+		}
+	}
 }
 
 // ModuleRoot returns the directory holding go.mod at or above dir.

@@ -17,6 +17,7 @@ package testguest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -70,6 +71,47 @@ func BuildNative(tb testing.TB, dir string) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// Agrun returns the path (named agrun) of the agrun command (cmd/agrun of this module)
+// built for the host with the extra go build flags (e.g. -tags cluster):
+// built once per version of the module's sources and flags, into the
+// shared cache, so that the test binaries of a run (cmd/agrun's, the
+// hostile suite's) and later runs share one build instead of linking a
+// 90 MB program each.
+func Agrun(tb testing.TB, flags ...string) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("testguest: cannot locate the module")
+	}
+	root, err := ModuleRoot(filepath.Dir(file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := BuildFile(Spec{Dir: filepath.Join(root, "cmd", "agrun"), Native: true, Module: true, Flags: flags})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Named agrun, for the tests that put its folder on $PATH and run the
+	// documents' commands as written: a symlink beside the build.
+	dir := p + ".d"
+	link := filepath.Join(dir, "agrun")
+	if _, err := os.Stat(link); err == nil {
+		return link
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", link, os.Getpid())
+	os.Remove(tmp)
+	if err := os.Symlink(p, tmp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		tb.Fatal(err)
+	}
+	return link
 }
 
 // WAT returns the module assembled from a .wat fixture: the .wasm committed
