@@ -64,17 +64,22 @@ func TestSanitizeSchema(t *testing.T) {
 		"type":        "object",
 		"description": "top\u202e",
 		"properties": map[string]any{
-			"description": map[string]any{"type": "string", "title": "\u200bT", "enum": []any{"keep\u200b"}},
+			"description": map[string]any{"type": "string", "title": "\u200bT", "enum": []any{"keep"}},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(raw)
-	for _, w := range []string{`"description":"top"`, `"title":"T"`, "\"keep\u200b\"", `"properties":{"description":`} {
+	for _, w := range []string{`"description":"top"`, `"title":"T"`, `"keep"`, `"properties":{"description":`} {
 		if !strings.Contains(s, w) {
 			t.Errorf("schema %s lacks %s", s, w)
 		}
+	}
+	// A value the model must send back as it is cannot be cleaned: an
+	// unsafe one refuses the schema (the tool is left out).
+	if _, err := sanitizeSchema(map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"enum": []any{"keep\u200b"}}}}); err == nil {
+		t.Error("an enum value with an invisible character was taken")
 	}
 	if _, err := sanitizeSchema(map[string]any{"type": "object", "description": strings.Repeat("x", registry.MaxSchemaBytes)}); err == nil {
 		t.Error("an oversized schema was accepted")

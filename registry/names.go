@@ -50,8 +50,10 @@ const maxNameLen = 64
 // JSON with every "description" and "title" string in it passed through
 // textsafe.Clean and cut to MaxDescriptionBytes (the model reads them
 // too). Property names and every other value are kept: the model must
-// send them back verbatim. A nil schema is {"type":"object"}; one larger
-// than MaxSchemaBytes, or not JSON, is refused. The result still has to
+// send them back verbatim, so a key or another string value with an
+// unsafe character refuses the schema, as does nesting deeper than
+// MaxDepth. A nil schema is {"type":"object"}; one larger than
+// MaxSchemaBytes, or not JSON, is refused. The result still has to
 // pass CompileSchema (Register checks it).
 func CleanSchema(schema any) (json.RawMessage, error) {
 	if schema == nil {
@@ -74,26 +76,50 @@ func CleanSchema(schema any) (json.RawMessage, error) {
 	if v == nil {
 		return json.RawMessage(`{"type":"object"}`), nil
 	}
-	return json.Marshal(cleanSchemaValue(v, 0))
+	v, err := cleanSchemaValue(v, 0)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	return json.Marshal(v)
 }
 
-func cleanSchemaValue(v any, depth int) any {
-	if depth > 64 { // the strict decoder refuses deeper documents anyway
-		return v
+// cleanSchemaValue cleans the description and title strings of a schema
+// at every depth, and refuses what it could not make safe without
+// changing what the model must send back: a key or another string with an
+// unsafe character (a property name, an enum value, a default), or
+// nesting deeper than MaxDepth.
+func cleanSchemaValue(v any, depth int) (any, error) {
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("nested deeper than %d levels", MaxDepth)
 	}
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
+			if !textsafe.IsSafe(k) {
+				return nil, fmt.Errorf("the key %q holds an unsafe character", textsafe.Escape(textsafe.Truncate(k, 80)))
+			}
 			if s, ok := e.(string); ok && (k == "description" || k == "title") {
 				x[k] = textsafe.Clean(s, MaxDescriptionBytes)
 				continue
 			}
-			x[k] = cleanSchemaValue(e, depth+1)
+			c, err := cleanSchemaValue(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = c
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = cleanSchemaValue(e, depth+1)
+			c, err := cleanSchemaValue(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = c
+		}
+	case string:
+		if !textsafe.IsSafe(x) {
+			return nil, fmt.Errorf("the value %q holds an unsafe character", textsafe.Escape(textsafe.Truncate(x, 80)))
 		}
 	}
-	return v
+	return v, nil
 }

@@ -78,6 +78,10 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 		fmt.Fprintf(a.c.stderr, "agrun: %s needs approval and there is no terminal to ask: denied (approve = \"always\" in its [tools] or [mcp] section, or run on a terminal)\n", safe(req.Tool))
 		return loop.Decision{Answer: loop.Deny, By: "non-interactive", Reason: "the call needs a person's approval and none could be asked (agrun runs without a terminal)"}, nil
 	}
+	// One question at a time: an MCP server's question asked while this
+	// one waits would take the person's answer (elicit.go).
+	a.c.asking.Lock()
+	defer a.c.asking.Unlock()
 	fmt.Fprintln(a.c.stderr, question(req, workDir()))
 	for range 3 {
 		fmt.Fprint(a.c.stderr, "approve? [y/s/a/n] ")

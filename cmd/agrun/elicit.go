@@ -20,9 +20,14 @@ func (c *cli) elicit(ctx context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer
 		fmt.Fprintf(c.stderr, "agrun: warning: MCP server %s asked a question and there is no terminal to ask: declined (%s)\n", safe(q.Server), safe(firstLine(q.Message, 200)))
 		return &mcp.ElicitAnswer{Action: "decline"}, nil
 	}
-	fmt.Fprintf(c.stderr, "agrun: MCP server %s asks: %s\n", safe(q.Server), safe(q.Message))
+	// One exchange at a time (an approval waiting for an answer is
+	// answered first), and the server's text set off line by line, so
+	// that it cannot draw agrun's own prompts.
+	c.asking.Lock()
+	defer c.asking.Unlock()
+	fmt.Fprintf(c.stderr, "agrun: MCP server %s asks:\n%s\n", safe(q.Server), quoted(q.Message))
 	for _, f := range q.Fields {
-		fmt.Fprintf(c.stderr, "  %s\n", safe(fieldLine(f)))
+		fmt.Fprintf(c.stderr, "%s\n", quoted(fieldLine(f)))
 	}
 	for range 3 {
 		fmt.Fprint(c.stderr, "answer? [y/n/c] (y: fill in the fields; n: decline; c: cancel) ")
@@ -44,6 +49,16 @@ func (c *cli) elicit(ctx context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer
 		}
 	}
 	return &mcp.ElicitAnswer{Action: "decline"}, nil
+}
+
+// quoted is a server's text for the terminal: escaped, every line
+// prefixed with "  | ".
+func quoted(s string) string {
+	lines := strings.Split(safe(s), "\n")
+	for i, l := range lines {
+		lines[i] = "  | " + l
+	}
+	return strings.Join(lines, "\n")
 }
 
 // fieldLine describes a field: "name (string, required): title —

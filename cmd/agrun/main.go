@@ -44,6 +44,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/agcore/agrun/telemetry"
@@ -111,6 +112,10 @@ type cli struct {
 	// set, replaces isTerminal (tests drive the prompt with a fake one).
 	lineIn   func(ctx context.Context) (string, error)
 	terminal func(any) bool
+	// asking is held for a whole exchange with the person at the
+	// terminal (an approval, an MCP server's question): one at a time, so
+	// that a line typed for one is never read as the answer to another.
+	asking sync.Mutex
 	// deferApprovals: run --json pauses calls that need a yes
 	// (approval_required) instead of asking.
 	deferApprovals bool
