@@ -103,8 +103,8 @@ func LoadMCPPlugin(ctx context.Context, rt *runtime.Runtime, wasm []byte, p MCPP
 	if err := checkPin(wasm, grant.SHA256); err != nil {
 		return nil, err
 	}
-	if !registry.ValidName(p.Name) || strings.Contains(p.Name, "__") {
-		return nil, fmt.Errorf("%w: plug-in name %q must match %s without \"__\"", registry.ErrInvalidName, textsafe.Truncate(p.Name, 80), registry.NamePattern)
+	if !registry.ValidName(p.Name) || strings.Contains(p.Name, "__") || strings.HasPrefix(p.Name, "_") || strings.HasSuffix(p.Name, "_") {
+		return nil, fmt.Errorf("%w: plug-in name %q must match %s without \"__\", and not start or end with \"_\"", registry.ErrInvalidName, textsafe.Truncate(p.Name, 80), registry.NamePattern)
 	}
 	if err := checkPluginConfig(p.Config); err != nil {
 		return nil, err

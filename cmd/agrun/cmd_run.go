@@ -177,10 +177,7 @@ func (c *cli) runPrompt(ctx context.Context, args []string) int {
 	o.defineResume(fs)
 	fs.StringVar(&o.schemaArg, "schema", "", "the final answer must be JSON matching this JSON Schema (`FILE`.json, or inline JSON); only that JSON is printed")
 	fs.BoolVar(&o.trace, "trace", false, "print the run's span tree (model requests, tool calls, durations, tokens) on stderr at the end")
-	fs.Func("resource", "attach the resource `SERVER:URI` of an [mcp.SERVER] server to the prompt (repeatable)", func(v string) error {
-		o.resources = append(o.resources, v)
-		return nil
-	})
+	fs.Var((*stringList)(&o.resources), "resource", "attach the resource `SERVER:URI` of an [mcp.SERVER] server to the prompt (repeatable)")
 	fs.StringVar(&o.promptRef, "prompt", "", "start from the prompt `SERVER:NAME` of an [mcp.SERVER] server; the arguments are its KEY=VALUE arguments")
 	pos, err := c.parseFlags(fs, args)
 	if isHelp(err) {

@@ -528,6 +528,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if !registry.ValidName(name) {
 			return errAt("tool name must match "+registry.NamePattern, "tools", name)
 		}
+		if strings.Contains(name, "__") {
+			return errAt(`tool name may not contain "__": NAME__TOOL names the tools of [mcp.NAME] and [plugins.NAME]`, "tools", name)
+		}
 		if err := checkModule(t, "tools", name, errAt); err != nil {
 			return err
 		}
@@ -563,8 +566,8 @@ func (c *Config) check(path string, lines *lineIndex) error {
 			return errAt(`needs "command" (a stdio server) or "url" (streamable HTTP)`, "mcp", name)
 		case s.Command != "" && s.URL != "":
 			return errAt(`has both "command" and "url"; choose one`, "mcp", name)
-		case strings.Contains(name, "__"):
-			return errAt(`server name may not contain "__" (it separates server and tool in tool names)`, "mcp", name)
+		case strings.Contains(name, "__") || strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_"):
+			return errAt(`server name may not contain "__" nor start or end with "_" (NAME__TOOL must say where NAME ends)`, "mcp", name)
 		case !registry.ValidName(name):
 			return errAt("server name must match "+registry.NamePattern, "mcp", name)
 		}

@@ -166,6 +166,8 @@ func TestErrors(t *testing.T) {
 		{"oauth secret without id", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_secret_env = \"S\" }\n", 0, "mcp.s.oauth.client_secret_env", "needs client_id"},
 		{"oauth metadata url", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_metadata_url = \"http://x/c.json\" }\n", 0, "mcp.s.oauth.client_metadata_url", "https://"},
 		{"oauth unknown key", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { clientid = \"x\" }\n", 0, "mcp.s.oauth.clientid", "unknown key"},
+		{"plugin name ending in _", "[plugins.fetch_]\nwasm = \"x\"\n", 1, "plugins.fetch_", "start or end"},
+		{"mcp name ending in _", "[mcp.a_]\ncommand = \"x\"\n", 1, "mcp.a_", "start or end"},
 		{"plugin describing key", "[plugins.p]\nwasm = \"x\"\noutput = \"text\"\n", 3, "plugins.p.output", "described by its own list"},
 		{"syntax error", "[llm\nmodel = 1\n", 0, "", "table name"},
 		{"duplicate key", "[llm]\nmodel = \"a\"\nmodel = \"b\"\n", 3, "", "already been defined"},

@@ -37,8 +37,8 @@ func (c *Config) checkPlugins(errAt func(msg string, key ...string) error) error
 	for _, name := range sortedKeys(c.Plugins) {
 		t := c.Plugins[name]
 		switch {
-		case strings.Contains(name, "__"):
-			return errAt(`plug-in name may not contain "__" (it separates plug-in and tool in tool names)`, "plugins", name)
+		case strings.Contains(name, "__") || strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_"):
+			return errAt(`plug-in name may not contain "__" nor start or end with "_" (NAME__TOOL must say where NAME ends)`, "plugins", name)
 		case !registry.ValidName(name):
 			return errAt("plug-in name must match "+registry.NamePattern, "plugins", name)
 		}
