@@ -82,4 +82,3 @@ func (c *cli) mcpPrompt(ctx context.Context, fs *flag.FlagSet, e *env, o *runOpt
 	}
 	return strings.Join(parts, "\n\n"), nil
 }
-
