@@ -67,7 +67,8 @@ func (t *tool) Grant() registry.Grant {
 // from what its calls can exercise (registry.Grant.Uses: the declared
 // permissions, writable mounts, allowed hosts and, for an upstream MCP
 // tool, its server's hints). They only ever say less than the tool may
-// do, never more:
+// do, never more; a tool that does not describe its grant
+// (registry.GrantDescriber) gets none:
 //
 //   - readOnlyHint: the calls can use nothing but "read" and
 //     "filesystem" (read-only mounts) — no write, delete, network, shell
@@ -79,10 +80,14 @@ func (t *tool) Grant() registry.Grant {
 //     permission, or the upstream tool is destructive; false only for an
 //     upstream tool marked additive that agrun grants nothing more;
 //   - openWorldHint: true when they can reach the network (allowed hosts,
-//     "network", an upstream open-world tool), false otherwise: a
-//     sandboxed tool without a network grant cannot;
+//     "network") and for every upstream MCP tool (its server runs outside
+//     the sandbox), false otherwise: a sandboxed tool without a network
+//     grant cannot;
 //   - idempotentHint: the upstream tool's, if it said so.
 func serveAnnotations(g registry.Grant, title string) *sdk.ToolAnnotations {
+	if g.Source == "" {
+		return nil // a tool that does not describe its grant: nothing is claimed
+	}
 	uses := g.Uses()
 	has := func(p permission.Permission) bool { return slices.Contains(uses, p) }
 	readOnly := true
@@ -101,7 +106,7 @@ func serveAnnotations(g registry.Grant, title string) *sdk.ToolAnnotations {
 			}
 		}
 	}
-	open := has(permission.Network)
+	open := has(permission.Network) || g.Source == "mcp" // an MCP server's tool may reach anything its server can
 	a := &sdk.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, OpenWorldHint: &open}
 	if !readOnly {
 		destructive := true

@@ -45,9 +45,9 @@ var ErrLoginRequired = errors.New("the server requires authorization (OAuth) and
 // through internal/netguard: an address that is loopback, private,
 // link-local (the cloud metadata address) or otherwise not public is
 // refused, so that a server's metadata cannot point agrun at the machine
-// or its network, unless AllowPrivate is set or the MCP server itself is
-// at such an address (a local server's authorization server usually is
-// too). Redirects are followed at most 5 times, each checked the same
+// or its network, unless AllowPrivate is set; a local MCP server's own
+// host may be reached, and loopback when the server itself is on loopback
+// (a local server's authorization server usually sits beside it). Redirects are followed at most 5 times, each checked the same
 // way. Answers are bounded (1 MiB).
 //
 // Use one OAuth value per server: it holds the handler and its tokens
@@ -189,12 +189,17 @@ func (o *OAuth) newHandler(server string) (*oauthHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &oauthHandler{o: o, server: server, client: authClient(o.AllowPrivate || isLocalHost(u.Hostname()))}
+	h := &oauthHandler{o: o, server: server, client: authClient(o.AllowPrivate, u.Hostname())}
 	save := func(cfg *oauth2.Config, tok *oauth2.Token) error {
 		if o.Tokens == nil {
 			return nil
 		}
-		return o.Tokens.Save(&OAuthSession{Server: server, Config: *cfg, Token: *tok})
+		c := *cfg
+		c.ClientSecret = "" // a configured secret stays where the operator keeps it (OAuth.ClientSecret)
+		if o.ClientSecret == "" {
+			c.ClientSecret = cfg.ClientSecret // one the server gave at registration: only the file keeps it
+		}
+		return o.Tokens.Save(&OAuthSession{Server: server, Config: c, Token: *tok})
 	}
 	redirect := o.RedirectURL
 	if redirect == "" {
@@ -240,6 +245,9 @@ func (o *OAuth) newHandler(server string) (*oauthHandler, error) {
 		if s != nil && s.Server == server {
 			ctx := context.WithValue(context.Background(), oauth2.HTTPClient, h.client)
 			c, tok := s.Config, s.Token
+			if c.ClientSecret == "" && o.ClientID != "" && c.ClientID == o.ClientID {
+				c.ClientSecret = o.ClientSecret
+			}
 			cfg.InitialTokenSource = newSavingTokenSource(c.TokenSource(ctx, &tok), &c, &tok, save)
 		}
 	}
@@ -332,11 +340,25 @@ const maxAuthBody = 1 << 20
 // authClient is the HTTP client of the authorization requests: public
 // addresses only (unless allowPrivate), at most 5 redirects, bounded
 // answers.
-func authClient(allowPrivate bool) *http.Client {
+func authClient(allowPrivate bool, serverHost string) *http.Client {
 	d := &netguard.Dialer{Dialer: net.Dialer{Timeout: 10 * time.Second}, AllowPrivate: allowPrivate}
+	open := &netguard.Dialer{Dialer: net.Dialer{Timeout: 10 * time.Second}, AllowPrivate: true}
+	loopback := isLoopbackHost(serverHost)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // a proxy would dial on agrun's behalf, past the address check
-	tr.DialContext = d.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		// A local MCP server's own host may be reached, and, when the
+		// server is on loopback, loopback (its authorization server
+		// beside it); nothing else non-public, the metadata address never.
+		if !allowPrivate && (strings.EqualFold(host, serverHost) && isLocalHost(serverHost) || loopback && isLoopbackHost(host)) {
+			return open.DialContext(ctx, network, addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 	return &http.Client{
 		Transport: &bodyCap{base: tr, max: maxAuthBody},
 		Timeout:   30 * time.Second,
@@ -364,12 +386,22 @@ func (b *bodyCap) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// isLoopbackHost reports whether host is localhost or a loopback literal.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
 // isLocalHost reports whether host (a URL's host name) is localhost or a
-// non-public address literal.
+// non-public address literal (not link-local: the metadata address is
+// never a server's own).
 func isLocalHost(host string) bool {
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && netguard.Forbidden(ip) != ""
+	return err == nil && netguard.Forbidden(ip) != "" && !ip.Unmap().IsLinkLocalUnicast()
 }

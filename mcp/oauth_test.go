@@ -147,17 +147,69 @@ func TestOAuthLoginRequired(t *testing.T) {
 // server's metadata cannot point agrun at the machine or its network).
 func TestOAuthClientRefusesPrivate(t *testing.T) {
 	p := newOAuthPeer(t)
-	_, err := authClient(false).Get(p.srv.URL + "/.well-known/oauth-authorization-server")
+	_, err := authClient(false, "mcp.example.com").Get(p.srv.URL + "/.well-known/oauth-authorization-server")
 	var ge *netguard.Error
 	if !errors.As(err, &ge) {
 		t.Fatalf("GET of a loopback address: %v, want refused by netguard", err)
 	}
-	resp, err := authClient(true).Get(p.srv.URL + "/.well-known/oauth-authorization-server")
+	resp, err := authClient(true, "mcp.example.com").Get(p.srv.URL + "/.well-known/oauth-authorization-server")
 	if err != nil {
 		t.Fatalf("allowed: %v", err)
 	}
 	resp.Body.Close()
+	// A LAN server's metadata cannot point at this machine's loopback.
+	if _, err := authClient(false, "10.0.0.5").Get(p.srv.URL + "/x"); !errors.As(err, &ge) {
+		t.Errorf("a private server's redirect to loopback: %v, want refused", err)
+	}
+	if isLocalHost("169.254.169.254") {
+		t.Error("the metadata address counted as a server's own")
+	}
 	if isLocalHost("example.com") || !isLocalHost("127.0.0.1") || !isLocalHost("localhost") || !isLocalHost("10.1.2.3") {
 		t.Error("isLocalHost")
+	}
+}
+
+// TestOAuthSecretNotStored: a configured client secret is not written to
+// the token file (it stays in the operator's variable), and a refresh
+// after loading still sends it.
+func TestOAuthSecretNotStored(t *testing.T) {
+	p := newOAuthPeer(t)
+	path := filepath.Join(t.TempDir(), "srv.json")
+	ft := FileTokens{Path: path}
+	url := p.srv.URL + "/mcp"
+	ft.Save(&OAuthSession{Server: url, Config: oauth2.Config{ClientID: "c1", Endpoint: oauth2.Endpoint{TokenURL: p.srv.URL + "/token"}},
+		Token: oauth2.Token{AccessToken: "old", RefreshToken: "r1", Expiry: time.Now().Add(-time.Minute)}})
+	c, err := NewClient("srv", HTTP{URL: url, OAuth: &OAuth{ClientID: "c1", ClientSecret: "s3cret-value", Tokens: ft}}, &ClientOptions{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if err := c.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if strings.Contains(string(b), "s3cret-value") {
+		t.Fatalf("the token file holds the configured secret: %s", b)
+	}
+}
+
+// TestHeadersStayWithTheEndpoint: configured headers (a token) are not
+// sent to another origin a redirect leads to.
+func TestHeadersStayWithTheEndpoint(t *testing.T) {
+	var got string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	c, _ := NewClient("srv", HTTP{URL: srv.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer secret-token"}}, &ClientOptions{Timeout: 5 * time.Second})
+	defer c.Close(context.Background())
+	c.Connect(context.Background())
+	if got != "" {
+		t.Fatalf("the redirect's target got Authorization %q", got)
 	}
 }

@@ -49,11 +49,17 @@ func TestServeAnnotations(t *testing.T) {
 		{name: "writer", perms: []permission.Permission{permission.Filesystem, permission.Write}},
 		{name: "fetcher", perms: []permission.Permission{permission.Network}},
 	} {
-		if err := reg.Register(f); err != nil {
+		if err := reg.Register(sandboxed{f}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := reg.Register(fakeTool{name: "opaque"}); err != nil {
+		t.Fatal(err)
+	}
 	tools := servedTools(t, reg)
+	if a := tools["opaque"].Annotations; a != nil {
+		t.Errorf("a tool that does not describe its grant is served with annotations %+v", a)
+	}
 	for _, c := range []struct {
 		name           string
 		readOnly, open bool
@@ -77,6 +83,13 @@ func TestServeAnnotations(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sandboxed is a fake tool that describes its grant as a WASM tool does.
+type sandboxed struct{ fakeTool }
+
+func (s sandboxed) Grant() registry.Grant {
+	return registry.Grant{Source: "wasm", Permissions: s.perms}
+}
 
 // TestServeKeepsUpstream: a tool re-served from an upstream MCP server
 // keeps its title, output schema and idempotent hint; agrun's own grant
@@ -129,6 +142,8 @@ func TestServeKeepsUpstream(t *testing.T) {
 			t.Errorf("permissions %v: annotations %+v, want readOnly %v", c.perms, a, c.readOnly)
 		} else if !c.readOnly && !a.IdempotentHint {
 			t.Errorf("permissions %v: the upstream's idempotent hint lost", c.perms)
+		} else if a.OpenWorldHint == nil || !*a.OpenWorldHint {
+			t.Errorf("permissions %v: an upstream tool served as closed-world", c.perms)
 		}
 	}
 }

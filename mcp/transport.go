@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sync"
@@ -119,6 +120,9 @@ func (h HTTP) open(ctx context.Context, cfg *linkConfig) (*link, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	rt := &httpLimits{base: base, headers: maps.Clone(h.Headers), max: int64(cfg.maxMessage)}
+	if u, err := url.Parse(h.URL); err == nil {
+		rt.origin = u.Scheme + "://" + u.Host
+	}
 	tr := &sdk.StreamableClientTransport{
 		Endpoint:     h.URL,
 		HTTPClient:   &http.Client{Transport: rt},
@@ -147,6 +151,7 @@ type httpLimits struct {
 	base    http.RoundTripper
 	headers map[string]string
 	max     int64
+	origin  string       // the endpoint's scheme://host: the headers go there only
 	denied  atomic.Int32 // the last 401 or 403 status answered, 0 after a success
 }
 
@@ -167,7 +172,9 @@ func (h *httpLimits) unauthorized() error {
 }
 
 func (h *httpLimits) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(h.headers) > 0 {
+	if len(h.headers) > 0 && req.URL.Scheme+"://"+req.URL.Host == h.origin {
+		// Not on a redirect to another origin: the configured headers
+		// (a token from headers_env) are the endpoint's.
 		req = req.Clone(req.Context())
 		for k, v := range h.headers {
 			req.Header.Set(k, v)

@@ -325,7 +325,11 @@ func (c *capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	max, what := c.meta, "an answer of the registry"
-	if strings.Contains(req.URL.Path, "/blobs/") {
+	first := req // a redirect's target (a CDN's presigned URL) is classed by the request it answers
+	for first.Response != nil && first.Response.Request != nil {
+		first = first.Response.Request
+	}
+	if strings.Contains(first.URL.Path, "/blobs/") {
 		max, what = c.blob, "a blob"
 	}
 	resp.Body = &cappedBody{rc: resp.Body, left: max, max: max, what: what}
@@ -368,7 +372,7 @@ func guardedTransport(base *http.Transport, registry string) *http.Transport {
 	if plain == nil {
 		plain = (&net.Dialer{}).DialContext
 	}
-	guard := &netguard.Dialer{}
+	guard := &netguard.Dialer{Dialer: net.Dialer{Timeout: 30 * time.Second}}
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if sameHost(addr, registry) {
 			return plain(ctx, network, addr)
