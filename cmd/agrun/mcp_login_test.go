@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -145,6 +146,16 @@ func TestMCPLogin(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	if authURL == "" {
 		t.Fatal("mcp login printed no authorization URL")
+	}
+	// A stray request to the callback (another page, another process)
+	// does not end the login.
+	cb := regexp.MustCompile(`redirect_uri=([^&]+)`).FindStringSubmatch(authURL)
+	if cb != nil {
+		if u, err := url.QueryUnescape(cb[1]); err == nil {
+			if r, err := http.Get(u + "?code=forged&state=forged"); err == nil {
+				r.Body.Close()
+			}
+		}
 	}
 	resp, err := http.Get(authURL) // the browser: follows the redirect to agrun's listener
 	if err != nil {

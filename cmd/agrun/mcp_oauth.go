@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,9 +144,9 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	}
 	defer ln.Close()
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-	results := make(chan *auth.AuthorizationResult, 1)
+	results := make(chan *auth.AuthorizationResult, 16) // a stray request must not take the real redirect's place
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/callback" {
+		if r.URL.Path != "/callback" || r.Method != http.MethodGet {
 			http.NotFound(w, r)
 			return
 		}
@@ -153,7 +154,7 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 		if e := q.Get("error"); e != "" {
 			fmt.Fprintf(w, "<p>agrun: the authorization server refused: %s</p>", html.EscapeString(e))
 			select {
-			case results <- &auth.AuthorizationResult{}:
+			case results <- &auth.AuthorizationResult{State: q.Get("state")}:
 			default:
 			}
 			return
@@ -170,16 +171,26 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	h.OAuth.Tokens = loginTokens{h.OAuth.Tokens.(mcp.FileTokens)}
 	h.OAuth.Authorize = func(ctx context.Context, authURL string) (*auth.AuthorizationResult, error) {
 		fmt.Fprintf(c.stderr, "agrun: to authorize agrun for %s, open this URL in a browser (on any machine; it redirects to %s here):\n\n  %s\n\nagrun: waiting for the browser (at most %s; Ctrl-C stops)...\n", safe(name), redirect, safe(authURL), *timeout)
-		select {
-		case r := <-results:
-			if r.Code == "" {
-				return nil, errors.New("the authorization server sent no code (refused, or the login was cancelled in the browser)")
+		want := ""
+		if u, err := url.Parse(authURL); err == nil {
+			want = u.Query().Get("state")
+		}
+		deadline := time.After(*timeout)
+		for {
+			select {
+			case r := <-results:
+				if want != "" && r.State != want {
+					continue // not the redirect of this login (another page or process): wait on
+				}
+				if r.Code == "" {
+					return nil, errors.New("the authorization server sent no code (refused, or the login was cancelled in the browser)")
+				}
+				return r, nil
+			case <-deadline:
+				return nil, fmt.Errorf("no redirect from the browser within %s (mcp login --timeout)", *timeout)
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			return r, nil
-		case <-time.After(*timeout):
-			return nil, fmt.Errorf("no redirect from the browser within %s (mcp login --timeout)", *timeout)
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 	}
 	cl, err := mcp.NewClient(name, h, &mcp.ClientOptions{Timeout: *timeout + time.Minute, Logger: c.logger()})
