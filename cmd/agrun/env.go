@@ -218,10 +218,13 @@ func (e *env) loadWasm(ctx context.Context, name string, t config.Tool) {
 	e.register(name, toolSource(t), tool, err, grantWarnings(t, s, tool))
 }
 
-// register adds a loaded WASM tool (err nil) or the refusal of one.
+// register adds a loaded WASM tool (err nil) or the refusal of one. A
+// tool that cannot be registered (its name is taken) is closed.
 func (e *env) register(name, source string, tool *wasmtools.Tool, err error, warnings []string) {
 	if err == nil {
-		if err = e.reg.Register(tool); err == nil {
+		if err = e.reg.Register(tool); err != nil {
+			tool.Close(context.Background())
+		} else {
 			e.mu.Lock()
 			e.sources[name] = source
 			e.tools = append(e.tools, tool)
