@@ -77,6 +77,12 @@ type ClientOptions struct {
 	// others, and every URL-mode request, are declined without asking.
 	// A nil answer declines. Nil: no capability, and servers cannot ask.
 	Elicit func(ctx context.Context, e *Elicitation) (*ElicitAnswer, error)
+	// Progress, if set, gets the server's progress notifications for the
+	// calls in progress (each call is sent with a progress token): the
+	// tool's registry name and the server's figures, its message cleaned
+	// and cut to 200 bytes. Notifications for no call in progress are
+	// dropped. Nil: calls carry no progress token.
+	Progress func(Progress)
 	// ResourceTool offers the server's resources to the model as one more
 	// registry tool, SERVER__read_resource (it declares "read"; its
 	// description lists the resources, cut to MaxDescriptionBytes),
@@ -89,6 +95,14 @@ type ClientOptions struct {
 	// grant nothing (a stdio server runs with agrun's own access). Empty:
 	// no roots capability.
 	Roots []string
+}
+
+// Progress is one progress notification of a call (ClientOptions.Progress).
+type Progress struct {
+	Server, Tool string  // the server's name, the tool's registry name
+	Progress     float64 // so far
+	Total        float64 // 0: unknown
+	Message      string  // cleaned, at most 200 bytes
 }
 
 // Client is a connection to one MCP server whose tools it offers to a
@@ -121,6 +135,8 @@ type Client struct {
 
 	refresh     chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
 	gate        elicitGate    // the server's questions for the person (elicit.go)
+	calls       sync.Map      // progress token -> registry name of the call in progress
+	nextCall    atomic.Int64  // progress tokens
 	refreshOnce sync.Once     // starts the refresher
 
 	syncMu  sync.Mutex // serializes tool list updates and Sync
@@ -206,6 +222,16 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 			case c.refresh <- struct{}{}:
 			default: // a refresh is already pending: floods coalesce
 			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			if o.Progress == nil || req.Params == nil {
+				return
+			}
+			tool, ok := c.calls.Load(fmt.Sprint(req.Params.ProgressToken))
+			if !ok {
+				return
+			}
+			o.Progress(Progress{Server: c.name, Tool: tool.(string), Progress: req.Params.Progress, Total: req.Params.Total, Message: SanitizeText(req.Params.Message, 200)})
 		},
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) {
 			if !o.ResourceTool {
@@ -613,9 +639,16 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 		return nil, c.errorf(registry.InvalidArguments, name, "arguments must be a JSON object")
 	}
 	var res *sdk.CallToolResult
+	params := &sdk.CallToolParams{Name: name, Arguments: args}
+	if c.opts.Progress != nil {
+		token := fmt.Sprintf("agrun-%d", c.nextCall.Add(1))
+		params.SetProgressToken(token)
+		c.calls.Store(token, ToolName(c.name, name))
+		defer c.calls.Delete(token)
+	}
 	err := c.request(ctx, name, "tools/call "+SanitizeText(name, 100), func(ctx context.Context, s *session) error {
 		var err error
-		res, err = s.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		res, err = s.cs.CallTool(ctx, params)
 		return err
 	})
 	if err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -182,5 +185,72 @@ func TestClientRoots(t *testing.T) {
 	}
 	if _, err := NewClient("x", HTTP{URL: "http://h/mcp"}, &ClientOptions{Roots: []string{"rel"}}); err == nil {
 		t.Error("a relative root was taken")
+	}
+}
+
+// TestProgressAndCancellation: a server's progress notifications for a
+// call reach ClientOptions.Progress with the tool's registry name and a
+// cleaned message; a call whose context ends is cancelled on the server
+// (notifications/cancelled: the tool's context ends).
+func TestProgressAndCancellation(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "up"}, nil)
+	up.AddTool(&sdk.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for i := 1; i <= 3; i++ {
+			req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 3, Message: "step\x1b[2J"})
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
+	})
+	cancelled := make(chan struct{})
+	up.AddTool(&sdk.Tool{Name: "hang", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	var mu sync.Mutex
+	var got []Progress
+	cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{Progress: func(p Progress) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CallTool(ctx, "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(got) != 3 || got[2].Tool != "up__slow" || got[2].Progress != 3 || got[2].Total != 3 || strings.Contains(got[2].Message, "\x1b") {
+		t.Errorf("progress %+v", got)
+	}
+	mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	cl.CallTool(cctx, "hang", nil)
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned call was not cancelled on the server")
 	}
 }

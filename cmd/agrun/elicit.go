@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agcore/agrun/mcp"
 )
@@ -154,4 +156,31 @@ func fieldValue(f mcp.ElicitField, line string) (any, error) {
 		return nil, fmt.Errorf("an answer is required")
 	}
 	return line, nil
+}
+
+// progressLines is an MCP server's progress shown on a terminal: a line
+// "agrun: TOOL: 3/10 message" at most once a second per tool (and the
+// last step), nothing when stderr is not a terminal.
+type progressLines struct {
+	c    *cli
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (p *progressLines) show(pr mcp.Progress) {
+	if !p.c.isTTY(p.c.stderr) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if now.Sub(p.last[pr.Tool]) < time.Second && (pr.Total == 0 || pr.Progress < pr.Total) {
+		return
+	}
+	p.last[pr.Tool] = now
+	of := strconv.FormatFloat(pr.Progress, 'f', -1, 64)
+	if pr.Total > 0 {
+		of += "/" + strconv.FormatFloat(pr.Total, 'f', -1, 64)
+	}
+	fmt.Fprintf(p.c.stderr, "agrun: %s: %s %s\n", safe(pr.Tool), of, safe(pr.Message))
 }

@@ -208,3 +208,24 @@ func TestQuestionWaitsForApproval(t *testing.T) {
 		t.Fatalf("the question got %+v", r)
 	}
 }
+
+// TestProgressLines: a server's progress for a call shows on a terminal
+// as "agrun: TOOL: N/TOTAL message" lines (cleaned), and not without one.
+func TestProgressLines(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "work"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "build"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+		req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 2, Total: 2, Message: "linked\x1b[2J"})
+		time.Sleep(50 * time.Millisecond) // the notification arrives before the answer
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	defer srv.Close()
+	e := newTestEnv(t, "", "\n[mcp.work]\nurl = \""+srv.URL+"\"\n")
+	r := e.runTTY("", "call", "work__build", "{}").wantCode(t, exitOK)
+	if !strings.Contains(r.stderr, "agrun: work__build: 2/2 linked") || strings.Contains(r.stderr, "\x1b") {
+		t.Errorf("on a terminal: %q", r.stderr)
+	}
+	if r := e.run("", "call", "work__build", "{}").wantCode(t, exitOK); strings.Contains(r.stderr, "2/2") {
+		t.Errorf("without a terminal: %q", r.stderr)
+	}
+}

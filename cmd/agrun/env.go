@@ -57,7 +57,7 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 // flags).
 func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
 	stop := c.slowNotice("loading the tools: a module is compiled the first time it is used (cached afterwards)…")
-	e, err := newEnvWith(ctx, cfg, c.logger(), filter, envHooks{elicit: c.elicit})
+	e, err := newEnvWith(ctx, cfg, c.logger(), filter, envHooks{elicit: c.elicit, progress: (&progressLines{c: c, last: map[string]time.Time{}}).show})
 	stop()
 	if err != nil {
 		return nil, err
@@ -127,6 +127,9 @@ type envHooks struct {
 	// nil: the servers are offered no elicitation (serve, worker, mcp
 	// serve: no one to ask).
 	elicit func(context.Context, *mcp.Elicitation) (*mcp.ElicitAnswer, error)
+	// progress shows MCP servers' progress notifications (elicit.go);
+	// nil: calls carry no progress token.
+	progress func(mcp.Progress)
 }
 
 // newEnvWith is newEnv with hooks.
@@ -315,7 +318,7 @@ func (e *env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots, Elicit: e.hooks.elicit, ResourceTool: s.Resources})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.log, Roots: s.Roots, Elicit: e.hooks.elicit, ResourceTool: s.Resources, Progress: e.hooks.progress})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return
