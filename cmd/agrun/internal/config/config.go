@@ -537,13 +537,8 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if keys := t.PluginKeys(); t.Manifest != "" && len(keys) > 0 {
 			return errAt(fmt.Sprintf("%q is for an Extism plug-in, which has no manifest file; \"manifest\" is for a bare WASI program: keep one of them", keys[0]), "tools", name, keys[0])
 		}
-		if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
-			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "tools", name, "sha256")
-		}
-		for _, h := range t.AllowedHosts {
-			if !hostRE.MatchString(h) {
-				return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "tools", name, "allowed_hosts")
-			}
+		if err := checkGrantKeys(t, "tools", name, errAt); err != nil {
+			return err
 		}
 	}
 	if err := c.checkPlugins(errAt); err != nil {
@@ -627,11 +622,6 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	if c.Sandbox.MaxStack < 0 || c.Sandbox.MaxStack > 1<<30 {
 		return errAt("must be between 0 (the default, 16MiB) and 1GiB", "sandbox", "max_stack")
 	}
-	for _, name := range sortedKeys(c.Tools) {
-		if c.Tools[name].Fuel < 0 {
-			return errAt("must be positive (0: the [sandbox] fuel)", "tools", name, "fuel")
-		}
-	}
 	if a := c.Cluster.TemporalAddress; a != "" {
 		if _, _, err := net.SplitHostPort(a); err != nil || strings.Contains(a, "/") {
 			return errAt(`must be host:port, e.g. "127.0.0.1:7233"`, "cluster", "temporal_address")
@@ -658,6 +648,23 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		return err
 	}
 	return c.checkApprovals(errAt)
+}
+
+// checkGrantKeys checks the grant keys [tools.NAME] and [plugins.NAME]
+// share (section names which): sha256, allowed_hosts, fuel.
+func checkGrantKeys(t Tool, section, name string, errAt func(msg string, key ...string) error) error {
+	if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
+		return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", section, name, "sha256")
+	}
+	for _, h := range t.AllowedHosts {
+		if !hostRE.MatchString(h) {
+			return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), section, name, "allowed_hosts")
+		}
+	}
+	if t.Fuel < 0 {
+		return errAt("must be positive (0: the [sandbox] fuel)", section, name, "fuel")
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

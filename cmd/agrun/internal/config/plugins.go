@@ -51,16 +51,8 @@ func (c *Config) checkPlugins(errAt func(msg string, key ...string) error) error
 		if keys := describingKeys(t); len(keys) > 0 {
 			return errAt(fmt.Sprintf("a plug-in's tools are described by its own list (list_tools or describe), not by %q: that key is for one tool in [tools.NAME]", keys[0]), "plugins", name, keys[0])
 		}
-		if t.SHA256 != "" && !shaRE.MatchString(t.SHA256) {
-			return errAt("sha256 must be 64 lowercase hex digits (as `agrun inspect` prints it)", "plugins", name, "sha256")
-		}
-		for _, h := range t.AllowedHosts {
-			if !hostRE.MatchString(h) {
-				return errAt(fmt.Sprintf("allowed host %q: want a host name or host:port, without scheme or path", h), "plugins", name, "allowed_hosts")
-			}
-		}
-		if t.Fuel < 0 {
-			return errAt("must be positive (0: the [sandbox] fuel)", "plugins", name, "fuel")
+		if err := checkGrantKeys(t, "plugins", name, errAt); err != nil {
+			return err
 		}
 		if !validApprove(t.Approve) {
 			return errAt(`must be "ask", "always" or "never"`, "plugins", name, "approve")
