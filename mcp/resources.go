@@ -61,6 +61,30 @@ func (s *session) capabilities() *sdk.ServerCapabilities {
 	return &sdk.ServerCapabilities{}
 }
 
+// pages runs page (a listing's request for one cursor, which returns how
+// many items are kept so far and the next cursor) until the server has no
+// more, at most maxPages pages and max items: a server cannot page
+// forever nor list without end.
+func pages(max int, what string, page func(cursor string) (int, string, error)) error {
+	cursor := ""
+	for i := 0; ; i++ {
+		if i == maxPages {
+			return fmt.Errorf("more than %d pages", maxPages)
+		}
+		n, next, err := page(cursor)
+		if err != nil {
+			return err
+		}
+		if n > max {
+			return fmt.Errorf("more than %d %s", max, what)
+		}
+		if next == "" || next == cursor {
+			return nil
+		}
+		cursor = next
+	}
+}
+
 // Resources lists the server's resources (every page, at most
 // MaxResources), sorted by URI; a server without the resources capability
 // has none. Errors are *registry.Error as for CallTool.
@@ -70,14 +94,10 @@ func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 		if s.capabilities().Resources == nil {
 			return nil
 		}
-		cursor := ""
-		for page := 0; ; page++ {
-			if page == maxPages {
-				return fmt.Errorf("more than %d pages", maxPages)
-			}
+		return pages(MaxResources, "resources", func(cursor string) (int, string, error) {
 			res, err := s.cs.ListResources(ctx, &sdk.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return 0, "", err
 			}
 			for _, r := range res.Resources {
 				if r == nil || r.URI == "" || !textsafe.IsSafe(r.URI) || len(r.URI) > 2048 {
@@ -86,15 +106,8 @@ func (c *Client) Resources(ctx context.Context) ([]Resource, error) {
 				out = append(out, Resource{URI: r.URI, Name: SanitizeText(r.Name, 200), Title: SanitizeText(r.Title, maxTitleBytes),
 					Description: SanitizeText(r.Description, MaxDescriptionBytes), MIMEType: SanitizeText(r.MIMEType, 100), Size: r.Size})
 			}
-			if len(out) > MaxResources {
-				return fmt.Errorf("more than %d resources", MaxResources)
-			}
-			if res.NextCursor == "" || res.NextCursor == cursor {
-				break
-			}
-			cursor = res.NextCursor
-		}
-		return nil
+			return len(out), res.NextCursor, nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -138,14 +151,10 @@ func (c *Client) Prompts(ctx context.Context) ([]Prompt, error) {
 		if s.capabilities().Prompts == nil {
 			return nil
 		}
-		cursor := ""
-		for page := 0; ; page++ {
-			if page == maxPages {
-				return fmt.Errorf("more than %d pages", maxPages)
-			}
+		return pages(MaxPrompts, "prompts", func(cursor string) (int, string, error) {
 			res, err := s.cs.ListPrompts(ctx, &sdk.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				return err
+				return 0, "", err
 			}
 			for _, p := range res.Prompts {
 				if p == nil || p.Name == "" || !textsafe.IsSafe(p.Name) || len(p.Name) > 256 {
@@ -159,15 +168,8 @@ func (c *Client) Prompts(ctx context.Context) ([]Prompt, error) {
 				}
 				out = append(out, q)
 			}
-			if len(out) > MaxPrompts {
-				return fmt.Errorf("more than %d prompts", MaxPrompts)
-			}
-			if res.NextCursor == "" || res.NextCursor == cursor {
-				break
-			}
-			cursor = res.NextCursor
-		}
-		return nil
+			return len(out), res.NextCursor, nil
+		})
 	})
 	if err != nil {
 		return nil, err
