@@ -194,9 +194,18 @@ func TestClientRoots(t *testing.T) {
 // (notifications/cancelled: the tool's context ends).
 func TestProgressAndCancellation(t *testing.T) {
 	up := sdk.NewServer(&sdk.Implementation{Name: "up"}, nil)
+	// The SDK hands notifications to the client's handler on its own
+	// goroutine, so a result may overtake them, and progress for a call
+	// no longer in progress is dropped by design: the tool therefore
+	// stays in progress until the client has seen all three (or 5 s).
+	seen := make(chan struct{})
 	up.AddTool(&sdk.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		for i := 1; i <= 3; i++ {
 			req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 3, Message: "step\x1b[2J"})
+		}
+		select {
+		case <-seen:
+		case <-time.After(5 * time.Second):
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "done"}}}, nil
 	})
@@ -218,6 +227,9 @@ func TestProgressAndCancellation(t *testing.T) {
 	cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{Progress: func(p Progress) {
 		mu.Lock()
 		got = append(got, p)
+		if len(got) == 3 {
+			close(seen)
+		}
 		mu.Unlock()
 	}})
 	if err != nil {

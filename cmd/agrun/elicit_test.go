@@ -215,7 +215,13 @@ func TestProgressLines(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "work"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "build"}, func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 2, Total: 2, Message: "linked\x1b[2J"})
-		time.Sleep(50 * time.Millisecond) // the notification arrives before the answer
+		// The client's SDK handles incoming messages in order on one
+		// queue, apart from the call's answer: a ping answered means the
+		// notification before it was handled, so the call is still in
+		// progress when it arrives (late progress is dropped by design).
+		if err := req.Session.Ping(ctx, nil); err != nil {
+			return nil, nil, err
+		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil, nil
 	})
 	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
