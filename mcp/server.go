@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -43,6 +44,23 @@ type ServerOptions struct {
 	// DefaultSessionTimeout (5 minutes); negative means forever (do not,
 	// for a server that untrusted clients reach).
 	HTTP *sdk.StreamableHTTPOptions
+	// Approve, if set, is asked about each tools/call before it runs,
+	// as agrun's approver is about a model's calls in `agrun run` (the
+	// clients of an MCP server are usually agents driven by a model):
+	// its Approval runs the call, refuses it, or asks the client's user.
+	// The question goes through elicitation (form mode, the answer a
+	// yes/no and an optional reason): elicitation/create on protocol
+	// versions before 2026-07-28, an input-required result on later ones
+	// (SEP-2322; the client's retry must carry the answer to the question
+	// asked about that very call, within 15 minutes). A client that
+	// offers no elicitation gets a denied_by_user error, never a silent
+	// run. An answer is only as good as the client: one that answers for
+	// its user is trusted to. Nil: every call runs unasked.
+	Approve func(ApprovalCall) Approval
+	// ApprovalTimeout bounds the wait for the user's answer on protocol
+	// versions that send elicitation/create; no answer in time denies the
+	// call. Zero means DefaultApprovalTimeout (10 minutes).
+	ApprovalTimeout time.Duration
 }
 
 func (o *ServerOptions) logger() *slog.Logger {
@@ -83,7 +101,7 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 		o.Version = "0.1.0"
 	}
 	o.Logger = o.logger()
-	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}}
+	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}, approve: newApprover(&o)}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
 		Logger: o.Logger,
 		// The SDK's defaults (logging) plus tools, announced even while the
@@ -116,9 +134,10 @@ func Serve(ctx context.Context, reg *registry.Registry, t sdk.Transport, opts *S
 
 // bridge keeps an sdk.Server's tools in step with a registry.
 type bridge struct {
-	reg *registry.Registry
-	srv *sdk.Server
-	log *slog.Logger
+	reg     *registry.Registry
+	srv     *sdk.Server
+	log     *slog.Logger
+	approve *approver // nil: calls run unasked
 
 	mu      sync.Mutex
 	exposed map[string]string // tool name -> fingerprint of its definition
@@ -188,6 +207,16 @@ func (b *bridge) add(t *sdk.Tool) (err error) {
 }
 
 func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	if b.approve != nil {
+		if t, ok := b.reg.Get(req.Params.Name); ok {
+			if res := b.approve.check(ctx, req, t); res != nil {
+				if res.IsError {
+					b.log.Info("mcp serve: call refused", "tool", req.Params.Name, "reason", res.Content[0].(*sdk.TextContent).Text)
+				}
+				return res, nil
+			}
+		}
+	}
 	inv := b.reg.Invoke(ctx, req.Params.Name, req.Params.Arguments)
 	if inv.Err != nil {
 		e := registry.AsError(req.Params.Name, inv.Err)

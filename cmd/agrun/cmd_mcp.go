@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
 )
 
 // mcpServe is `agrun mcp serve [--http ADDR]`: every configured tool (WASM
@@ -66,7 +70,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		if c.isTTY(c.stdin) {
 			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
 		}
-		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log})
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg)})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -100,7 +104,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	defer e.close()
 	e.warnBroken(c.stderr)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg)}))
 	srv := &http.Server{
 		Handler:           requireBearer(tokens, mux),
 		ReadHeaderTimeout: server.ReadHeaderTimeout,
@@ -123,6 +127,34 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// mcpServeApproval applies [approvals] to the calls of `agrun mcp serve`'s
+// clients as `agrun run` applies it to a model's (the clients of an MCP
+// server are usually agents driven by one): approve = "never" refuses, a
+// call that needs a yes and is not approved "always" in the approvals
+// file is asked of the client's user through elicitation (mcp.Approval),
+// and refused when the client offers none. Nil when the configuration
+// asks about nothing.
+func mcpServeApproval(cfg *config.Config) func(mcp.ApprovalCall) mcp.Approval {
+	if !asksAnything(cfg) {
+		return nil
+	}
+	store := session.OpenApprovals(sessionsDir(cfg))
+	cwd := workDir()
+	return func(call mcp.ApprovalCall) mcp.Approval {
+		switch cfg.ApprovalFor(call.Tool, call.Grant.Server, call.Grant.Uses()) {
+		case config.ApproveAlways:
+			return mcp.Approval{}
+		case config.ApproveNever:
+			return mcp.Approval{Refuse: `the configuration does not allow this tool (approve = "never")`}
+		}
+		if ok, _ := store.Has(call.Tool, call.Grant); ok {
+			return mcp.Approval{}
+		}
+		req := loop.ApprovalRequest{Tool: call.Tool, Arguments: textsafe.CleanBytes(call.Arguments, 2*maxQuestionArgs), Grant: call.Grant}
+		return mcp.Approval{Ask: true, Question: "agrun: " + question(req, cwd)}
+	}
 }
 
 // requireBearer passes on only requests carrying "Authorization: Bearer

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -233,5 +235,60 @@ func TestProgressLines(t *testing.T) {
 	}
 	if r := e.run("", "call", "work__build", "{}").wantCode(t, exitOK); strings.Contains(r.stderr, "2/2") {
 		t.Errorf("without a terminal: %q", r.stderr)
+	}
+}
+
+// TestMCPServeAsksApproval: `agrun mcp serve` applies [approvals] to its
+// clients' calls: a call that needs a yes is asked of the client's user
+// through elicitation (here agrun's own MCP client answering), runs on
+// yes, is refused on no or when the client offers no elicitation, and
+// approve = "never" refuses unasked; a call that needs no yes runs.
+func TestMCPServeAsksApproval(t *testing.T) {
+	e := newTestEnv(t, "", "\n[approvals]\nask = [\"write\"]\n")
+	cfg, _ := os.ReadFile(e.config)
+	os.WriteFile(e.config, []byte(strings.Replace(string(cfg), "[tools.sum_c]\n", "[tools.sum_c]\napprove = \"never\"\n", 1)), 0o644)
+	ctx := context.Background()
+	connect := func(answer *mcp.ElicitAnswer, asked *[]string) *mcp.Client {
+		var opts mcp.ClientOptions
+		if answer != nil {
+			opts.Elicit = func(_ context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer, error) {
+				*asked = append(*asked, q.Message)
+				return answer, nil
+			}
+		}
+		cl, err := mcp.NewClient("agrun", mcp.Stdio{Command: binary(t), Args: []string{"-c", e.config, "mcp", "serve"}, Dir: e.dir}, &opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close(ctx) })
+		return cl
+	}
+	note := filepath.Join(e.dir, "notes", "n1.txt")
+	fileExists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	var asked []string
+	cl := connect(&mcp.ElicitAnswer{Action: "accept", Content: map[string]any{"approve": false, "reason": "not today"}}, &asked)
+	_, err := cl.CallTool(ctx, "write_note", json.RawMessage(`{"name":"n1","text":"x"}`))
+	if err == nil || !strings.Contains(err.Error(), "said no: not today") || fileExists(note) {
+		t.Fatalf("no: %v", err)
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0], "write_note wants to write to /notes") {
+		t.Errorf("the question: %q", asked)
+	}
+	if _, err := cl.CallTool(ctx, "word_count", json.RawMessage(`{"text":"a b"}`)); err != nil {
+		t.Errorf("a call that needs no yes: %v", err)
+	}
+	if _, err := cl.CallTool(ctx, "sum_c", json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), `approve = "never"`) || len(asked) != 1 {
+		t.Errorf("never: %v (asked %d)", err, len(asked))
+	}
+	cl = connect(&mcp.ElicitAnswer{Action: "accept", Content: map[string]any{"approve": true}}, &asked)
+	if _, err := cl.CallTool(ctx, "write_note", json.RawMessage(`{"name":"n1","text":"x"}`)); err != nil || !fileExists(note) {
+		t.Fatalf("yes: %v", err)
+	}
+	cl = connect(nil, nil)
+	if _, err := cl.CallTool(ctx, "write_note", json.RawMessage(`{"name":"n2","text":"x"}`)); err == nil || !strings.Contains(err.Error(), "offers no form elicitation") {
+		t.Errorf("no elicitation: %v", err)
 	}
 }
