@@ -57,6 +57,17 @@ type ServerOptions struct {
 	// run. An answer is only as good as the client: one that answers for
 	// its user is trusted to. Nil: every call runs unasked.
 	Approve func(ApprovalCall) Approval
+	// Upstreams, if set, have their resources and prompts re-served
+	// (`[mcp.NAME] serve_resources`): the server then declares the
+	// resources and prompts capabilities, lists what these clients list
+	// (again at most every 5 seconds) and answers resources/read and
+	// prompts/get through them, everything as agrun's Client gives it:
+	// cleaned and bounded (Client.Resources, ReadResource, Prompts,
+	// GetPrompt; a resource's contents as text, a blob as a placeholder).
+	// A resource keeps its URI, served by the first client in this order
+	// that lists it; a prompt is served as SERVER__NAME. Nil: the
+	// resources and prompts listings are empty.
+	Upstreams []*Client
 	// ApprovalTimeout bounds the wait for the user's answer on protocol
 	// versions that send elicitation/create; no answer in time denies the
 	// call. Zero means DefaultApprovalTimeout (10 minutes).
@@ -101,22 +112,37 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 		o.Version = "0.1.0"
 	}
 	o.Logger = o.logger()
+	// Capabilities exactly as served: the SDK's default (logging) and
+	// tools, announced even while the registry has none (tools come and
+	// go, and the list can change).
+	caps := &sdk.ServerCapabilities{
+		//lint:ignore SA1019 the SDK's own default, kept so the initialize answer does not change (logging stays functional for the deprecation window)
+		Logging: &sdk.LoggingCapabilities{},
+		Tools:   &sdk.ToolCapabilities{ListChanged: true},
+	}
+	// Resources and prompts are declared always, as they are answered
+	// (empty listings without upstreams, which the conformance suite's
+	// resources-list and prompts-list check); their lists change only
+	// when re-served from upstreams.
+	caps.Resources = &sdk.ResourceCapabilities{ListChanged: len(o.Upstreams) > 0}
+	caps.Prompts = &sdk.PromptCapabilities{ListChanged: len(o.Upstreams) > 0}
 	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}, approve: newApprover(&o)}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
-		Logger: o.Logger,
-		// The SDK's defaults (logging) plus tools, announced even while the
-		// registry has none: tools come and go, and the list can change.
-		Capabilities: &sdk.ServerCapabilities{
-			//lint:ignore SA1019 the SDK's own default, kept so the initialize answer does not change (logging stays functional for the deprecation window)
-			Logging: &sdk.LoggingCapabilities{},
-			Tools:   &sdk.ToolCapabilities{ListChanged: true},
-		},
+		Logger:       o.Logger,
+		Capabilities: caps,
 	})
 	b.sync()
+	var up *republisher
+	if len(o.Upstreams) > 0 {
+		up = &republisher{ups: o.Upstreams, srv: b.srv, log: o.Logger}
+	}
 	b.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if method == "tools/list" || method == "tools/call" {
+			switch {
+			case method == "tools/list" || method == "tools/call":
 				b.sync()
+			case up != nil && syncedMethods[method]:
+				up.sync(ctx)
 			}
 			return next(ctx, method, req)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agcore/agrun/cmd/agrun/internal/config"
@@ -70,7 +72,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		if c.isTTY(c.stdin) {
 			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
 		}
-		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg)})
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg)})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -104,7 +106,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	defer e.close()
 	e.warnBroken(c.stderr)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg)}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg)}))
 	srv := &http.Server{
 		Handler:           requireBearer(tokens, mux),
 		ReadHeaderTimeout: server.ReadHeaderTimeout,
@@ -127,6 +129,19 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// servedUpstreams are the connected [mcp.NAME] servers whose resources
+// and prompts `mcp serve` re-serves (serve_resources = true), by name.
+func (e *env) servedUpstreams(cfg *config.Config) []*mcp.Client {
+	var out []*mcp.Client
+	for _, cl := range e.clients {
+		if cfg.MCP[cl.Name()].ServeResources {
+			out = append(out, cl)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mcp.Client) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
 }
 
 // mcpServeApproval applies [approvals] to the calls of `agrun mcp serve`'s

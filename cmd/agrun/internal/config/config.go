@@ -222,6 +222,10 @@ type MCPServer struct {
 	// Resources offers the server's resources to the model as the tool
 	// NAME__read_resource (it declares "read").
 	Resources bool `toml:"resources"`
+	// ServeResources re-serves the server's resources and prompts to the
+	// clients of `agrun mcp serve` (cleaned and bounded; prompts as
+	// NAME__PROMPT).
+	ServeResources bool `toml:"serve_resources"`
 }
 
 // Sessions is the [sessions] section.

@@ -1,0 +1,110 @@
+package mcp
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// TestServeCapabilitiesExactly: without upstreams the server declares
+// tools, the SDK's logging, and resources and prompts (answered with
+// empty listings; their lists never change); no completions; a resource
+// is not read.
+func TestServeCapabilitiesExactly(t *testing.T) {
+	cs := connectClient(t, NewServer(registry.New(), nil), "2025-11-25", nil, false)
+	caps := cs.InitializeResult().Capabilities
+	if caps.Tools == nil || !caps.Tools.ListChanged || caps.Resources == nil || caps.Resources.ListChanged || caps.Prompts == nil || caps.Prompts.ListChanged || caps.Completions != nil {
+		t.Errorf("capabilities %+v", caps)
+	}
+	ctx := context.Background()
+	if r, err := cs.ListResources(ctx, nil); err != nil || len(r.Resources) != 0 {
+		t.Errorf("resources %+v %v", r, err)
+	}
+	if p, err := cs.ListPrompts(ctx, nil); err != nil || len(p.Prompts) != 0 {
+		t.Errorf("prompts %+v %v", p, err)
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "file:///etc/passwd"}); err == nil {
+		t.Error("a resource was read")
+	}
+}
+
+// TestServeResourcesFromUpstream: with Upstreams the server declares
+// resources and prompts and re-serves an upstream's, as agrun's client
+// sees them: listed with their URIs, read as cleaned text (a blob as a
+// placeholder), prompts as SERVER__NAME with their arguments, got
+// through the upstream with the caller's arguments, cleaned.
+func TestServeResourcesFromUpstream(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
+	up.AddResource(&sdk.Resource{URI: "docs://readme", Name: "readme\x1b[2J", MIMEType: "text/plain"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "read me\x1b]0;pwned\a"}}}, nil
+	})
+	up.AddResource(&sdk.Resource{URI: "docs://logo", Name: "logo", MIMEType: "image/png"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "image/png", Blob: []byte{1, 2, 3}}}}, nil
+	})
+	up.AddPrompt(&sdk.Prompt{Name: "greet", Description: "say hi", Arguments: []*sdk.PromptArgument{{Name: "who", Required: true}}}, func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hello " + req.Params.Arguments["who"] + "\x1b[31m"}}}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("docs", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+
+	cs := connectClient(t, NewServer(registry.New(), &ServerOptions{Upstreams: []*Client{cl}}), "", nil, false)
+	if caps := cs.InitializeResult().Capabilities; !caps.Resources.ListChanged || !caps.Prompts.ListChanged {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	rs, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range rs.Resources {
+		uris = append(uris, r.URI)
+		if strings.Contains(r.Name, "\x1b") {
+			t.Errorf("name not cleaned: %q", r.Name)
+		}
+	}
+	if strings.Join(uris, ",") != "docs://logo,docs://readme" {
+		t.Fatalf("resources %v", uris)
+	}
+	rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "docs://readme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.Contents[0].Text; !strings.HasPrefix(got, "read me") || strings.ContainsAny(got, "\x1b\a") {
+		t.Errorf("read %q", got)
+	}
+	rr, err = cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "docs://logo"})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, "image/png, 3 bytes") {
+		t.Errorf("blob: %+v %v", rr, err)
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "file:///etc/passwd"}); err == nil {
+		t.Error("a resource no upstream lists was read")
+	}
+	ps, err := cs.ListPrompts(ctx, nil)
+	if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != "docs__greet" || len(ps.Prompts[0].Arguments) != 1 || !ps.Prompts[0].Arguments[0].Required {
+		t.Fatalf("prompts %+v %v", ps, err)
+	}
+	gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "docs__greet", Arguments: map[string]string{"who": "ann"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt := gp.Messages[0].Content.(*sdk.TextContent).Text; !strings.HasPrefix(txt, "hello ann") || strings.Contains(txt, "\x1b") {
+		t.Errorf("prompt %q", txt)
+	}
+}
