@@ -89,6 +89,10 @@ type ClientOptions struct {
 	// refreshed when the server says its resources changed. A server
 	// without resources, or with a tool of that name, gets none.
 	ResourceTool bool
+	// Observe, if set, is told of each request the Client sends, and may
+	// add trace context to its params._meta (package telemetry's
+	// MCPObserve: the MCP spans of the OpenTelemetry conventions).
+	Observe Observe
 	// Roots are the directories offered to the server as its roots
 	// (roots/list), as absolute paths: each becomes a file:// root named
 	// by its last element. Roots only tell a server where to work; they
@@ -256,6 +260,9 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		so.Capabilities.RootsV2 = &sdk.RootCapabilities{ListChanged: true}
 	}
 	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, so)
+	if o.Observe != nil {
+		c.sdk.AddSendingMiddleware(clientObserver(serverName, o.Observe))
+	}
 	//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)
 	c.sdk.AddRoots(roots...)
 	return c, nil

@@ -68,6 +68,11 @@ type ServerOptions struct {
 	// that lists it; a prompt is served as SERVER__NAME. Nil: the
 	// resources and prompts listings are empty.
 	Upstreams []*Client
+	// Observe, if set, is told of each request the server receives, with
+	// the client's params._meta (where trace context travels): package
+	// telemetry's MCPObserve makes the server spans of the OpenTelemetry
+	// MCP conventions, children of the client's.
+	Observe Observe
 	// ApprovalTimeout bounds the wait for the user's answer on protocol
 	// versions that send elicitation/create; no answer in time denies the
 	// call. Zero means DefaultApprovalTimeout (10 minutes).
@@ -147,6 +152,10 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 			return next(ctx, method, req)
 		}
 	})
+	if o.Observe != nil {
+		// Added last, so outermost: a span covers the whole request.
+		b.srv.AddReceivingMiddleware(serverObserver(o.Observe))
+	}
 	return b.srv
 }
 

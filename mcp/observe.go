@@ -1,0 +1,167 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Operation is one MCP request as an Observe function sees it: sent by a
+// Client (ClientOptions.Observe) or received by the server
+// (ServerOptions.Observe). Package telemetry turns it into an MCP span of
+// the OpenTelemetry semantic conventions; package mcp links no
+// OpenTelemetry.
+type Operation struct {
+	// Client is true for a request a Client sends, false for one the
+	// server receives.
+	Client bool
+	// Method is the request's method ("tools/call", "initialize", ...).
+	Method string
+	// Target is the tool's name for tools/call and the prompt's for
+	// prompts/get (as on the wire: the upstream's name on a Client);
+	// empty otherwise.
+	Target string
+	// Server is the Client's configured server name; empty on the server.
+	Server string
+	// SessionID and ProtocolVersion are the session's, when known.
+	SessionID, ProtocolVersion string
+	// Meta is the request's params._meta, where trace context travels
+	// (keys "traceparent", "tracestate", "baggage": SEP-414). On a Client
+	// the Observe function may add to it, and what it holds is sent; on
+	// the server it is what the client sent (read it, do not keep it).
+	Meta map[string]any
+}
+
+// Observe is told of each MCP request when it starts; it returns the
+// context the request proceeds in (e.g. carrying a span) and a function
+// called once when it ends, with its error: a JSON-RPC or transport
+// error, or ErrToolResult for a tools/call answered with isError.
+type Observe func(ctx context.Context, op *Operation) (context.Context, func(err error))
+
+// ErrToolResult is what an Observe function's end is given for a
+// tools/call whose result is an error (isError), which is not a protocol
+// error.
+var ErrToolResult = errors.New("tool_error")
+
+// observed are the methods an Observe function is told of: requests, not
+// notifications (which have no answer to time).
+func observed(method string) bool {
+	return !strings.HasPrefix(method, "notifications/")
+}
+
+// nilParams reports whether a request has no params (an interface
+// holding a nil pointer included).
+func nilParams(p sdk.Params) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// target is a request's tool or prompt name.
+func target(p sdk.Params) string {
+	switch p := p.(type) {
+	case *sdk.CallToolParams:
+		return p.Name
+	case *sdk.CallToolParamsRaw:
+		return p.Name
+	case *sdk.GetPromptParams:
+		return p.Name
+	}
+	return ""
+}
+
+// endErr is the error an Observe function's end gets for a request's
+// outcome.
+func endErr(res sdk.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if r, ok := res.(*sdk.CallToolResult); ok && r != nil && r.IsError {
+		return ErrToolResult
+	}
+	return nil
+}
+
+// clientObserver is the sending middleware of a Client with
+// ClientOptions.Observe: it tells obs of each request and sends the
+// _meta obs filled in.
+func clientObserver(server string, obs Observe) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			p := req.GetParams()
+			if !observed(method) || nilParams(p) {
+				return next(ctx, method, req)
+			}
+			op := &Operation{Client: true, Method: method, Target: target(p), Server: server, Meta: maps.Clone(p.GetMeta())}
+			if op.Meta == nil {
+				op.Meta = map[string]any{}
+			}
+			if cs, ok := req.GetSession().(*sdk.ClientSession); ok && cs != nil {
+				op.SessionID = cs.ID()
+				if r := cs.InitializeResult(); r != nil {
+					op.ProtocolVersion = r.ProtocolVersion
+				}
+			}
+			ctx, end := obs(ctx, op)
+			if len(op.Meta) > 0 {
+				p.SetMeta(op.Meta)
+			}
+			res, err := next(ctx, method, req)
+			end(endErr(res, err))
+			return res, err
+		}
+	}
+}
+
+// serverObserver is the receiving middleware of a server with
+// ServerOptions.Observe.
+func serverObserver(obs Observe) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			p := req.GetParams()
+			if !observed(method) || nilParams(p) {
+				return next(ctx, method, req)
+			}
+			op := &Operation{Method: method, Target: target(p), Meta: p.GetMeta()}
+			if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {
+				op.SessionID = ss.ID()
+				if ip := ss.InitializeParams(); ip != nil {
+					op.ProtocolVersion = ip.ProtocolVersion
+				}
+			}
+			ctx, end := obs(ctx, op)
+			res, err := next(ctx, method, req)
+			end(endErr(res, err))
+			return res, err
+		}
+	}
+}
+
+// ErrorType is the error.type of a request's outcome, as the
+// OpenTelemetry MCP conventions name it: "" for success, "tool_error"
+// for ErrToolResult, the JSON-RPC error code (e.g. "-32602"), "timeout"
+// or "cancelled" for a context's end, else "_OTHER".
+func ErrorType(err error) string {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrToolResult):
+		return "tool_error"
+	case errors.As(err, &je):
+		return strconv.FormatInt(je.Code, 10)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	}
+	return "_OTHER"
+}

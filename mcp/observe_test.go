@@ -1,0 +1,88 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/registry"
+)
+
+// TestObserve: ClientOptions.Observe is told of each request a Client
+// sends (method, tool, server, session) and what it writes into the
+// request's _meta reaches the server, whose ServerOptions.Observe reads
+// it; a tools/call answered with isError ends as ErrToolResult on both
+// sides; ErrorType names outcomes as the conventions do.
+func TestObserve(t *testing.T) {
+	type seen struct {
+		op  Operation
+		err error
+	}
+	var mu sync.Mutex
+	var client, server []seen
+	observer := func(into *[]seen) Observe {
+		return func(ctx context.Context, op *Operation) (context.Context, func(error)) {
+			if op.Client {
+				op.Meta["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+			}
+			return ctx, func(err error) {
+				mu.Lock()
+				*into = append(*into, seen{*op, err})
+				mu.Unlock()
+			}
+		}
+	}
+	reg := registry.New()
+	reg.Register(fakeTool{name: "ok"})
+	reg.Register(fakeTool{name: "fails", run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return nil, errors.New("no")
+	}})
+	srv := NewServer(reg, &ServerOptions{Observe: observer(&server)})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{Observe: observer(&client)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	cl.CallTool(ctx, "ok", nil)
+	cl.CallTool(ctx, "fails", nil)
+	mu.Lock()
+	defer mu.Unlock()
+	calls := func(ss []seen) (out []seen) {
+		for _, s := range ss {
+			if s.op.Method == "tools/call" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	cc, sc := calls(client), calls(server)
+	if len(cc) != 2 || len(sc) != 2 {
+		t.Fatalf("client saw %+v, server %+v", client, server)
+	}
+	if cc[0].op.Target != "ok" || cc[0].op.Server != "up" || cc[0].err != nil || cc[1].op.Target != "fails" || !errors.Is(cc[1].err, ErrToolResult) {
+		t.Errorf("client: %+v", cc)
+	}
+	if sc[0].op.Meta["traceparent"] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" || sc[0].op.Client || sc[0].op.ProtocolVersion == "" || !errors.Is(sc[1].err, ErrToolResult) {
+		t.Errorf("server: %+v", sc)
+	}
+	for err, want := range map[error]string{nil: "", ErrToolResult: "tool_error", &jsonrpc.Error{Code: -32602}: "-32602", context.DeadlineExceeded: "timeout", context.Canceled: "cancelled", errors.New("x"): "_OTHER"} {
+		if got := ErrorType(err); got != want {
+			t.Errorf("ErrorType(%v) = %q, want %q", err, got, want)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package telemetry
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestMCPSpans: an MCP client span (kind client, "tools/call NAME", the
+// conventions' attributes) writes its trace context into params._meta;
+// the server span read from that _meta is its child, in the same trace;
+// an error ends a span with error.type and an error status; both
+// duration histograms are recorded with the spec's buckets; a hostile
+// traceparent is ignored.
+func TestMCPSpans(t *testing.T) {
+	tel, rec, reader := record(t, Config{})
+	meta := map[string]any{}
+	ctx, end := tel.StartMCP(context.Background(), MCPOperation{Client: true, Method: "tools/call", Target: "search", SessionID: "s1", ProtocolVersion: "2025-11-25", Meta: meta})
+	tp, _ := meta["traceparent"].(string)
+	if len(tp) != 55 || !strings.Contains(tp, trace.SpanContextFromContext(ctx).TraceID().String()) {
+		t.Fatalf("traceparent %q", tp)
+	}
+	_, sEnd := tel.StartMCP(context.Background(), MCPOperation{Method: "tools/call", Target: "search", Meta: meta})
+	sEnd("tool_error")
+	end("")
+	_, pEnd := tel.StartMCP(context.Background(), MCPOperation{Method: "prompts/get", Target: "review", Meta: map[string]any{"traceparent": strings.Repeat("x", 10000)}})
+	pEnd("")
+
+	spans := byName(rec.Ended())
+	both := spans["tools/call search"]
+	if len(both) != 2 {
+		t.Fatalf("spans %v", spans)
+	}
+	c, s := both[0], both[1]
+	if c.SpanKind() != trace.SpanKindClient {
+		c, s = s, c
+	}
+	if c.SpanKind() != trace.SpanKindClient || s.SpanKind() != trace.SpanKindServer {
+		t.Fatalf("kinds %v %v", c.SpanKind(), s.SpanKind())
+	}
+	if s.Parent().SpanID() != c.SpanContext().SpanID() || s.SpanContext().TraceID() != c.SpanContext().TraceID() || !s.Parent().IsRemote() {
+		t.Errorf("the server span is not the client's child: parent %v, client %v", s.Parent(), c.SpanContext())
+	}
+	wantAttrs(t, c, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "search", "gen_ai.operation.name": "execute_tool", "mcp.session.id": "s1", "mcp.protocol.version": "2025-11-25"})
+	wantAttrs(t, s, map[string]any{"error.type": "tool_error"})
+	if s.Status().Code != codes.Error || c.Status().Code == codes.Error {
+		t.Errorf("status: server %v client %v", s.Status(), c.Status())
+	}
+	p := spans["prompts/get review"]
+	if len(p) != 1 || p[0].Parent().IsValid() {
+		t.Errorf("prompt span %v (a garbage traceparent must give no parent)", p)
+	}
+	wantAttrs(t, p[0], map[string]any{"gen_ai.prompt.name": "review"})
+	seen := map[string]bool{}
+	for _, pt := range points(t, reader) {
+		if strings.HasPrefix(pt.metric, "mcp.") {
+			seen[pt.metric] = true
+			if len(pt.bounds) != len(specDuration) {
+				t.Errorf("%s: bounds %v", pt.metric, pt.bounds)
+			}
+			if pt.attrs["mcp.method.name"] == "" {
+				t.Errorf("%s: %v", pt.metric, pt.attrs)
+			}
+		}
+	}
+	if !seen["mcp.client.operation.duration"] || !seen["mcp.server.operation.duration"] {
+		t.Errorf("metrics %v", seen)
+	}
+	var none *Telemetry
+	if _, f := none.StartMCP(context.Background(), MCPOperation{Method: "ping"}); f == nil {
+		t.Error("nil Telemetry")
+	}
+}
