@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"

@@ -17,7 +17,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/session"
 )
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/oci"
 	"github.com/agcore/agrun/oci/sigverify"
 	"github.com/agcore/agrun/server"

@@ -19,7 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/server"
 )

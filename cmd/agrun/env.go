@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/permission"

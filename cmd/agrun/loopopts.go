@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 )
 

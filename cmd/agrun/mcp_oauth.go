@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/mcp"
 )
 

@@ -8,7 +8,7 @@ import (
 	"flag"
 
 	"github.com/agcore/agrun/cluster/store"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
 )

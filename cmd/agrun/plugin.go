@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/wasmtools"

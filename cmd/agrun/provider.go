@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/anthropic"
 	"github.com/agcore/agrun/loop/chat"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/telemetry"
 	"go.opentelemetry.io/otel"
