@@ -5,13 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/agcore/agrun/cluster/s3store"
 	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/session/pgstore"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -209,33 +206,4 @@ func (c *cli) decodeRecords(ctx context.Context, st session.Store, id string) ([
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	return recs, nil
-}
-
-// clusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
-// or a directory (relative to the config; "": one beside the sessions
-// folder). Uploaded modules, payloads passed by reference and, with
-// [cluster], what `agrun pull` fetched (ociStore) live there.
-func clusterObjects(ctx context.Context, cfg *config.Config) (store.ObjectStore, error) {
-	cc := cfg.Cluster
-	switch m := cc.ModuleStore; {
-	case strings.HasPrefix(m, "s3://"):
-		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(m, "s3://"), "/")
-		s3, err := s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: prefix, Endpoint: cc.S3Endpoint, Region: cc.S3Region, UsePathStyle: cc.S3PathStyle})
-		if err != nil {
-			return nil, fmt.Errorf("[cluster] module_store: %w", err)
-		}
-		return s3, nil
-	default:
-		dir := m
-		if dir == "" {
-			dir = filepath.Join(filepath.Dir(session.DefaultDir()), "cluster")
-		} else if !filepath.IsAbs(dir) && cfg.Path != "" {
-			dir = filepath.Join(filepath.Dir(cfg.Path), dir)
-		}
-		objs, err := store.NewDirObjects(dir)
-		if err != nil {
-			return nil, fmt.Errorf("[cluster] module_store: %w", err)
-		}
-		return objs, nil
-	}
 }

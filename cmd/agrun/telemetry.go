@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
-	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/telemetry"
-	"go.opentelemetry.io/otel"
 )
 
 // telemetryFlushTimeout bounds the export of what is pending at exit.
@@ -25,7 +24,7 @@ const telemetryFlushTimeout = 5 * time.Second
 // warnings on stderr, never a failed command.
 func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool, rt *runtime.Runtime) (*telemetry.Telemetry, error) {
 	tc := cfg.Telemetry
-	headers, err := exportHeaders(tc.HeadersEnv)
+	headers, err := setup.ExportHeaders(tc.HeadersEnv)
 	if err != nil {
 		return nil, &configError{err}
 	}
@@ -72,32 +71,4 @@ func (c *cli) shutdownTelemetry(tel *telemetry.Telemetry) {
 	if err := tel.Shutdown(ctx); err != nil {
 		fmt.Fprintf(c.stderr, "agrun: warning: telemetry: %s\n", safe(err.Error()))
 	}
-}
-
-// exportHeaders reads the headers of the OTLP export from the variable
-// [telemetry] headers_env names: "k=v,k2=v2", values percent-decoded (as
-// OTEL_EXPORTER_OTLP_HEADERS is written). An unset or empty variable is no
-// headers; a malformed one is an error naming the variable, never its
-// value (it holds secrets).
-func exportHeaders(env string) (map[string]string, error) {
-	if env == "" {
-		return nil, nil
-	}
-	raw := strings.TrimSpace(os.Getenv(env))
-	if raw == "" {
-		return nil, nil
-	}
-	h := map[string]string{}
-	for i, part := range strings.Split(raw, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("$%s ([telemetry] headers_env): entry %d is not key=value (want \"k=v,k2=v2\")", env, i+1)
-		}
-		if dv, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
-			v = dv
-		}
-		h[k] = strings.TrimSpace(v)
-	}
-	return h, nil
 }

@@ -1,14 +1,43 @@
-package main
+package setup
 
 import (
-	"encoding/json"
-	"io"
-	"os"
+	"fmt"
 	"strings"
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 )
+
+// LoopConfig is the model loop of the config's [llm] section, for the
+// CLI's runs and the server's (History and OnMessage are set per run).
+// The API key comes only from the variable api_key_env names. It fails
+// (a *ConfigError) when the provider cannot be made.
+func LoopConfig(cfg *config.Config) (loop.Config, error) {
+	p, err := Provider(&cfg.LLM)
+	if err != nil {
+		return loop.Config{}, &ConfigError{fmt.Errorf("[llm]: %w", err)}
+	}
+	lc := loop.Config{
+		Provider: p,
+		System:   cfg.LLM.System,
+		Limits: loop.Limits{
+			MaxTurns:          cfg.LLM.MaxTurns,
+			RequestTimeout:    cfg.LLM.Timeout.Std(),
+			StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
+			MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
+			MaxTotalTokens:    cfg.LLM.MaxTotalTokens,
+			MaxToolCalls:      cfg.LLM.MaxToolCalls,
+		},
+	}
+	if cfg.LLM.MaxRetries != nil {
+		lc.MaxRetries = *cfg.LLM.MaxRetries
+		if lc.MaxRetries == 0 {
+			lc.MaxRetries = -1 // "max_retries = 0" means none; the loop's 0 means its default
+		}
+	}
+	applyLoopOptions(&lc, cfg)
+	return lc, nil
+}
 
 // applyLoopOptions maps the [llm] keys of bounded tool results, context
 // window and structured output (and the per-tool max_tool_result of
@@ -62,32 +91,4 @@ func toolResultCap(s *config.Size) int {
 		return 1 << 30
 	}
 	return int(*s)
-}
-
-// maxSchemaFile bounds a --schema file (the registry caps a schema at 64 KiB).
-const maxSchemaFile = 1 << 20
-
-// readSchema is the value of --schema: inline JSON (it starts with "{"),
-// or the path of a JSON file. It must be JSON; the loop checks it is a
-// schema.
-func readSchema(arg string) (json.RawMessage, error) {
-	data := []byte(arg)
-	if !strings.HasPrefix(strings.TrimSpace(arg), "{") {
-		f, err := os.Open(arg)
-		if err != nil {
-			return nil, usagef("--schema: %v", err)
-		}
-		defer f.Close()
-		data, err = io.ReadAll(io.LimitReader(f, maxSchemaFile+1))
-		if err != nil {
-			return nil, usagef("--schema: %v", err)
-		}
-		if len(data) > maxSchemaFile {
-			return nil, usagef("--schema: %s is larger than %d bytes", arg, maxSchemaFile)
-		}
-	}
-	if !json.Valid(data) {
-		return nil, usagef("--schema: not JSON (give a JSON Schema inline or the path of a .json file)")
-	}
-	return data, nil
 }
