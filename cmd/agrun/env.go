@@ -38,15 +38,14 @@ func isConfigError(err error) bool {
 
 // The config's mappings, as the command's files (and tests) call them.
 var (
-	loopConfig     = setup.LoopConfig
-	serveOptions   = setup.ServeOptions
-	serveTenants   = setup.ServeTenants
-	consent        = setup.Consent
-	toolGrant      = setup.ToolGrant
-	sandboxLimits  = setup.SandboxLimits
-	clusterObjects = setup.ClusterObjects
-	only           = setup.Only
-	serveOCI       = setup.ServeOCI
+	loopConfig    = setup.LoopConfig
+	serveOptions  = setup.ServeOptions
+	serveTenants  = setup.ServeTenants
+	consent       = setup.Consent
+	toolGrant     = setup.ToolGrant
+	sandboxLimits = setup.SandboxLimits
+	only          = setup.Only
+	serveOCI      = setup.ServeOCI
 )
 
 // loadFilter selects what newEnv loads (setup.Filter).

@@ -5,14 +5,214 @@ package setup
 import (
 	"context"
 	"fmt"
+	"github.com/agcore/agrun/cluster/s3store"
+	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/session/pgstore"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/agcore/agrun/cluster/s3store"
-	"github.com/agcore/agrun/cluster/store"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/session"
 )
+
+// Cluster is what a process of a cluster shares with the others: the
+// Temporal client and the stores of [cluster]. Close it when done.
+type Cluster struct {
+	// Config is the configuration it was opened from.
+	Config *config.Config
+	// Temporal is the client of [cluster] temporal_address.
+	Temporal client.Client
+	// Sessions is [cluster] session_store: PostgreSQL, or the local files.
+	Sessions session.Store
+	// Objects is [cluster] module_store (ClusterObjects).
+	Objects store.ObjectStore
+	// Queues are the task queues of [cluster] task_queue_prefix.
+	Queues  cluster.Queues
+	closers []func()
+}
+
+// Close closes the Temporal client and the stores.
+func (ce *Cluster) Close() {
+	for i := len(ce.closers) - 1; i >= 0; i-- {
+		ce.closers[i]()
+	}
+}
+
+// Namespace is the Temporal namespace in use.
+func (ce *Cluster) Namespace() string {
+	if ns := ce.Config.Cluster.Namespace; ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+// defaultDSNEnv is the variable holding the PostgreSQL connection string
+// when [cluster] postgres_dsn_env is unset.
+const defaultDSNEnv = "AGRUN_POSTGRES_DSN"
+
+// OpenCluster dials Temporal and opens the stores of cfg's [cluster];
+// the Temporal SDK logs to log, one level lower. Errors name the key to
+// fix; an unreachable Temporal says so at once (the SDK's dial checks the
+// server).
+func OpenCluster(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Cluster, error) {
+	cc := cfg.Cluster
+	ce := &Cluster{Config: cfg, Queues: cluster.QueuesFor(cc.TaskQueuePrefix)}
+	ok := false
+	defer func() {
+		if !ok {
+			ce.Close()
+		}
+	}()
+	// Sessions.
+	switch cc.SessionStore {
+	case "postgres":
+		name := cc.PostgresDSNEnv
+		if name == "" {
+			name = defaultDSNEnv
+		}
+		dsn := os.Getenv(name)
+		if dsn == "" {
+			return nil, &ConfigError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
+		}
+		pg, err := pgstore.New(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("[cluster] session_store: %w", err)
+		}
+		ce.Sessions = pg
+		ce.closers = append(ce.closers, pg.Close)
+	default:
+		st, err := SessionStore(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ce.Sessions = st
+	}
+	// Modules and payloads.
+	objs, err := ClusterObjects(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ce.Objects = objs
+	// Temporal.
+	ns := ce.Namespace()
+	tc, err := client.DialContext(ctx, client.Options{
+		HostPort:  cc.TemporalAddress,
+		Namespace: ns,
+		Logger:    tlog.NewStructuredLogger(slog.New(temporalLogHandler{log.Handler()})),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s ([cluster] temporal_address): %w", cc.TemporalAddress, err)
+	}
+	ce.Temporal = tc
+	ce.closers = append(ce.closers, tc.Close)
+	ok = true
+	return ce, nil
+}
+
+// temporalLogHandler passes the SDK's log on at one level lower: its
+// INFO lines (a worker started, polling) are agrun's debug detail.
+type temporalLogHandler struct{ slog.Handler }
+
+func (h temporalLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	if l < slog.LevelWarn {
+		l -= 4
+	}
+	return h.Handler.Enabled(ctx, l)
+}
+
+func (h temporalLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn {
+		r.Level -= 4
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// RunDefaults are the run settings of cfg.
+func RunDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
+	return cluster.RunInput{
+		Queues:           q,
+		MaxTurns:         cfg.LLM.MaxTurns,
+		RetrySideEffects: cfg.Cluster.RetrySideEffects,
+		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout.Std(),
+	}
+}
+
+// pgSessions opens the cluster's session store for `agrun sessions` when
+// [cluster] session_store is "postgres" (ok false otherwise: the local
+// files are the store, read as ever).
+func pgSessions(ctx context.Context, cfg *config.Config) (*pgstore.Sessions, bool, error) {
+	if !cfg.Cluster.Enabled() || cfg.Cluster.SessionStore != "postgres" {
+		return nil, false, nil
+	}
+	name := cfg.Cluster.PostgresDSNEnv
+	if name == "" {
+		name = defaultDSNEnv
+	}
+	dsn := os.Getenv(name)
+	if dsn == "" {
+		return nil, true, &ConfigError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
+	}
+	pg, err := pgstore.New(ctx, dsn)
+	if err != nil {
+		return nil, true, fmt.Errorf("[cluster] session_store: %w", err)
+	}
+	return pg, true, nil
+}
+
+// SharedSessions lists the sessions of cfg's cluster's PostgreSQL store,
+// each summarised from its records (ok false: the local store is used).
+func SharedSessions(cfg *config.Config) ([]session.Info, bool, error) {
+	ctx := context.Background()
+	pg, ok, err := pgSessions(ctx, cfg)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	defer pg.Close()
+	ids, err := pg.List(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	var infos []session.Info
+	for _, id := range ids {
+		recs, err := decodeRecords(ctx, pg, id)
+		if err != nil {
+			return nil, true, err
+		}
+		infos = append(infos, session.InfoOf(id, recs))
+	}
+	return infos, true, nil
+}
+
+// SharedRecords returns a session's records from cfg's cluster's
+// PostgreSQL store (ok false: the local store is used).
+func SharedRecords(cfg *config.Config, id string) ([]session.Record, bool, error) {
+	ctx := context.Background()
+	pg, ok, err := pgSessions(ctx, cfg)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	defer pg.Close()
+	recs, err := decodeRecords(ctx, pg, id)
+	return recs, true, err
+}
+
+func decodeRecords(ctx context.Context, st session.Store, id string) ([]session.Record, error) {
+	raw, err := st.Load(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := session.DecodeRecords(raw)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	return recs, nil
+}
 
 // ClusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
 // or a directory (relative to the config; "": one beside the sessions
