@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -396,30 +395,6 @@ func (o *runOptions) offered(fs *flag.FlagSet, e *env) (*registry.Registry, erro
 		}
 	}
 	return reg, nil
-}
-
-// checkAPIKey fails a run that would send no API key to a provider that
-// needs one, before any request (exit 2).
-func checkAPIKey(cfg *config.Config) error {
-	if os.Getenv(cfg.LLM.APIKeyEnv) != "" || isLoopbackURL(cfg.LLM.BaseURL) {
-		return nil
-	}
-	return &configError{fmt.Errorf("%s is not set ([llm] api_key_env); local servers need none: set base_url", cfg.LLM.APIKeyEnv)}
-}
-
-// isLoopbackURL reports whether raw is a URL of this machine (localhost,
-// 127.0.0.0/8, ::1): a local server (Ollama, llama.cpp) that needs no key.
-func isLoopbackURL(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := strings.ToLower(u.Hostname())
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // maxStdinPrompt bounds what run reads from stdin as (part of) the prompt.

@@ -45,6 +45,8 @@ var (
 	toolGrant     = setup.ToolGrant
 	sandboxLimits = setup.SandboxLimits
 	only          = setup.Only
+	checkAPIKey   = setup.CheckAPIKey
+	isLoopbackURL = setup.IsLoopbackURL
 	serveOCI      = setup.ServeOCI
 )
 

@@ -2,6 +2,9 @@ package setup
 
 import (
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strings"
 
 	"github.com/agcore/agrun/internal/cli/config"
@@ -91,4 +94,28 @@ func toolResultCap(s *config.Size) int {
 		return 1 << 30
 	}
 	return int(*s)
+}
+
+// CheckAPIKey fails a run that would send no API key to a provider that
+// needs one, before any request (exit 2).
+func CheckAPIKey(cfg *config.Config) error {
+	if os.Getenv(cfg.LLM.APIKeyEnv) != "" || IsLoopbackURL(cfg.LLM.BaseURL) {
+		return nil
+	}
+	return &ConfigError{fmt.Errorf("%s is not set ([llm] api_key_env); local servers need none: set base_url", cfg.LLM.APIKeyEnv)}
+}
+
+// IsLoopbackURL reports whether raw is a URL of this machine (localhost,
+// 127.0.0.0/8, ::1): a local server (Ollama, llama.cpp) that needs no key.
+func IsLoopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
