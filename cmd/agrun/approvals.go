@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
@@ -280,51 +281,20 @@ func nextLine(ctx context.Context, lines <-chan string, errs chan error) (string
 // nil when the configuration asks about nothing (no [approvals] ask, no
 // approve key): the loop then runs every call, as before approvals.
 func (c *cli) approverFor(cfg *config.Config, id string) loop.Approver {
-	if !asksAnything(cfg) {
+	if !setup.AsksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), session: id}
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(setup.SessionsDir(cfg)), session: id}
 }
 
 // serveApprover is the Approver of `agrun serve` runs: the same policy,
 // the approvals file, and a denial where run would ask. Nil when the
 // configuration asks about nothing. Safe for concurrent runs.
 func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
-	if !asksAnything(cfg) {
+	if !setup.AsksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), server: true}
-}
-
-// asksAnything reports whether cfg can ask about any call.
-func asksAnything(cfg *config.Config) bool {
-	if len(cfg.Approvals.Ask) > 0 {
-		return true
-	}
-	for _, t := range cfg.Tools {
-		if t.Approve != "" && t.Approve != config.ApproveAlways {
-			return true
-		}
-	}
-	for _, s := range cfg.MCP {
-		if s.Approve != "" && s.Approve != config.ApproveAlways {
-			return true
-		}
-	}
-	for _, p := range cfg.Plugins {
-		if p.Approve != "" && p.Approve != config.ApproveAlways {
-			return true
-		}
-	}
-	return false
-}
-
-// sessionsDir is the sessions folder of cfg.
-func sessionsDir(cfg *config.Config) string {
-	if cfg.Sessions.Dir != "" {
-		return cfg.Sessions.Dir
-	}
-	return session.DefaultDir()
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(setup.SessionsDir(cfg)), server: true}
 }
 
 // printDecision shows a session's decision record on one line, for

@@ -5,11 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 )
@@ -82,47 +81,19 @@ func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, 
 	if err != nil {
 		return nil, "", err
 	}
-	tool, err := e.openWasm(ctx, "", t, fileSettings)
+	tool, err := e.OpenWasm(ctx, "", t, setup.FileSettings)
 	if err != nil {
 		e.close()
 		return nil, "", &configError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", path, err)}
 	}
 	name := tool.Name()
 	e.fileTool = name
-	warnings := grantWarnings(t, fileSettings, tool)
-	e.register(name, "wasm:"+path, tool, nil, warnings)
+	warnings := setup.GrantWarnings(t, setup.FileSettings, tool)
+	e.Register(name, "wasm:"+path, tool, nil, warnings)
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: warning: %s\n", safe(w))
 	}
 	return e, name, nil
-}
-
-// consent adds to the policy the permissions the grants of t need.
-func consent(p config.Permissions, pc permission.Config, t config.Tool) config.Permissions {
-	var need []permission.Permission
-	if len(t.AllowedHosts) > 0 {
-		need = append(need, permission.Network)
-	}
-	for _, m := range t.Mounts {
-		need = append(need, permission.Filesystem, permission.Read)
-		if m.Writable {
-			need = append(need, permission.Write)
-		}
-		if m.AllowDelete {
-			need = append(need, permission.Delete)
-		}
-	}
-	p.Denied = slices.DeleteFunc(slices.Clone(p.Denied), func(d permission.Permission) bool { return slices.Contains(need, d) })
-	// With an empty allow-list the policy allows what is not denied (if
-	// allow_unspecified): adding to it would switch to allow-list mode.
-	if len(pc.Allowed) > 0 || !pc.AllowUnspecified {
-		for _, n := range need {
-			if !slices.Contains(p.Allowed, n) {
-				p.Allowed = append(p.Allowed, n)
-			}
-		}
-	}
-	return p
 }
 
 // stringList is a repeatable string flag.

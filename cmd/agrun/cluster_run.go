@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/session"
 )
 

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/agcore/agrun/session"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agcore/agrun/internal/cli/setup"
+	"github.com/agcore/agrun/session"
 
 	"github.com/agcore/agrun/registry"
 )
@@ -61,7 +63,7 @@ func (c *cli) approvalStore() (*session.Approvals, error) {
 	if err != nil {
 		return nil, err
 	}
-	return session.OpenApprovals(sessionsDir(cfg)), nil
+	return session.OpenApprovals(setup.SessionsDir(cfg)), nil
 }
 
 // printApprovals lists the standing approvals: tool, when, by whom, and

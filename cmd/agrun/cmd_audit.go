@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/audit/lpriv"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/session"

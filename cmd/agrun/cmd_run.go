@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -19,7 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
@@ -121,37 +121,6 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Files, id string,
 	}
 	conv.cycle = cyc
 	return conv, nil
-}
-
-// loopConfig is the model loop of the config's [llm] section, for the CLI's
-// runs and the server's (History and OnMessage are set per run). The API
-// key comes only from the variable api_key_env names. It fails (a
-// configError) when the provider cannot be made.
-func loopConfig(cfg *config.Config) (loop.Config, error) {
-	p, err := newProvider(&cfg.LLM)
-	if err != nil {
-		return loop.Config{}, &configError{fmt.Errorf("[llm]: %w", err)}
-	}
-	lc := loop.Config{
-		Provider: p,
-		System:   cfg.LLM.System,
-		Limits: loop.Limits{
-			MaxTurns:          cfg.LLM.MaxTurns,
-			RequestTimeout:    cfg.LLM.Timeout.Std(),
-			StreamIdleTimeout: cfg.LLM.StreamIdleTimeout.Std(),
-			MaxRetryWait:      cfg.LLM.MaxRetryWait.Std(),
-			MaxTotalTokens:    cfg.LLM.MaxTotalTokens,
-			MaxToolCalls:      cfg.LLM.MaxToolCalls,
-		},
-	}
-	if cfg.LLM.MaxRetries != nil {
-		lc.MaxRetries = *cfg.LLM.MaxRetries
-		if lc.MaxRetries == 0 {
-			lc.MaxRetries = -1 // "max_retries = 0" means none; the loop's 0 means its default
-		}
-	}
-	applyLoopOptions(&lc, cfg)
-	return lc, nil
 }
 
 // close releases the session; a fresh one that got no reply is removed.
@@ -412,9 +381,9 @@ func (o *runOptions) offered(fs *flag.FlagSet, e *env) (*registry.Registry, erro
 	if len(names) == 0 {
 		return e.reg, nil
 	}
-	reg := e.newRegistry()
+	reg := e.NewRegistry()
 	for _, n := range names {
-		if err := e.brokenFor(n); err != nil {
+		if err := e.BrokenFor(n); err != nil {
 			return nil, &configError{fmt.Errorf("--tools: tool %s failed to load: %w", n, err)}
 		}
 		t, ok := e.reg.Get(n)
@@ -426,30 +395,6 @@ func (o *runOptions) offered(fs *flag.FlagSet, e *env) (*registry.Registry, erro
 		}
 	}
 	return reg, nil
-}
-
-// checkAPIKey fails a run that would send no API key to a provider that
-// needs one, before any request (exit 2).
-func checkAPIKey(cfg *config.Config) error {
-	if os.Getenv(cfg.LLM.APIKeyEnv) != "" || isLoopbackURL(cfg.LLM.BaseURL) {
-		return nil
-	}
-	return &configError{fmt.Errorf("%s is not set ([llm] api_key_env); local servers need none: set base_url", cfg.LLM.APIKeyEnv)}
-}
-
-// isLoopbackURL reports whether raw is a URL of this machine (localhost,
-// 127.0.0.0/8, ::1): a local server (Ollama, llama.cpp) that needs no key.
-func isLoopbackURL(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := strings.ToLower(u.Hostname())
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // maxStdinPrompt bounds what run reads from stdin as (part of) the prompt.
@@ -619,11 +564,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 
 // sessionStoreFor opens the sessions folder of cfg.
 func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Files, error) {
-	dir := cfg.Sessions.Dir
-	if dir == "" {
-		dir = session.DefaultDir()
-	}
-	return session.OpenFiles(dir)
+	return setup.SessionStore(cfg)
 }
 
 // turn sends one prompt and streams the events: text to stdout, one line
@@ -987,4 +928,32 @@ func (e *env) warnBroken(w io.Writer) {
 			fmt.Fprintf(w, "agrun: warning: tool %s: %s\n", safe(ti.Name), safe(warning))
 		}
 	}
+}
+
+// maxSchemaFile bounds a --schema file (the registry caps a schema at 64 KiB).
+const maxSchemaFile = 1 << 20
+
+// readSchema is the value of --schema: inline JSON (it starts with "{"),
+// or the path of a JSON file. It must be JSON; the loop checks it is a
+// schema.
+func readSchema(arg string) (json.RawMessage, error) {
+	data := []byte(arg)
+	if !strings.HasPrefix(strings.TrimSpace(arg), "{") {
+		f, err := os.Open(arg)
+		if err != nil {
+			return nil, usagef("--schema: %v", err)
+		}
+		defer f.Close()
+		data, err = io.ReadAll(io.LimitReader(f, maxSchemaFile+1))
+		if err != nil {
+			return nil, usagef("--schema: %v", err)
+		}
+		if len(data) > maxSchemaFile {
+			return nil, usagef("--schema: %s is larger than %d bytes", arg, maxSchemaFile)
+		}
+	}
+	if !json.Valid(data) {
+		return nil, usagef("--schema: not JSON (give a JSON Schema inline or the path of a .json file)")
+	}
+	return data, nil
 }

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
-	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/wasmtools"
 )
 
 // serve is `agrun serve [--addr ADDR]`: the HTTP API of server
@@ -72,12 +69,12 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	lc.Approver = c.serveApprover(cfg) // calls that need a yes are asked of the run's client (docs/API.md)
 	opts := serveOptions(cfg.Serve)
-	if err := serveOCI(cfg, &opts); err != nil { // cmd_oci.go: uploads by reference
+	if err := setup.ServeOCI(cfg, &opts); err != nil { // cmd_oci.go: uploads by reference
 		ln.Close()
 		return err
 	}
 	opts.Runtime, opts.Registry, opts.Loop, opts.Logger, opts.Telemetry = e.rt, e.reg, &lc, e.log, tel
-	opts.NewRegistry = e.newRegistry // each tenant's: the policy and [sandbox] max_parallel of the operator's
+	opts.NewRegistry = e.NewRegistry // each tenant's: the policy and [sandbox] max_parallel of the operator's
 	if opts.Tenants = tenants; len(tenants) == 0 {
 		opts.Tokens = tokens
 	}
@@ -115,7 +112,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if data == "" {
 		data = "data: " + srv.DataDir()
 	}
-	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, %s, auth: %s)\n", ln.Addr(), e.loaded(), data, auth)
+	fmt.Fprintf(c.stderr, "agrun: serving on http://%s (tools: %d, %s, auth: %s)\n", ln.Addr(), e.Loaded(), data, auth)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() && len(cfg.Serve.AllowedHosts) == 0 {
 		fmt.Fprintf(c.stderr, "agrun: requests naming this machine by a host name (not localhost, not an IP it listens on) are refused with 421 until [serve] allowed_hosts lists the name\n")
 	}
@@ -142,47 +139,6 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	return err
 }
 
-// serveTenants reads the bearer tokens: each tenant's from its
-// tokens_env ([serve.tenants.NAME]; a token of two tenants, a tenant
-// without one, or one too short is a configuration error naming the
-// key), or without tenants those of [serve] tokens_env. tokens is every
-// token, for the listener's policy.
-func serveTenants(cfg *config.Config, getenv func(string) string) (tenants []server.Tenant, tokens []string, err error) {
-	if len(cfg.Serve.Tenants) == 0 {
-		tokens = server.TokensFromEnv(cfg.Serve.TokensEnv)
-		if err := server.CheckTokens(tokens); err != nil {
-			return nil, nil, &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
-		}
-		return nil, tokens, nil
-	}
-	byTenant, err := cfg.TenantTokens(getenv)
-	if err != nil {
-		return nil, nil, &configError{err}
-	}
-	names := make([]string, 0, len(cfg.Serve.Tenants))
-	for name := range cfg.Serve.Tenants {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		t := cfg.Serve.Tenants[name]
-		toks := byTenant[name]
-		if len(toks) == 0 {
-			return nil, nil, &configError{fmt.Errorf("%s: serve.tenants.%s.tokens_env: $%s holds no token (comma-separated bearer tokens)", cfg.Path, name, t.TokensEnv)}
-		}
-		if err := server.CheckTokens(toks); err != nil {
-			return nil, nil, &configError{fmt.Errorf("%s: serve.tenants.%s.tokens_env: $%s: %w", cfg.Path, name, t.TokensEnv, err)}
-		}
-		tenants = append(tenants, server.Tenant{
-			Name: name, Tokens: toks, Uploads: uploadsGrant(t.Uploads),
-			MaxModules: t.MaxModules, MaxStorage: int64(t.MaxStorage),
-			MaxConcurrentCalls: t.MaxConcurrentCalls, CallsPerMinute: t.CallsPerMinute,
-		})
-		tokens = append(tokens, toks...)
-	}
-	return tenants, tokens, nil
-}
-
 // tenantCalls is what the tenants' max_concurrent_calls add up to (an
 // unset one counting as the server's share per client), and the server's
 // max_concurrent_calls.
@@ -193,39 +149,4 @@ func tenantCalls(tenants []server.Tenant, opts server.Options) (sum, total int) 
 		sum += cmp.Or(t.MaxConcurrentCalls, share)
 	}
 	return sum, total
-}
-
-// uploadsGrant is an uploads table ([serve.uploads], or a tenant's
-// ceiling) as the grant of uploaded tools.
-func uploadsGrant(u config.Uploads) wasmtools.Grant {
-	return wasmtools.Grant{
-		AllowedHosts: u.AllowedHosts,
-		AllowPrivate: u.AllowPrivate,
-		Limits:       runtime.Limits{Timeout: u.Timeout.Std(), MemoryBytes: int64(u.Memory), MaxStdout: int64(u.MaxOutput)},
-	}
-}
-
-// serveOptions maps [serve] into the server's options (as newEnv maps
-// [sandbox] into runtime.Config): limits, the names it answers for, the
-// data directory and the grant of uploaded tools. tokens_env is read by
-// the caller.
-func serveOptions(sv config.Serve) server.Options {
-	return server.Options{
-		Addr:                    sv.Addr,
-		AllowedHosts:            sv.AllowedHosts,
-		DataDir:                 sv.DataDir,
-		Uploads:                 uploadsGrant(sv.Uploads),
-		MaxUpload:               int64(sv.MaxUpload),
-		MaxBody:                 int64(sv.MaxBody),
-		MaxConcurrentCalls:      sv.MaxConcurrentCalls,
-		MaxCallsPerClient:       sv.MaxCallsPerClient,
-		CallTimeout:             sv.CallTimeout.Std(),
-		ReadTimeout:             sv.ReadTimeout.Std(),
-		WriteTimeout:            sv.WriteTimeout.Std(),
-		BodyTimeout:             sv.BodyTimeout.Std(),
-		UploadsPerMinute:        sv.UploadsPerMinute,
-		MaxConnections:          sv.MaxConnections,
-		MaxConnectionsPerClient: sv.MaxConnectionsPerClient,
-		ApprovalTimeout:         sv.ApprovalTimeout.Std(),
-	}
 }

@@ -132,7 +132,7 @@ func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json
 		return nil, false, nil, err
 	}
 	defer e.close()
-	if berr := e.brokenFor(name); berr != nil {
+	if berr := e.BrokenFor(name); berr != nil {
 		if registry.KindOf(berr) != registry.ModuleRefused {
 			berr = registry.Errorf(registry.ModuleRefused, name, "the tool failed to load: %s", berr.Error())
 		}
@@ -201,16 +201,15 @@ const (
 // they carry a tool's kind (a call to a tool that failed to load:
 // module_refused; to an unknown name: not_found; both exit 2).
 func errorOf(err error) *server.ErrorInfo {
-	var ce *configError
 	var ue *usageError
 	var x explained
 	var re *registry.Error
 	switch {
 	case errors.As(err, &x) && errors.As(err, &re):
 		return &server.ErrorInfo{Kind: string(re.Kind), Message: x.msg}
-	case errors.As(err, &re) && errors.As(err, &ce):
+	case errors.As(err, &re) && isConfigError(err):
 		return &server.ErrorInfo{Kind: string(re.Kind), Message: re.Message()}
-	case errors.As(err, &ce):
+	case isConfigError(err):
 		return &server.ErrorInfo{Kind: string(kindConfig), Message: err.Error()}
 	case errors.As(err, &ue):
 		return &server.ErrorInfo{Kind: string(kindUsage), Message: err.Error()}

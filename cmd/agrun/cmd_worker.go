@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agcore/agrun/session"
 	"strings"
 
+	"github.com/agcore/agrun/session"
+
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/server"
 )
@@ -86,7 +88,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	}
 	a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
-		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.loaded())
+		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.Loaded())
 	err = cluster.RunWorker(ctx, ce.temporal, a, cluster.WorkerOptions{Queues: ce.queues, Serve: serve, Concurrency: n, Identity: *identity})
 	if err == nil && ctx.Err() != nil {
 		fmt.Fprintln(c.stderr, "agrun: worker stopped")
@@ -98,8 +100,8 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 // policy and approvals file, and a denial where run would ask. Nil when
 // the configuration asks about nothing.
 func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
-	if !asksAnything(cfg) {
+	if !setup.AsksAnything(cfg) {
 		return nil
 	}
-	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(sessionsDir(cfg)), cluster: true}
+	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(setup.SessionsDir(cfg)), cluster: true}
 }

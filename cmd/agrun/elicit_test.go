@@ -16,7 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"

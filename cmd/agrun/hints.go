@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
-	"github.com/agcore/agrun/wasmtools"
 )
 
 // Errors that say what to do.
@@ -27,61 +26,24 @@ import (
 // they name the key in every front end (the key is part of why the module
 // was refused).
 
-// settings names, for one tool, what controls each of its limits and
-// grants: config keys for a configured tool, flags for `call FILE.wasm`.
-type settings struct {
-	wasm, manifest, sha256           string
-	timeout, memory, maxOutput, fuel string
-	hosts, private, mounts           string
-}
-
-// configSettings are the keys of [tools.name] (t). A limit the tool does
-// not set comes from [sandbox]: that key is named first.
-func configSettings(name string, t config.Tool) settings { return sectionSettings("tools", name, t) }
-
-// sectionSettings are the keys of [section.name] (t): [tools.name], or
-// [plugins.name] for every tool of an MCP-style plug-in.
-func sectionSettings(section, name string, t config.Tool) settings {
-	k := func(key string) string { return fmt.Sprintf("[%s.%s] %s", section, name, key) }
-	lim := func(key string, set bool) string {
-		if set {
-			return k(key)
-		}
-		return fmt.Sprintf("[sandbox] %s, or %s for this tool", key, k(key))
-	}
-	return settings{
-		wasm: k("wasm"), manifest: k("manifest"), sha256: k("sha256"),
-		timeout: lim("timeout", t.Timeout != 0), memory: lim("memory", t.Memory != 0),
-		maxOutput: lim("max_output", t.MaxOutput != 0), fuel: lim("fuel", t.Fuel != 0),
-		hosts: k("allowed_hosts"), private: k("allow_private = true"), mounts: k("mounts"),
-	}
-}
-
-// fileSettings are the flags of `agrun call FILE.wasm`.
-var fileSettings = settings{
-	wasm: "", manifest: "--manifest FILE", sha256: "sha256",
-	timeout: "--timeout", memory: "--memory", maxOutput: "[sandbox] max_output", fuel: "[sandbox] fuel",
-	hosts: "--allow-host HOST", private: "--allow-private", mounts: "--mount HOST:GUEST[:MODE]",
-}
-
 // settingsFor names the settings of the tool called name in this env.
-func (e *env) settingsFor(name string) settings {
+func (e *env) settingsFor(name string) setup.Settings {
 	if e.fileTool != "" && name == e.fileTool {
-		return fileSettings
+		return setup.FileSettings
 	}
 	if _, ok := e.cfg.Tools[name]; !ok {
 		if t, p, ok := e.cfg.PluginOf(name); ok {
-			return sectionSettings("plugins", p, t)
+			return setup.SectionSettings("plugins", p, t)
 		}
 	}
-	return configSettings(name, e.cfg.Tools[name])
+	return setup.ToolSettings(name, e.cfg.Tools[name])
 }
 
 // explain returns err's message with what to change, for the operator.
 func (e *env) explain(name string, err error) string {
-	var h hinted
+	var h setup.Hinted
 	if errors.As(err, &h) {
-		return e.explain(name, h.err) + " (" + h.hint + ")"
+		return e.explain(name, h.Err) + " (" + h.Hint + ")"
 	}
 	msg := err.Error()
 	var re *registry.Error
@@ -99,28 +61,28 @@ func (e *env) explain(name string, err error) string {
 	hint := ""
 	switch re.Kind {
 	case registry.Timeout:
-		hint = s.timeout
+		hint = s.Timeout
 		if errors.Is(err, runtime.ErrFuelExhausted) {
-			hint = s.fuel
+			hint = s.Fuel
 		}
 	case registry.MemoryLimit:
-		hint = s.memory
+		hint = s.Memory
 	case registry.OutputLimit:
 		if strings.HasPrefix(msg, "stdout") {
-			hint = s.maxOutput
+			hint = s.MaxOutput
 		}
 	case registry.PermissionDenied:
 		if errors.Is(err, runtime.ErrNotGranted) {
-			hint = `the tool must declare "network", and ` + s.hosts + " list its hosts"
+			hint = `the tool must declare "network", and ` + s.Hosts + " list its hosts"
 		}
 	case registry.ExecutionFailed:
 		// The sandbox's refusals reach the tool as answers to its request,
 		// and come back inside the tool's own message.
 		switch {
 		case strings.Contains(msg, "is not in the allowed hosts"):
-			hint = s.hosts
+			hint = s.Hosts
 		case strings.Contains(msg, "resolves to") && strings.Contains(msg, " address"):
-			hint = s.private + " lets allowed hosts resolve to loopback and private addresses"
+			hint = s.Private + " lets allowed hosts resolve to loopback and private addresses"
 		}
 	}
 	if hint == "" {
@@ -166,50 +128,6 @@ func (e *env) explainDenied(d *permission.DeniedError) string {
 	return why
 }
 
-// grantWarnings lists the grants of t that tool cannot use: it does not
-// declare the permission that would link them (wasmtools computes which:
-// Tool.Unused; this names the settings).
-func grantWarnings(t config.Tool, s settings, tool *wasmtools.Tool) []string {
-	if tool == nil {
-		return nil
-	}
-	if s == fileSettings {
-		// The flags as given: "--allow-host api.example.com", not the
-		// flag's placeholder.
-		s.hosts = "--allow-host " + strings.Join(t.AllowedHosts, " --allow-host ")
-		var ms []string
-		for _, m := range t.Mounts {
-			ms = append(ms, m.String())
-		}
-		s.mounts = "--mount " + strings.Join(ms, " --mount ")
-	}
-	var w []string
-	for _, u := range tool.Unused() {
-		switch u.What {
-		case "allowed_hosts":
-			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", s.hosts, u.Needs.String()))
-		case "mounts":
-			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", s.mounts, u.Needs.String()))
-		case "write":
-			w = append(w, fmt.Sprintf("mount %s is read-only for this tool: it does not declare %q", mountAt(t, u.Mount), u.Needs.String()))
-		case "delete":
-			w = append(w, fmt.Sprintf("mount %s does not allow deletion for this tool: it does not declare %q", mountAt(t, u.Mount), u.Needs.String()))
-		case "allow_private":
-			w = append(w, fmt.Sprintf("%s has no effect: the tool does not declare %q", strings.TrimSuffix(s.private, " = true"), u.Needs.String()))
-		}
-	}
-	return w
-}
-
-// mountAt is t's mount i as written in the config (the grant's mounts
-// are t's, in order).
-func mountAt(t config.Tool, i int) string {
-	if i < len(t.Mounts) {
-		return t.Mounts[i].String()
-	}
-	return fmt.Sprint(i)
-}
-
 // limitError is a run that stopped at one of its limits, with the
 // settings that raise it: the loop names the limit, the CLI its keys and
 // flags.
@@ -242,13 +160,3 @@ func withLimitHint(err error) error {
 	}
 	return &limitError{err: err, setting: setting}
 }
-
-// hinted is an error with what to do about it, for the operator: explain
-// adds the hint after the message.
-type hinted struct {
-	err  error
-	hint string
-}
-
-func (h hinted) Error() string { return h.err.Error() + " (" + h.hint + ")" }
-func (h hinted) Unwrap() error { return h.err }

@@ -399,8 +399,7 @@ func isHelp(err error) bool {
 // isUsage reports whether err should exit with code 2.
 func isUsage(err error) bool {
 	var u *usageError
-	var ce *configError
-	return errors.As(err, &u) || errors.As(err, &ce)
+	return errors.As(err, &u) || isConfigError(err)
 }
 
 // flagError is the flag package's error in the user's words: the flag as

@@ -2,113 +2,21 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"html"
-	"maps"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/mcp"
 )
-
-// mcpTransport is how [mcp.name] is reached: a stdio command, or
-// streamable HTTP with its headers (headers_env read now: an unset
-// variable is a configuration error) and OAuth with the tokens `agrun mcp
-// login` stored (no person takes part here: a server that needs a new
-// authorization fails with mcp.ErrLoginRequired).
-func mcpTransport(name string, s config.MCPServer) (mcp.Transport, error) {
-	if s.URL == "" {
-		var envv []string
-		for k, v := range s.Env {
-			envv = append(envv, k+"="+v)
-		}
-		slices.Sort(envv)
-		return mcp.Stdio{Command: s.Command, Args: s.Args, Env: envv, Dir: s.Dir}, nil
-	}
-	h := mcp.HTTP{URL: s.URL, Headers: maps.Clone(s.Headers)}
-	for header, v := range s.HeadersEnv {
-		val, ok := os.LookupEnv(v)
-		if !ok || val == "" {
-			return nil, &configError{fmt.Errorf("[mcp.%s] headers_env: %s is not set (it holds the %s header)", name, v, header)}
-		}
-		if h.Headers == nil {
-			h.Headers = map[string]string{}
-		}
-		h.Headers[header] = val
-	}
-	if s.OAuth != nil {
-		o, err := mcpOAuth(name, s)
-		if err != nil {
-			return nil, err
-		}
-		h.OAuth = o
-	}
-	return h, nil
-}
-
-// mcpOAuth is the OAuth of [mcp.name], its tokens in mcpTokenPath.
-func mcpOAuth(name string, s config.MCPServer) (*mcp.OAuth, error) {
-	o := &mcp.OAuth{ClientID: s.OAuth.ClientID, ClientMetadataURL: s.OAuth.ClientMetadataURL, AllowPrivate: s.OAuth.AllowPrivate}
-	if v := s.OAuth.ClientSecretEnv; v != "" {
-		o.ClientSecret = os.Getenv(v)
-		if o.ClientSecret == "" {
-			return nil, &configError{fmt.Errorf("[mcp.%s] oauth.client_secret_env: %s is not set", name, v)}
-		}
-	}
-	p, err := mcpTokenPath(name, s.URL)
-	if err != nil {
-		return nil, err
-	}
-	o.Tokens = mcp.FileTokens{Path: p}
-	return o, nil
-}
-
-// mcpTokenPath is where the OAuth tokens of [mcp.name] at url are kept:
-// the user's config directory (agrun/mcp-tokens/NAME-HASH.json, 0600;
-// the hash of the URL, so that another server under the same name never
-// gets them).
-func mcpTokenPath(name, url string) (string, error) {
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return "", fmt.Errorf("no user config directory for the OAuth tokens: %w", err)
-	}
-	sum := sha256.Sum256([]byte(url))
-	return filepath.Join(dir, "agrun", "mcp-tokens", name+"-"+hex.EncodeToString(sum[:4])+".json"), nil
-}
-
-// mcpHint is what to do about an MCP server's connection error err, or "".
-func mcpHint(name string, s config.MCPServer, err error) string {
-	switch {
-	case errors.Is(err, mcp.ErrLoginRequired):
-		return fmt.Sprintf("run `agrun mcp login %s` once, on a machine with a browser", name)
-	case errors.Is(err, mcp.ErrUnauthorized) && s.OAuth == nil:
-		return fmt.Sprintf("add oauth = {} to [mcp.%s] and run `agrun mcp login %s`, or give a token with [mcp.%s] headers_env", name, name, name)
-	}
-	return ""
-}
-
-// loginTokens is a TokenStore for a login: it saves where the runs read,
-// and loads nothing, so that the login authorizes anew.
-type loginTokens struct{ mcp.FileTokens }
-
-func (loginTokens) Load() (*mcp.OAuthSession, error) { return nil, nil }
 
 // mcpLogin is `agrun mcp login NAME`: the browser step of OAuth for a
 // streamable-HTTP server. It prints the authorization URL (agrun opens no
 // browser by itself: the URL comes from the server), waits on a loopback
 // listener for the authorization server's redirect, exchanges the code
-// and keeps the tokens (mcpTokenPath), then lists the server's tools.
+// and keeps the tokens (setup.MCPTokenPath), then lists the server's tools.
 func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	fs := newFlags("mcp login")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the browser's redirect")
@@ -133,65 +41,22 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	case s.OAuth == nil:
 		return usageOf(fs, "[mcp.%s] has no oauth: add oauth = {} (or oauth = { client_id = \"...\" }) to use OAuth", safe(name))
 	}
-	tr, err := mcpTransport(name, s)
+	tr, err := setup.MCPTransport(name, s)
 	if err != nil {
 		return err
 	}
 	h := tr.(mcp.HTTP)
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", s.OAuth.RedirectPort))
+	login, err := setup.ListenLogin(s.OAuth.RedirectPort)
 	if err != nil {
 		return fmt.Errorf("the login's loopback listener ([mcp.%s] oauth.redirect_port): %w", name, err)
 	}
-	defer ln.Close()
-	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-	results := make(chan *auth.AuthorizationResult, 16) // a stray request must not take the real redirect's place
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/callback" || r.Method != http.MethodGet {
-			http.NotFound(w, r)
-			return
-		}
-		q := r.URL.Query()
-		if e := q.Get("error"); e != "" {
-			fmt.Fprintf(w, "<p>agrun: the authorization server refused: %s</p>", html.EscapeString(e))
-			select {
-			case results <- &auth.AuthorizationResult{State: q.Get("state")}:
-			default:
-			}
-			return
-		}
-		fmt.Fprintln(w, "<p>agrun is authorized. You can close this tab.</p>")
-		select {
-		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
-		default:
-		}
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
+	defer login.Close()
+	redirect := login.URL
 	h.OAuth.RedirectURL = redirect
-	h.OAuth.Tokens = loginTokens{h.OAuth.Tokens.(mcp.FileTokens)}
+	h.OAuth.Tokens = setup.LoginTokens{FileTokens: h.OAuth.Tokens.(mcp.FileTokens)}
 	h.OAuth.Authorize = func(ctx context.Context, authURL string) (*auth.AuthorizationResult, error) {
 		fmt.Fprintf(c.stderr, "agrun: to authorize agrun for %s, open this URL in a browser (on any machine; it redirects to %s here):\n\n  %s\n\nagrun: waiting for the browser (at most %s; Ctrl-C stops)...\n", safe(name), redirect, safe(authURL), *timeout)
-		want := ""
-		if u, err := url.Parse(authURL); err == nil {
-			want = u.Query().Get("state")
-		}
-		deadline := time.After(*timeout)
-		for {
-			select {
-			case r := <-results:
-				if want != "" && r.State != want {
-					continue // not the redirect of this login (another page or process): wait on
-				}
-				if r.Code == "" {
-					return nil, errors.New("the authorization server sent no code (refused, or the login was cancelled in the browser)")
-				}
-				return r, nil
-			case <-deadline:
-				return nil, fmt.Errorf("no redirect from the browser within %s (mcp login --timeout)", *timeout)
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
+		return login.Wait(ctx, authURL, *timeout)
 	}
 	cl, err := mcp.NewClient(name, h, &mcp.ClientOptions{Timeout: *timeout + time.Minute, Logger: c.logger()})
 	if err != nil {
@@ -201,7 +66,7 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	if err := cl.Connect(ctx); err != nil {
 		return err
 	}
-	p, _ := mcpTokenPath(name, s.URL)
+	p, _ := setup.MCPTokenPath(name, s.URL)
 	if _, err := os.Stat(p); err != nil {
 		fmt.Fprintf(c.stdout, "%s did not ask for authorization: it serves %d tools without a login\n", safe(name), len(cl.Tools()))
 		return nil

@@ -4,11 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 
-	"github.com/agcore/agrun/cluster/store"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
 )
@@ -21,8 +20,7 @@ import (
 const clusterSupport = false
 
 // errNoCluster is what [cluster] and `agrun worker` get from this build.
-var errNoCluster = &configError{errors.New("this agrun is built without cluster support, which [cluster] and `agrun worker` need: " +
-	"build it with `go build -tags cluster ./cmd/agrun`, or `go install -tags cluster ./cmd/agrun` if you installed it with go install (docs/SCALING.md)")}
+var errNoCluster = setup.ErrNoCluster
 
 func (c *cli) runOnCluster(context.Context, *flag.FlagSet, *config.Config, string, *runOptions, bool) (string, turnStats, error) {
 	return "", turnStats{}, errNoCluster
@@ -51,8 +49,3 @@ func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, 
 // `agrun sessions` when it is not the local one: never, in this build.
 func (c *cli) sharedSessions() ([]session.Info, bool, error)        { return nil, false, nil }
 func (c *cli) sharedRecords(string) ([]session.Record, bool, error) { return nil, false, nil }
-
-// clusterObjects is [cluster] module_store: not in this build.
-func clusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
-	return nil, errNoCluster
-}

@@ -39,12 +39,12 @@ func (c *cli) mcpPrompt(ctx context.Context, fs *flag.FlagSet, e *env, o *runOpt
 		if !ok || server == "" || rest == "" {
 			return nil, "", usageOf(fs, "%s %q: want SERVER:%s", flag, safe(ref), map[string]string{"--prompt": "NAME", "--resource": "URI"}[flag])
 		}
-		for _, cl := range e.clients {
+		for _, cl := range e.Clients() {
 			if cl.Name() == server {
 				return cl, rest, nil
 			}
 		}
-		if err := e.brokenFor(server + "__x"); err != nil {
+		if err := e.BrokenFor(server + "__x"); err != nil {
 			return nil, "", fmt.Errorf("%s: the MCP server %s did not load: %s", flag, safe(server), safe(e.explain(server, err)))
 		}
 		return nil, "", usageOf(fs, "%s: no MCP server %q loaded ([mcp.%s] in the config, and not left out by --tools or --no-tools)", flag, safe(server), safe(server))

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/server"
 )
 

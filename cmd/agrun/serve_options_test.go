@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/wasmtools"

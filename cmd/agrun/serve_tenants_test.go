@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/signtest"
 )

@@ -3,63 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/telemetry"
-	"go.opentelemetry.io/otel"
 )
 
 // telemetryFlushTimeout bounds the export of what is pending at exit.
 const telemetryFlushTimeout = 5 * time.Second
 
 // setupTelemetry starts the OpenTelemetry export [telemetry] asks for
-// (or the OTEL_EXPORTER_OTLP_* variables), keeping the span tree when
-// tree is set (run --trace). It returns nil (off, no cost) when neither
-// asks for anything. The caller calls shutdown at exit: it flushes what
-// is pending, for at most telemetryFlushTimeout. Export failures are
-// warnings on stderr, never a failed command.
+// (setup.Telemetry), keeping the span tree when tree is set (run
+// --trace); nil when nothing asks for it. The caller calls
+// shutdownTelemetry at exit.
 func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool, rt *runtime.Runtime) (*telemetry.Telemetry, error) {
-	tc := cfg.Telemetry
-	headers, err := exportHeaders(tc.HeadersEnv)
-	if err != nil {
-		return nil, &configError{err}
-	}
-	tcfg := telemetry.Config{
-		Endpoint:       tc.OTLPEndpoint,
-		Headers:        headers,
-		CaptureContent: tc.CaptureContent,
-		Tree:           tree,
-		ServiceVersion: version,
-	}
-	if tc.Sampling != nil {
-		tcfg.Sampling = *tc.Sampling
-	}
-	tel, err := telemetry.Setup(ctx, tcfg)
-	if err != nil {
-		return nil, &configError{fmt.Errorf("[telemetry]: %w", err)}
-	}
-	if tel != nil && rt != nil {
-		err := tel.ObserveRuntime(func() telemetry.RuntimeStats {
-			st := rt.Stats()
-			return telemetry.RuntimeStats{InstancesInUse: int64(st.InstancesInUse), InstancesPrepared: st.InstancesPrepared,
-				Compiles: st.Compiles, CompileHits: st.CompileHits, PreparedHits: st.PreparedHits}
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w", err)
-		}
-	}
-	if tel != nil {
-		log := c.logger()
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			log.Warn("telemetry: " + err.Error())
-		}))
-	}
-	return tel, nil
+	return setup.Telemetry(ctx, cfg, tree, version, rt, c.logger())
 }
 
 // shutdownTelemetry flushes and stops tel (nil: nothing to do).
@@ -72,32 +32,4 @@ func (c *cli) shutdownTelemetry(tel *telemetry.Telemetry) {
 	if err := tel.Shutdown(ctx); err != nil {
 		fmt.Fprintf(c.stderr, "agrun: warning: telemetry: %s\n", safe(err.Error()))
 	}
-}
-
-// exportHeaders reads the headers of the OTLP export from the variable
-// [telemetry] headers_env names: "k=v,k2=v2", values percent-decoded (as
-// OTEL_EXPORTER_OTLP_HEADERS is written). An unset or empty variable is no
-// headers; a malformed one is an error naming the variable, never its
-// value (it holds secrets).
-func exportHeaders(env string) (map[string]string, error) {
-	if env == "" {
-		return nil, nil
-	}
-	raw := strings.TrimSpace(os.Getenv(env))
-	if raw == "" {
-		return nil, nil
-	}
-	h := map[string]string{}
-	for i, part := range strings.Split(raw, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("$%s ([telemetry] headers_env): entry %d is not key=value (want \"k=v,k2=v2\")", env, i+1)
-		}
-		if dv, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
-			v = dv
-		}
-		h[k] = strings.TrimSpace(v)
-	}
-	return h, nil
 }

@@ -8,9 +8,9 @@ import (
 
 // owners: who may import each shared internal package from non-test code.
 // The folder says who owns a package and Go's internal rule enforces most
-// of it (runtime/internal/... only runtime, cmd/agrun/internal/... only
-// the CLI); these are the packages under the top-level internal/, which
-// the compiler lets every package of the module import.
+// of it (runtime/internal/... only runtime); these are the packages under
+// the top-level internal/, which the compiler lets every package of the
+// module import (internal/cli/...: mayImportCLI).
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
 	"internal/audit":      {"runtime", "registry", "wasmtools"},                                                                      // the one audit type: runtime fills it, registry aliases it, wasmtools cleans it
@@ -42,6 +42,10 @@ func TestInternalEdges(t *testing.T) {
 				}
 			case strings.HasPrefix(irel, "internal/cmd/") || irel == "cmd/agrun":
 				t.Errorf("%s imports the command %s", rel, irel)
+			case strings.HasPrefix(irel, "internal/cli/"):
+				if !mayImportCLI(rel) {
+					t.Errorf("%s imports %s: internal/cli/... is the agrun command's (cmd/agrun) alone", rel, irel)
+				}
 			}
 			for pkg, allowed := range owners {
 				if irel != pkg {
@@ -54,6 +58,16 @@ func TestInternalEdges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mayImportCLI reports whether the non-test code of the package rel may
+// import a package of internal/cli/ (the command's config decoding and
+// what builds a config's tools): cmd/agrun, internal/cli/... itself, and
+// the top floor (kits, dev commands), never a library package nor a leaf
+// (TestInternalFloors holds the leaves to each other).
+func mayImportCLI(rel string) bool {
+	return rel == "cmd/agrun" || strings.HasPrefix(rel, "internal/cli/") ||
+		strings.HasPrefix(rel, "internal/testing/") || strings.HasPrefix(rel, "internal/cmd/")
 }
 
 // mayImportKit reports whether the non-test code of the package rel may
@@ -94,6 +108,26 @@ func TestMayImportKit(t *testing.T) {
 	} {
 		if got := mayImportKit(c.rel, c.kit); got != c.want {
 			t.Errorf("mayImportKit(%q, %q) = %v, want %v", c.rel, c.kit, got, c.want)
+		}
+	}
+}
+
+// TestMayImportCLI pins mayImportCLI: the command and the top floor, not
+// a library package, a leaf or a folder whose name only begins so.
+func TestMayImportCLI(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"cmd/agrun":                true,
+		"internal/cli/setup":       true,
+		"internal/testing/hostile": true,
+		"internal/cmd/bench":       true,
+		"cmd/agrunx":               false,
+		"server":                   false,
+		"registry":                 false,
+		"internal/textsafe":        false,
+		"internal/clix":            false,
+	} {
+		if got := mayImportCLI(rel); got != want {
+			t.Errorf("mayImportCLI(%q) = %v, want %v", rel, got, want)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build cluster
 
-package main
+package setup
 
 import (
 	"context"
@@ -17,33 +17,36 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/session"
 )
 
-// clusterSupport says whether this build runs [cluster] (agrun version).
-const clusterSupport = true
-
-// clusterEnv is what a process of a cluster shares with the others: the
-// Temporal client and the stores of [cluster].
-type clusterEnv struct {
-	cfg      *config.Config
-	temporal client.Client
-	sessions session.Store
-	objects  store.ObjectStore
-	queues   cluster.Queues
-	closers  []func()
+// Cluster is what a process of a cluster shares with the others: the
+// Temporal client and the stores of [cluster]. Close it when done.
+type Cluster struct {
+	// Config is the configuration it was opened from.
+	Config *config.Config
+	// Temporal is the client of [cluster] temporal_address.
+	Temporal client.Client
+	// Sessions is [cluster] session_store: PostgreSQL, or the local files.
+	Sessions session.Store
+	// Objects is [cluster] module_store (ClusterObjects).
+	Objects store.ObjectStore
+	// Queues are the task queues of [cluster] task_queue_prefix.
+	Queues  cluster.Queues
+	closers []func()
 }
 
-func (ce *clusterEnv) close() {
+// Close closes the Temporal client and the stores.
+func (ce *Cluster) Close() {
 	for i := len(ce.closers) - 1; i >= 0; i-- {
 		ce.closers[i]()
 	}
 }
 
-// namespace is the Temporal namespace in use.
-func (ce *clusterEnv) namespace() string {
-	if ns := ce.cfg.Cluster.Namespace; ns != "" {
+// Namespace is the Temporal namespace in use.
+func (ce *Cluster) Namespace() string {
+	if ns := ce.Config.Cluster.Namespace; ns != "" {
 		return ns
 	}
 	return "default"
@@ -53,16 +56,17 @@ func (ce *clusterEnv) namespace() string {
 // when [cluster] postgres_dsn_env is unset.
 const defaultDSNEnv = "AGRUN_POSTGRES_DSN"
 
-// openCluster dials Temporal and opens the stores of cfg's [cluster].
-// Errors name the key to fix; an unreachable Temporal says so at once
-// (the SDK's dial checks the server).
-func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv, error) {
+// OpenCluster dials Temporal and opens the stores of cfg's [cluster];
+// the Temporal SDK logs to log, one level lower. Errors name the key to
+// fix; an unreachable Temporal says so at once (the SDK's dial checks the
+// server).
+func OpenCluster(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Cluster, error) {
 	cc := cfg.Cluster
-	ce := &clusterEnv{cfg: cfg, queues: cluster.QueuesFor(cc.TaskQueuePrefix)}
+	ce := &Cluster{Config: cfg, Queues: cluster.QueuesFor(cc.TaskQueuePrefix)}
 	ok := false
 	defer func() {
 		if !ok {
-			ce.close()
+			ce.Close()
 		}
 	}()
 	// Sessions.
@@ -74,38 +78,38 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 		}
 		dsn := os.Getenv(name)
 		if dsn == "" {
-			return nil, &configError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
+			return nil, &ConfigError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
 		}
 		pg, err := pgstore.New(ctx, dsn)
 		if err != nil {
 			return nil, fmt.Errorf("[cluster] session_store: %w", err)
 		}
-		ce.sessions = pg
+		ce.Sessions = pg
 		ce.closers = append(ce.closers, pg.Close)
 	default:
-		st, err := c.sessionStoreFor(cfg)
+		st, err := SessionStore(cfg)
 		if err != nil {
 			return nil, err
 		}
-		ce.sessions = st
+		ce.Sessions = st
 	}
 	// Modules and payloads.
-	objs, err := clusterObjects(ctx, cfg)
+	objs, err := ClusterObjects(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	ce.objects = objs
+	ce.Objects = objs
 	// Temporal.
-	ns := ce.namespace()
+	ns := ce.Namespace()
 	tc, err := client.DialContext(ctx, client.Options{
 		HostPort:  cc.TemporalAddress,
 		Namespace: ns,
-		Logger:    tlog.NewStructuredLogger(slog.New(temporalLogHandler{c.logger().Handler()})),
+		Logger:    tlog.NewStructuredLogger(slog.New(temporalLogHandler{log.Handler()})),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s ([cluster] temporal_address): %w", cc.TemporalAddress, err)
 	}
-	ce.temporal = tc
+	ce.Temporal = tc
 	ce.closers = append(ce.closers, tc.Close)
 	ok = true
 	return ce, nil
@@ -129,8 +133,8 @@ func (h temporalLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-// runDefaults are the run settings of cfg.
-func runDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
+// RunDefaults are the run settings of cfg.
+func RunDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 	return cluster.RunInput{
 		Queues:           q,
 		MaxTurns:         cfg.LLM.MaxTurns,
@@ -142,10 +146,9 @@ func runDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 // pgSessions opens the cluster's session store for `agrun sessions` when
 // [cluster] session_store is "postgres" (ok false otherwise: the local
 // files are the store, read as ever).
-func (c *cli) pgSessions(ctx context.Context) (*pgstore.Sessions, bool, error) {
-	cfg, err := c.loadConfig()
-	if err != nil || !cfg.Cluster.Enabled() || cfg.Cluster.SessionStore != "postgres" {
-		return nil, false, err
+func pgSessions(ctx context.Context, cfg *config.Config) (*pgstore.Sessions, bool, error) {
+	if !cfg.Cluster.Enabled() || cfg.Cluster.SessionStore != "postgres" {
+		return nil, false, nil
 	}
 	name := cfg.Cluster.PostgresDSNEnv
 	if name == "" {
@@ -153,7 +156,7 @@ func (c *cli) pgSessions(ctx context.Context) (*pgstore.Sessions, bool, error) {
 	}
 	dsn := os.Getenv(name)
 	if dsn == "" {
-		return nil, true, &configError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
+		return nil, true, &ConfigError{fmt.Errorf("%s is not set ([cluster] postgres_dsn_env): the PostgreSQL connection string of session_store = \"postgres\"", name)}
 	}
 	pg, err := pgstore.New(ctx, dsn)
 	if err != nil {
@@ -162,11 +165,11 @@ func (c *cli) pgSessions(ctx context.Context) (*pgstore.Sessions, bool, error) {
 	return pg, true, nil
 }
 
-// sharedSessions lists the sessions of the cluster's PostgreSQL store,
+// SharedSessions lists the sessions of cfg's cluster's PostgreSQL store,
 // each summarised from its records (ok false: the local store is used).
-func (c *cli) sharedSessions() ([]session.Info, bool, error) {
+func SharedSessions(cfg *config.Config) ([]session.Info, bool, error) {
 	ctx := context.Background()
-	pg, ok, err := c.pgSessions(ctx)
+	pg, ok, err := pgSessions(ctx, cfg)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
@@ -177,7 +180,7 @@ func (c *cli) sharedSessions() ([]session.Info, bool, error) {
 	}
 	var infos []session.Info
 	for _, id := range ids {
-		recs, err := c.decodeRecords(ctx, pg, id)
+		recs, err := decodeRecords(ctx, pg, id)
 		if err != nil {
 			return nil, true, err
 		}
@@ -186,20 +189,20 @@ func (c *cli) sharedSessions() ([]session.Info, bool, error) {
 	return infos, true, nil
 }
 
-// sharedRecords returns a session's records from the cluster's
+// SharedRecords returns a session's records from cfg's cluster's
 // PostgreSQL store (ok false: the local store is used).
-func (c *cli) sharedRecords(id string) ([]session.Record, bool, error) {
+func SharedRecords(cfg *config.Config, id string) ([]session.Record, bool, error) {
 	ctx := context.Background()
-	pg, ok, err := c.pgSessions(ctx)
+	pg, ok, err := pgSessions(ctx, cfg)
 	if !ok || err != nil {
 		return nil, ok, err
 	}
 	defer pg.Close()
-	recs, err := c.decodeRecords(ctx, pg, id)
+	recs, err := decodeRecords(ctx, pg, id)
 	return recs, true, err
 }
 
-func (c *cli) decodeRecords(ctx context.Context, st session.Store, id string) ([]session.Record, error) {
+func decodeRecords(ctx context.Context, st session.Store, id string) ([]session.Record, error) {
 	raw, err := st.Load(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -211,11 +214,11 @@ func (c *cli) decodeRecords(ctx context.Context, st session.Store, id string) ([
 	return recs, nil
 }
 
-// clusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
+// ClusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
 // or a directory (relative to the config; "": one beside the sessions
 // folder). Uploaded modules, payloads passed by reference and, with
-// [cluster], what `agrun pull` fetched (ociStore) live there.
-func clusterObjects(ctx context.Context, cfg *config.Config) (store.ObjectStore, error) {
+// [cluster], what `agrun pull` fetched (OCIStore) live there.
+func ClusterObjects(ctx context.Context, cfg *config.Config) (store.ObjectStore, error) {
 	cc := cfg.Cluster
 	switch m := cc.ModuleStore; {
 	case strings.HasPrefix(m, "s3://"):

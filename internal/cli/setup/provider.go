@@ -1,10 +1,10 @@
-package main
+package setup
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/anthropic"
 	"github.com/agcore/agrun/loop/chat"
@@ -12,9 +12,9 @@ import (
 	"github.com/agcore/agrun/loop/responses"
 )
 
-// newProvider is the model API of [llm]: its api, with the key from the
+// Provider is the model API of [llm]: its api, with the key from the
 // variable api_key_env names (never from the config file itself).
-func newProvider(l *config.LLM) (loop.Provider, error) {
+func Provider(l *config.LLM) (loop.Provider, error) {
 	key := os.Getenv(l.APIKeyEnv)
 	switch l.API {
 	case "", "chat":

@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/wasmtools"
@@ -16,7 +16,7 @@ import (
 // openPlugin loads an Extism plug-in: it has no manifest, so [tools.NAME]
 // describes it (function, description, parameters, output, permissions,
 // config).
-func (e *env) openPlugin(ctx context.Context, name string, wasm []byte, t config.Tool, grant wasmtools.Grant) (*wasmtools.Tool, error) {
+func (e *Env) openPlugin(ctx context.Context, name string, wasm []byte, t config.Tool, grant wasmtools.Grant) (*wasmtools.Tool, error) {
 	if name == "" {
 		return nil, errors.New("the module is an Extism plug-in (it imports extism:host/env), which has no manifest: configure it as [tools.NAME] with description (and function, parameters, output) in agrun.toml")
 	}
@@ -30,7 +30,7 @@ func (e *env) openPlugin(ctx context.Context, name string, wasm []byte, t config
 	if t.Permissions == nil {
 		m.Permissions = impliedPermissions(t)
 	}
-	tool, err := wasmtools.LoadPlugin(ctx, e.rt, wasm, wasmtools.Plugin{Manifest: m, Function: t.Function, Config: t.Config}, grant)
+	tool, err := wasmtools.LoadPlugin(ctx, e.Runtime, wasm, wasmtools.Plugin{Manifest: m, Function: t.Function, Config: t.Config}, grant)
 	var me *wasmtools.ManifestError
 	if errors.As(err, &me) && me.Field != "" {
 		err = fmt.Errorf("[tools.%s] %s: %w", name, me.Field, err)
@@ -68,8 +68,8 @@ func impliedPermissions(t config.Tool) []permission.Permission {
 // permissions (declared for every tool; default: what the grant
 // implies). A plug-in that fails to load is recorded as "plugin:name"
 // (shown as name__*), as an MCP server that cannot be reached is.
-func (e *env) loadPlugin(ctx context.Context, name string, t config.Tool) {
-	s := sectionSettings("plugins", name, t)
+func (e *Env) loadPlugin(ctx context.Context, name string, t config.Tool) {
+	s := SectionSettings("plugins", name, t)
 	tools, err := e.openMCPPlugin(ctx, name, t, s)
 	if err != nil {
 		var re *registry.Error
@@ -81,12 +81,12 @@ func (e *env) loadPlugin(ctx context.Context, name string, t config.Tool) {
 		return
 	}
 	for _, tool := range tools {
-		e.register(tool.Name(), toolSource(t), tool, nil, grantWarnings(t, s, tool))
+		e.Register(tool.Name(), ToolSource(t), tool, nil, GrantWarnings(t, s, tool))
 	}
 }
 
-func (e *env) openMCPPlugin(ctx context.Context, name string, t config.Tool, s settings) ([]*wasmtools.Tool, error) {
-	wasm, err := readModule(ctx, e.cfg, t, s)
+func (e *Env) openMCPPlugin(ctx context.Context, name string, t config.Tool, s Settings) ([]*wasmtools.Tool, error) {
+	wasm, err := ReadModule(ctx, e.Config, t, s)
 	if err != nil {
 		return nil, err
 	}
@@ -94,9 +94,9 @@ func (e *env) openMCPPlugin(ctx context.Context, name string, t config.Tool, s s
 	if perms == nil {
 		perms = impliedPermissions(t)
 	}
-	tools, err := wasmtools.LoadMCPPlugin(ctx, e.rt, wasm, wasmtools.MCPPlugin{Name: name, Permissions: perms, Config: t.Config}, toolGrant(t))
+	tools, err := wasmtools.LoadMCPPlugin(ctx, e.Runtime, wasm, wasmtools.MCPPlugin{Name: name, Permissions: perms, Config: t.Config}, ToolGrant(t))
 	if errors.Is(err, wasmtools.ErrIntegrity) {
-		err = fmt.Errorf("%s does not match the module: %w", s.sha256, err)
+		err = fmt.Errorf("%s does not match the module: %w", s.SHA256, err)
 	}
 	return tools, err
 }

@@ -1,0 +1,65 @@
+//go:build cluster
+
+package main
+
+import (
+	"context"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/agcore/agrun/cluster"
+	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
+	"github.com/agcore/agrun/session"
+)
+
+// clusterSupport says whether this build runs [cluster] (agrun version).
+const clusterSupport = true
+
+// clusterEnv is setup's Cluster (the Temporal client and the stores of
+// [cluster]) under the names the command's files use.
+type clusterEnv struct {
+	*setup.Cluster
+	cfg      *config.Config
+	temporal client.Client
+	sessions session.Store
+	objects  store.ObjectStore
+	queues   cluster.Queues
+}
+
+func (ce *clusterEnv) close()            { ce.Close() }
+func (ce *clusterEnv) namespace() string { return ce.Namespace() }
+
+// runDefaults are the run settings of cfg.
+var runDefaults = setup.RunDefaults
+
+// openCluster dials Temporal and opens the stores of cfg's [cluster]
+// (setup.OpenCluster), the SDK's log on c's.
+func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv, error) {
+	sc, err := setup.OpenCluster(ctx, cfg, c.logger())
+	if err != nil {
+		return nil, err
+	}
+	return &clusterEnv{Cluster: sc, cfg: sc.Config, temporal: sc.Temporal, sessions: sc.Sessions, objects: sc.Objects, queues: sc.Queues}, nil
+}
+
+// sharedSessions lists the sessions of the cluster's PostgreSQL store,
+// each summarised from its records (ok false: the local store is used).
+func (c *cli) sharedSessions() ([]session.Info, bool, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	return setup.SharedSessions(cfg)
+}
+
+// sharedRecords returns a session's records from the cluster's
+// PostgreSQL store (ok false: the local store is used).
+func (c *cli) sharedRecords(id string) ([]session.Record, bool, error) {
+	cfg, err := c.loadConfig()
+	if err != nil {
+		return nil, false, err
+	}
+	return setup.SharedRecords(cfg, id)
+}

@@ -1,0 +1,100 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/agcore/agrun/mcp"
+)
+
+// LoginRedirect is the loopback end of an OAuth login (`agrun mcp
+// login`): it listens on 127.0.0.1 for the authorization server's
+// redirect, which the person's browser follows. Close it when done.
+type LoginRedirect struct {
+	// URL is the redirect URL to register: http://127.0.0.1:PORT/callback.
+	URL     string
+	ln      net.Listener
+	srv     *http.Server
+	results chan *auth.AuthorizationResult
+}
+
+// ListenLogin starts a LoginRedirect on port (0: any free one).
+func ListenLogin(port int) (*LoginRedirect, error) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, err
+	}
+	l := &LoginRedirect{ln: ln, URL: fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)}
+	results := make(chan *auth.AuthorizationResult, 16) // a stray request must not take the real redirect's place
+	l.results = results
+	l.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/callback" || r.Method != http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		if e := q.Get("error"); e != "" {
+			fmt.Fprintf(w, "<p>agrun: the authorization server refused: %s</p>", html.EscapeString(e))
+			select {
+			case results <- &auth.AuthorizationResult{State: q.Get("state")}:
+			default:
+			}
+			return
+		}
+		fmt.Fprintln(w, "<p>agrun is authorized. You can close this tab.</p>")
+		select {
+		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
+		default:
+		}
+	})}
+	go l.srv.Serve(ln)
+	return l, nil
+}
+
+// Close stops listening.
+func (l *LoginRedirect) Close() {
+	l.srv.Close()
+	l.ln.Close()
+}
+
+// Wait waits, at most timeout, for the redirect of the login at authURL
+// (the one carrying its state; others are ignored), and returns its
+// code. A refusal, the timeout and the end of ctx are errors.
+func (l *LoginRedirect) Wait(ctx context.Context, authURL string, timeout time.Duration) (*auth.AuthorizationResult, error) {
+	want := ""
+	if u, err := url.Parse(authURL); err == nil {
+		want = u.Query().Get("state")
+	}
+	deadline := time.After(timeout)
+	for {
+		select {
+		case r := <-l.results:
+			if want != "" && r.State != want {
+				continue // not the redirect of this login (another page or process): wait on
+			}
+			if r.Code == "" {
+				return nil, errors.New("the authorization server sent no code (refused, or the login was cancelled in the browser)")
+			}
+			return r, nil
+		case <-deadline:
+			return nil, fmt.Errorf("no redirect from the browser within %s (mcp login --timeout)", timeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// LoginTokens is a TokenStore for a login: it saves where the runs read,
+// and loads nothing, so that the login authorizes anew.
+type LoginTokens struct{ mcp.FileTokens }
+
+// Load returns no session: a login starts from none.
+func (LoginTokens) Load() (*mcp.OAuthSession, error) { return nil, nil }

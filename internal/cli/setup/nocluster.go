@@ -1,0 +1,24 @@
+//go:build !cluster
+
+package setup
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agcore/agrun/cluster/store"
+	"github.com/agcore/agrun/internal/cli/config"
+)
+
+// This agrun is built without the cluster (the default: linking Temporal,
+// gRPC, the AWS SDK and pgx makes a first build much slower, see
+// docs/RATIONALE.md). `go build -tags cluster ./cmd/agrun` has it.
+
+// ErrNoCluster is what [cluster] and `agrun worker` get from this build.
+var ErrNoCluster = &ConfigError{errors.New("this agrun is built without cluster support, which [cluster] and `agrun worker` need: " +
+	"build it with `go build -tags cluster ./cmd/agrun`, or `go install -tags cluster ./cmd/agrun` if you installed it with go install (docs/SCALING.md)")}
+
+// ClusterObjects is [cluster] module_store: not in this build.
+func ClusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
+	return nil, ErrNoCluster
+}
