@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agcore/agrun/cmd/agrun/internal/config"
+	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
@@ -135,7 +136,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 // and prompts `mcp serve` re-serves (serve_resources = true), by name.
 func (e *env) servedUpstreams(cfg *config.Config) []*mcp.Client {
 	var out []*mcp.Client
-	for _, cl := range e.clients {
+	for _, cl := range e.Clients() {
 		if cfg.MCP[cl.Name()].ServeResources {
 			out = append(out, cl)
 		}
@@ -152,10 +153,10 @@ func (e *env) servedUpstreams(cfg *config.Config) []*mcp.Client {
 // and refused when the client offers none. Nil when the configuration
 // asks about nothing.
 func mcpServeApproval(cfg *config.Config) func(mcp.ApprovalCall) mcp.Approval {
-	if !asksAnything(cfg) {
+	if !setup.AsksAnything(cfg) {
 		return nil
 	}
-	store := session.OpenApprovals(sessionsDir(cfg))
+	store := session.OpenApprovals(setup.SessionsDir(cfg))
 	cwd := workDir()
 	return func(call mcp.ApprovalCall) mcp.Approval {
 		switch cfg.ApprovalFor(call.Tool, call.Grant.Server, call.Grant.Uses()) {
