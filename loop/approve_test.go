@@ -368,3 +368,37 @@ func TestSessionApprovalHoldsForItsGrant(t *testing.T) {
 		t.Fatalf("asked %d times: a wider grant ran on a session approval of the narrower one", len(ap.asked))
 	}
 }
+
+// TestToolContext: Hooks.ToolContext gives each call the registry runs
+// its own context, derived from the run's (a value it adds reaches the
+// tool; the call's id and name are its arguments), after the call's
+// ToolExecutionStarted; a call denied by the Approver never gets one.
+func TestToolContext(t *testing.T) {
+	type key struct{}
+	srv := newServer(t,
+		step{ToolCalls: []chattest.Call{{ID: "c1", Name: "reader", Args: `{}`}, {ID: "c2", Name: "writer", Args: `{}`}}},
+		streamText("done"),
+	)
+	seen := map[string]string{}
+	var mu sync.Mutex
+	tool := func(name string) *funcTool {
+		return &funcTool{name: name, desc: name, fn: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+			mu.Lock()
+			seen[name], _ = ctx.Value(key{}).(string)
+			mu.Unlock()
+			return json.RawMessage(`{}`), nil
+		}}
+	}
+	var hooked []string
+	ap := &scriptedApprover{ask: map[string]bool{"writer": true}, answers: map[string]Decision{"c2": {Answer: Deny, Reason: "no", By: "user"}}}
+	c := newCycle(t, srv, Config{Hooks: Hooks{Approver: ap, ToolContext: func(ctx context.Context, id, name string) context.Context {
+		hooked = append(hooked, id+":"+name)
+		return context.WithValue(ctx, key{}, "for "+id)
+	}}})
+	if _, err := collect(t, c, context.Background(), "x", newRegistry(t, tool("reader"), tool("writer"))); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(hooked, ",") != "c1:reader" || seen["reader"] != "for c1" || len(seen) != 1 {
+		t.Fatalf("hooked %v, the tools saw %v", hooked, seen)
+	}
+}

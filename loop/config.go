@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 )
@@ -249,6 +250,14 @@ type Hooks struct {
 	// for the session), from the goroutine ranging over Run's sequence,
 	// before the call runs or is answered. Nil: not called.
 	OnDecision func(DecisionRecord)
+	// ToolContext, if set, gives the context a tool call runs in: called
+	// for each call the registry is about to run (after its
+	// ToolExecutionStarted), with the run's context and the call's id and
+	// name, from the goroutine running the Submit method. The context it
+	// returns must derive from ctx (e.g. carry a span the tool's own
+	// requests are children of: telemetry's Run.ToolContext). Nil: the
+	// run's context.
+	ToolContext func(ctx context.Context, id, name string) context.Context
 	// Approver, if set, decides which tool calls need a person's yes and
 	// gives the decisions (see Approver); a denied call is answered
 	// "error (denied_by_user): <reason>" and the run goes on. Nil runs

@@ -365,6 +365,11 @@ func marshalString(s string) []byte {
 // supplied invocations (Turn.Results).
 func (r *runState) invokeEach(ctx context.Context, calls []registry.Call, done func(int, registry.Invocation)) {
 	if r.supplied == nil {
+		if hook := r.c.cfg.ToolContext; hook != nil {
+			for k := range calls {
+				calls[k].Context = hook(ctx, calls[k].ID, calls[k].Name)
+			}
+		}
 		r.reg.InvokeEach(ctx, calls, done)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,8 +25,8 @@ type Operation struct {
 	// Method is the request's method ("tools/call", "initialize", ...).
 	Method string
 	// Target is the tool's name for tools/call and the prompt's for
-	// prompts/get (as on the wire: the upstream's name on a Client);
-	// empty otherwise.
+	// prompts/get (as on the wire: the upstream's name on a Client; on
+	// the server Unknown for one it does not serve); empty otherwise.
 	Target string
 	// Server is the Client's configured server name; empty on the server.
 	Server string
@@ -107,7 +108,7 @@ func clientObserver(server string, obs Observe) sdk.Middleware {
 			if cs, ok := req.GetSession().(*sdk.ClientSession); ok && cs != nil {
 				op.SessionID = cs.ID()
 				if r := cs.InitializeResult(); r != nil {
-					op.ProtocolVersion = r.ProtocolVersion
+					op.ProtocolVersion = knownVersion(r.ProtocolVersion)
 				}
 			}
 			ctx, end := obs(ctx, op)
@@ -121,9 +122,23 @@ func clientObserver(server string, obs Observe) sdk.Middleware {
 	}
 }
 
+// Unknown is an Operation's Target on the server for a tool or prompt it
+// does not serve: a client's word never names a span or a metric series.
+const Unknown = "unknown"
+
+// knownVersion is the protocol version v when it is one the SDK speaks,
+// else "_OTHER": the other side's word never names a metric series.
+func knownVersion(v string) string {
+	if v == "" || slices.Contains(sdk.SupportedProtocolVersions(), v) {
+		return v
+	}
+	return "_OTHER"
+}
+
 // serverObserver is the receiving middleware of a server with
-// ServerOptions.Observe.
-func serverObserver(obs Observe) sdk.Middleware {
+// ServerOptions.Observe; known reports whether the server serves the
+// tool (tools/call) or prompt (prompts/get) of that name.
+func serverObserver(obs Observe, known func(method, name string) bool) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			p := req.GetParams()
@@ -131,10 +146,13 @@ func serverObserver(obs Observe) sdk.Middleware {
 				return next(ctx, method, req)
 			}
 			op := &Operation{Method: method, Target: target(p), Meta: p.GetMeta()}
+			if op.Target != "" && !known(method, op.Target) {
+				op.Target = Unknown
+			}
 			if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {
 				op.SessionID = ss.ID()
 				if ip := ss.InitializeParams(); ip != nil {
-					op.ProtocolVersion = ip.ProtocolVersion
+					op.ProtocolVersion = knownVersion(ip.ProtocolVersion)
 				}
 			}
 			ctx, end := obs(ctx, op)

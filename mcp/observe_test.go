@@ -17,7 +17,8 @@ import (
 // sends (method, tool, server, session) and what it writes into the
 // request's _meta reaches the server, whose ServerOptions.Observe reads
 // it; a tools/call answered with isError ends as ErrToolResult on both
-// sides; ErrorType names outcomes as the conventions do.
+// sides; the server names a tool it does not serve Unknown; ErrorType
+// names outcomes as the conventions do.
 func TestObserve(t *testing.T) {
 	type seen struct {
 		op  Operation
@@ -60,6 +61,7 @@ func TestObserve(t *testing.T) {
 	defer cl.Close(ctx)
 	cl.CallTool(ctx, "ok", nil)
 	cl.CallTool(ctx, "fails", nil)
+	cl.CallTool(ctx, "made_up_by_the_client", nil)
 	mu.Lock()
 	defer mu.Unlock()
 	calls := func(ss []seen) (out []seen) {
@@ -71,7 +73,7 @@ func TestObserve(t *testing.T) {
 		return out
 	}
 	cc, sc := calls(client), calls(server)
-	if len(cc) != 2 || len(sc) != 2 {
+	if len(cc) != 3 || len(sc) != 3 {
 		t.Fatalf("client saw %+v, server %+v", client, server)
 	}
 	if cc[0].op.Target != "ok" || cc[0].op.Server != "up" || cc[0].err != nil || cc[1].op.Target != "fails" || !errors.Is(cc[1].err, ErrToolResult) {
@@ -79,6 +81,9 @@ func TestObserve(t *testing.T) {
 	}
 	if sc[0].op.Meta["traceparent"] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" || sc[0].op.Client || sc[0].op.ProtocolVersion == "" || !errors.Is(sc[1].err, ErrToolResult) {
 		t.Errorf("server: %+v", sc)
+	}
+	if sc[0].op.Target != "ok" || sc[2].op.Target != Unknown || sc[2].err == nil {
+		t.Errorf("the server names a tool it does not serve %q (%v), want %q: a client's word names no series", sc[2].op.Target, sc[2].err, Unknown)
 	}
 	for err, want := range map[error]string{nil: "", ErrToolResult: "tool_error", &jsonrpc.Error{Code: -32602}: "-32602", context.DeadlineExceeded: "timeout", context.Canceled: "cancelled", errors.New("x"): "_OTHER"} {
 		if got := ErrorType(err); got != want {

@@ -39,6 +39,14 @@ type republisher struct {
 	prompts   map[string]string   // served name -> fingerprint
 }
 
+// served reports whether name is a prompt served now.
+func (p *republisher) served(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.prompts[name]
+	return ok
+}
+
 // sync lists the upstreams again unless that was done within resyncEvery.
 // An upstream that fails keeps what it served before (logged).
 func (p *republisher) sync(ctx context.Context) {

@@ -154,7 +154,13 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	})
 	if o.Observe != nil {
 		// Added last, so outermost: a span covers the whole request.
-		b.srv.AddReceivingMiddleware(serverObserver(o.Observe))
+		b.srv.AddReceivingMiddleware(serverObserver(o.Observe, func(method, name string) bool {
+			if method == "prompts/get" {
+				return up != nil && up.served(name)
+			}
+			_, ok := reg.Get(name)
+			return ok
+		}))
 	}
 	return b.srv
 }

@@ -84,6 +84,12 @@ type Call struct {
 	ID   string
 	Name string
 	Args json.RawMessage
+	// Context, if set, is the context this call runs in instead of the
+	// one given to InvokeEach (InvokeAll): it must derive from that one,
+	// whose end still cuts the call short. It carries what is the call's
+	// own, such as the span its tool's requests are children of
+	// (loop.Hooks.ToolContext).
+	Context context.Context
 }
 
 // Invocation is the record of one call: what was asked, what came back, and
@@ -513,7 +519,11 @@ func (r *Registry) InvokeEach(ctx context.Context, calls []Call, done func(i int
 			}
 			go func() {
 				defer func() { <-sem }()
-				results <- result{i, r.invoke(ctx, c)}
+				cctx := ctx
+				if c.Context != nil {
+					cctx = c.Context
+				}
+				results <- result{i, r.invoke(cctx, c)}
 			}()
 		}
 	}()

@@ -242,6 +242,7 @@ func (s *Server) openConversation(tn *tenant, id string, schema json.RawMessage,
 		sess.RecordRequest(r) // usage, beside the messages
 		trace.LoopRequest(r)
 	}
+	cfg.ToolContext = trace.ToolContext // an MCP tool's tools/call span is its call's child
 	if len(schema) > 0 {
 		cfg.ResponseSchema = schema
 	}

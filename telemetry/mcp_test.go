@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -72,5 +74,47 @@ func TestMCPSpans(t *testing.T) {
 	var none *Telemetry
 	if _, f := none.StartMCP(context.Background(), MCPOperation{Method: "ping"}); f == nil {
 		t.Error("nil Telemetry")
+	}
+}
+
+// TestToolContext: a call given its context by ToolContext (what
+// loop.Hooks.ToolContext calls) has its execute_tool span while it runs,
+// so an MCP request made in it is that span's child; it completes as one
+// span with the call's attributes (a tool not found renamed "unknown"),
+// and a call whose completion never came is ended, cancelled, when the
+// run ends.
+func TestToolContext(t *testing.T) {
+	tel, rec, _ := record(t, Config{})
+	ctx, run := tel.StartRun(context.Background(), runInfo())
+	run.Event(&loop.ToolExecutionStarted{ID: "c1", Name: "files__read", Input: []byte(`{}`)})
+	cctx := run.ToolContext(ctx, "c1", "files__read")
+	_, end := tel.StartMCP(cctx, MCPOperation{Client: true, Method: "tools/call", Target: "read", Meta: map[string]any{}})
+	end("")
+	run.Event(&loop.ToolExecutionCompleted{ID: "c1", Name: "files__read", Output: []byte(`"x"`)})
+	run.ToolContext(ctx, "c2", "nosuch")
+	run.Event(&loop.ToolExecutionCompleted{ID: "c2", Name: "nosuch", ErrorKind: registry.NotFound})
+	run.ToolContext(ctx, "c3", "files__read")
+	run.Finish(nil)
+
+	spans := byName(rec.Ended())
+	tools := spans["execute_tool files__read"]
+	mcp := spans["tools/call read"]
+	if len(tools) != 2 || len(mcp) != 1 || len(spans["execute_tool unknown"]) != 1 || len(spans["execute_tool nosuch"]) != 0 {
+		t.Fatalf("spans %v", spans)
+	}
+	done, cut := tools[0], tools[1]
+	if mcp[0].Parent().SpanID() != done.SpanContext().SpanID() {
+		t.Errorf("the MCP span's parent is %v, not the call's span %v", mcp[0].Parent(), done.SpanContext())
+	}
+	wantAttrs(t, done, map[string]any{"gen_ai.tool.name": "files__read", "gen_ai.tool.call.id": "c1", "gen_ai.operation.name": "execute_tool"})
+	noAttrs(t, done, "error.type")
+	wantAttrs(t, cut, map[string]any{"error.type": "cancelled"})
+	if cut.Status().Code != codes.Error {
+		t.Errorf("an unfinished call's span: status %v", cut.Status())
+	}
+	wantAttrs(t, spans["execute_tool unknown"][0], map[string]any{"error.type": "not_found", "agrun.tool.requested": "nosuch"})
+	var none *Run
+	if none.ToolContext(ctx, "x", "y") != ctx {
+		t.Error("a nil Run changes the context")
 	}
 }

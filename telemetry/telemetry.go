@@ -464,6 +464,10 @@ type toolStart struct {
 	name  string
 	start time.Time
 	input string
+	// span is the call's span when it was started while the call ran
+	// (ToolContext), for its tool's requests to be children of; nil:
+	// made when the call completes.
+	span trace.Span
 }
 
 // retryEvent is a Retry event and when it came.
@@ -699,6 +703,33 @@ func (r *Run) ToolStarted(id, name string, input []byte) {
 	r.mu.Unlock()
 }
 
+// ToolContext is the context call id of tool name runs in: ctx with the
+// call's "execute_tool {name}" span, started now (its attributes come
+// when it completes, ToolCompleted), so that the tool's own requests —
+// an MCP server's tools/call (StartMCP), an HTTP request — are its
+// children. For loop.Hooks.ToolContext. A nil Run returns ctx.
+func (r *Run) ToolContext(ctx context.Context, id, name string) context.Context {
+	if r == nil {
+		return ctx
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts, ok := r.calls[id]
+	if !ok {
+		ts = toolStart{name: name, start: time.Now()}
+	}
+	if ts.span != nil { // an id the model used twice: one span each is not possible; the first keeps it
+		return ctx
+	}
+	spanName := name
+	if !registry.ValidName(spanName) {
+		spanName = "unknown"
+	}
+	ctx, ts.span = r.t.tracer.Start(ctx, "execute_tool "+spanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start))
+	r.calls[id] = ts
+	return ctx
+}
+
 // Tool is one finished tool call.
 type Tool struct {
 	ID, Name string
@@ -783,7 +814,13 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 			attrs = append(attrs, attribute.String("gen_ai.tool.call.result", jsonValue(string(c.Output), MaxContent)))
 		}
 	}
-	_, span := t.tracer.Start(ctx, "execute_tool "+toolName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
+	span := ts.span
+	if span == nil {
+		_, span = t.tracer.Start(ctx, "execute_tool "+toolName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start), trace.WithAttributes(attrs...))
+	} else {
+		span.SetName("execute_tool " + toolName) // "unknown" for a tool not found
+		span.SetAttributes(attrs...)
+	}
 	outcome := "ok"
 	if c.ErrorKind != "" {
 		outcome = c.ErrorKind
@@ -807,7 +844,21 @@ func (r *Run) End(kind string, err error) {
 	r.flush()
 	r.mu.Lock()
 	usage, reported := r.usage, r.reported
+	var open []toolStart
+	for id, ts := range r.calls {
+		if ts.span != nil {
+			open = append(open, ts)
+			delete(r.calls, id)
+		}
+	}
 	r.mu.Unlock()
+	// A call whose completion the run never reported (its consumer
+	// stopped) still ends its span, before the run's.
+	for _, ts := range open {
+		ts.span.SetAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("error.type", errorType("cancelled")))
+		ts.span.SetStatus(codes.Error, "cancelled")
+		ts.span.End()
+	}
 	if reported {
 		r.span.SetAttributes(usageAttributes(usage, false)...)
 	}

@@ -42,7 +42,7 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer e.close()
-	tel, err := c.setupTelemetry(ctx, e.cfg, false, e.rt)
+	tel, err := c.setupTelemetry(ctx, e, false)
 	if err != nil {
 		return err
 	}

@@ -70,10 +70,15 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		}
 		defer e.close()
 		e.warnBroken(c.stderr)
+		tel, err := c.setupTelemetry(ctx, e, false)
+		if err != nil {
+			return err
+		}
+		defer c.shutdownTelemetry(tel)
 		if c.isTTY(c.stdin) {
 			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
 		}
-		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg)})
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -106,8 +111,14 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
+	tel, err := c.setupTelemetry(ctx, e, false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg)}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)}))
 	srv := &http.Server{
 		Handler:           requireBearer(tokens, mux),
 		ReadHeaderTimeout: server.ReadHeaderTimeout,

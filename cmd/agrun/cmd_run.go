@@ -100,6 +100,11 @@ func (c *cli) openConversation(cfg *config.Config, st *session.Files, id string,
 		sess.RecordRequest(r)
 		conv.trace.Load().LoopRequest(r)
 	}
+	// Each call runs under its execute_tool span, so that an MCP server's
+	// tools/call span is its child.
+	lc.ToolContext = func(ctx context.Context, id, name string) context.Context {
+		return conv.trace.Load().ToolContext(ctx, id, name)
+	}
 	// Approvals ([approvals], approve keys): who decided what, recorded.
 	lc.Approver = c.approverFor(cfg, id)
 	lc.OnDecision = func(r loop.DecisionRecord) { sess.RecordDecision(r) }
@@ -520,7 +525,7 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 	if prompt, err = c.mcpPrompt(ctx, fs, e, o, prompt); err != nil {
 		return "", turnStats{}, err
 	}
-	tel, err := c.setupTelemetry(ctx, e.cfg, o.trace, e.rt)
+	tel, err := c.setupTelemetry(ctx, e, o.trace)
 	if err != nil {
 		return "", turnStats{}, err
 	}

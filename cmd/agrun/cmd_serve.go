@@ -56,7 +56,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
-	tel, err := c.setupTelemetry(ctx, cfg, false, e.rt)
+	tel, err := c.setupTelemetry(ctx, e, false)
 	if err != nil {
 		ln.Close()
 		return err

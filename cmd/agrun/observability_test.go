@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/audit/lpriv"
 	"github.com/agcore/agrun/internal/testing/chattest"
@@ -752,5 +753,75 @@ func TestAuditReportCannotBeForged(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, `evil\n## injected\tline`) {
 		t.Fatalf("the host is not shown escaped:\n%s", r.stdout)
+	}
+}
+
+// TestMCPTelemetryOverOTLP: with [telemetry], a run's call of an MCP
+// server's tool is traced end to end as the OpenTelemetry MCP
+// conventions describe: under the loop's execute_tool span, agrun's
+// client span "tools/call word_count" (kind client), and in the server
+// — here `agrun mcp serve`, a process of its own exporting to the same
+// receiver — a server span "tools/call word_count" whose parent is the
+// client's span, the trace context having crossed in params._meta; each
+// side records its operation duration.
+func TestMCPTelemetryOverOTLP(t *testing.T) {
+	rcv, url := newOTLPReceiver(t)
+	tel := fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\n", url)
+	up := newTestEnv(t, "", tel)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "up__word_count", Args: `{"text":"a b c"}`}}},
+		chattest.Reply{Text: "Three."},
+	)
+	t.Setenv("AGRUN_TEST_KEY", "k")
+	e := newTestEnv(t, srv.URL, tel+fmt.Sprintf("\n[mcp.up]\ncommand = %q\nargs = [\"-c\", %q, \"mcp\", \"serve\"]\npermissions = [\"read\"]\n", binary(t), up.config))
+	e.run("", "run", "count: a b c").wantCode(t, exitOK)
+	if m := toolMessage(t, srv, 1, "call_1"); !strings.Contains(m, `"words":3`) {
+		t.Fatalf("the tool answered %q", m)
+	}
+	var tool, client, server *span
+	for _, s := range rcv.named("tools/call word_count") {
+		switch s.kind {
+		case tracepb.Span_SPAN_KIND_CLIENT:
+			client = s
+		case tracepb.Span_SPAN_KIND_SERVER:
+			server = s
+		}
+	}
+	// The server's spans are flushed when it exits, which the client
+	// waits for when the run closes it; allow the export a moment.
+	for i := 0; server == nil && i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+		for _, s := range rcv.named("tools/call word_count") {
+			if s.kind == tracepb.Span_SPAN_KIND_SERVER {
+				server = s
+			}
+		}
+	}
+	tool = rcv.byName("execute_tool up__word_count")
+	if tool == nil || client == nil || server == nil {
+		t.Fatalf("spans: execute_tool %v, client %v, server %v (all: %d)", tool, client, server, len(rcv.spans))
+	}
+	if client.parent != tool.id || client.trace != tool.trace {
+		t.Errorf("the client span is not the execute_tool span's child: tool %+v client %+v", tool, client)
+	}
+	if server.parent != client.id || server.trace != client.trace {
+		t.Errorf("the server span's parent is not the client's span (trace context through _meta): client %+v server %+v", client, server)
+	}
+	for _, s := range []*span{client, server} {
+		wantSpanAttrs(t, s, map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "word_count", "gen_ai.operation.name": "execute_tool"}, "error.type")
+		if s.attrs["mcp.protocol.version"] == "" {
+			t.Errorf("%v span attributes %v", s.kind, s.attrs)
+		}
+	}
+	for _, name := range []string{"mcp.client.operation.duration", "mcp.server.operation.duration"} {
+		found := false
+		for _, p := range rcv.metric(name) {
+			if p.attrs["mcp.method.name"] == "tools/call" && p.typ == "histogram" && p.unit == "s" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no tools/call point of %s: %+v", name, rcv.metric(name))
+		}
 	}
 }

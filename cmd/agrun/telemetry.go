@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/telemetry"
 )
 
@@ -16,10 +14,16 @@ const telemetryFlushTimeout = 5 * time.Second
 
 // setupTelemetry starts the OpenTelemetry export [telemetry] asks for
 // (setup.Telemetry), keeping the span tree when tree is set (run
-// --trace); nil when nothing asks for it. The caller calls
+// --trace); nil when nothing asks for it. e's MCP clients record their
+// requests in it from then on (setup.Env.UseTelemetry). The caller calls
 // shutdownTelemetry at exit.
-func (c *cli) setupTelemetry(ctx context.Context, cfg *config.Config, tree bool, rt *runtime.Runtime) (*telemetry.Telemetry, error) {
-	return setup.Telemetry(ctx, cfg, tree, version, rt, c.logger())
+func (c *cli) setupTelemetry(ctx context.Context, e *env, tree bool) (*telemetry.Telemetry, error) {
+	tel, err := setup.Telemetry(ctx, e.cfg, tree, version, e.rt, c.logger())
+	if err != nil {
+		return nil, err
+	}
+	e.UseTelemetry(tel)
+	return tel, nil
 }
 
 // shutdownTelemetry flushes and stops tel (nil: nothing to do).

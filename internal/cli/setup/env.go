@@ -26,6 +26,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
@@ -33,6 +34,7 @@ import (
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/telemetry"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -68,6 +70,7 @@ type Env struct {
 	clients  []*mcp.Client
 	hooks    Hooks
 	tools    []*wasmtools.Tool
+	tel      atomic.Pointer[telemetry.Telemetry] // MCP clients' spans, once UseTelemetry is called
 }
 
 // Filter selects what New loads: every tool (nil), or only what one
@@ -299,7 +302,7 @@ func (e *Env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Elicit, ResourceTool: s.Resources, Progress: e.hooks.Progress})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Elicit, ResourceTool: s.Resources, Progress: e.hooks.Progress, Observe: e.observeMCP})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return
