@@ -330,6 +330,7 @@ type Server struct {
 	log       *slog.Logger
 	dataDir   string
 	handler   http.Handler
+	started   time.Time // when New made it: the start of Usage's counters
 
 	// tenants are the Server's tenants by name (tenants.go); def is
 	// DefaultTenant's, nil when Options.Tenants has no such tenant.
@@ -479,6 +480,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		tel:       opts.Telemetry,
 		log:       log,
 		dataDir:   dataDir,
+		started:   time.Now().UTC().Truncate(time.Second),
 		st:        st,
 		tenants:   tenants,
 		def:       tenants[DefaultTenant],

@@ -86,6 +86,7 @@ type tenant struct {
 	perMinute  int
 	compiles   *quota // its uploads in progress; nil: no bound of its own
 	sessions   *session.Files
+	usage      usageCounters // what it used since New (usage.go)
 
 	liveMu sync.Mutex
 	live   map[string]*liveRun // runs in progress, by session id (approvals.go)

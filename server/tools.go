@@ -430,7 +430,8 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	inv := tn.reg.Invoke(ctx, name, args)
-	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit})
+	tn.usage.call(inv.Err != nil, inv.Audit)
+	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit, Tenant: tn.name})
 	if registry.KindOf(inv.Err) == registry.NotFound {
 		s.mu.Lock()
 		berr := tn.broken[name]
