@@ -449,7 +449,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		def := newTenant(DefaultTenant, opts.Registry, opts.Uploads)
 		def.sessions = opts.Sessions
 		if def.sessions == nil && dataDir != "" {
-			if def.sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
+			if def.sessions, err = session.OpenFiles(TenantSessionsDir(dataDir, DefaultTenant)); err != nil {
 				return fail(fmt.Errorf("%w", err))
 			}
 		}

@@ -147,10 +147,7 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 			tn.rate, tn.perMinute = newRateLimiter(t.CallsPerMinute), t.CallsPerMinute
 		}
 		if dataDir != "" {
-			dir := filepath.Join(dataDir, "sessions")
-			if t.Name != DefaultTenant {
-				dir = filepath.Join(dataDir, "tenants", t.Name, "sessions")
-			}
+			dir := TenantSessionsDir(dataDir, t.Name)
 			if t.Name == DefaultTenant && opts.Sessions != nil {
 				tn.sessions = opts.Sessions
 			} else {
@@ -164,6 +161,18 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 		out[t.Name] = tn
 	}
 	return out, nil
+}
+
+// TenantSessionsDir is the folder of the data directory dataDir that
+// holds tenant's run sessions, with their call records (`agrun audit
+// --tenant` reads it): dataDir/sessions for DefaultTenant (where a
+// server without tenants keeps them), dataDir/tenants/NAME/sessions for
+// every other.
+func TenantSessionsDir(dataDir, tenant string) string {
+	if tenant == DefaultTenant {
+		return filepath.Join(dataDir, "sessions")
+	}
+	return filepath.Join(dataDir, "tenants", tenant, "sessions")
 }
 
 // tenantCtx is the context key of the tenant the handler found when it
