@@ -149,8 +149,11 @@ func newEnvWith(ctx context.Context, cfg *config.Config, log *slog.Logger, filte
 		DisablePrepare: cfg.Sandbox.NoPrepare,
 		MaxInstances:   cfg.Sandbox.MaxInstances,
 		MaxStackBytes:  int64(cfg.Sandbox.MaxStack),
-		Limits:         sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite, cfg.Sandbox.Fuel),
-		Logger:         e.log,
+		MaxCompiles:    cfg.Sandbox.MaxCompiles,
+		// The compile bounds of docs/SECURITY.md, "Compiling".
+		MaxMeteredCodeBytes: int64(cfg.Sandbox.MaxMeteredCode),
+		Limits:              sandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite, cfg.Sandbox.Fuel),
+		Logger:              e.log,
 	})
 	if err != nil {
 		return nil, err
