@@ -220,3 +220,8 @@ type NetworkGrant struct {
 // field of l is r's default (Config.Limits, itself defaulted). It is
 // what a description of a call's grant shows.
 func (r *Runtime) Effective(l Limits) Limits { return l.withDefaults(r.cfg.Limits) }
+
+// MaxCompiles returns how many modules r compiles at once
+// (Config.MaxCompiles, its default applied), so that a caller can share
+// them out (agrun serve: at most half to one tenant's uploads).
+func (r *Runtime) MaxCompiles() int { return r.cfg.MaxCompiles }

@@ -186,6 +186,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", runState)
 	mux.HandleFunc("POST /v1/runs/{id}/approvals", decide)
 	mux.HandleFunc("GET /v1/sessions/{id}", getSession)
+	mux.HandleFunc("GET /v1/usage", s.getUsage)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {

@@ -113,6 +113,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conv.sess.Close()
 	defer tn.registerLive(lr)()
+	tn.usage.run()
 
 	sw = newEventWriter(w, s.limits.WriteTimeout)
 	h := w.Header()
@@ -138,7 +139,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		case *loop.ToolExecutionCompleted:
 			// What the call did, for `agrun audit`, beside the messages;
 			// the client's copy without the operator's directories.
-			conv.sess.RecordCall(session.CallOf(ev))
+			rec := session.CallOf(ev)
+			rec.Tenant = tn.name // `agrun audit --tenant`
+			conv.sess.RecordCall(rec)
+			tn.usage.call(ev.ErrorKind != "", ev.Audit)
 			if ev.Audit != nil {
 				c := *ev
 				c.Audit = clientAudit(ev.Audit)
@@ -191,7 +195,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // the tools offered (the session's history comes with Resume, once it is
 // open).
 func (s *Server) runInfo(tn *tenant, id string, schema json.RawMessage) telemetry.RunInfo {
-	info := telemetry.RunInfo{Session: id, Provider: s.loopCfg.Provider.Info(), System: s.loopCfg.System, OutputType: "text"}
+	info := telemetry.RunInfo{Session: id, Provider: s.loopCfg.Provider.Info(), System: s.loopCfg.System, OutputType: "text", Tenant: tn.name}
 	if len(schema) > 0 || len(s.loopCfg.ResponseSchema) > 0 {
 		info.OutputType = "json"
 	}

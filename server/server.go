@@ -330,6 +330,7 @@ type Server struct {
 	log       *slog.Logger
 	dataDir   string
 	handler   http.Handler
+	started   time.Time // when New made it: the start of Usage's counters
 
 	// tenants are the Server's tenants by name (tenants.go); def is
 	// DefaultTenant's, nil when Options.Tenants has no such tenant.
@@ -448,7 +449,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		def := newTenant(DefaultTenant, opts.Registry, opts.Uploads)
 		def.sessions = opts.Sessions
 		if def.sessions == nil && dataDir != "" {
-			if def.sessions, err = session.OpenFiles(filepath.Join(dataDir, "sessions")); err != nil {
+			if def.sessions, err = session.OpenFiles(TenantSessionsDir(dataDir, DefaultTenant)); err != nil {
 				return fail(fmt.Errorf("%w", err))
 			}
 		}
@@ -479,6 +480,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		tel:       opts.Telemetry,
 		log:       log,
 		dataDir:   dataDir,
+		started:   time.Now().UTC().Truncate(time.Second),
 		st:        st,
 		tenants:   tenants,
 		def:       tenants[DefaultTenant],

@@ -85,7 +85,14 @@ type tenant struct {
 	rate       *rateLimiter // its calls and runs per minute; nil: no bound
 	perMinute  int
 	compiles   *quota // its uploads in progress; nil: no bound of its own
+	// Its share of what the server's clients share, within which each of
+	// its clients keeps its own (nil: none, the single tenant of a server
+	// without Options.Tenants): the bytes of request bodies held in
+	// memory, and uploads started per minute (all its tokens together).
+	bodyBytes  *quota
+	uploadRate *rateLimiter
 	sessions   *session.Files
+	usage      usageCounters // what it used since New (usage.go)
 
 	liveMu sync.Mutex
 	live   map[string]*liveRun // runs in progress, by session id (approvals.go)
@@ -140,16 +147,15 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 		tn.maxModules, tn.maxStorage = t.MaxModules, t.MaxStorage
 		calls := orDefault(t.MaxConcurrentCalls, lim.MaxCallsPerClient)
 		tn.calls = newQuota(int64(calls), int64(calls))
-		share := max(1, lim.MaxConcurrentUploads/2) // as one client's: the others keep the rest
-		tn.compiles = newQuota(int64(share), int64(share))
+		tn.compiles = newQuota(int64(uploadShare(opts, lim)), int64(uploadShare(opts, lim)))
+		bodies := max(lim.MaxBodyMemory/2, lim.MaxUpload) // as one client's: the others keep the rest
+		tn.bodyBytes = newQuota(bodies, bodies)
+		tn.uploadRate = newRateLimiter(lim.UploadsPerMinute)
 		if t.CallsPerMinute > 0 {
 			tn.rate, tn.perMinute = newRateLimiter(t.CallsPerMinute), t.CallsPerMinute
 		}
 		if dataDir != "" {
-			dir := filepath.Join(dataDir, "sessions")
-			if t.Name != DefaultTenant {
-				dir = filepath.Join(dataDir, "tenants", t.Name, "sessions")
-			}
+			dir := TenantSessionsDir(dataDir, t.Name)
 			if t.Name == DefaultTenant && opts.Sessions != nil {
 				tn.sessions = opts.Sessions
 			} else {
@@ -163,6 +169,31 @@ func newTenants(opts Options, lim Limits, dataDir string) (map[string]*tenant, e
 		out[t.Name] = tn
 	}
 	return out, nil
+}
+
+// TenantSessionsDir is the folder of the data directory dataDir that
+// holds tenant's run sessions, with their call records (`agrun audit
+// --tenant` reads it): dataDir/sessions for DefaultTenant (where a
+// server without tenants keeps them), dataDir/tenants/NAME/sessions for
+// every other.
+func TenantSessionsDir(dataDir, tenant string) string {
+	if tenant == DefaultTenant {
+		return filepath.Join(dataDir, "sessions")
+	}
+	return filepath.Join(dataDir, "tenants", tenant, "sessions")
+}
+
+// uploadShare is the uploads one tenant may have in progress at once:
+// half of the server's, as one client's, and at most half of the
+// modules the runtime compiles at once (each upload is compiled within
+// its slot), so that one tenant's uploads never hold every compile and
+// another tenant's upload does not wait behind them.
+func uploadShare(opts Options, lim Limits) int {
+	n := lim.MaxConcurrentUploads
+	if opts.Runtime != nil {
+		n = min(n, opts.Runtime.MaxCompiles())
+	}
+	return max(1, n/2)
 }
 
 // tenantCtx is the context key of the tenant the handler found when it
@@ -219,9 +250,22 @@ func (tn *tenant) takeCall(w http.ResponseWriter) (release func(), err error) {
 	return func() { once.Do(func() { tn.calls.give("", 1) }) }, nil
 }
 
-// takeUpload takes one of tn's slots of uploads in progress (half the
-// server's), or answers 429 busy (Retry-After: 1): one tenant's uploads
-// never take every compile slot.
+// takeUploadRate spends one of tn's uploads per minute (all its tokens
+// together), or answers 429 rate_limited with the wait.
+func (tn *tenant) takeUploadRate(w http.ResponseWriter, perMinute int) error {
+	if tn.uploadRate == nil {
+		return nil
+	}
+	if ok, wait := tn.uploadRate.take(""); !ok {
+		retryAfter(w, wait)
+		return errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute for this tenant, all its tokens together", perMinute)
+	}
+	return nil
+}
+
+// takeUpload takes one of tn's slots of uploads in progress (uploadShare),
+// or answers 429 busy (Retry-After: 1): one tenant's uploads never take
+// every upload or compile slot.
 func (tn *tenant) takeUpload(w http.ResponseWriter) (release func(), err error) {
 	if tn.compiles == nil {
 		return func() {}, nil

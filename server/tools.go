@@ -66,12 +66,17 @@ type ToolInfo struct {
 // upload is POST /v1/tools[?replace=true]: the body is a .wasm module, or
 // {"oci": REF} naming one in an allowed registry.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	tn := s.tenantOf(r)
+	if err := tn.takeUploadRate(w, s.limits.UploadsPerMinute); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	if ok, wait := s.rate.take(s.clientKey(r)); !ok {
 		retryAfter(w, wait)
 		s.writeError(w, errorf(http.StatusTooManyRequests, KindRateLimited, "at most %d uploads per minute per token", s.limits.UploadsPerMinute))
 		return
 	}
-	info, err := s.doUpload(w, r, s.tenantOf(r))
+	info, err := s.doUpload(w, r, tn)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -430,7 +435,8 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	inv := tn.reg.Invoke(ctx, name, args)
-	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit})
+	tn.usage.call(inv.Err != nil, inv.Audit)
+	s.tel.Call(ctx, start, args, telemetry.Tool{Name: name, Duration: inv.Duration, ErrorKind: errorKind(inv.Err), Output: inv.Output, Audit: inv.Audit, Tenant: tn.name})
 	if registry.KindOf(inv.Err) == registry.NotFound {
 		s.mu.Lock()
 		berr := tn.broken[name]

@@ -301,8 +301,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 		w.Header().Set("Connection", "close")
 		return nil, errorf(http.StatusRequestEntityTooLarge, KindBodyTooLarge, "the body is %d bytes; the limit is %d", r.ContentLength, limit)
 	}
-	key := s.clientKey(r)
-	cr := &chargedReader{r: r.Body, q: s.bodyBytes, key: key}
+	cr := &chargedReader{r: r.Body, charges: []charge{{s.bodyBytes, s.clientKey(r), errBodyBudget}}}
+	if tn := s.tenantOf(r); tn.bodyBytes != nil {
+		// The tenant's share first: a tenant over it is refused before
+		// it takes any of what the others share.
+		cr.charges = append([]charge{{tn.bodyBytes, "", errTenantBodyBudget}}, cr.charges...)
+	}
 	b := &body{release: cr.giveBack}
 	if r.Body == nil || r.Body == http.NoBody {
 		return b, nil
@@ -326,19 +330,33 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	case errors.Is(err, errBodyBudget):
 		retryAfter(w, time.Second)
 		return nil, errorf(http.StatusTooManyRequests, KindBusy, "the server is receiving too many request bodies; try again")
+	case errors.Is(err, errTenantBodyBudget):
+		retryAfter(w, time.Second)
+		return nil, errorf(http.StatusTooManyRequests, KindBusy, "this tenant's request bodies take its share of the server's memory for them; try again")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, errorf(http.StatusRequestTimeout, KindBodyTimeout, "the body did not arrive within %v", min(s.limits.BodyTimeout, s.limits.ReadTimeout))
 	}
 	return nil, errorf(http.StatusBadRequest, KindBadRequest, "reading the body: %v", err)
 }
 
-var errBodyBudget = errors.New("the budget of request bodies is spent")
+var (
+	errBodyBudget       = errors.New("the budget of request bodies is spent")
+	errTenantBodyBudget = errors.New("the tenant's share of the budget of request bodies is spent")
+)
 
-// chargedReader charges the bytes it reads to a quota.
+// charge is a quota a chargedReader charges, the key it charges, and
+// the error when it is spent.
+type charge struct {
+	q     *quota
+	key   string
+	spent error
+}
+
+// chargedReader charges the bytes it reads to every one of its quotas,
+// or to none.
 type chargedReader struct {
-	r   io.Reader
-	q   *quota
-	key string
+	r       io.Reader
+	charges []charge
 
 	mu      sync.Mutex
 	charged int64
@@ -347,8 +365,13 @@ type chargedReader struct {
 func (c *chargedReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	if n > 0 {
-		if ok, _ := c.q.take(c.key, int64(n)); !ok {
-			return 0, errBodyBudget
+		for i, ch := range c.charges {
+			if ok, _ := ch.q.take(ch.key, int64(n)); !ok {
+				for _, back := range c.charges[:i] {
+					back.q.give(back.key, int64(n))
+				}
+				return 0, ch.spent
+			}
 		}
 		c.mu.Lock()
 		c.charged += int64(n)
@@ -364,6 +387,8 @@ func (c *chargedReader) giveBack() {
 	c.charged = 0
 	c.mu.Unlock()
 	if n > 0 {
-		c.q.give(c.key, n)
+		for _, ch := range c.charges {
+			ch.q.give(ch.key, n)
+		}
 	}
 }

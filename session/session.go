@@ -114,6 +114,9 @@ type Call struct {
 	// Audit is what the call did as its host saw it (nil: none reported,
 	// or the call did not run).
 	Audit *registry.Audit `json:"audit,omitempty"`
+	// Tenant is the agrun serve tenant whose run made the call ("": not
+	// a serve run, or one recorded before tenants were named).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // CallOf is the call record of a completed tool call.

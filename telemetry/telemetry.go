@@ -78,6 +78,10 @@ type Config struct {
 	// MetricInterval is how often metrics are exported. Zero: 60 s (the
 	// SDK's default); Shutdown always exports the last values.
 	MetricInterval time.Duration
+	// MetricReader, if set, reads the metrics too, beside any export: an
+	// sdkmetric.ManualReader in tests, or an embedder's own exporter (a
+	// Prometheus one). With it Setup never returns nil.
+	MetricReader sdkmetric.Reader
 }
 
 // The bounds of captured content (Config.CaptureContent). Each content
@@ -161,7 +165,7 @@ func envEndpoint() bool {
 // (batched); an unreachable endpoint costs dropped spans and a warning
 // from the SDK, never a failed run.
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	return setup(ctx, cfg, nil, nil)
+	return setup(ctx, cfg, cfg.MetricReader, nil)
 }
 
 // setup is Setup with an extra metric reader and span processor (tests).
@@ -353,7 +357,16 @@ type RunInfo struct {
 	// (with CaptureContent: the start of its requests' input). Run.Resume
 	// gives them once the run has started.
 	History []loop.Message
+	// Tenant is the agrun serve tenant whose run this is: agrun.tenant on
+	// the run's spans and on every metric point it records. "" (the CLI):
+	// no such attribute. It is the tenant's configured name, never a
+	// token.
+	Tenant string
 }
+
+// tenantKey is the attribute naming the agrun serve tenant of a run or
+// a call.
+const tenantKey = "agrun.tenant"
 
 // describe is what every span and metric of one run repeats.
 type describe struct {
@@ -361,6 +374,7 @@ type describe struct {
 	address                  string
 	port                     int
 	conversation, output     string
+	tenant                   string
 	spanName                 string
 	// metric is the attributes of the gen_ai.client.* metrics.
 	metric []attribute.KeyValue
@@ -368,7 +382,7 @@ type describe struct {
 
 func describeRun(info RunInfo) describe {
 	p := info.Provider
-	d := describe{op: "chat", provider: word(p.System), model: word(p.Model), api: p.API, conversation: word(info.Session)}
+	d := describe{op: "chat", provider: word(p.System), model: word(p.Model), api: p.API, conversation: word(info.Session), tenant: word(info.Tenant)}
 	if p.API == "gemini" {
 		d.op = "generate_content" // the convention's operation for Gemini's generateContent
 	}
@@ -396,6 +410,7 @@ func describeRun(info RunInfo) describe {
 			d.metric = append(d.metric, attribute.Int("server.port", d.port))
 		}
 	}
+	d.metric = append(d.metric, tenantAttr(d.tenant)...)
 	return d
 }
 
@@ -418,6 +433,14 @@ func server(endpoint string) (string, int) {
 		}
 	}
 	return word(u.Hostname()), port
+}
+
+// tenantAttr is agrun.tenant for tenant, none for "".
+func tenantAttr(tenant string) []attribute.KeyValue {
+	if tenant == "" {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.String(tenantKey, tenant)}
 }
 
 // errorType is error.type for a loop or registry kind: the kind, or the
@@ -497,6 +520,7 @@ func (t *Telemetry) StartRun(ctx context.Context, info RunInfo) (context.Context
 	if d.output != "" {
 		attrs = append(attrs, attribute.String("gen_ai.output.type", d.output))
 	}
+	attrs = append(attrs, tenantAttr(d.tenant)...)
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "invoke_agent "+agentName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	r := &Run{t: t, ctx: ctx, span: span, start: start, d: d, calls: map[string]toolStart{}}
@@ -740,6 +764,10 @@ type Tool struct {
 	// that succeeded.
 	Output []byte
 	Audit  *registry.Audit
+	// Tenant is the agrun serve tenant that made the call (agrun.tenant
+	// on its span and metric points). Within a run: the run's
+	// (RunInfo.Tenant) when empty.
+	Tenant string
 }
 
 // ToolCompleted records a tool call's span ("execute_tool {name}"), from
@@ -756,6 +784,9 @@ func (r *Run) ToolCompleted(c Tool) {
 	end := time.Now()
 	if !ok {
 		ts = toolStart{name: c.Name, start: end.Add(-c.Duration)}
+	}
+	if c.Tenant == "" {
+		c.Tenant = r.d.tenant
 	}
 	r.t.toolSpan(r.ctx, ts, end, c, true, r.descs[c.Name])
 }
@@ -791,7 +822,8 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 	name := attribute.String("gen_ai.tool.name", toolName)
 	kind := attribute.String("gen_ai.tool.type", "function")
 	attrs := append([]attribute.KeyValue{attribute.String("gen_ai.operation.name", "execute_tool"), name, kind}, requested...)
-	var metricAttrs []attribute.KeyValue
+	metricAttrs := tenantAttr(word(c.Tenant))
+	attrs = append(attrs, metricAttrs...)
 	if agent {
 		attrs = append(attrs, attribute.String("gen_ai.agent.name", agentName))
 		metricAttrs = append(metricAttrs, attribute.String("gen_ai.agent.name", agentName))
@@ -830,7 +862,7 @@ func (t *Telemetry) toolSpan(ctx context.Context, ts toolStart, end time.Time, c
 		metricAttrs = append(metricAttrs, et)
 	}
 	span.End(trace.WithTimestamp(end))
-	t.toolCalls.Add(ctx, 1, metric.WithAttributes(name, attribute.String("agrun.outcome", outcome)))
+	t.toolCalls.Add(ctx, 1, metric.WithAttributes(append(tenantAttr(word(c.Tenant)), name, attribute.String("agrun.outcome", outcome))...))
 	t.toolDuration.Record(ctx, end.Sub(ts.start).Seconds(), metric.WithAttributes(append(metricAttrs, name, kind)...))
 }
 
@@ -862,7 +894,7 @@ func (r *Run) End(kind string, err error) {
 	if reported {
 		r.span.SetAttributes(usageAttributes(usage, false)...)
 	}
-	attrs := []attribute.KeyValue{attribute.String("gen_ai.agent.name", agentName)}
+	attrs := append([]attribute.KeyValue{attribute.String("gen_ai.agent.name", agentName)}, tenantAttr(r.d.tenant)...)
 	if r.d.model != "" {
 		attrs = append(attrs, attribute.String("gen_ai.request.model", r.d.model))
 	}

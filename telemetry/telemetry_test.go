@@ -655,3 +655,63 @@ func TestObserveRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTenantAttribute: every metric point and span of a run of tenant
+// acme, and of a direct call of tenant globex, carries agrun.tenant with
+// that tenant's name and no other; a run without a tenant (the CLI's)
+// carries none.
+func TestTenantAttribute(t *testing.T) {
+	tel, rec, reader := record(t, Config{})
+	info := runInfo()
+	info.Tenant = "acme"
+	aRun(tel, info, nil)
+	tel.Call(context.Background(), time.Now().Add(-time.Millisecond), nil, Tool{Name: "word_count", Audit: audit, Tenant: "globex"})
+	ps := points(t, reader)
+	byTenant := map[string]int{}
+	for _, p := range ps {
+		tn, ok := p.attrs["agrun.tenant"]
+		if !ok {
+			t.Errorf("%s point %v has no agrun.tenant", p.metric, p.attrs)
+		}
+		byTenant[tn]++
+		if tn == "globex" && p.metric != "agrun.tool.calls" && p.metric != "gen_ai.execute_tool.duration" {
+			t.Errorf("the direct call's tenant on %s %v", p.metric, p.attrs)
+		}
+	}
+	if byTenant["acme"] == 0 || byTenant["globex"] != 2 || len(byTenant) != 2 {
+		t.Errorf("points by tenant %v", byTenant)
+	}
+	for _, s := range rec.Ended() {
+		want := "acme"
+		if !s.Parent().IsValid() && strings.HasPrefix(s.Name(), "execute_tool") {
+			want = "globex" // the direct call: a root span
+		}
+		wantAttrs(t, s, map[string]any{"agrun.tenant": want})
+	}
+
+	tel, rec, reader = record(t, Config{})
+	aRun(tel, runInfo(), nil)
+	for _, p := range points(t, reader) {
+		if tn, ok := p.attrs["agrun.tenant"]; ok {
+			t.Errorf("%s: agrun.tenant %q without a tenant", p.metric, tn)
+		}
+	}
+	for _, s := range rec.Ended() {
+		noAttrs(t, s, "agrun.tenant")
+	}
+}
+
+// TestMetricReader: Config.MetricReader alone switches telemetry on and
+// reads the metrics.
+func TestMetricReader(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tel, err := Setup(context.Background(), Config{MetricReader: reader})
+	if err != nil || tel == nil {
+		t.Fatalf("Setup: %v, %v", tel, err)
+	}
+	defer tel.Shutdown(context.Background())
+	tel.Call(context.Background(), time.Now(), nil, Tool{Name: "word_count", Tenant: "acme"})
+	if ps := points(t, reader); len(ps) == 0 {
+		t.Fatal("the reader read nothing")
+	}
+}

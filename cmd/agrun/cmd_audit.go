@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
 )
 
@@ -22,6 +24,8 @@ import (
 type auditReport struct {
 	// Since is the start of the window read (zero: every record).
 	Since time.Time `json:"since,omitzero"`
+	// Tenant is the agrun serve tenant whose runs were read (--tenant).
+	Tenant string `json:"tenant,omitempty"`
 	// Sessions is how many sessions were read.
 	Sessions int `json:"sessions"`
 	// Tools are the configured WebAssembly tools, sorted by name.
@@ -40,27 +44,30 @@ type otherTool struct {
 	Calls int    `json:"calls"`
 }
 
-// audit is `agrun audit [--session ID] [--tool NAME] [--since AGE]
-// [--json]`: the call records of the saved sessions (what each tool call
+// audit is `agrun audit [--tenant NAME] [--session ID] [--tool NAME]
+// [--since AGE] [--json]`: the call records of the saved sessions (what each tool call
 // did, as the sandbox saw it) against each configured WebAssembly tool's
 // grant, and the smaller grant that would have let every recorded call do
 // what it did (package lpriv).
 //
 // It reads only call records, which `agrun run`, `agrun chat` and agrun
 // serve's runs write; a grant is only as well measured as the calls
-// recorded, which the report says (calls, first and last).
+// recorded, which the report says (calls, first and last). With
+// --tenant it reads the sessions of that agrun serve tenant's runs, in
+// [serve] data_dir, and only the records of that tenant.
 func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := newFlags("audit")
 	sessionID := fs.String("session", "", "read only session `ID`")
 	tool := fs.String("tool", "", "report only the tool `NAME`")
 	since := fs.String("since", "", "read only the calls of the last `AGE`: 7d, 12h, 90m (default: every recorded call)")
+	tenant := fs.String("tenant", "", "read the runs of agrun serve tenant `NAME` (in [serve] data_dir) instead of the [sessions] folder")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pos, err := c.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageOf(fs, "takes no arguments (--session ID, --tool NAME)")
+		return usageOf(fs, "takes no arguments (--session ID, --tool NAME, --tenant NAME)")
 	}
 	var from time.Time
 	if *since != "" {
@@ -79,8 +86,12 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			return usageOf(fs, "--tool: no WebAssembly tool %q in the config (`agrun tools` lists them; the audit compares a [tools.NAME] grant with its calls)", safe(*tool))
 		}
 	}
-	st, err := c.sessionStoreFor(cfg)
-	if err != nil {
+	var st *session.Files
+	if *tenant != "" {
+		if st, err = tenantSessions(cfg, *tenant); err != nil {
+			return usageOf(fs, "--tenant: %v", err)
+		}
+	} else if st, err = c.sessionStoreFor(cfg); err != nil {
 		return err
 	}
 	calls, n, warnings, err := recordedCalls(st, *sessionID)
@@ -90,11 +101,14 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	rep := auditReport{Since: from, Sessions: n, Tools: []lpriv.Report{}, Other: []otherTool{}, Warnings: warnings}
+	rep := auditReport{Since: from, Tenant: *tenant, Sessions: n, Tools: []lpriv.Report{}, Other: []otherTool{}, Warnings: warnings}
 	byTool := map[string][]lpriv.Observation{}
 	for _, call := range calls {
 		if call.Time.Before(from) || (*tool != "" && call.Tool != *tool) {
 			continue
+		}
+		if *tenant != "" && call.Tenant != "" && call.Tenant != *tenant {
+			continue // another tenant's record (a file moved between folders)
 		}
 		byTool[call.Tool] = append(byTool[call.Tool], lpriv.Observation{
 			Time: call.Time, Duration: time.Duration(call.DurationMS) * time.Millisecond, Kind: call.ErrorKind, Audit: call.Audit,
@@ -138,10 +152,37 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	return nil
 }
 
+// tenantSessions is the sessions folder of agrun serve tenant name:
+// one of [serve.tenants], or without tenants "default"; nil when the
+// tenant has run nothing yet (the folder is not made by a read).
+func tenantSessions(cfg *config.Config, name string) (*session.Files, error) {
+	if _, ok := cfg.Serve.Tenants[name]; !ok && (len(cfg.Serve.Tenants) > 0 || name != server.DefaultTenant) {
+		if len(cfg.Serve.Tenants) == 0 {
+			return nil, fmt.Errorf("no tenant %q: without [serve.tenants] agrun serve has one, %q", safe(name), server.DefaultTenant)
+		}
+		return nil, fmt.Errorf("no tenant %q in [serve.tenants] (%s)", safe(name), strings.Join(sortedKeys(cfg.Serve.Tenants), ", "))
+	}
+	dataDir := cfg.Serve.DataDir
+	if dataDir == "" {
+		dataDir = server.DefaultDataDir()
+	}
+	dir := server.TenantSessionsDir(dataDir, name)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return session.OpenFiles(dir)
+}
+
 // recordedCalls reads the call records of session id, or of every saved
 // session when id is empty, and how many sessions it read. An unknown id
-// is an error.
+// is an error. A nil st holds no session.
 func recordedCalls(st *session.Files, id string) ([]session.CallAt, int, []string, error) {
+	if st == nil {
+		if id != "" {
+			return nil, 0, nil, fmt.Errorf("session %q: %w", id, session.ErrNotFound)
+		}
+		return nil, 0, nil, nil
+	}
 	ids := []string{id}
 	if id == "" {
 		infos, err := st.Infos()
@@ -209,6 +250,9 @@ func writeAudit(w io.Writer, rep auditReport) {
 	window := "every recorded call"
 	if !rep.Since.IsZero() {
 		window = "calls since " + rep.Since.Local().Format("2006-01-02 15:04")
+	}
+	if rep.Tenant != "" {
+		window = "tenant " + reportLine(rep.Tenant, 64) + "'s " + window
 	}
 	fmt.Fprintf(w, "# agrun audit: %s, %s\n", window, plural(rep.Sessions, "session"))
 	if len(rep.Tools) == 0 {

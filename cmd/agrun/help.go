@@ -128,13 +128,14 @@ var cmdDocs = map[string]cmdDoc{
 		example:  "agrun sessions compact --keep 2 demo",
 	},
 	"audit": {
-		synopsis: "agrun [-c FILE] audit [--session ID] [--tool NAME] [--since AGE] [--json]",
+		synopsis: "agrun [-c FILE] audit [--tenant NAME] [--session ID] [--tool NAME] [--since AGE] [--json]",
 		summary:  "Compare each WebAssembly tool's grant with what its recorded calls did, and suggest a smaller [tools.NAME] block.",
 		detail: "Reads the call records that run, chat and serve's runs save in the sessions: mounts never touched,\n" +
 			"rw mounts only read (-> ro), hosts never contacted, time, memory and output limits against the largest\n" +
 			"observed (with headroom). A suggestion is only as good as the calls recorded: a rarely used path or host\n" +
-			"may be missing. It never widens a grant; refusals and limits hit are notes.",
-		example: "agrun audit --since 7d\n  agrun audit --tool read_file --json",
+			"may be missing. It never widens a grant; refusals and limits hit are notes. --tenant reads the runs\n" +
+			"agrun serve keeps for that tenant in [serve] data_dir, and only that tenant's records.",
+		example: "agrun audit --since 7d\n  agrun audit --tool read_file --json\n  agrun audit --tenant acme --json",
 	},
 	"inspect": {
 		synopsis: "agrun inspect [--json] FILE.wasm",

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
@@ -164,5 +167,111 @@ func TestServeTenantsBinary(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve did not exit cleanly: %v", err)
+	}
+}
+
+// TestAuditTenant: runs of two tenants through a real `agrun serve`
+// leave call records naming their tenant in the tenant's folder of
+// [serve] data_dir; `agrun audit --tenant NAME` reports that tenant's
+// calls only (acme's word_count, never globex's sum_c), and the other's
+// likewise; a tenant not configured is a usage error; without --tenant
+// the [sessions] folder is read, which serve's runs never touch.
+func TestAuditTenant(t *testing.T) {
+	chat := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a b"}`}}},
+		chattest.Reply{Text: "two"},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "sum_c", Args: `{"numbers":[2,3]}`}}},
+		chattest.Reply{Text: "five"},
+	)
+	e := newTestEnv(t, chat.URL, `
+[serve]
+data_dir = "served"
+[serve.tenants.acme]
+tokens_env = "ACME_TOKENS"
+[serve.tenants.globex]
+tokens_env = "GLOBEX_TOKENS"
+`)
+	cmd := exec.Command(binary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "ACME_TOKENS="+acmeTok, "GLOBEX_TOKENS="+globexTok, "AGRUN_TEST_KEY=k")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var base string
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "serving on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no serving line on stderr")
+	}
+	go io.Copy(io.Discard, stderr)
+	runAs(t, base, acmeTok, "count a b") // first: the replies come in order
+	runAs(t, base, globexTok, "add 2 and 3")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve did not exit cleanly: %v", err)
+	}
+
+	report := func(args ...string) auditReport {
+		t.Helper()
+		r := e.run("", append([]string{"audit", "--json"}, args...)...).wantCode(t, exitOK)
+		var rep auditReport
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("audit --json: %v\n%s", err, r.stdout)
+		}
+		return rep
+	}
+	calls := func(rep auditReport) map[string]int {
+		m := map[string]int{}
+		for _, r := range rep.Tools {
+			if r.Calls > 0 {
+				m[r.Tool] = r.Calls
+			}
+		}
+		for _, o := range rep.Other {
+			m[o.Tool] = o.Calls
+		}
+		return m
+	}
+	if rep := report("--tenant", "acme"); rep.Tenant != "acme" || rep.Sessions != 1 || !maps.Equal(calls(rep), map[string]int{"word_count": 1}) {
+		t.Errorf("acme's audit: %+v", rep)
+	}
+	if rep := report("--tenant", "globex"); rep.Sessions != 1 || !maps.Equal(calls(rep), map[string]int{"sum_c": 1}) {
+		t.Errorf("globex's audit: %+v", rep)
+	}
+	if rep := report(); rep.Sessions != 0 || len(calls(rep)) != 0 {
+		t.Errorf("audit without --tenant read serve's runs: %+v", rep)
+	}
+	r := e.run("", "audit", "--tenant", "acme").wantCode(t, exitOK)
+	if !strings.HasPrefix(r.stdout, "# agrun audit: tenant acme's every recorded call, 1 session") || !strings.Contains(r.stdout, "## word_count: 1 call") {
+		t.Errorf("acme's text report:\n%s", r.stdout)
+	}
+	r = e.run("", "audit", "--tenant", "initech").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, `no tenant "initech" in [serve.tenants] (acme, globex)`) {
+		t.Errorf("an unknown tenant: %q", r.stderr)
+	}
+}
+
+// runAs makes one run as token against the serve at base and waits for
+// its done event.
+func runAs(t *testing.T, base, token, prompt string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"prompt": prompt})
+	req, _ := http.NewRequest("POST", base+"/v1/runs", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "event: done") {
+		t.Fatalf("run: %d %s", resp.StatusCode, b)
 	}
 }

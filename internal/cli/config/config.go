@@ -116,7 +116,23 @@ type Sandbox struct {
 	MaxStack     Size     `toml:"max_stack"` // runtime.Config.MaxStackBytes
 	MaxParallel  int      `toml:"max_parallel"`
 	MaxInstances int      `toml:"max_instances"`
+	// MaxCompiles bounds the modules compiled at once in the process
+	// (runtime.Config.MaxCompiles); 0: min(CPUs, 4).
+	MaxCompiles int `toml:"max_compiles"`
+	// MaxMeteredCode refuses a module whose code would be larger once
+	// metered (runtime.Config.MaxMeteredCodeBytes): it bounds one
+	// compile's memory; 0: 32MiB.
+	MaxMeteredCode Size `toml:"max_metered_code"`
 }
+
+// The largest [sandbox] max_compiles and max_metered_code accepted: a
+// compile may take about 20 bytes per byte of metered code
+// (docs/SECURITY.md, "Compiling"), so 256 MiB is already some 5 GB for
+// one compile, and more compiles at once than that many are no bound.
+const (
+	MaxCompilesLimit    = 256
+	MaxMeteredCodeLimit = 256 << 20
+)
 
 // Permissions is the [permissions] section.
 type Permissions struct {
@@ -625,6 +641,12 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if c.Sandbox.MaxStack < 0 || c.Sandbox.MaxStack > 1<<30 {
 		return errAt("must be between 0 (the default, 16MiB) and 1GiB", "sandbox", "max_stack")
+	}
+	if c.Sandbox.MaxCompiles < 0 || c.Sandbox.MaxCompiles > MaxCompilesLimit {
+		return errAt(fmt.Sprintf("must be between 0 (the default: the CPUs, at most 4) and %d", MaxCompilesLimit), "sandbox", "max_compiles")
+	}
+	if c.Sandbox.MaxMeteredCode < 0 || c.Sandbox.MaxMeteredCode > MaxMeteredCodeLimit {
+		return errAt("must be between 0 (the default, 32MiB) and 256MiB (a compile takes about 20 bytes per byte of it)", "sandbox", "max_metered_code")
 	}
 	if a := c.Cluster.TemporalAddress; a != "" {
 		if _, _, err := net.SplitHostPort(a); err != nil || strings.Contains(a, "/") {

@@ -169,6 +169,11 @@ func TestErrors(t *testing.T) {
 		{"plugin name ending in _", "[plugins.fetch_]\nwasm = \"x\"\n", 1, "plugins.fetch_", "start or end"},
 		{"mcp name ending in _", "[mcp.a_]\ncommand = \"x\"\n", 1, "mcp.a_", "start or end"},
 		{"plugin describing key", "[plugins.p]\nwasm = \"x\"\noutput = \"text\"\n", 3, "plugins.p.output", "described by its own list"},
+		{"negative max_compiles", "[sandbox]\n\nmax_compiles = -1\n", 3, "sandbox.max_compiles", "between 0"},
+		{"too many compiles", "[sandbox]\nmax_compiles = 100000\n", 2, "sandbox.max_compiles", "and 256"},
+		{"metered code too large", "[sandbox]\nmax_metered_code = \"1GiB\"\n", 2, "sandbox.max_metered_code", "and 256MiB"},
+		{"metered code not a size", "[sandbox]\nmax_metered_code = \"lots\"\n", 2, "sandbox.max_metered_code", "bad size"},
+		{"max_compiles not a number", "[sandbox]\nmax_compiles = \"4\"\n", 2, "sandbox.max_compiles", "incompatible types"},
 		{"syntax error", "[llm\nmodel = 1\n", 0, "", "table name"},
 		{"duplicate key", "[llm]\nmodel = \"a\"\nmodel = \"b\"\n", 3, "", "already been defined"},
 	} {
@@ -261,5 +266,21 @@ func TestFuelAndStackKeys(t *testing.T) {
 		if _, err := Parse("agrun.toml", []byte(bad)); !errors.As(err, &ce) {
 			t.Errorf("%q: err = %v, want a *config.Error", bad, err)
 		}
+	}
+}
+
+// TestCompileKeys: [sandbox] max_compiles and max_metered_code decode
+// into the runtime's compile bounds; unset, both are 0 (the runtime's
+// defaults).
+func TestCompileKeys(t *testing.T) {
+	c, err := Parse("agrun.toml", []byte("[sandbox]\nmax_compiles = 2\nmax_metered_code = \"8MiB\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.MaxCompiles != 2 || c.Sandbox.MaxMeteredCode != 8<<20 {
+		t.Errorf("sandbox %+v", c.Sandbox)
+	}
+	if c, err := Parse("agrun.toml", []byte("[sandbox]\n")); err != nil || c.Sandbox.MaxCompiles != 0 || c.Sandbox.MaxMeteredCode != 0 {
+		t.Errorf("unset: %+v, %v", c.Sandbox, err)
 	}
 }

@@ -120,8 +120,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, filter Filte
 		DisablePrepare: cfg.Sandbox.NoPrepare,
 		MaxInstances:   cfg.Sandbox.MaxInstances,
 		MaxStackBytes:  int64(cfg.Sandbox.MaxStack),
-		Limits:         SandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite, cfg.Sandbox.Fuel),
-		Logger:         e.Log,
+		MaxCompiles:    cfg.Sandbox.MaxCompiles,
+		// The compile bounds of docs/SECURITY.md, "Compiling".
+		MaxMeteredCodeBytes: int64(cfg.Sandbox.MaxMeteredCode),
+		Limits:              SandboxLimits(cfg.Sandbox.Timeout, cfg.Sandbox.Memory, cfg.Sandbox.MaxOutput, cfg.Sandbox.MaxWrite, cfg.Sandbox.Fuel),
+		Logger:              e.Log,
 	})
 	if err != nil {
 		return nil, err
