@@ -112,15 +112,6 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	if err != nil {
 		return ModelOutput{}, err
 	}
-	if int64(len(recs)) > in.Seq && a.staleStart(ctx, in, recs) {
-		// The run's first step, with a seq read before the session's
-		// previous run stored its last records (Client.Start reads the
-		// length, then starts the workflow; a run ending in between):
-		// those records are not this run's, so the prompt goes at the
-		// session's end now (issue 28, 2) instead of the previous answer
-		// being taken for this run's.
-		in.Seq = int64(len(recs))
-	}
 	if int64(len(recs)) > in.Seq {
 		if in.Final {
 			return ModelOutput{Seq: int64(len(recs))}, nil
@@ -221,6 +212,15 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	return o, err
 }
 
+// Seq returns the session's next record: its number of records (0 for a
+// new session). The workflow runs it as a local activity when a run
+// starts (SeqActivity), so that a run's records begin where the session
+// ends once the run has started, whatever its starter read before.
+func (a *Activities) Seq(ctx context.Context, session string) (int64, error) {
+	recs, err := a.load(ctx, session)
+	return int64(len(recs)), err
+}
+
 // budgetSpent ends a run whose budget its earlier steps spent: the last
 // calls' results are stored (no model request), and the run's error is
 // the budget's.
@@ -261,35 +261,6 @@ func (a *Activities) load(ctx context.Context, id string) ([]json.RawMessage, er
 		return nil, nil
 	}
 	return recs, err
-}
-
-// staleStart reports whether in is a run's first step whose records at
-// in.Seq are not its own: an earlier attempt of the step stores the
-// run's prompt first, as a user message, so a record at in.Seq that is
-// not that message belongs to the session's previous run. (A previous run
-// whose first step had not yet stored its prompt when the seq was read,
-// with the very same prompt, is taken for this run's: the prompt is
-// the one thing a first step's records are known by.)
-func (a *Activities) staleStart(ctx context.Context, in ModelStep, recs []json.RawMessage) bool {
-	if in.Final || len(in.Results) > 0 || (in.Prompt == "" && in.PromptRef == nil) || in.Seq < 0 || in.Seq >= int64(len(recs)) {
-		return false
-	}
-	first, err := a.records().History(recs[in.Seq : in.Seq+1])
-	if err != nil || len(first) != 1 || first[0].Role != loop.RoleUser {
-		return true
-	}
-	prompt := in.Prompt
-	if in.PromptRef != nil {
-		b, err := a.blobs().get(ctx, *in.PromptRef)
-		if err != nil {
-			return false // cannot tell: the step goes on as a recovery
-		}
-		prompt = string(b)
-	}
-	// Compared as stored: through JSON, which replaces invalid UTF-8.
-	b, _ := json.Marshal(prompt)
-	json.Unmarshal(b, &prompt)
-	return first[0].Content != prompt
 }
 
 // recovered is the output of a step whose records an earlier attempt

@@ -52,6 +52,20 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if continueAfter <= 0 {
 		continueAfter = DefaultContinueAfterEvents
 	}
+	if in.Turns == 0 && len(in.Results) == 0 && in.ContinuedAsNew == 0 &&
+		workflow.GetVersion(ctx, versionSeqFromStore, workflow.DefaultVersion, 1) == 1 {
+		// A new run's records begin at the session's end as it is now,
+		// read here rather than trusted from the starter: the starter read
+		// it before the start, and a previous run that ended in between
+		// added records since (issue 28, 2). Now that this run has started,
+		// that run is over and the length is final until this run writes.
+		seq, err := startSeq(ctx, in.Session)
+		if err != nil {
+			return RunResult{Session: in.Session, Seq: in.Seq, ErrorKind: activityKind(err),
+				Error: "reading the session's length: " + err.Error()}, nil
+		}
+		in.Seq = seq
+	}
 	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
 	usedCalls := in.UsedCalls
 	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
@@ -158,6 +172,32 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 	}
+}
+
+// versionSeqFromStore marks the workflow change that reads a new run's
+// seq from the session store (workflow.GetVersion: runs begun before it
+// replay as they were).
+const versionSeqFromStore = "agrun.seq-from-store"
+
+// startSeq reads the session's next record with the local SeqActivity and
+// publishes it as the run's MemoSeq (Client.Follow shows the run's records
+// from there on). Both happen before the first model step is scheduled,
+// in the same workflow task: no record of this run can be stored before
+// the memo is visible.
+func startSeq(ctx workflow.Context, session string) (int64, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, MaximumAttempts: 6, NonRetryableErrorTypes: []string{errPermanent}},
+	})
+	var seq int64
+	if err := workflow.ExecuteLocalActivity(lctx, SeqActivity, session).Get(ctx, &seq); err != nil {
+		return 0, err
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]any{MemoSeq: seq}); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // keepResults stores the tool messages of step's results without a model
