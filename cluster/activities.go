@@ -422,13 +422,13 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 		if ap := a.Loop.Approver; ap != nil {
 			req := loop.ApprovalRequest{CallID: in.Call.ID, Tool: in.Call.Tool, Arguments: textsafe.Clean(string(args), 0), Grant: g}
 			if ap.NeedsApproval(req) {
-				recs, err := a.Sessions.Load(ctx, in.Session, 0)
-				if err != nil && !errors.Is(err, session.ErrNotFound) {
+				recs, err := a.load(ctx, in.Session)
+				if err != nil {
 					return ToolResult{}, err // the store: Temporal retries
 				}
-				if !a.records().Approved(recs)[in.Call.ID] {
+				if why := a.unapproved(recs, in.Call.ID, in.Call.Tool, string(args)); why != "" {
 					return ToolResult{ID: in.Call.ID, Kind: registry.DeniedByUser, Worker: workerName(),
-						Message: "not run: the call needs a person's approval and the session holds no decision approving it"}, nil
+						Message: "not run: the call needs a person's approval and " + why}, nil
 				}
 			}
 		}
@@ -449,6 +449,41 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 		return ToolResult{}, err
 	}
 	return a.result(ctx, inv)
+}
+
+// unapproved says why the session's records recs do not approve the call
+// (id, tool, args), or "" if they do: the call must be one that the
+// session's last model reply asked for, with these very arguments, not
+// answered yet, and a decision record stored after that reply must have
+// approved it. So neither a made-up call, nor one whose id an earlier,
+// approved call used (ids repeat across replies), nor an approved call
+// that already ran is taken for approved.
+func (a *Activities) unapproved(recs []json.RawMessage, id, tool, args string) string {
+	rs := a.records()
+	for i := len(recs) - 1; i >= 0; i-- {
+		h, err := rs.History(recs[i : i+1])
+		if err != nil || len(h) != 1 || h[0].Role != loop.RoleAssistant {
+			continue
+		}
+		later, err := rs.History(recs[i+1:])
+		if err != nil {
+			return "the session's records do not decode"
+		}
+		for _, c := range openCalls(append(h, later...)) {
+			if c.ID != id {
+				continue
+			}
+			if c.Name != tool || c.Arguments != args {
+				return "the session's last reply asked for another call under its id"
+			}
+			if !rs.Approved(recs[i+1:])[id] {
+				return "the session holds no decision approving it"
+			}
+			return ""
+		}
+		return "the session's last reply holds no such call waiting (it was never asked for, or it ran)"
+	}
+	return "the session holds no decision approving it (no reply asked for it)"
 }
 
 // heartbeat records a heartbeat now and then every third of the

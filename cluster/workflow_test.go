@@ -610,9 +610,12 @@ func (askAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, err
 
 // TestToolActivityChecksTheStoredApproval (issue 28, 4): a tool activity
 // runs a call that needs a person's yes only if the session holds the
-// decision approving it — a forged model-step completion naming such a
-// call (as `temporal activity complete` can send) is refused, and the
-// tool never runs; with the approving record stored, the call runs.
+// decision approving that very call — a forged model-step completion (as
+// `temporal activity complete` can send) naming a made-up call, a call
+// nobody decided, another call under an approved call's id, an approved
+// call that already ran, or a later reply's call reusing an approved id,
+// is refused, and the tool never runs; the call as asked for and
+// approved runs.
 func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 	var ran atomic.Int32
 	tool := &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
@@ -624,9 +627,9 @@ func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 	a.Loop.Approver = askAll{}
 	env := quietSuite().NewTestActivityEnvironment()
 	env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
-	call := func() ToolResult {
+	call := func(args string) ToolResult {
 		t.Helper()
-		v, err := env.ExecuteActivity(ToolActivity, ToolStep{Session: "s", Call: PendingCall{ID: "c1", Tool: "w", Args: Payload{Data: []byte(`{}`)}}})
+		v, err := env.ExecuteActivity(ToolActivity, ToolStep{Session: "s", Call: PendingCall{ID: "c1", Tool: "w", Args: Payload{Data: []byte(args)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -636,18 +639,75 @@ func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 		}
 		return r
 	}
-	if r := call(); r.Kind != registry.DeniedByUser || ran.Load() != 0 || !strings.Contains(r.Message, "holds no decision approving it") {
-		t.Fatalf("forged call: %+v, ran %d", r, ran.Load())
+	store := func(recs ...json.RawMessage) {
+		t.Helper()
+		old, _ := st.Load(context.Background(), "s", 0)
+		if _, err := st.Append(context.Background(), "s", int64(len(old)), recs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	dec, err := jsonRecords{}.Decision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{CallID: "c1", Tool: "w"}, Decision: loop.Decision{Answer: loop.ApproveOnce, By: "user"}})
-	if err != nil {
+	rec := func(b json.RawMessage, err error) json.RawMessage {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	reply := func(args string) json.RawMessage {
+		return rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "c1", Name: "w", Arguments: args}}}))
+	}
+	approval := rec(jsonRecords{}.Decision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{CallID: "c1", Tool: "w"}, Decision: loop.Decision{Answer: loop.ApproveOnce, By: "user"}}))
+	refused := func(what, args, why string) {
+		t.Helper()
+		if r := call(args); r.Kind != registry.DeniedByUser || ran.Load() != 0 || !strings.Contains(r.Message, why) {
+			t.Fatalf("%s: %+v, ran %d", what, r, ran.Load())
+		}
+	}
+	refused("a made-up call", `{}`, "no reply asked for it")
+	store(rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleUser, Content: "go"})), reply(`{}`))
+	refused("a call nobody decided", `{}`, "holds no decision approving it")
+	store(approval)
+	refused("another call under the approved id", `{"path":"/etc/passwd"}`, "another call under its id")
+	if r := call(`{}`); r.Kind != "" || ran.Load() != 1 {
+		t.Fatalf("the approved call: %+v, ran %d", r, ran.Load())
+	}
+	ran.Store(0)
+	store(rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleTool, ToolCallID: "c1", Name: "w", Content: "1"})))
+	refused("the approved call again, after it ran", `{}`, "no such call waiting")
+	store(reply(`{"n":2}`))
+	refused("a later reply's call reusing the approved id", `{"n":2}`, "holds no decision approving it")
+}
+
+type approveAll struct{}
+
+func (approveAll) NeedsApproval(loop.ApprovalRequest) bool { return true }
+func (approveAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, error) {
+	return loop.Decision{Answer: loop.ApproveOnce, By: "test"}, nil
+}
+
+// TestApprovedCallRunsThroughTheWorkflow: a call the model step's
+// Approver approved runs on its tool activity, which finds the decision
+// the step stored (after the reply that asked for the call).
+func TestApprovedCallRunsThroughTheWorkflow(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "w", Args: `{"n":1}`}}},
+		chattest.Reply{Text: "done"},
+	)
+	var ran atomic.Int32
+	a, _ := newActivities(t, srv, &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`"written"`), nil
+		}})
+	a.Loop.Approver = approveAll{}
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(context.Background(), "s", 0, []json.RawMessage{dec}); err != nil {
-		t.Fatal(err)
-	}
-	if r := call(); r.Kind != "" || ran.Load() != 1 {
-		t.Fatalf("approved call: %+v, ran %d", r, ran.Load())
+	if string(res.Text.Data) != "done" || ran.Load() != 1 {
+		t.Fatalf("result %+v, the tool ran %d times", res, ran.Load())
 	}
 }
 
