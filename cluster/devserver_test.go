@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 )
 
@@ -91,5 +95,48 @@ func TestSlowModelKeepsItsStep(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("%d model requests: the step was given up and retried", n)
+	}
+}
+
+// TestFollowShowsOnlyItsRun (issue 28, 2): a run started with a stale
+// seq (its starter read the session's length before the previous run
+// stored its records) is followed from where its records begin, the seq
+// the run published: the previous run's records, its answer included,
+// are not shown as this run's.
+func TestFollowShowsOnlyItsRun(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t, chattest.Reply{Text: "first answer"}, chattest.Reply{Text: "second answer"})
+	a, st := newActivities(t, srv)
+	a.Records = nil // session.Codec: what Follow replays
+	tc := devtemporal.Client(t, addr)
+	q := QueuesFor("follow-")
+	ctx, cancel := context.WithCancel(context.Background())
+	werr := make(chan error, 1)
+	go func() { werr <- RunWorker(ctx, tc, a, WorkerOptions{Queues: q}) }()
+	defer func() { cancel(); <-werr }()
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if res, err := cl.Run(rctx, "f", "one"); err != nil || string(res.Text.Data) != "first answer" {
+		t.Fatalf("first run %+v %v", res, err)
+	}
+	// The second run as its starter began it before the first had
+	// stored anything: at seq 0.
+	run, err := tc.ExecuteWorkflow(rctx, client.StartWorkflowOptions{ID: WorkflowID("f"), TaskQueue: q.Sessions}, WorkflowName,
+		RunInput{Session: "f", Prompt: "two", Seq: 0, Queues: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for ev, err := range cl.Follow(rctx, run, "f", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*loop.TextDelta); ok {
+			texts = append(texts, d.Text)
+		}
+	}
+	if strings.Join(texts, "|") != "second answer" {
+		t.Fatalf("followed texts %q, want only the second run's", texts)
 	}
 }
