@@ -135,6 +135,17 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			out = append(out, b)
 		}
 	}
+	if len(in.Results) == 0 && !in.Final {
+		// A new prompt: calls an earlier run handed on but whose results
+		// it never stored (the run was terminated, or could not store
+		// them) are answered as what they are — they may have run — and
+		// not "never decided", the loop's answer for calls that waited
+		// for a decision.
+		for _, m := range a.unfinished(recs, history) {
+			history = append(history, m)
+			keep(a.records().Message(m))
+		}
+	}
 	var usage loop.Usage
 	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
 	cfg.OnMessage = func(m loop.Message) { keep(a.records().Message(m)) }
@@ -459,6 +470,32 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 // approved call used (ids repeat across replies), nor an approved call
 // that already ran is taken for approved.
 func (a *Activities) unapproved(recs []json.RawMessage, id, tool, args string) string {
+	i, open, err := a.lastReply(recs)
+	switch {
+	case err != nil:
+		return "the session's records do not decode"
+	case i < 0:
+		return "the session holds no decision approving it (no reply asked for it)"
+	}
+	for _, c := range open {
+		if c.ID != id {
+			continue
+		}
+		if c.Name != tool || c.Arguments != args {
+			return "the session's last reply asked for another call under its id"
+		}
+		if !a.records().Approved(recs[i+1:])[id] {
+			return "the session holds no decision approving it"
+		}
+		return ""
+	}
+	return "the session's last reply holds no such call waiting (it was never asked for, or it ran)"
+}
+
+// lastReply returns the index among recs of the record of the session's
+// last assistant message (-1: none) and that message's calls that no
+// later record answers.
+func (a *Activities) lastReply(recs []json.RawMessage) (int, []loop.ToolCall, error) {
 	rs := a.records()
 	for i := len(recs) - 1; i >= 0; i-- {
 		h, err := rs.History(recs[i : i+1])
@@ -467,23 +504,42 @@ func (a *Activities) unapproved(recs []json.RawMessage, id, tool, args string) s
 		}
 		later, err := rs.History(recs[i+1:])
 		if err != nil {
-			return "the session's records do not decode"
+			return 0, nil, err
 		}
-		for _, c := range openCalls(append(h, later...)) {
-			if c.ID != id {
+		return i, openCalls(append(h, later...)), nil
+	}
+	return -1, nil, nil
+}
+
+// unfinishedCall is what the model is told of a call that an earlier run
+// handed on to a tool activity and whose result that run never stored.
+const unfinishedCall = "error (cancelled): the call's result was never stored: the run that asked for it ended first " +
+	"(cancelled, terminated or failed on the cluster); it may or may not have run"
+
+// unfinished answers the calls of the session's last reply (recs,
+// history) that are still open and were handed on to run: those that
+// needed no decision or had an approving one. A call that needed a
+// decision and has none never ran, and is left to the loop.
+func (a *Activities) unfinished(recs []json.RawMessage, history []loop.Message) []loop.Message {
+	if len(openCalls(history)) == 0 {
+		return nil
+	}
+	i, open, err := a.lastReply(recs)
+	if err != nil || i < 0 {
+		return nil
+	}
+	approved := a.records().Approved(recs[i+1:])
+	var msgs []loop.Message
+	for _, c := range open {
+		if ap := a.Loop.Approver; ap != nil && !approved[c.ID] {
+			if t, ok := a.Registry.Get(c.Name); !ok ||
+				ap.NeedsApproval(loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}) {
 				continue
 			}
-			if c.Name != tool || c.Arguments != args {
-				return "the session's last reply asked for another call under its id"
-			}
-			if !rs.Approved(recs[i+1:])[id] {
-				return "the session holds no decision approving it"
-			}
-			return ""
 		}
-		return "the session's last reply holds no such call waiting (it was never asked for, or it ran)"
+		msgs = append(msgs, loop.Message{Role: loop.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: unfinishedCall})
 	}
-	return "the session holds no decision approving it (no reply asked for it)"
+	return msgs
 }
 
 // heartbeat records a heartbeat now and then every third of the

@@ -126,7 +126,13 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return res, nil
 		}
 		futures := make([]workflow.Future, len(out.Calls))
+		results := make([]ToolResult, len(out.Calls))
 		for i, c := range out.Calls {
+			if ctx.Err() != nil {
+				// Cancelled before the call was handed on: it never ran.
+				results[i] = ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledBeforeCall}
+				continue
+			}
 			timeout := c.Timeout + time.Minute
 			if c.Timeout <= 0 {
 				timeout = 10 * time.Minute
@@ -145,8 +151,10 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			})
 			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects})
 		}
-		results := make([]ToolResult, len(out.Calls))
 		for i, f := range futures {
+			if f == nil {
+				continue
+			}
 			if err := f.Get(ctx, &results[i]); err != nil {
 				results[i] = lostResult(out.Calls[i], err, in.RetrySideEffects, attempts)
 			}
@@ -240,6 +248,15 @@ const scheduleToStart = 10 * time.Minute
 // large (Temporal's limit is 50 MB).
 const continueAfterBytes = 10 << 20
 
+// What the model is told of a call that a cancellation of the run
+// (Ctrl-C on agrun run, which cancels the workflow) cut short or kept
+// from running: the truth, as the local path tells it, never "never
+// decided".
+const (
+	cancelledDuringCall = "cancelled by the user: the run was cancelled while the call ran; it may or may not have taken effect"
+	cancelledBeforeCall = "not run: the run was cancelled by the user before the call started"
+)
+
 // lostResult answers a call whose activity failed (its worker lost, or
 // its attempts spent) for the model.
 func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult {
@@ -248,7 +265,7 @@ func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult
 	what := "the call failed on the cluster: " + err.Error()
 	switch {
 	case errors.As(err, &ce):
-		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: "the run was cancelled while the call ran; it may or may not have taken effect"}
+		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledDuringCall}
 	case errors.As(err, &te):
 		what = "the worker running the call was lost (" + te.TimeoutType().String() + ")"
 	}

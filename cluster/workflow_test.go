@@ -398,7 +398,8 @@ func TestCancelledCallsKept(t *testing.T) {
 	if !kept.Final || len(kept.Results) != 2 || kept.Results[0].ID != "quick" || string(kept.Results[0].Output.Data) != "1" {
 		t.Fatalf("kept %+v", kept)
 	}
-	if r := kept.Results[1]; r.ID != "slow" || r.Kind != registry.Cancelled || !strings.Contains(r.Message, "may or may not have taken effect") {
+	if r := kept.Results[1]; r.ID != "slow" || r.Kind != registry.Cancelled || !strings.Contains(r.Message, "cancelled by the user") ||
+		!strings.Contains(r.Message, "may or may not have taken effect") {
 		t.Fatalf("the call cut short: %+v", r)
 	}
 	if res.ErrorKind != string(loop.KindCancelled) {
@@ -708,6 +709,57 @@ func TestApprovedCallRunsThroughTheWorkflow(t *testing.T) {
 	}
 	if string(res.Text.Data) != "done" || ran.Load() != 1 {
 		t.Fatalf("result %+v, the tool ran %d times", res, ran.Load())
+	}
+}
+
+// TestUnfinishedCallsAreNotCalledNeverDecided (issue 28, 1 and 3): a
+// session whose last run handed a call on and never stored its result
+// (the run was terminated, or could not store it) starts its next run by
+// answering that call "... may or may not have run", stored, instead of
+// the loop's "never decided: a new prompt came first"; a call that waited
+// for a decision that never came is still called never decided.
+func TestUnfinishedCallsAreNotCalledNeverDecided(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		approver loop.Approver
+		want     string
+	}{{"handed on", nil, "it may or may not have run"}, {"waiting for a decision", askAll{}, "never decided"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := chattest.New(t, chattest.Reply{Text: "ok"})
+			a, st := newActivities(t, srv, &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write}})
+			a.Loop.Approver = tc.approver
+			var recs []json.RawMessage
+			for _, m := range []loop.Message{{Role: loop.RoleUser, Content: "write"},
+				{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "c1", Name: "w", Arguments: `{}`}}}} {
+				b, err := jsonRecords{}.Message(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, b)
+			}
+			if _, err := st.Append(context.Background(), "s", 0, recs); err != nil {
+				t.Fatal(err)
+			}
+			env := quietSuite().NewTestActivityEnvironment()
+			env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+			if _, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Seq: 2, Prompt: "again"}); err != nil {
+				t.Fatal(err)
+			}
+			var sent string
+			for _, m := range srv.Requests()[0].Messages {
+				if m.Role == "tool" && m.ToolCallID == "c1" {
+					sent = *m.Content
+				}
+			}
+			if !strings.Contains(sent, tc.want) {
+				t.Fatalf("the model was told %q, want %q", sent, tc.want)
+			}
+			all, _ := st.Load(context.Background(), "s", 0)
+			h, _ := jsonRecords{}.History(all)
+			if len(h) != 5 || h[2].Role != loop.RoleTool || h[2].Content != sent || h[3].Content != "again" {
+				t.Fatalf("stored history %+v", h)
+			}
+		})
 	}
 }
 
