@@ -366,6 +366,102 @@ func TestResultsKeptWhenTheModelStepFails(t *testing.T) {
 	}
 }
 
+// flakyStore is a session store that goes down when told and comes back
+// after failing upAfter operations.
+type flakyStore struct {
+	session.Store
+	down    atomic.Bool
+	fails   atomic.Int32
+	upAfter int32
+}
+
+func (f *flakyStore) failing() error {
+	if !f.down.Load() {
+		return nil
+	}
+	if f.fails.Add(1) >= f.upAfter {
+		f.down.Store(false)
+	}
+	return errors.New("session store: connection refused")
+}
+
+func (f *flakyStore) Load(ctx context.Context, id string, from int64) ([]json.RawMessage, error) {
+	if err := f.failing(); err != nil {
+		return nil, err
+	}
+	return f.Store.Load(ctx, id, from)
+}
+
+func (f *flakyStore) Append(ctx context.Context, id string, seq int64, recs []json.RawMessage) (bool, error) {
+	if err := f.failing(); err != nil {
+		return false, err
+	}
+	return f.Store.Append(ctx, id, seq, recs)
+}
+
+// TestSideEffectResultSurvivesAFailedStep (issue 28, 1), with the real
+// activities: a side-effect call runs, then the step that was to store
+// its result with the model's reply fails for good — the provider failing
+// on every attempt, or the session store down for longer than the step's
+// attempts. The run ends with the failure's kind, the result is in the
+// session, and the next run's model is told what the call returned; the
+// tool ran once.
+func TestSideEffectResultSurvivesAFailedStep(t *testing.T) {
+	toldTheResult := chattest.Reply{Text: "ok", Check: func(t testing.TB, r chattest.Request) {
+		for _, m := range r.Messages {
+			if m.Role == "tool" && m.ToolCallID == "c1" {
+				if *m.Content != `{"written":1}` {
+					t.Errorf("the model was told %q of the call that ran", *m.Content)
+				}
+				return
+			}
+		}
+		t.Errorf("the model was told nothing of the call that ran")
+	}}
+	write := chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "write", Args: `{}`}}}
+	unavailable := chattest.Reply{Status: 503, Body: `{"error":{"message":"overloaded"}}`}
+	for _, tc := range []struct {
+		name     string
+		replies  []chattest.Reply
+		storeOut bool
+		kind     string
+	}{
+		{"the provider fails", []chattest.Reply{write, unavailable, unavailable, unavailable, toldTheResult}, false, string(loop.KindProvider)},
+		{"the session store is down", []chattest.Reply{write, toldTheResult}, true, string(loop.KindOther)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := chattest.New(t, tc.replies...)
+			var ran atomic.Int32
+			var st *flakyStore
+			a, mem := newActivities(t, srv, &fakeTool{name: "write", source: "wasm", perms: []permission.Permission{permission.Write},
+				run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+					ran.Add(1)
+					st.down.Store(tc.storeOut) // from here on, until 5 operations failed
+					return json.RawMessage(`{"written":1}`), nil
+				}})
+			st = &flakyStore{Store: mem, upAfter: 5}
+			a.Sessions = st
+			env := newEnv(t, a)
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "write it", Queues: QueuesFor("")})
+			var res RunResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.ErrorKind != tc.kind {
+				t.Fatalf("the first run ended %+v, want kind %s", res, tc.kind)
+			}
+			env = newEnv(t, a)
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "did it work?", Seq: res.Seq, Queues: QueuesFor("")})
+			if err := env.GetWorkflowResult(&res); err != nil || string(res.Text.Data) != "ok" {
+				t.Fatalf("the next run %+v %v", res, err)
+			}
+			if ran.Load() != 1 {
+				t.Fatalf("the tool ran %d times", ran.Load())
+			}
+		})
+	}
+}
+
 // TestCancelledCallsKept (issue 28, 3): a run cancelled while its calls
 // run stores what they did — the finished one's result, the one cut
 // short answered "cancelled ... may or may not have taken effect" — so
