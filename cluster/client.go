@@ -267,10 +267,11 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 // run) or never will: legacy, a run whose worker predates MemoSeq (it has
 // scheduled a step or ended without one) or that cannot be described.
 func (c *Client) runStart(ctx context.Context, run client.WorkflowRun) (seq int64, ok, legacy bool) {
-	d, err := c.Temporal.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
-	if err != nil {
+	desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
+	if err != nil || desc.RawResponse == nil {
 		return 0, false, true
 	}
+	d := desc.RawResponse
 	info := d.GetWorkflowExecutionInfo()
 	if p := info.GetMemo().GetFields()[MemoSeq]; p != nil {
 		if converter.GetDefaultDataConverter().FromPayload(p, &seq) == nil {
