@@ -112,15 +112,6 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	if err != nil {
 		return ModelOutput{}, err
 	}
-	if int64(len(recs)) > in.Seq && a.staleStart(ctx, in, recs) {
-		// The run's first step, with a seq read before the session's
-		// previous run stored its last records (Client.Start reads the
-		// length, then starts the workflow; a run ending in between):
-		// those records are not this run's, so the prompt goes at the
-		// session's end now (issue 28, 2) instead of the previous answer
-		// being taken for this run's.
-		in.Seq = int64(len(recs))
-	}
 	if int64(len(recs)) > in.Seq {
 		if in.Final {
 			return ModelOutput{Seq: int64(len(recs))}, nil
@@ -142,6 +133,17 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		}
 		if err == nil {
 			out = append(out, b)
+		}
+	}
+	if len(in.Results) == 0 && !in.Final {
+		// A new prompt: calls an earlier run handed on but whose results
+		// it never stored (the run was terminated, or could not store
+		// them) are answered as what they are — they may have run — and
+		// not "never decided", the loop's answer for calls that waited
+		// for a decision.
+		for _, m := range a.unfinished(recs, history) {
+			history = append(history, m)
+			keep(a.records().Message(m))
 		}
 	}
 	var usage loop.Usage
@@ -221,6 +223,15 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	return o, err
 }
 
+// Seq returns the session's next record: its number of records (0 for a
+// new session). The workflow runs it as a local activity when a run
+// starts (SeqActivity), so that a run's records begin where the session
+// ends once the run has started, whatever its starter read before.
+func (a *Activities) Seq(ctx context.Context, session string) (int64, error) {
+	recs, err := a.load(ctx, session)
+	return int64(len(recs)), err
+}
+
 // budgetSpent ends a run whose budget its earlier steps spent: the last
 // calls' results are stored (no model request), and the run's error is
 // the budget's.
@@ -261,35 +272,6 @@ func (a *Activities) load(ctx context.Context, id string) ([]json.RawMessage, er
 		return nil, nil
 	}
 	return recs, err
-}
-
-// staleStart reports whether in is a run's first step whose records at
-// in.Seq are not its own: an earlier attempt of the step stores the
-// run's prompt first, as a user message, so a record at in.Seq that is
-// not that message belongs to the session's previous run. (A previous run
-// whose first step had not yet stored its prompt when the seq was read,
-// with the very same prompt, is taken for this run's: the prompt is
-// the one thing a first step's records are known by.)
-func (a *Activities) staleStart(ctx context.Context, in ModelStep, recs []json.RawMessage) bool {
-	if in.Final || len(in.Results) > 0 || (in.Prompt == "" && in.PromptRef == nil) || in.Seq < 0 || in.Seq >= int64(len(recs)) {
-		return false
-	}
-	first, err := a.records().History(recs[in.Seq : in.Seq+1])
-	if err != nil || len(first) != 1 || first[0].Role != loop.RoleUser {
-		return true
-	}
-	prompt := in.Prompt
-	if in.PromptRef != nil {
-		b, err := a.blobs().get(ctx, *in.PromptRef)
-		if err != nil {
-			return false // cannot tell: the step goes on as a recovery
-		}
-		prompt = string(b)
-	}
-	// Compared as stored: through JSON, which replaces invalid UTF-8.
-	b, _ := json.Marshal(prompt)
-	json.Unmarshal(b, &prompt)
-	return first[0].Content != prompt
 }
 
 // recovered is the output of a step whose records an earlier attempt
@@ -451,13 +433,13 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 		if ap := a.Loop.Approver; ap != nil {
 			req := loop.ApprovalRequest{CallID: in.Call.ID, Tool: in.Call.Tool, Arguments: textsafe.Clean(string(args), 0), Grant: g}
 			if ap.NeedsApproval(req) {
-				recs, err := a.Sessions.Load(ctx, in.Session, 0)
-				if err != nil && !errors.Is(err, session.ErrNotFound) {
+				recs, err := a.load(ctx, in.Session)
+				if err != nil {
 					return ToolResult{}, err // the store: Temporal retries
 				}
-				if !a.records().Approved(recs)[in.Call.ID] {
+				if why := a.unapproved(recs, in.Call.ID, in.Call.Tool, string(args)); why != "" {
 					return ToolResult{ID: in.Call.ID, Kind: registry.DeniedByUser, Worker: workerName(),
-						Message: "not run: the call needs a person's approval and the session holds no decision approving it"}, nil
+						Message: "not run: the call needs a person's approval and " + why}, nil
 				}
 			}
 		}
@@ -478,6 +460,86 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 		return ToolResult{}, err
 	}
 	return a.result(ctx, inv)
+}
+
+// unapproved says why the session's records recs do not approve the call
+// (id, tool, args), or "" if they do: the call must be one that the
+// session's last model reply asked for, with these very arguments, not
+// answered yet, and a decision record stored after that reply must have
+// approved it. So neither a made-up call, nor one whose id an earlier,
+// approved call used (ids repeat across replies), nor an approved call
+// that already ran is taken for approved.
+func (a *Activities) unapproved(recs []json.RawMessage, id, tool, args string) string {
+	i, open, err := a.lastReply(recs)
+	switch {
+	case err != nil:
+		return "the session's records do not decode"
+	case i < 0:
+		return "the session holds no decision approving it (no reply asked for it)"
+	}
+	for _, c := range open {
+		if c.ID != id {
+			continue
+		}
+		if c.Name != tool || c.Arguments != args {
+			return "the session's last reply asked for another call under its id"
+		}
+		if !a.records().Approved(recs[i+1:])[id] {
+			return "the session holds no decision approving it"
+		}
+		return ""
+	}
+	return "the session's last reply holds no such call waiting (it was never asked for, or it ran)"
+}
+
+// lastReply returns the index among recs of the record of the session's
+// last assistant message (-1: none) and that message's calls that no
+// later record answers.
+func (a *Activities) lastReply(recs []json.RawMessage) (int, []loop.ToolCall, error) {
+	rs := a.records()
+	for i := len(recs) - 1; i >= 0; i-- {
+		h, err := rs.History(recs[i : i+1])
+		if err != nil || len(h) != 1 || h[0].Role != loop.RoleAssistant {
+			continue
+		}
+		later, err := rs.History(recs[i+1:])
+		if err != nil {
+			return 0, nil, err
+		}
+		return i, openCalls(append(h, later...)), nil
+	}
+	return -1, nil, nil
+}
+
+// unfinishedCall is what the model is told of a call that an earlier run
+// handed on to a tool activity and whose result that run never stored.
+const unfinishedCall = "error (cancelled): the call's result was never stored: the run that asked for it ended first " +
+	"(cancelled, terminated or failed on the cluster); it may or may not have run"
+
+// unfinished answers the calls of the session's last reply (recs,
+// history) that are still open and were handed on to run: those that
+// needed no decision or had an approving one. A call that needed a
+// decision and has none never ran, and is left to the loop.
+func (a *Activities) unfinished(recs []json.RawMessage, history []loop.Message) []loop.Message {
+	if len(openCalls(history)) == 0 {
+		return nil
+	}
+	i, open, err := a.lastReply(recs)
+	if err != nil || i < 0 {
+		return nil
+	}
+	approved := a.records().Approved(recs[i+1:])
+	var msgs []loop.Message
+	for _, c := range open {
+		if ap := a.Loop.Approver; ap != nil && !approved[c.ID] {
+			if t, ok := a.Registry.Get(c.Name); !ok ||
+				ap.NeedsApproval(loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}) {
+				continue
+			}
+		}
+		msgs = append(msgs, loop.Message{Role: loop.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: unfinishedCall})
+	}
+	return msgs
 }
 
 // heartbeat records a heartbeat now and then every third of the

@@ -17,6 +17,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 )
 
 // ErrSessionBusy is returned by Client.Run when a run of the session is
@@ -37,8 +38,10 @@ type Client struct {
 }
 
 // Start starts a run of session with prompt, at the session's next
-// record, and returns its handle and that record's seq (where the run's
-// records begin). A run of the same session already going on is
+// record, and returns its handle and that record's seq as read before the
+// start (for Follow; the run itself reads where its records begin once it
+// has started, so a run of the session ending meanwhile is not taken for
+// this one). A run of the same session already going on is
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
 	recs, err := c.Sessions.Load(ctx, id, 0)
@@ -128,8 +131,10 @@ const WaitingAfter = 10 * time.Second
 // CancelWait bounds how long Follow waits for a cancelled run to stop.
 const CancelWait = 10 * time.Second
 
-// Follow yields the events of run, which Start began at seq from: the
-// records the workers append to the session store, replayed as the
+// Follow yields the events of run, which Start began (from: the seq Start
+// read, used only for a run of a worker that does not publish its own,
+// MemoSeq): the records the workers append to the session store from the
+// run's seq on, replayed as the
 // loop's events (session.Replay; a model reply arrives whole, not token
 // by token), plus Waiting and Cancelling. It ends when the run does: with
 // a *RunError if the run ended without an answer, or an error if it
@@ -148,10 +153,24 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 		done := make(chan error, 1)
 		go func() { done <- run.Get(bg, &res) }()
 		var replay session.Replay
-		next, started := from, false
+		// known: next is where the run's records begin (the run's
+		// MemoSeq), or the run is of a worker that does not publish it;
+		// got: a record of the run was read.
+		next, started, known, got := from, false, false, false
 		// drain yields the records appended since the last; false: the
 		// caller stopped.
 		drain := func() (bool, error) {
+			if !known {
+				seq, ok, legacy := c.runStart(bg, run)
+				switch {
+				case ok:
+					next, started, known = seq, true, true
+				case legacy:
+					known = true
+				default:
+					return true, nil // the run has not begun: nothing of it is stored
+				}
+			}
 			recs, err := c.Sessions.Load(bg, id, next)
 			if errors.Is(err, session.ErrNotFound) {
 				return true, nil
@@ -162,13 +181,15 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 			next += int64(len(recs))
 			for _, b := range recs {
 				if !started {
-					// A run's records begin with its prompt; records
-					// before it at from are the previous run's tail (a
-					// seq read as that run ended), not this run's.
+					// A run of a worker that does not publish its seq:
+					// its records begin with its prompt; records before
+					// it at from are the previous run's tail (a seq read
+					// as that run ended), not this run's.
 					if started = isUserMessage(b); !started {
 						continue
 					}
 				}
+				got = true
 				for _, ev := range replay.Feed(b) {
 					if !yield(ev, nil) {
 						return false, nil
@@ -206,7 +227,7 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 				if err != nil {
 					log.Warn("reading the session's progress", "session", id, "err", err)
 				}
-				if !told && next == from && time.Since(start) > WaitingAfter {
+				if !told && !got && time.Since(start) > WaitingAfter {
 					told = true
 					if !yield(&Waiting{For: time.Since(start)}, nil) {
 						return
@@ -239,6 +260,26 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 			}
 		}
 	}
+}
+
+// runStart reads where run's records begin from its memo (MemoSeq). ok
+// false: the run has not published it yet (no workflow task of it has
+// run) or never will: legacy, a run whose worker predates MemoSeq (it has
+// scheduled a step or ended without one) or that cannot be described.
+func (c *Client) runStart(ctx context.Context, run client.WorkflowRun) (seq int64, ok, legacy bool) {
+	desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
+	if err != nil || desc.RawResponse == nil {
+		return 0, false, true
+	}
+	d := desc.RawResponse
+	info := d.GetWorkflowExecutionInfo()
+	if p := info.GetMemo().GetFields()[MemoSeq]; p != nil {
+		if converter.GetDefaultDataConverter().FromPayload(p, &seq) == nil {
+			return seq, true, false
+		}
+		return 0, false, true
+	}
+	return 0, false, len(d.GetPendingActivities()) > 0 || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // isUserMessage reports whether session record b is a user's message.

@@ -4,11 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/permission"
 )
 
@@ -91,5 +99,112 @@ func TestSlowModelKeepsItsStep(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 1 {
 		t.Fatalf("%d model requests: the step was given up and retried", n)
+	}
+}
+
+// TestFollowShowsOnlyItsRun (issue 28, 2): a run started with a stale
+// seq (its starter read the session's length before the previous run
+// stored its records) is followed from where its records begin, the seq
+// the run published: the previous run's records, its answer included,
+// are not shown as this run's.
+func TestFollowShowsOnlyItsRun(t *testing.T) {
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t, chattest.Reply{Text: "first answer"}, chattest.Reply{Text: "second answer"})
+	a, st := newActivities(t, srv)
+	a.Records = nil // session.Codec: what Follow replays
+	tc := devtemporal.Client(t, addr)
+	q := QueuesFor("follow-")
+	ctx, cancel := context.WithCancel(context.Background())
+	werr := make(chan error, 1)
+	go func() { werr <- RunWorker(ctx, tc, a, WorkerOptions{Queues: q}) }()
+	defer func() { cancel(); <-werr }()
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if res, err := cl.Run(rctx, "f", "one"); err != nil || string(res.Text.Data) != "first answer" {
+		t.Fatalf("first run %+v %v", res, err)
+	}
+	// The second run as its starter began it before the first had
+	// stored anything: at seq 0.
+	run, err := tc.ExecuteWorkflow(rctx, client.StartWorkflowOptions{ID: WorkflowID("f"), TaskQueue: q.Sessions}, WorkflowName,
+		RunInput{Session: "f", Prompt: "two", Seq: 0, Queues: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for ev, err := range cl.Follow(rctx, run, "f", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*loop.TextDelta); ok {
+			texts = append(texts, d.Text)
+		}
+	}
+	if strings.Join(texts, "|") != "second answer" {
+		t.Fatalf("followed texts %q, want only the second run's", texts)
+	}
+}
+
+// TestCallsOfACancelledStepAreNotRun (issue 28, 3): a run cancelled while
+// its model step finishes (the step completes anyway: here it ignores
+// the cancellation) hands none of the reply's calls on: the tool never
+// runs, and the session says "not run: the run was cancelled by the user
+// before the call started", not "never decided".
+func TestCallsOfACancelledStepAreNotRun(t *testing.T) {
+	addr := devtemporal.Start(t)
+	asked := make(chan struct{})
+	srv := chattest.New(t, chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "w", Args: `{}`}}, Delay: 2 * time.Second, Started: asked})
+	var ran atomic.Int32
+	a, st := newActivities(t, srv, &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`1`), nil
+		}})
+	tc := devtemporal.Client(t, addr)
+	q := QueuesFor("cancel-")
+	opts := worker.Options{MaxHeartbeatThrottleInterval: time.Second, DefaultHeartbeatThrottleInterval: time.Second}
+	sopts := opts
+	sopts.LocalActivityWorkerOnly = true
+	sw := worker.New(tc, q.Sessions, sopts)
+	sw.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	sw.RegisterActivityWithOptions(a.Seq, activity.RegisterOptions{Name: SeqActivity})
+	lw := worker.New(tc, q.LLM, opts)
+	lw.RegisterActivityWithOptions(func(ctx context.Context, in ModelStep) (ModelOutput, error) {
+		return a.Model(context.WithoutCancel(ctx), in)
+	}, activity.RegisterOptions{Name: ModelActivity})
+	lw.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+	ww := worker.New(tc, q.WASM, opts)
+	ww.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+	for _, w := range []worker.Worker{sw, lw, ww} {
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+	}
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, HeartbeatTimeout: 3 * time.Second}}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	run, _, err := cl.Start(rctx, "c", "write it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-rctx.Done():
+		t.Fatal("the model step never asked")
+	}
+	if err := tc.CancelWorkflow(rctx, run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := run.Get(rctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.Load(rctx, "c", 0)
+	h, _ := jsonRecords{}.History(recs)
+	if ran.Load() != 0 || res.ErrorKind != "cancelled" || len(h) != 3 || h[2].Role != loop.RoleTool ||
+		h[2].Content != "error (cancelled): "+cancelledBeforeCall {
+		b, _ := json.Marshal(h)
+		t.Fatalf("ran %d, result %+v, history %s", ran.Load(), res, b)
 	}
 }

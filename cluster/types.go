@@ -20,7 +20,14 @@ const (
 	WorkflowName  = "agrun.session"
 	ModelActivity = "agrun.model"
 	ToolActivity  = "agrun.tool"
+	// SeqActivity reads a session's next record (Activities.Seq): a
+	// local activity of the workflow worker, the first thing a run does.
+	SeqActivity = "agrun.seq"
 )
+
+// MemoSeq is the workflow memo field holding the seq a run's records
+// begin at (set before any of them is stored; Client.Follow reads it).
+const MemoSeq = "agrun_seq"
 
 // DefaultQueuePrefix is the default [cluster] task_queue_prefix.
 const DefaultQueuePrefix = "agrun-"
@@ -86,9 +93,10 @@ type Payload struct {
 }
 
 // RunInput starts a run of a session: one prompt answered, with as many
-// model requests and tool calls as that takes. Seq is the session's next
-// record in the session store; a run that continues as new carries its
-// state in the other fields.
+// model requests and tool calls as that takes. Seq is where the run's
+// records begin: a new run reads it from the session store once it has
+// started (SeqActivity; what its starter put here is ignored), a run that
+// continues as new carries it with its state in the other fields.
 type RunInput struct {
 	Session string `json:"session"`
 	Prompt  string `json:"prompt,omitempty"`

@@ -69,8 +69,13 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 		}}
 	queues := map[string]string{ServeLLM: o.Queues.LLM, ServeWASM: o.Queues.WASM, ServeMCP: o.Queues.MCP}
 	var ws []worker.Worker
-	sw := worker.New(c, o.Queues.Sessions, opts)
+	// The workflow worker runs the workflows and their one local
+	// activity (SeqActivity), and no activity task of its queue.
+	sopts := opts
+	sopts.LocalActivityWorkerOnly = true
+	sw := worker.New(c, o.Queues.Sessions, sopts)
 	sw.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	sw.RegisterActivityWithOptions(a.Seq, activity.RegisterOptions{Name: SeqActivity})
 	ws = append(ws, sw)
 	done := map[string]bool{}
 	for _, s := range serve {

@@ -52,6 +52,20 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 	if continueAfter <= 0 {
 		continueAfter = DefaultContinueAfterEvents
 	}
+	if in.Turns == 0 && len(in.Results) == 0 && in.ContinuedAsNew == 0 &&
+		workflow.GetVersion(ctx, versionSeqFromStore, workflow.DefaultVersion, 1) == 1 {
+		// A new run's records begin at the session's end as it is now,
+		// read here rather than trusted from the starter: the starter read
+		// it before the start, and a previous run that ended in between
+		// added records since (issue 28, 2). Now that this run has started,
+		// that run is over and the length is final until this run writes.
+		seq, err := startSeq(ctx, in.Session)
+		if err != nil {
+			return RunResult{Session: in.Session, Seq: in.Seq, ErrorKind: activityKind(err),
+				Error: "reading the session's length: " + err.Error()}, nil
+		}
+		in.Seq = seq
+	}
 	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
 	usedCalls := in.UsedCalls
 	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
@@ -112,7 +126,13 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return res, nil
 		}
 		futures := make([]workflow.Future, len(out.Calls))
+		results := make([]ToolResult, len(out.Calls))
 		for i, c := range out.Calls {
+			if ctx.Err() != nil {
+				// Cancelled before the call was handed on: it never ran.
+				results[i] = ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledBeforeCall}
+				continue
+			}
 			timeout := c.Timeout + time.Minute
 			if c.Timeout <= 0 {
 				timeout = 10 * time.Minute
@@ -131,8 +151,10 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			})
 			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects})
 		}
-		results := make([]ToolResult, len(out.Calls))
 		for i, f := range futures {
+			if f == nil {
+				continue
+			}
 			if err := f.Get(ctx, &results[i]); err != nil {
 				results[i] = lostResult(out.Calls[i], err, in.RetrySideEffects, attempts)
 			}
@@ -158,6 +180,32 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 	}
+}
+
+// versionSeqFromStore marks the workflow change that reads a new run's
+// seq from the session store (workflow.GetVersion: runs begun before it
+// replay as they were).
+const versionSeqFromStore = "agrun.seq-from-store"
+
+// startSeq reads the session's next record with the local SeqActivity and
+// publishes it as the run's MemoSeq (Client.Follow shows the run's records
+// from there on). Both happen before the first model step is scheduled,
+// in the same workflow task: no record of this run can be stored before
+// the memo is visible.
+func startSeq(ctx workflow.Context, session string) (int64, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, MaximumAttempts: 6, NonRetryableErrorTypes: []string{errPermanent}},
+	})
+	var seq int64
+	if err := workflow.ExecuteLocalActivity(lctx, SeqActivity, session).Get(ctx, &seq); err != nil {
+		return 0, err
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]any{MemoSeq: seq}); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // keepResults stores the tool messages of step's results without a model
@@ -200,6 +248,15 @@ const scheduleToStart = 10 * time.Minute
 // large (Temporal's limit is 50 MB).
 const continueAfterBytes = 10 << 20
 
+// What the model is told of a call that a cancellation of the run
+// (Ctrl-C on agrun run, which cancels the workflow) cut short or kept
+// from running: the truth, as the local path tells it, never "never
+// decided".
+const (
+	cancelledDuringCall = "cancelled by the user: the run was cancelled while the call ran; it may or may not have taken effect"
+	cancelledBeforeCall = "not run: the run was cancelled by the user before the call started"
+)
+
 // lostResult answers a call whose activity failed (its worker lost, or
 // its attempts spent) for the model.
 func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult {
@@ -208,7 +265,7 @@ func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult
 	what := "the call failed on the cluster: " + err.Error()
 	switch {
 	case errors.As(err, &ce):
-		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: "the run was cancelled while the call ran; it may or may not have taken effect"}
+		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledDuringCall}
 	case errors.As(err, &te):
 		what = "the worker running the call was lost (" + te.TimeoutType().String() + ")"
 	}

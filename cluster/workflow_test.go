@@ -151,8 +151,12 @@ func newEnv(t *testing.T, a *Activities) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
 	if a != nil {
+		env.RegisterActivityWithOptions(a.Seq, activity.RegisterOptions{Name: SeqActivity})
 		env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
 		env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+	} else {
+		// The doubles' sessions are empty: a run begins at 0.
+		env.RegisterActivityWithOptions(func(context.Context, string) (int64, error) { return 0, nil }, activity.RegisterOptions{Name: SeqActivity})
 	}
 	env.SetTestTimeout(time.Minute)
 	return env
@@ -362,6 +366,102 @@ func TestResultsKeptWhenTheModelStepFails(t *testing.T) {
 	}
 }
 
+// flakyStore is a session store that goes down when told and comes back
+// after failing upAfter operations.
+type flakyStore struct {
+	session.Store
+	down    atomic.Bool
+	fails   atomic.Int32
+	upAfter int32
+}
+
+func (f *flakyStore) failing() error {
+	if !f.down.Load() {
+		return nil
+	}
+	if f.fails.Add(1) >= f.upAfter {
+		f.down.Store(false)
+	}
+	return errors.New("session store: connection refused")
+}
+
+func (f *flakyStore) Load(ctx context.Context, id string, from int64) ([]json.RawMessage, error) {
+	if err := f.failing(); err != nil {
+		return nil, err
+	}
+	return f.Store.Load(ctx, id, from)
+}
+
+func (f *flakyStore) Append(ctx context.Context, id string, seq int64, recs []json.RawMessage) (bool, error) {
+	if err := f.failing(); err != nil {
+		return false, err
+	}
+	return f.Store.Append(ctx, id, seq, recs)
+}
+
+// TestSideEffectResultSurvivesAFailedStep (issue 28, 1), with the real
+// activities: a side-effect call runs, then the step that was to store
+// its result with the model's reply fails for good — the provider failing
+// on every attempt, or the session store down for longer than the step's
+// attempts. The run ends with the failure's kind, the result is in the
+// session, and the next run's model is told what the call returned; the
+// tool ran once.
+func TestSideEffectResultSurvivesAFailedStep(t *testing.T) {
+	toldTheResult := chattest.Reply{Text: "ok", Check: func(t testing.TB, r chattest.Request) {
+		for _, m := range r.Messages {
+			if m.Role == "tool" && m.ToolCallID == "c1" {
+				if *m.Content != `{"written":1}` {
+					t.Errorf("the model was told %q of the call that ran", *m.Content)
+				}
+				return
+			}
+		}
+		t.Errorf("the model was told nothing of the call that ran")
+	}}
+	write := chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "write", Args: `{}`}}}
+	unavailable := chattest.Reply{Status: 503, Body: `{"error":{"message":"overloaded"}}`}
+	for _, tc := range []struct {
+		name     string
+		replies  []chattest.Reply
+		storeOut bool
+		kind     string
+	}{
+		{"the provider fails", []chattest.Reply{write, unavailable, unavailable, unavailable, toldTheResult}, false, string(loop.KindProvider)},
+		{"the session store is down", []chattest.Reply{write, toldTheResult}, true, string(loop.KindOther)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := chattest.New(t, tc.replies...)
+			var ran atomic.Int32
+			var st *flakyStore
+			a, mem := newActivities(t, srv, &fakeTool{name: "write", source: "wasm", perms: []permission.Permission{permission.Write},
+				run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+					ran.Add(1)
+					st.down.Store(tc.storeOut) // from here on, until 5 operations failed
+					return json.RawMessage(`{"written":1}`), nil
+				}})
+			st = &flakyStore{Store: mem, upAfter: 5}
+			a.Sessions = st
+			env := newEnv(t, a)
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "write it", Queues: QueuesFor("")})
+			var res RunResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			if res.ErrorKind != tc.kind {
+				t.Fatalf("the first run ended %+v, want kind %s", res, tc.kind)
+			}
+			env = newEnv(t, a)
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "did it work?", Seq: res.Seq, Queues: QueuesFor("")})
+			if err := env.GetWorkflowResult(&res); err != nil || string(res.Text.Data) != "ok" {
+				t.Fatalf("the next run %+v %v", res, err)
+			}
+			if ran.Load() != 1 {
+				t.Fatalf("the tool ran %d times", ran.Load())
+			}
+		})
+	}
+}
+
 // TestCancelledCallsKept (issue 28, 3): a run cancelled while its calls
 // run stores what they did — the finished one's result, the one cut
 // short answered "cancelled ... may or may not have taken effect" — so
@@ -394,7 +494,8 @@ func TestCancelledCallsKept(t *testing.T) {
 	if !kept.Final || len(kept.Results) != 2 || kept.Results[0].ID != "quick" || string(kept.Results[0].Output.Data) != "1" {
 		t.Fatalf("kept %+v", kept)
 	}
-	if r := kept.Results[1]; r.ID != "slow" || r.Kind != registry.Cancelled || !strings.Contains(r.Message, "may or may not have taken effect") {
+	if r := kept.Results[1]; r.ID != "slow" || r.Kind != registry.Cancelled || !strings.Contains(r.Message, "cancelled by the user") ||
+		!strings.Contains(r.Message, "may or may not have taken effect") {
 		t.Fatalf("the call cut short: %+v", r)
 	}
 	if res.ErrorKind != string(loop.KindCancelled) {
@@ -606,9 +707,12 @@ func (askAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, err
 
 // TestToolActivityChecksTheStoredApproval (issue 28, 4): a tool activity
 // runs a call that needs a person's yes only if the session holds the
-// decision approving it — a forged model-step completion naming such a
-// call (as `temporal activity complete` can send) is refused, and the
-// tool never runs; with the approving record stored, the call runs.
+// decision approving that very call — a forged model-step completion (as
+// `temporal activity complete` can send) naming a made-up call, a call
+// nobody decided, another call under an approved call's id, an approved
+// call that already ran, or a later reply's call reusing an approved id,
+// is refused, and the tool never runs; the call as asked for and
+// approved runs.
 func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 	var ran atomic.Int32
 	tool := &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
@@ -620,9 +724,9 @@ func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 	a.Loop.Approver = askAll{}
 	env := quietSuite().NewTestActivityEnvironment()
 	env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
-	call := func() ToolResult {
+	call := func(args string) ToolResult {
 		t.Helper()
-		v, err := env.ExecuteActivity(ToolActivity, ToolStep{Session: "s", Call: PendingCall{ID: "c1", Tool: "w", Args: Payload{Data: []byte(`{}`)}}})
+		v, err := env.ExecuteActivity(ToolActivity, ToolStep{Session: "s", Call: PendingCall{ID: "c1", Tool: "w", Args: Payload{Data: []byte(args)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -632,60 +736,175 @@ func TestToolActivityChecksTheStoredApproval(t *testing.T) {
 		}
 		return r
 	}
-	if r := call(); r.Kind != registry.DeniedByUser || ran.Load() != 0 || !strings.Contains(r.Message, "holds no decision approving it") {
-		t.Fatalf("forged call: %+v, ran %d", r, ran.Load())
-	}
-	dec, err := jsonRecords{}.Decision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{CallID: "c1", Tool: "w"}, Decision: loop.Decision{Answer: loop.ApproveOnce, By: "user"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Append(context.Background(), "s", 0, []json.RawMessage{dec}); err != nil {
-		t.Fatal(err)
-	}
-	if r := call(); r.Kind != "" || ran.Load() != 1 {
-		t.Fatalf("approved call: %+v, ran %d", r, ran.Load())
-	}
-}
-
-// TestStaleSeqDoesNotDropThePrompt (issue 28, 2): a first step started
-// with a seq read before the session's previous run stored its last
-// records sends its own prompt (at the session's end) instead of taking
-// the previous run's answer for its own; a retry of a first step that
-// stored its records is still answered from the store.
-func TestStaleSeqDoesNotDropThePrompt(t *testing.T) {
-	srv := chattest.New(t, chattest.Reply{Text: "first answer"}, chattest.Reply{Text: "second answer"})
-	a, st := newActivities(t, srv)
-	env := quietSuite().NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
-	step := func(seq int64, prompt string) ModelOutput {
+	store := func(recs ...json.RawMessage) {
 		t.Helper()
-		v, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Seq: seq, Prompt: prompt})
+		old, _ := st.Load(context.Background(), "s", 0)
+		if _, err := st.Append(context.Background(), "s", int64(len(old)), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(b json.RawMessage, err error) json.RawMessage {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var o ModelOutput
-		if err := v.Get(&o); err != nil {
+		return b
+	}
+	reply := func(args string) json.RawMessage {
+		return rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "c1", Name: "w", Arguments: args}}}))
+	}
+	approval := rec(jsonRecords{}.Decision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{CallID: "c1", Tool: "w"}, Decision: loop.Decision{Answer: loop.ApproveOnce, By: "user"}}))
+	refused := func(what, args, why string) {
+		t.Helper()
+		if r := call(args); r.Kind != registry.DeniedByUser || ran.Load() != 0 || !strings.Contains(r.Message, why) {
+			t.Fatalf("%s: %+v, ran %d", what, r, ran.Load())
+		}
+	}
+	refused("a made-up call", `{}`, "no reply asked for it")
+	store(rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleUser, Content: "go"})), reply(`{}`))
+	refused("a call nobody decided", `{}`, "holds no decision approving it")
+	store(approval)
+	refused("another call under the approved id", `{"path":"/etc/passwd"}`, "another call under its id")
+	if r := call(`{}`); r.Kind != "" || ran.Load() != 1 {
+		t.Fatalf("the approved call: %+v, ran %d", r, ran.Load())
+	}
+	ran.Store(0)
+	store(rec(jsonRecords{}.Message(loop.Message{Role: loop.RoleTool, ToolCallID: "c1", Name: "w", Content: "1"})))
+	refused("the approved call again, after it ran", `{}`, "no such call waiting")
+	store(reply(`{"n":2}`))
+	refused("a later reply's call reusing the approved id", `{"n":2}`, "holds no decision approving it")
+}
+
+type approveAll struct{}
+
+func (approveAll) NeedsApproval(loop.ApprovalRequest) bool { return true }
+func (approveAll) Approve(context.Context, loop.ApprovalRequest) (loop.Decision, error) {
+	return loop.Decision{Answer: loop.ApproveOnce, By: "test"}, nil
+}
+
+// TestApprovedCallRunsThroughTheWorkflow: a call the model step's
+// Approver approved runs on its tool activity, which finds the decision
+// the step stored (after the reply that asked for the call).
+func TestApprovedCallRunsThroughTheWorkflow(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "w", Args: `{"n":1}`}}},
+		chattest.Reply{Text: "done"},
+	)
+	var ran atomic.Int32
+	a, _ := newActivities(t, srv, &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write},
+		run: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`"written"`), nil
+		}})
+	a.Loop.Approver = approveAll{}
+	env := newEnv(t, a)
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: "p", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Text.Data) != "done" || ran.Load() != 1 {
+		t.Fatalf("result %+v, the tool ran %d times", res, ran.Load())
+	}
+}
+
+// TestUnfinishedCallsAreNotCalledNeverDecided (issue 28, 1 and 3): a
+// session whose last run handed a call on and never stored its result
+// (the run was terminated, or could not store it) starts its next run by
+// answering that call "... may or may not have run", stored, instead of
+// the loop's "never decided: a new prompt came first"; a call that waited
+// for a decision that never came is still called never decided.
+func TestUnfinishedCallsAreNotCalledNeverDecided(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		approver loop.Approver
+		want     string
+	}{{"handed on", nil, "it may or may not have run"}, {"waiting for a decision", askAll{}, "never decided"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := chattest.New(t, chattest.Reply{Text: "ok"})
+			a, st := newActivities(t, srv, &fakeTool{name: "w", source: "wasm", perms: []permission.Permission{permission.Write}})
+			a.Loop.Approver = tc.approver
+			var recs []json.RawMessage
+			for _, m := range []loop.Message{{Role: loop.RoleUser, Content: "write"},
+				{Role: loop.RoleAssistant, ToolCalls: []loop.ToolCall{{ID: "c1", Name: "w", Arguments: `{}`}}}} {
+				b, err := jsonRecords{}.Message(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, b)
+			}
+			if _, err := st.Append(context.Background(), "s", 0, recs); err != nil {
+				t.Fatal(err)
+			}
+			env := quietSuite().NewTestActivityEnvironment()
+			env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+			if _, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Seq: 2, Prompt: "again"}); err != nil {
+				t.Fatal(err)
+			}
+			var sent string
+			for _, m := range srv.Requests()[0].Messages {
+				if m.Role == "tool" && m.ToolCallID == "c1" {
+					sent = *m.Content
+				}
+			}
+			if !strings.Contains(sent, tc.want) {
+				t.Fatalf("the model was told %q, want %q", sent, tc.want)
+			}
+			all, _ := st.Load(context.Background(), "s", 0)
+			h, _ := jsonRecords{}.History(all)
+			if len(h) != 5 || h[2].Role != loop.RoleTool || h[2].Content != sent || h[3].Content != "again" {
+				t.Fatalf("stored history %+v", h)
+			}
+		})
+	}
+}
+
+// TestStaleSeqDoesNotDropThePrompt (issue 28, 2): a run started with a
+// seq read before the session's previous run stored its records (the
+// starter reads the length, then starts the workflow; a run ending in
+// between) reads where its records begin itself once it has started: it
+// sends its own prompt, after the previous run's records, instead of
+// taking that run's answer for its own. Its first step, stored and then
+// lost before it reported, is answered from the store on its retry: no
+// second model request, no second copy of the prompt.
+func TestStaleSeqDoesNotDropThePrompt(t *testing.T) {
+	srv := chattest.New(t, chattest.Reply{Text: "first answer"}, chattest.Reply{Text: "second answer"})
+	a, st := newActivities(t, srv)
+	run := func(env *testsuite.TestWorkflowEnvironment, prompt string) RunResult {
+		t.Helper()
+		env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s", Prompt: prompt, Seq: 0, Queues: QueuesFor("")})
+		var res RunResult
+		if err := env.GetWorkflowResult(&res); err != nil {
 			t.Fatal(err)
 		}
-		return o
+		return res
 	}
-	first := step(0, "one")
-	// The second run read the length (0) before the first stored its
-	// records: its seq is stale.
-	second := step(0, "two")
-	if second.Recovered || string(second.Text.Data) != "second answer" || second.Seq <= first.Seq {
-		t.Fatalf("second run %+v (first %+v): want its own answer after the first's records", second, first)
+	if res := run(newEnv(t, a), "one"); string(res.Text.Data) != "first answer" {
+		t.Fatalf("first run %+v", res)
 	}
-	if n := len(srv.Requests()); n != 2 {
-		t.Fatalf("%d model requests, want 2", n)
+	env := newEnv(t, a)
+	var attempts atomic.Int32
+	env.OnActivity(ModelActivity, mock.Anything, mock.Anything).Return(func(ctx context.Context, in ModelStep) (ModelOutput, error) {
+		o, err := a.Model(ctx, in)
+		if attempts.Add(1) == 1 {
+			return ModelOutput{}, errors.New("the worker was lost after the step stored its records")
+		}
+		return o, err
+	})
+	res := run(env, "two") // seq 0: stale
+	if string(res.Text.Data) != "second answer" || res.ErrorKind != "" {
+		t.Fatalf("second run %+v: want its own answer", res)
 	}
-	// A retry of the second run's step (same seq as it was given, the
-	// prompt stored at the session's end) is answered from the store.
+	if n := len(srv.Requests()); n != 2 || attempts.Load() != 2 {
+		t.Fatalf("%d model requests in %d attempts, want 2 in 2", n, attempts.Load())
+	}
 	recs, _ := st.Load(context.Background(), "s", 0)
-	if again := step(first.Seq, "two"); !again.Recovered || string(again.Text.Data) != "second answer" || int(again.Seq) != len(recs) {
-		t.Fatalf("retry %+v", again)
+	h, _ := jsonRecords{}.History(recs)
+	var got []string
+	for _, m := range h {
+		got = append(got, string(m.Role)+":"+m.Content)
 	}
-	if n := len(srv.Requests()); n != 2 {
-		t.Fatalf("%d model requests after the retry, want 2", n)
+	if strings.Join(got, "|") != "user:one|assistant:first answer|user:two|assistant:second answer" || res.Seq != int64(len(recs)) {
+		t.Fatalf("history %q, result seq %d of %d records", got, res.Seq, len(recs))
 	}
 }
