@@ -139,7 +139,7 @@ type Client struct {
 
 	refresh     chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
 	gate        elicitGate    // the server's questions for the person (elicit.go)
-	calls       sync.Map      // progress token -> registry name of the call in progress
+	calls       sync.Map      // progress token -> progressCall of the call in progress
 	nextCall    atomic.Int64  // progress tokens
 	refreshOnce sync.Once     // starts the refresher
 
@@ -228,14 +228,21 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 			}
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-			if o.Progress == nil || req.Params == nil {
+			if req.Params == nil {
 				return
 			}
-			tool, ok := c.calls.Load(fmt.Sprint(req.Params.ProgressToken))
+			v, ok := c.calls.Load(fmt.Sprint(req.Params.ProgressToken))
 			if !ok {
 				return
 			}
-			o.Progress(Progress{Server: c.name, Tool: tool.(string), Progress: req.Params.Progress, Total: req.Params.Total, Message: SanitizeText(req.Params.Message, 200)})
+			call := v.(progressCall)
+			p := Progress{Server: c.name, Tool: call.tool, Progress: req.Params.Progress, Total: req.Params.Total, Message: SanitizeText(req.Params.Message, 200)}
+			if o.Progress != nil {
+				o.Progress(p)
+			}
+			if call.sink != nil { // agrun mcp serve's client asked for it
+				call.sink(p)
+			}
 		},
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) {
 			if !o.ResourceTool {
@@ -647,10 +654,10 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	}
 	var res *sdk.CallToolResult
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
-	if c.opts.Progress != nil {
+	if sink := progressSink(ctx); c.opts.Progress != nil || sink != nil {
 		token := fmt.Sprintf("agrun-%d", c.nextCall.Add(1))
 		params.SetProgressToken(token)
-		c.calls.Store(token, ToolName(c.name, name))
+		c.calls.Store(token, progressCall{tool: ToolName(c.name, name), sink: sink})
 		defer c.calls.Delete(token)
 	}
 	err := c.request(ctx, name, "tools/call "+SanitizeText(name, 100), func(ctx context.Context, s *session) error {

@@ -73,6 +73,13 @@ type ServerOptions struct {
 	// telemetry's MCPObserve makes the server spans of the OpenTelemetry
 	// MCP conventions, children of the client's.
 	Observe Observe
+	// ProgressInterval is how often a call whose client asked for
+	// progress (a progress token) is reported still running, with the
+	// seconds elapsed as its progress; a tool of an upstream MCP server
+	// that reports progress has that relayed instead (cleaned, at most
+	// ten a second). Zero means DefaultProgressInterval (2 s); negative:
+	// no heartbeat (upstream progress is still relayed).
+	ProgressInterval time.Duration
 	// ApprovalTimeout bounds the wait for the user's answer on protocol
 	// versions that send elicitation/create; no answer in time denies the
 	// call. Zero means DefaultApprovalTimeout (10 minutes).
@@ -131,7 +138,10 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	// when re-served from upstreams.
 	caps.Resources = &sdk.ResourceCapabilities{ListChanged: len(o.Upstreams) > 0}
 	caps.Prompts = &sdk.PromptCapabilities{ListChanged: len(o.Upstreams) > 0}
-	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}, approve: newApprover(&o)}
+	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}, approve: newApprover(&o), progressEvery: o.ProgressInterval}
+	if b.progressEvery == 0 {
+		b.progressEvery = DefaultProgressInterval
+	}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
 		Logger:       o.Logger,
 		Capabilities: caps,
@@ -179,6 +189,8 @@ type bridge struct {
 	srv     *sdk.Server
 	log     *slog.Logger
 	approve *approver // nil: calls run unasked
+	// progressEvery is ServerOptions.ProgressInterval, resolved.
+	progressEvery time.Duration
 
 	mu      sync.Mutex
 	exposed map[string]string // tool name -> fingerprint of its definition
@@ -258,7 +270,9 @@ func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 			}
 		}
 	}
+	ctx, stop := startProgress(ctx, req, b.progressEvery)
 	inv := b.reg.Invoke(ctx, req.Params.Name, req.Params.Arguments)
+	stop()
 	if inv.Err != nil {
 		e := registry.AsError(req.Params.Name, inv.Err)
 		return &sdk.CallToolResult{
