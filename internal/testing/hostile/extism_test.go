@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -27,7 +28,10 @@ func (f *fixture) extismPlugin(t *testing.T, fn string, config map[string]string
 	wasm, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "plugins", "hostile.wasm"))
 	must(t, err)
 	if g.Limits.Timeout == 0 {
-		g.Limits.Timeout = callTimeout * 5
+		// No case here expects a timeout: each must meet its limit
+		// (memory, output) first, even on a machine at load 8, where
+		// config_flood's 32 MiB took over 2 s.
+		g.Limits.Timeout = 15 * time.Second
 	}
 	tool, err := wasmtools.LoadPlugin(context.Background(), f.rt, wasm, wasmtools.Plugin{
 		Manifest: wasmtools.Manifest{Name: "x_" + fn, Description: "hostile plug-in", Output: "text", Permissions: mustPerms(t, perms...),
