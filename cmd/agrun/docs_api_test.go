@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +33,7 @@ import (
 // line under it — the status, "ok", the error's kind, its message up to
 // the document's first "…", and every key the document shows — or, for
 // an upload and a run, with the JSON and the event stream shown after it.
+// GET /v1/usage is compared field by field (checkUsage).
 func TestAPIExamples(t *testing.T) {
 	doc := mddoc.Read(t, "docs/API.md")
 	model := chattest.New(t,
@@ -130,6 +133,9 @@ type curlRunner struct {
 	client      *http.Client
 	docSession  string // the session id of the document's run example
 	realSession string // the run's, in its place
+	// offline: get_weather's call failed for want of Internet access
+	// (the document's caveat), one failed call more than it shows.
+	offline bool
 }
 
 // check runs cmd's curl and compares its answer with the document's.
@@ -187,9 +193,54 @@ func (c *curlRunner) check(doc mddoc.Doc, cmd mddoc.ShellCmd) {
 		if strings.Contains(req.URL.Path, "/get_weather/") && bytes.Contains(body, []byte(`"kind":"execution_failed"`)) {
 			// The document's own caveat: without Internet access the
 			// call runs and fails (200, execution_failed).
+			c.offline = true
 			return
 		}
 		compareShape(t, shape, body)
+		if strings.HasSuffix(req.URL.Path, "/v1/usage") {
+			c.checkUsage(shape, body)
+		}
+	}
+}
+
+// checkUsage compares GET /v1/usage's answer with the one the document
+// shows: the same fields (a field the server adds must be documented),
+// each with the value shown — the examples above made exactly the calls
+// and the run it counts —, but for what the clock and the sandbox
+// measure (since, cpu_seconds, fuel), which need only be there, and the
+// failed call more when get_weather found no Internet access.
+func (c *curlRunner) checkUsage(shown string, body []byte) {
+	t := c.t
+	t.Helper()
+	var want, got map[string]any
+	if err := json.Unmarshal([]byte(shown), &want); err != nil {
+		t.Fatalf("the document's usage is not JSON (show every field, no …): %v\n%s", err, shown)
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		return // compareShape said so
+	}
+	if n, ok := want["failed_calls"].(float64); ok && c.offline {
+		want["failed_calls"] = n + 1
+	}
+	if w, g := sortedKeys(want), sortedKeys(got); !slices.Equal(w, g) {
+		t.Errorf("usage fields %v; the document shows %v", g, w)
+	}
+	for _, k := range sortedKeys(want) {
+		switch k {
+		case "since":
+			since, err := time.Parse(time.RFC3339, fmt.Sprint(got[k]))
+			if err != nil || since.After(time.Now()) {
+				t.Errorf("since %v: want when the server started (%v)", got[k], err)
+			}
+		case "cpu_seconds", "fuel":
+			if n, ok := got[k].(float64); !ok || n < 0 {
+				t.Errorf("%s %v: want a number, at least 0", k, got[k])
+			}
+		default:
+			if !reflect.DeepEqual(got[k], want[k]) {
+				t.Errorf("usage %s %v; the document shows %v\ngot: %s", k, got[k], want[k], body)
+			}
+		}
 	}
 }
 
