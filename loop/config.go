@@ -253,7 +253,9 @@ type Hooks struct {
 	// ToolContext, if set, gives the context a tool call runs in: called
 	// for each call the registry is about to run (after its
 	// ToolExecutionStarted), with the run's context and the call's id and
-	// name, from the goroutine running the Submit method. The context it
+	// name — from the goroutine running the Submit method, or, while an
+	// Approver is asked about other calls of the reply, from another
+	// (it must be safe for concurrent use). The context it
 	// returns must derive from ctx (e.g. carry a span the tool's own
 	// requests are children of: telemetry's Run.ToolContext). Nil: the
 	// run's context.

@@ -36,6 +36,8 @@ type Operation struct {
 	// (keys "traceparent", "tracestate", "baggage": SEP-414). On a Client
 	// the Observe function may add to it, and what it holds is sent; on
 	// the server it is what the client sent (read it, do not keep it).
+	// Nil for a request without params (tools/list and ping may have
+	// none): nothing travels with it.
 	Meta map[string]any
 }
 
@@ -68,6 +70,9 @@ func nilParams(p sdk.Params) bool {
 
 // target is a request's tool or prompt name.
 func target(p sdk.Params) string {
+	if nilParams(p) {
+		return ""
+	}
 	switch p := p.(type) {
 	case *sdk.CallToolParams:
 		return p.Name
@@ -96,14 +101,19 @@ func endErr(res sdk.Result, err error) error {
 // _meta obs filled in.
 func clientObserver(server string, obs Observe) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			p := req.GetParams()
-			if !observed(method) || nilParams(p) {
+		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+			if !observed(method) {
 				return next(ctx, method, req)
 			}
-			op := &Operation{Client: true, Method: method, Target: target(p), Server: server, Meta: maps.Clone(p.GetMeta())}
-			if op.Meta == nil {
-				op.Meta = map[string]any{}
+			// A request without params (tools/list, ping, ... may have
+			// none) is observed too; it carries no trace context.
+			p := req.GetParams()
+			op := &Operation{Client: true, Method: method, Target: target(p), Server: server}
+			if !nilParams(p) {
+				op.Meta = maps.Clone(p.GetMeta())
+				if op.Meta == nil {
+					op.Meta = map[string]any{}
+				}
 			}
 			if cs, ok := req.GetSession().(*sdk.ClientSession); ok && cs != nil {
 				op.SessionID = cs.ID()
@@ -112,12 +122,11 @@ func clientObserver(server string, obs Observe) sdk.Middleware {
 				}
 			}
 			ctx, end := obs(ctx, op)
-			if len(op.Meta) > 0 {
+			if len(op.Meta) > 0 && !nilParams(p) {
 				p.SetMeta(op.Meta)
 			}
-			res, err := next(ctx, method, req)
-			end(endErr(res, err))
-			return res, err
+			defer func() { end(endErr(res, err)) }() // a panic below still ends it
+			return next(ctx, method, req)
 		}
 	}
 }
@@ -135,38 +144,56 @@ func knownVersion(v string) string {
 	return "_OTHER"
 }
 
+// negotiated is the protocol version the SDK's server settles on for a
+// client that asked for v: v when the SDK speaks it, else its latest.
+func negotiated(v string) string {
+	if vs := sdk.SupportedProtocolVersions(); !slices.Contains(vs, v) && len(vs) > 0 {
+		return vs[0]
+	}
+	return v
+}
+
 // serverObserver is the receiving middleware of a server with
 // ServerOptions.Observe; known reports whether the server serves the
 // tool (tools/call) or prompt (prompts/get) of that name.
 func serverObserver(obs Observe, known func(method, name string) bool) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			p := req.GetParams()
-			if !observed(method) || nilParams(p) {
+		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+			if !observed(method) {
 				return next(ctx, method, req)
 			}
-			op := &Operation{Method: method, Target: target(p), Meta: p.GetMeta()}
+			p := req.GetParams()
+			op := &Operation{Method: method, Target: target(p)}
+			if !nilParams(p) {
+				op.Meta = p.GetMeta()
+			}
 			if op.Target != "" && !known(method, op.Target) {
 				op.Target = Unknown
 			}
 			if ss, ok := req.GetSession().(*sdk.ServerSession); ok && ss != nil {
 				op.SessionID = ss.ID()
 				if ip := ss.InitializeParams(); ip != nil {
-					op.ProtocolVersion = knownVersion(ip.ProtocolVersion)
+					op.ProtocolVersion = negotiated(ip.ProtocolVersion)
 				}
 			}
 			ctx, end := obs(ctx, op)
-			res, err := next(ctx, method, req)
-			end(endErr(res, err))
-			return res, err
+			defer func() { end(endErr(res, err)) }() // a panic below still ends it
+			return next(ctx, method, req)
 		}
 	}
 }
 
+// knownCodes are the JSON-RPC error codes ErrorType names: JSON-RPC's
+// own and MCP's (resource not found, URL elicitation required). Any
+// other code is the other side's word and would make metric series at
+// will.
+var knownCodes = map[int64]bool{-32700: true, -32600: true, -32601: true, -32602: true, -32603: true, -32002: true, -32042: true}
+
 // ErrorType is the error.type of a request's outcome, as the
 // OpenTelemetry MCP conventions name it: "" for success, "tool_error"
-// for ErrToolResult, the JSON-RPC error code (e.g. "-32602"), "timeout"
-// or "cancelled" for a context's end, else "_OTHER".
+// for ErrToolResult, the JSON-RPC error code for a standard one (e.g.
+// "-32602"), "timeout" or "cancelled" for a context's end, else
+// "_OTHER" (any other code included).
 func ErrorType(err error) string {
 	var je *jsonrpc.Error
 	switch {
@@ -174,7 +201,7 @@ func ErrorType(err error) string {
 		return ""
 	case errors.Is(err, ErrToolResult):
 		return "tool_error"
-	case errors.As(err, &je):
+	case errors.As(err, &je) && knownCodes[je.Code]:
 		return strconv.FormatInt(je.Code, 10)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -82,10 +83,29 @@ func TestObserve(t *testing.T) {
 	if sc[0].op.Meta["traceparent"] != "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" || sc[0].op.Client || sc[0].op.ProtocolVersion == "" || !errors.Is(sc[1].err, ErrToolResult) {
 		t.Errorf("server: %+v", sc)
 	}
+	lists := 0
+	for _, s := range server {
+		if s.op.Method == "tools/list" {
+			lists++
+		}
+	}
+	if lists == 0 {
+		t.Errorf("no tools/list observed on the server (a request without params is a request too): %+v", server)
+	}
 	if sc[0].op.Target != "ok" || sc[2].op.Target != Unknown || sc[2].err == nil {
 		t.Errorf("the server names a tool it does not serve %q (%v), want %q: a client's word names no series", sc[2].op.Target, sc[2].err, Unknown)
 	}
-	for err, want := range map[error]string{nil: "", ErrToolResult: "tool_error", &jsonrpc.Error{Code: -32602}: "-32602", context.DeadlineExceeded: "timeout", context.Canceled: "cancelled", errors.New("x"): "_OTHER"} {
+	for v, want := range map[string]string{"2025-11-25": "2025-11-25", "1999-01-01": sdk.SupportedProtocolVersions()[0], "": sdk.SupportedProtocolVersions()[0]} {
+		if got := negotiated(v); got != want {
+			t.Errorf("negotiated(%q) = %q, want %q", v, got, want)
+		}
+	}
+	if knownVersion("2099-12-31") != "_OTHER" || knownVersion("2025-06-18") != "2025-06-18" {
+		t.Error("a protocol version the SDK does not speak names a series")
+	}
+	// A code an upstream server makes up is not a series of its own.
+	for err, want := range map[error]string{nil: "", ErrToolResult: "tool_error", &jsonrpc.Error{Code: -32602}: "-32602", &jsonrpc.Error{Code: -31337}: "_OTHER",
+		fmt.Errorf("wrapped: %w", &jsonrpc.Error{Code: 123456789}): "_OTHER", context.DeadlineExceeded: "timeout", context.Canceled: "cancelled", errors.New("x"): "_OTHER"} {
 		if got := ErrorType(err); got != want {
 			t.Errorf("ErrorType(%v) = %q, want %q", err, got, want)
 		}

@@ -85,10 +85,10 @@ type Call struct {
 	Name string
 	Args json.RawMessage
 	// Context, if set, is the context this call runs in instead of the
-	// one given to InvokeEach (InvokeAll): it must derive from that one,
-	// whose end still cuts the call short. It carries what is the call's
-	// own, such as the span its tool's requests are children of
-	// (loop.Hooks.ToolContext).
+	// one given to InvokeEach (InvokeAll), meant to derive from it; the
+	// end of InvokeEach's context ends it either way. It carries what is
+	// the call's own, such as the span its tool's requests are children
+	// of (loop.Hooks.ToolContext).
 	Context context.Context
 }
 
@@ -521,7 +521,12 @@ func (r *Registry) InvokeEach(ctx context.Context, calls []Call, done func(i int
 				defer func() { <-sem }()
 				cctx := ctx
 				if c.Context != nil {
-					cctx = c.Context
+					// Its own values, and InvokeEach's end still ends
+					// it, whatever context it derives from.
+					var cancel context.CancelFunc
+					cctx, cancel = context.WithCancel(c.Context)
+					defer cancel()
+					defer context.AfterFunc(ctx, cancel)()
 				}
 				results <- result{i, r.invoke(cctx, c)}
 			}()

@@ -614,3 +614,44 @@ func TestDefinitionsOnlyCallable(t *testing.T) {
 		t.Fatal("the unavailable tool ran")
 	}
 }
+
+// TestCallContext: a Call's Context is the one its tool runs in (a
+// value it carries reaches the tool), and the end of InvokeEach's
+// context still ends the call even when that Context does not derive
+// from it.
+func TestCallContext(t *testing.T) {
+	type key struct{}
+	got, ended := make(chan string, 1), make(chan struct{})
+	r := registry.New()
+	waits := &fnTool{name: "waits", schema: `{"type":"object"}`, fn: func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		v, _ := ctx.Value(key{}).(string)
+		got <- v
+		<-ctx.Done()
+		close(ended)
+		return nil, ctx.Err()
+	}}
+	if err := r.Register(waits); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	own := context.WithValue(context.Background(), key{}, "mine") // not derived from ctx
+	done := make(chan []registry.Invocation)
+	go func() { done <- r.InvokeAll(ctx, []registry.Call{{ID: "1", Name: "waits", Context: own}}) }()
+	if v := <-got; v != "mine" {
+		t.Fatalf("the tool saw %q, not its Call's context", v)
+	}
+	cancel()
+	select {
+	case invs := <-done:
+		if !errors.Is(invs[0].Err, registry.ErrCancelled) {
+			t.Fatalf("%v, want cancelled", invs[0].Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("InvokeAll did not return")
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool's context did not end with InvokeAll's: it would run on")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -44,28 +45,16 @@ func (m metaCarrier) Keys() []string {
 	return out
 }
 
-// mcpInstruments are the MCP duration histograms, made on first use.
-type mcpInstruments struct {
-	once           sync.Once
-	client, server metric.Float64Histogram
-}
+// mcpPropagator carries the trace context (traceparent, tracestate) in
+// params._meta, and nothing else: not the baggage, which may hold what a
+// caller of agrun serve sent and is not the MCP server's to read.
+var mcpPropagator = propagation.TraceContext{}
 
-var mcpMetrics sync.Map // *Telemetry -> *mcpInstruments
-
-func (t *Telemetry) mcpInstruments() *mcpInstruments {
-	v, _ := mcpMetrics.LoadOrStore(t, &mcpInstruments{})
-	in := v.(*mcpInstruments)
-	in.once.Do(func() {
-		m := t.mp.Meter("github.com/agcore/agrun")
-		in.client, _ = m.Float64Histogram("mcp.client.operation.duration", metric.WithUnit("s"),
-			metric.WithDescription("The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received."),
-			metric.WithExplicitBucketBoundaries(durationBuckets...))
-		in.server, _ = m.Float64Histogram("mcp.server.operation.duration", metric.WithUnit("s"),
-			metric.WithDescription("MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent."),
-			metric.WithExplicitBucketBoundaries(durationBuckets...))
-	})
-	return in
-}
+// toolSpanKey marks a context whose span is a live execute_tool span
+// (Run.ToolContext): an MCP tools/call made in it adds its attributes to
+// that span instead of making a span of its own, as the MCP conventions
+// ask when GenAI instrumentation already traces the call.
+type toolSpanKey struct{}
 
 // StartMCP starts the span of an MCP request as the OpenTelemetry MCP
 // conventions describe it (semantic-conventions-genai, docs/gen-ai/mcp.md):
@@ -74,8 +63,12 @@ func (t *Telemetry) mcpInstruments() *mcpInstruments {
 // mcp.session.id, mcp.protocol.version, gen_ai.tool.name or
 // gen_ai.prompt.name, and gen_ai.operation.name "execute_tool" for
 // tools/call. A client span is a child of ctx's and its trace context is
-// written into op.Meta; a server span's parent is the one op.Meta
-// carries (the client's), else ctx's. The returned function ends it with
+// written into op.Meta (traceparent and tracestate only); a server span's
+// parent is the one op.Meta carries (the client's), else ctx's. A client
+// tools/call made under a live execute_tool span (Run.ToolContext) makes
+// no span: the MCP attributes go on that span, as the conventions ask
+// when GenAI instrumentation already traces the call, and its context is
+// what op.Meta carries. The returned function ends the span with
 // errorType ("" for success: error.type and an error status otherwise)
 // and records mcp.client.operation.duration or
 // mcp.server.operation.duration. A nil *Telemetry records nothing.
@@ -86,15 +79,16 @@ func (t *Telemetry) StartMCP(ctx context.Context, op MCPOperation) (context.Cont
 	name := word(op.Method)
 	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", name)}
 	metricAttrs := []attribute.KeyValue{attribute.String("mcp.method.name", name)}
+	var toolAttrs []attribute.KeyValue // gen_ai.* of the tool or prompt
 	if op.Target != "" {
 		target := word(op.Target)
 		name += " " + target
 		switch op.Method {
 		case "tools/call":
-			attrs = append(attrs, attribute.String("gen_ai.tool.name", target), attribute.String("gen_ai.operation.name", "execute_tool"))
+			toolAttrs = append(toolAttrs, attribute.String("gen_ai.tool.name", target), attribute.String("gen_ai.operation.name", "execute_tool"))
 			metricAttrs = append(metricAttrs, attribute.String("gen_ai.tool.name", target))
 		case "prompts/get":
-			attrs = append(attrs, attribute.String("gen_ai.prompt.name", target))
+			toolAttrs = append(toolAttrs, attribute.String("gen_ai.prompt.name", target))
 			metricAttrs = append(metricAttrs, attribute.String("gen_ai.prompt.name", target))
 		}
 	}
@@ -105,39 +99,53 @@ func (t *Telemetry) StartMCP(ctx context.Context, op MCPOperation) (context.Cont
 		attrs = append(attrs, attribute.String("mcp.protocol.version", word(op.ProtocolVersion)))
 		metricAttrs = append(metricAttrs, attribute.String("mcp.protocol.version", word(op.ProtocolVersion)))
 	}
+	h := t.mcpServer
+	if op.Client {
+		h = t.mcpClient
+	}
+	start := time.Now()
+	record := func(errorType string) {
+		if errorType != "" {
+			metricAttrs = append(metricAttrs, attribute.String("error.type", word(errorType)))
+		}
+		if h != nil {
+			h.Record(context.Background(), time.Since(start).Seconds(), metric.WithAttributes(metricAttrs...))
+		}
+	}
+	if tool, ok := ctx.Value(toolSpanKey{}).(trace.Span); ok && op.Client && op.Method == "tools/call" &&
+		tool.IsRecording() && trace.SpanFromContext(ctx).SpanContext().Equal(tool.SpanContext()) {
+		// The call's execute_tool span is live: it gets the MCP
+		// attributes (its own name, error and status stay the call's),
+		// and the server's span is its child.
+		tool.SetAttributes(attrs...)
+		if op.Meta != nil {
+			mcpPropagator.Inject(ctx, metaCarrier(op.Meta))
+		}
+		var once sync.Once
+		return ctx, func(errorType string) { once.Do(func() { record(errorType) }) }
+	}
 	kind := trace.SpanKindClient
 	if !op.Client {
 		kind = trace.SpanKindServer
 		if op.Meta != nil {
-			if parent := Propagator.Extract(context.Background(), metaCarrier(op.Meta)); trace.SpanContextFromContext(parent).IsValid() {
+			if parent := mcpPropagator.Extract(context.Background(), metaCarrier(op.Meta)); trace.SpanContextFromContext(parent).IsValid() {
 				ctx = trace.ContextWithRemoteSpanContext(ctx, trace.SpanContextFromContext(parent))
 			}
 		}
 	}
-	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(append(attrs, toolAttrs...)...))
 	if op.Client && op.Meta != nil {
-		Propagator.Inject(ctx, metaCarrier(op.Meta))
+		mcpPropagator.Inject(ctx, metaCarrier(op.Meta))
 	}
 	var once sync.Once
 	return ctx, func(errorType string) {
 		once.Do(func() {
 			if errorType != "" {
-				et := attribute.String("error.type", word(errorType))
-				span.SetAttributes(et)
+				span.SetAttributes(attribute.String("error.type", word(errorType)))
 				span.SetStatus(codes.Error, word(errorType))
-				metricAttrs = append(metricAttrs, et)
 			}
-			end := time.Now()
-			span.End(trace.WithTimestamp(end))
-			in := t.mcpInstruments()
-			h := in.server
-			if op.Client {
-				h = in.client
-			}
-			if h != nil {
-				h.Record(context.Background(), end.Sub(start).Seconds(), metric.WithAttributes(metricAttrs...))
-			}
+			span.End()
+			record(errorType)
 		})
 	}
 }

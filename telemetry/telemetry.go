@@ -123,6 +123,9 @@ var (
 	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 	agentBuckets    = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
 	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	// mcpBuckets (seconds) are the MCP conventions' for
+	// mcp.client.operation.duration and mcp.server.operation.duration.
+	mcpBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
 )
 
 // Telemetry is the process's tracer and meter. A nil *Telemetry is valid
@@ -140,6 +143,8 @@ type Telemetry struct {
 	firstChunk    metric.Float64Histogram
 	tokens        metric.Int64Histogram
 	agentDuration metric.Float64Histogram
+	mcpClient     metric.Float64Histogram
+	mcpServer     metric.Float64Histogram
 }
 
 // Enabled reports whether anything is recorded.
@@ -277,6 +282,14 @@ func (t *Telemetry) instruments() error {
 	errs = append(errs, err)
 	t.agentDuration, err = m.Float64Histogram("gen_ai.invoke_agent.duration", metric.WithUnit("s"),
 		metric.WithDescription("The end-to-end duration of a single agent invocation."), metric.WithExplicitBucketBoundaries(agentBuckets...))
+	errs = append(errs, err)
+	t.mcpClient, err = m.Float64Histogram("mcp.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("The duration of the MCP request or notification as observed on the sender from the time it was sent until the response or ack is received."),
+		metric.WithExplicitBucketBoundaries(mcpBuckets...))
+	errs = append(errs, err)
+	t.mcpServer, err = m.Float64Histogram("mcp.server.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent."),
+		metric.WithExplicitBucketBoundaries(mcpBuckets...))
 	errs = append(errs, err)
 	return errors.Join(errs...)
 }
@@ -751,7 +764,7 @@ func (r *Run) ToolContext(ctx context.Context, id, name string) context.Context 
 	}
 	ctx, ts.span = r.t.tracer.Start(ctx, "execute_tool "+spanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(ts.start))
 	r.calls[id] = ts
-	return ctx
+	return context.WithValue(ctx, toolSpanKey{}, ts.span)
 }
 
 // Tool is one finished tool call.
@@ -876,20 +889,18 @@ func (r *Run) End(kind string, err error) {
 	r.flush()
 	r.mu.Lock()
 	usage, reported := r.usage, r.reported
-	var open []toolStart
+	open := map[string]toolStart{}
 	for id, ts := range r.calls {
 		if ts.span != nil {
-			open = append(open, ts)
+			open[id] = ts
 			delete(r.calls, id)
 		}
 	}
 	r.mu.Unlock()
 	// A call whose completion the run never reported (its consumer
-	// stopped) still ends its span, before the run's.
-	for _, ts := range open {
-		ts.span.SetAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("error.type", errorType("cancelled")))
-		ts.span.SetStatus(codes.Error, "cancelled")
-		ts.span.End()
+	// stopped) still ends its span, cancelled, before the run's.
+	for id, ts := range open {
+		r.t.toolSpan(r.ctx, ts, time.Now(), Tool{ID: id, Name: ts.name, ErrorKind: "cancelled"}, true, r.descs[ts.name])
 	}
 	if reported {
 		r.span.SetAttributes(usageAttributes(usage, false)...)
