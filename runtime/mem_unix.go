@@ -121,13 +121,16 @@ func (m *mmapMemory) Free() {
 }
 
 // resetForReuse makes the memory exactly its image again, for another
-// call of the same instance (prepare.go, recycle), and says whether it
-// did: not if the guest grew the memory past size, the size its instance
-// started with (wazero cannot shrink a memory, so the next call would
-// see a larger one than a fresh instance has), or if it was freed. It
-// compares and rewrites the same pages as Free's reset.
+// call of the same instance (reuse.go), and says whether it did: not if
+// the guest grew the memory past size, the size its instance started
+// with (wazero cannot shrink a memory, so the next call would see a
+// larger one than a fresh instance has), if more of it was ever touched
+// than the pool keeps (Free unmaps such a memory rather than reset it),
+// or if it was freed. It compares and rewrites the same pages as Free's
+// reset.
 func (m *mmapMemory) resetForReuse(size uint64) bool {
-	if m.mem == nil || m.used != size || uint64(len(m.mem)) != size || (m.image != nil && m.image.size != size) {
+	if m.mem == nil || m.used != size || uint64(len(m.mem)) != size || m.resident > keepResident ||
+		(m.image != nil && m.image.size != size) {
 		return false
 	}
 	resetTo(m.mem, m.image)
