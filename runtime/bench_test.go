@@ -118,7 +118,9 @@ func benchSnapshot(b *testing.B, cfg Config) {
 	if m.c.info.snap == nil {
 		b.Fatal("not snapshotted")
 	}
+	before := r.Stats().InstancesReused
 	benchCalls(b, r, m)
+	b.ReportMetric(float64(r.Stats().InstancesReused-before)/float64(b.N), "reused/op")
 }
 
 // BenchmarkRunParallel is calls from many goroutines at once.

@@ -31,14 +31,18 @@ type Config struct {
 	// DisableCache turns the on-disk compilation cache off: every process
 	// compiles modules again. Modules are still compiled once per process.
 	DisableCache bool
-	// DisablePrepare turns off the background work around calls of a
-	// snapshotted reactor tool (see Run): preparing the next instance
-	// while a call runs, and closing a call's instance after Run returned.
+	// DisablePrepare turns off the work around calls of a snapshotted
+	// reactor tool that is done apart from the call (see Run): preparing
+	// the next instance while a call runs, closing a call's instance after
+	// Run returned, and reusing the instance of a call that ended clean
+	// (no error, exit code 0, no mounts, no WASI call beyond stdio, clocks
+	// and random; reuse.go), reset to the snapshot, for the next call.
 	// Each call then makes and closes its own instance on its caller's
 	// goroutine. The background work shortens a call when a CPU is idle
-	// (docs/PERFORMANCE.md has the figures), and is skipped when every CPU
-	// already runs a call; it keeps one more instance (its memory) per
-	// tool in use.
+	// and reuse saves instantiating (docs/PERFORMANCE.md has the figures);
+	// the background work is skipped when every CPU already runs a call.
+	// It keeps instances ready (their memory) per tool in use: at most
+	// GOMAXPROCS per tool and MaxInstances in all.
 	DisablePrepare bool
 	// Limits are the defaults for every call; a zero field means the package
 	// default (see [Limits]).

@@ -14,10 +14,13 @@ type memAllocator struct {
 	// held, if set, is what the guest holds outside its memory (an
 	// Extism plug-in's arena, extism.go), counted in the same limit.
 	held func() uint64
+	// made is the memory Allocate returned last.
+	made experimental.LinearMemory
 }
 
 func (a *memAllocator) Allocate(capacity, max uint64) experimental.LinearMemory {
-	return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
+	a.made = &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
+	return a.made
 }
 
 // memPool is unused where memories are Go slices.

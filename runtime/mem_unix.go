@@ -42,9 +42,16 @@ type memAllocator struct {
 	// held, if set, is what the guest holds outside its memory (an
 	// Extism plug-in's arena, extism.go), counted in the same limit.
 	held func() uint64
+	// made is the memory Allocate returned last.
+	made experimental.LinearMemory
 }
 
 func (a *memAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	a.made = a.allocate(maxBytes)
+	return a.made
+}
+
+func (a *memAllocator) allocate(maxBytes uint64) experimental.LinearMemory {
 	reserve := min(maxBytes, a.limit)
 	if a.image != nil && a.image.size > reserve { // cannot happen: Run checks the sizes
 		return &sliceMemory{limit: a.limit, init: a.image, onExceed: a.onExceed, held: a.held}
@@ -111,6 +118,23 @@ func (m *mmapMemory) Free() {
 		return
 	}
 	syscall.Munmap(buf)
+}
+
+// resetForReuse makes the memory exactly its image again, for another
+// call of the same instance (reuse.go), and says whether it did: not if
+// the guest grew the memory past size, the size its instance started
+// with (wazero cannot shrink a memory, so the next call would see a
+// larger one than a fresh instance has), if more of it was ever touched
+// than the pool keeps (Free unmaps such a memory rather than reset it),
+// or if it was freed. It compares and rewrites the same pages as Free's
+// reset.
+func (m *mmapMemory) resetForReuse(size uint64) bool {
+	if m.mem == nil || m.used != size || uint64(len(m.mem)) != size || m.resident > keepResident ||
+		(m.image != nil && m.image.size != size) {
+		return false
+	}
+	resetTo(m.mem, m.image)
+	return true
 }
 
 // resetTo makes buf hold exactly image (zeros where it has no run; the

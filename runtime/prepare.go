@@ -45,7 +45,8 @@ import (
 // waiting for its call.
 type prepared struct {
 	mod   api.Module
-	limit uint64 // the memory limit it was made with
+	limit uint64                    // the memory limit it was made with
+	mem   experimental.LinearMemory // its memory, as memAllocator made it
 
 	stdin          lateIn
 	stdout, stderr lateOut
@@ -107,14 +108,32 @@ func (r *Runtime) prepare(c *compiled, snap *snapshot, args, paths []string, lim
 		mod.Close(ctx)
 		return nil, err
 	}
-	p.mod = mod
+	p.mod, p.mem = mod, alloc.made
 	return p, nil
 }
 
-// takePrepared returns e's prepared instance if it was made for limit,
-// or nil.
-func (r *Runtime) takePrepared(e *snapEntry, limit uint64) *prepared {
-	p := e.ready.Swap(nil)
+// unbind drops what bind gave the instance: nothing of its call stays
+// reachable from it.
+func (p *prepared) unbind() {
+	p.bind(nil, nil, nil, nil, nil, nil, nil)
+	for _, f := range p.fs {
+		f.fs = nil
+	}
+}
+
+// takePrepared returns an instance of e ready for a call with memory
+// limit limit, or nil. When none is ready but a clean instance is being
+// reset for reuse (see recycle), it waits for that, which is shorter
+// than making one, unless ctx ends first.
+func (r *Runtime) takePrepared(ctx context.Context, e *snapEntry, limit uint64) *prepared {
+	p, wait := e.pop()
+	if p == nil && wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		p, _ = e.pop()
+	}
 	if p == nil {
 		return nil
 	}
@@ -126,26 +145,77 @@ func (r *Runtime) takePrepared(e *snapEntry, limit uint64) *prepared {
 	return p
 }
 
+// pop takes e's most recently readied instance; if there is none, it
+// returns a channel closed when an instance being recycled is done, or
+// nil if none is.
+func (e *snapEntry) pop() (*prepared, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := len(e.ready); n > 0 {
+		p := e.ready[n-1]
+		e.ready[n-1] = nil
+		e.ready = e.ready[:n-1]
+		return p, nil
+	}
+	if e.recycling == 0 {
+		return nil, nil
+	}
+	if e.wake == nil {
+		e.wake = make(chan struct{})
+	}
+	return nil, e.wake
+}
+
+// hasReady says whether an instance of e is ready for a call.
+func (e *snapEntry) hasReady() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.ready) > 0
+}
+
+// stocked says whether an instance of e is ready or being recycled.
+func (e *snapEntry) stocked() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.ready)+e.recycling > 0
+}
+
+// push makes p ready for a call of e, if the runtime's count of such
+// instances (r.prepared, at most MaxInstances) and e's (at most
+// GOMAXPROCS: more could not run at once) leave room; false if not,
+// and then p is the caller's to close.
+func (r *Runtime) push(e *snapEntry, p *prepared) bool {
+	if r.prepared.Add(1) > int64(r.cfg.MaxInstances) {
+		r.prepared.Add(-1)
+		return false
+	}
+	e.mu.Lock()
+	ok := len(e.ready) < goruntime.GOMAXPROCS(0)
+	if ok {
+		e.ready = append(e.ready, p)
+	}
+	e.mu.Unlock()
+	if !ok {
+		r.prepared.Add(-1)
+	}
+	return ok
+}
+
 // prepareAhead starts making e's next instance in the background, unless
 // preparing is disabled, every CPU already runs a call (then it would only
-// compete with them), one is being made or ready, or MaxInstances are
-// prepared already. args and paths must not change afterwards.
+// compete with them), one is being made, ready or being reset for reuse
+// (reuse.go), or MaxInstances are prepared already. args and paths must
+// not change afterwards.
 func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, paths []string, limit uint64) {
 	if r.cfg.DisablePrepare || r.cpusBusy() {
 		return
 	}
-	if e.ready.Load() != nil || !e.preparing.CompareAndSwap(false, true) {
-		return
-	}
-	if r.prepared.Add(1) > int64(r.cfg.MaxInstances) {
-		r.prepared.Add(-1)
-		e.preparing.Store(false)
+	if e.stocked() || r.prepared.Load() >= int64(r.cfg.MaxInstances) || !e.preparing.CompareAndSwap(false, true) {
 		return
 	}
 	r.mu.Lock()
 	if r.closed || m.c.refs == 0 {
 		r.mu.Unlock()
-		r.prepared.Add(-1)
 		e.preparing.Store(false)
 		return
 	}
@@ -158,12 +228,10 @@ func (r *Runtime) prepareAhead(m *Module, e *snapEntry, snap *snapshot, args, pa
 		defer e.preparing.Store(false)
 		p, err := r.prepare(m.c, snap, args, paths, limit)
 		if err != nil {
-			r.prepared.Add(-1)
 			return
 		}
-		if old := e.ready.Swap(p); old != nil { // cannot happen: one at a time
-			old.mod.Close(context.Background())
-			r.prepared.Add(-1)
+		if !r.push(e, p) {
+			p.mod.Close(context.Background())
 		}
 	}()
 }
@@ -197,7 +265,11 @@ func (r *Runtime) dropPrepared(s *snapshotter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.entries {
-		if p := e.ready.Swap(nil); p != nil {
+		for {
+			p, _ := e.pop()
+			if p == nil {
+				break
+			}
 			p.mod.Close(context.Background())
 			r.prepared.Add(-1)
 		}

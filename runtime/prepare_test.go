@@ -15,7 +15,7 @@ import (
 func waitPrepared(t *testing.T, e *snapEntry) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for e.ready.Load() == nil {
+	for !e.hasReady() {
 		if time.Now().After(deadline) {
 			t.Fatal("no instance was prepared ahead")
 		}
@@ -116,7 +116,7 @@ func TestDisablePrepare(t *testing.T) {
 			t.Fatalf("call %d: %q, %v", i, out.Stdout, err)
 		}
 	}
-	if e := entry(m, in); e == nil || e.ready.Load() != nil || r.prepared.Load() != 0 {
+	if e := entry(m, in); e == nil || e.hasReady() || r.prepared.Load() != 0 {
 		t.Fatal("an instance was prepared with DisablePrepare")
 	}
 }

@@ -88,12 +88,23 @@ func (r *Runtime) Run(ctx context.Context, m *Module, in Input) (*Output, error)
 	g := c.begin(ctx, in)
 	defer g.end()
 	cpu := startThreadCPU()
-	mod, snap, out, err := c.instantiate(g, in)
+	inst, out, err := c.instantiate(g, in)
 	g.cpu = cpu.stop()
 	if out != nil { // the call ended before its guest started
 		return out, err
 	}
-	return c.finish(g, mod, snap, err, in)
+	return c.finish(g, inst, err, in)
+}
+
+// instance is the instance a call ran in.
+type instance struct {
+	mod   api.Module // nil if none was made
+	snap  *snapshot  // the snapshot it started from, or nil
+	entry *snapEntry // snap's entry
+	p     *prepared  // the instance as prepared from snap (prepare.go)
+	// reusable: the call may hand the instance to the next one if it ends
+	// clean (see call.reusable).
+	reusable bool
 }
 
 // call is one admitted Run: it holds, until release, an inflight count
@@ -233,31 +244,32 @@ func (g *guestRun) classify(expired bool, err error, out *Output) error {
 }
 
 // instantiate gets the call's instance and runs the guest in it: from the
-// module's snapshot (prepared ahead, or made now) when it has one that
-// fits the call's memory limit, else fresh. It returns the instance (nil
-// if none was made) and the snapshot it came from; a non-nil Output means
+// module's snapshot (prepared ahead, reused, or made now) when it has one
+// that fits the call's memory limit, else fresh. A non-nil Output means
 // the call ended before its guest started, with that Output and error.
-func (c *call) instantiate(g *guestRun, in Input) (api.Module, *snapshot, *Output, error) {
+func (c *call) instantiate(g *guestRun, in Input) (instance, *Output, error) {
 	snap, entry, out, err := c.snapshot(g, in)
 	if out != nil {
-		return nil, nil, out, err
+		return instance{}, out, err
 	}
 	if snap == nil {
 		mod, err := c.fresh(g, in)
-		return mod, nil, nil, err
+		return instance{mod: mod}, nil, err
 	}
 	r := c.r
+	inst := instance{snap: snap, entry: entry, reusable: r.mayReuse(in)}
 	args, paths := append([]string(nil), in.Args...), guestPaths(in.Mounts)
-	p := r.takePrepared(entry, g.limit)
+	p := r.takePrepared(g.callCtx, entry, g.limit)
 	if p == nil {
 		p, err = r.prepare(c.m.c, snap, args, paths, g.limit)
 	}
 	r.prepareAhead(c.m, entry, snap, args, paths, g.limit)
 	if err != nil {
-		return nil, snap, nil, err
+		return inst, nil, err
 	}
+	inst.mod, inst.p = p.mod, p
 	p.bind(g.stdin, g.stdout, g.stderr, c.fss, g.callCtx, g.st.memoryExceeded, g.st.extHeld)
-	return p.mod, snap, nil, g.callEntry(p.mod, in)
+	return inst, nil, g.callEntry(p.mod, in)
 }
 
 // snapshot returns the module's snapshot for this call's argv and mounts,
@@ -336,30 +348,18 @@ func (g *guestRun) callEntry(mod api.Module, in Input) error {
 	return err
 }
 
-// finish closes the call's instance and turns how the guest ended into
-// Run's result. An instance from a snapshot is closed in the background
-// when a CPU is idle (resetting its memory for reuse is the rest of what
-// closing costs), holding the call's slot and mounts until it is done.
-func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error, in Input) (*Output, error) {
+// finish turns how the guest ended into Run's result and disposes of the
+// call's instance (see dispose).
+func (c *call) finish(g *guestRun, inst instance, err error, in Input) (*Output, error) {
 	// Whether the time limit had passed when the guest ended: a guest can
 	// still return normally after it (the deadline passed inside a host
 	// function, and the guest exited before wazero stopped it).
 	expired := errors.Is(g.timeoutCtx.Err(), context.DeadlineExceeded)
 	var fuel, memPeak int64
-	if mod != nil {
+	if mod := inst.mod; mod != nil {
 		fuel = g.st.fuelUsed(mod)
 		if mem := mod.Memory(); mem != nil {
 			memPeak = int64(mem.Size())
-		}
-		if snap != nil && c.r.closeAhead() {
-			c.behind = true
-			c.hold()
-			go func() {
-				mod.Close(context.Background())
-				c.release()
-			}()
-		} else {
-			mod.Close(context.Background())
 		}
 	}
 	out := &Output{Stdout: g.stdout.buf.Bytes(), Stderr: g.stderr.buf.Bytes(), Duration: time.Since(g.start), Fuel: fuel}
@@ -369,11 +369,53 @@ func (c *call) finish(g *guestRun, mod api.Module, snap *snapshot, err error, in
 		out.Audit.MemoryPeak += int64(e.held())
 	}
 	err = g.classify(expired, err, out)
+	if inst.mod != nil {
+		c.dispose(g, inst, in, err == nil && !expired && out.ExitCode == 0)
+	}
 	if (err != nil || out.ExitCode != 0) && len(out.Stderr) > 0 && c.r.cfg.Logger.Enabled(g.ctx, slog.LevelDebug) {
 		c.r.cfg.Logger.LogAttrs(g.ctx, slog.LevelDebug, "failed call's stderr: "+stderrTail(out.Stderr),
 			append(g.st.logAttrs(), slog.Int("exit_code", int(out.ExitCode)))...)
 	}
 	return out, err
+}
+
+// dispose closes the call's instance, or, when the call ended clean
+// (ok: no error, no limit crossed, exit code 0) and its instance may be
+// reused (call.reusable), resets it to its snapshot and makes it ready
+// for the next call (recycle). For an instance from a snapshot either is
+// done in the background when a CPU is idle (resetting its memory is the
+// rest of what closing costs), holding the call's slot and mounts until
+// it is done. A reusable call whose instance is not reused prepares the
+// next one instead, in case the call skipped that when it started
+// because this instance was expected back.
+func (c *call) dispose(g *guestRun, inst instance, in Input, ok bool) {
+	r, mod := c.r, inst.mod
+	reuse := inst.reusable && ok && c.reusable(g, inst)
+	if inst.reusable && !reuse {
+		r.prepareAhead(c.m, inst.entry, inst.snap, append([]string(nil), in.Args...), nil, g.limit)
+	}
+	if reuse {
+		inst.entry.mu.Lock()
+		inst.entry.recycling++
+		inst.entry.mu.Unlock()
+	}
+	done := func() {
+		if reuse {
+			r.recycle(c.m.c, inst)
+			return
+		}
+		mod.Close(context.Background())
+	}
+	if inst.snap != nil && r.closeAhead() {
+		c.behind = true
+		c.hold()
+		go func() {
+			done()
+			c.release()
+		}()
+		return
+	}
+	done()
 }
 
 // maxLoggedStderr is how much of a failed call's stderr is logged: its end.
@@ -515,6 +557,11 @@ type callState struct {
 	// limits, named in the errors that end it.
 	name string
 	lim  Limits
+
+	// touchedInstance: the guest called a WASI function that may change
+	// its instance's state outside memory and globals (wasi.go,
+	// keepsInstance); the instance is not reused.
+	touchedInstance atomic.Bool
 
 	notGranted  atomic.Bool
 	outExceeded atomic.Pointer[string] // which stream, and its cap: "stderr exceeded 64KiB"

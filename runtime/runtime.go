@@ -48,6 +48,7 @@ type Runtime struct {
 	prepared      atomic.Int64 // instances prepared ahead of their call (prepare.go)
 	closingBehind atomic.Int64 // instances being closed after their call returned
 	snapshotBytes atomic.Int64 // kept by all snapshots (snapshot.go)
+	reused        atomic.Int64 // instances reset and kept after a clean call (reuse.go)
 }
 
 // compiled is one compiled module, shared by every Module with its bytes.

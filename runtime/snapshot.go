@@ -90,8 +90,15 @@ type snapEntry struct {
 	snap  atomic.Pointer[snapshot] // set once taken
 	never atomic.Bool              // this configuration is not snapshotted
 
-	ready     atomic.Pointer[prepared] // an instance made ahead (prepare.go)
-	preparing atomic.Bool              // one is being made
+	preparing atomic.Bool // an instance is being made ahead (prepare.go)
+
+	// Instances ready for a call (prepare.go): made ahead, or reused
+	// after a clean call; recycling counts clean instances being reset,
+	// and wake, if not nil, is closed when one of them is done.
+	mu        sync.Mutex
+	ready     []*prepared
+	recycling int
+	wake      chan struct{}
 }
 
 // snapshot is an instance's state right after _initialize.

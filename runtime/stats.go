@@ -7,8 +7,12 @@ type Stats struct {
 	// whose instance is being closed after the call returned); at most
 	// Config.MaxInstances.
 	InstancesInUse int
-	// InstancesPrepared is the instances made ahead of their call.
+	// InstancesPrepared is the instances ready for a call: made ahead of
+	// it, or kept after a clean call.
 	InstancesPrepared int64
+	// InstancesReused counts the instances reset to their snapshot after
+	// a clean call and kept for another (see Config.DisablePrepare).
+	InstancesReused int64
 	// SnapshotBytes is the memory all snapshots hold.
 	SnapshotBytes int64
 	// Modules is the compiled modules held.
@@ -28,6 +32,7 @@ func (r *Runtime) Stats() Stats {
 	return Stats{
 		InstancesInUse:    len(r.sem),
 		InstancesPrepared: r.prepared.Load(),
+		InstancesReused:   r.reused.Load(),
 		SnapshotBytes:     r.snapshotBytes.Load(),
 		Modules:           modules,
 		Compiles:          r.compiles.Load(),

@@ -156,6 +156,11 @@ func (r *Runtime) guardWASI(name string, check wasiCheck, fn api.GoModuleFunctio
 		if ctx.Err() != nil {
 			stopGuest(ctx)
 		}
+		if !keepsInstance(name, stack) {
+			if st := stateOf(ctx); st != nil {
+				st.touchedInstance.Store(true) // reuse.go: not reused
+			}
+		}
 		if check != nil {
 			errno, refusal := check(mod, stack)
 			if refusal != "" {

@@ -77,9 +77,14 @@ const (
 )
 
 // MeterFuelExport is the name under which Instrument exports the fuel
-// counter, so that the host can read what a call spent. A module that
-// exports that name itself cannot be instrumented.
-const MeterFuelExport = "agrun:fuel"
+// counter, so that the host can read what a call spent; MeterDepthExport
+// the stack-depth counter, so that a host reusing an instance can set
+// both back to their initial zero. A module that exports either name
+// itself cannot be instrumented.
+const (
+	MeterFuelExport  = "agrun:fuel"
+	MeterDepthExport = "agrun:depth"
+)
 
 // ErrMetering is returned by Instrument for a module it cannot rewrite
 // (one Parse accepts always can; the error reports a bug or a module
@@ -406,10 +411,10 @@ func (ins *instrumenter) section(s Section) ([]byte, error) {
 				return nil, err
 			}
 		}
-		p := AppendU32(nil, n+1)
+		p := AppendU32(nil, n+2)
 		for i := uint32(0); i < n; i++ {
 			name, err := r.Name()
-			if name == MeterFuelExport {
+			if name == MeterFuelExport || name == MeterDepthExport {
 				return nil, fmt.Errorf("%w: the module exports %q itself", ErrMetering, name)
 			}
 			if err != nil {
@@ -436,6 +441,8 @@ func (ins *instrumenter) section(s Section) ([]byte, error) {
 		}
 		p = append(appendName(p, MeterFuelExport), KindGlobal)
 		p = AppendU32(p, ins.fuel)
+		p = append(appendName(p, MeterDepthExport), KindGlobal)
+		p = AppendU32(p, ins.depth)
 		return p, r.End("export")
 	case SecStart:
 		idx, err := r.U32()

@@ -72,7 +72,7 @@ func FuzzParse(f *testing.F) {
 			}
 		} else if m2, err := Parse(out); err != nil {
 			t.Fatalf("instrumented module does not parse: %v", err)
-		} else if len(m2.Imports) != len(m.Imports)+2 || len(m2.Exports) != len(m.Exports)+1 || len(m2.Customs) != 0 ||
+		} else if len(m2.Imports) != len(m.Imports)+2 || len(m2.Exports) != len(m.Exports)+2 || len(m2.Customs) != 0 ||
 			len(m2.FuncTypes) != len(m.FuncTypes) || len(m2.Globals) != len(m.Globals)+2 {
 			t.Fatalf("instrumented module: %d imports, %d exports, %d customs, %d functions, %d globals; from %d, %d, %d, %d, %d",
 				len(m2.Imports), len(m2.Exports), len(m2.Customs), len(m2.FuncTypes), len(m2.Globals),
