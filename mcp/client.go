@@ -288,7 +288,7 @@ func (c *Client) errorf(k registry.Kind, tool, format string, args ...any) *regi
 			args[i] = cleanError(err)
 		}
 	}
-	return registry.Errorf(k, name, "mcp: server %q: "+format, append([]any{c.name}, args...)...)
+	return registry.Errorf(k, name, "server %q: "+format, append([]any{c.name}, args...)...)
 }
 
 // maxErrorText caps the text of an error that may quote a server (see
@@ -424,7 +424,7 @@ func (c *Client) watch(s *session) {
 	closed := c.closed
 	c.mu.Unlock()
 	if !closed && !s.ending.Load() {
-		c.log.Warn("mcp: lost the server", "server", c.name, "error", err.Error())
+		c.log.Warn("lost the MCP server", "server", c.name, "error", err.Error())
 	}
 	if s.link.stop != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeSession)
@@ -491,7 +491,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 			t.Stop()
 		}
 		if err == nil {
-			c.log.Info("mcp: reconnecting", "server", c.name, "attempt", attempt)
+			c.log.Info("reconnecting to the MCP server", "server", c.name, "attempt", attempt)
 			s, err = c.dial(ctx)
 			dialed = true
 		}
@@ -725,7 +725,7 @@ func (c *Client) ListTools(ctx context.Context) ([]registry.Tool, error) {
 	if c.opts.ResourceTool {
 		if rt := c.resourceToolFor(ctx); rt != nil {
 			if slices.ContainsFunc(tools, func(t registry.Tool) bool { return t.Name() == rt.Name() }) {
-				c.log.Warn("mcp: the server has a tool named read_resource: no resource tool", "server", c.name)
+				c.log.Warn("the MCP server has a tool named read_resource: no resource tool", "server", c.name)
 			} else {
 				tools = append(tools, rt)
 				slices.SortFunc(tools, func(a, b registry.Tool) int { return strings.Compare(a.Name(), b.Name()) })
@@ -755,7 +755,7 @@ func (c *Client) adapters(list []*sdk.Tool) ([]registry.Tool, error) {
 			_, err = registry.CompileSchema(params)
 		}
 		if err != nil {
-			c.log.Warn("mcp: tool left out: unusable input schema", "server", c.name, "tool", SanitizeText(t.Name, 100), "error", err.Error())
+			c.log.Warn("MCP tool left out: unusable input schema", "server", c.name, "tool", SanitizeText(t.Name, 100), "error", err.Error())
 			continue
 		}
 		title := t.Title
@@ -844,7 +844,7 @@ func (st *syncTarget) apply(tools []registry.Tool, log *slog.Logger) {
 			err = st.reg.Register(t)
 		}
 		if err != nil {
-			log.Warn("mcp: tool not registered", "tool", name, "error", err.Error())
+			log.Warn("MCP tool not registered", "tool", name, "error", err.Error())
 			continue
 		}
 		owned[name] = true
@@ -866,7 +866,7 @@ func (c *Client) refresher() {
 		case <-c.refresh:
 		}
 		if _, err := c.ListTools(c.life); err != nil && !c.isClosed() {
-			c.log.Warn("mcp: refreshing the tool list failed", "server", c.name, "error", err.Error())
+			c.log.Warn("refreshing the MCP server's tool list failed", "server", c.name, "error", err.Error())
 		}
 	}
 }

@@ -86,12 +86,12 @@ var declined = &sdk.ElicitResult{Action: "decline"}
 func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 	p := req.Params
 	if p == nil || p.Mode == "url" || p.URL != "" {
-		c.log.Warn("mcp: elicitation declined: a server may not ask agrun to open a URL", "server", c.name)
+		c.log.Warn("elicitation declined: a server may not ask agrun to open a URL", "server", c.name)
 		return declined, nil
 	}
 	raw, err := json.Marshal(p.RequestedSchema)
 	if err != nil || len(raw) > registry.MaxSchemaBytes {
-		c.log.Warn("mcp: elicitation declined: its schema is unusable or over the size limit", "server", c.name)
+		c.log.Warn("elicitation declined: its schema is unusable or over the size limit", "server", c.name)
 		return declined, nil
 	}
 	clean, err := registry.CleanSchema(json.RawMessage(raw))
@@ -102,11 +102,11 @@ func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 	json.Unmarshal(clean, &schema)
 	fields := elicitFields(schema)
 	if len(fields) > MaxElicitFields {
-		c.log.Warn("mcp: elicitation declined: too many fields", "server", c.name, "fields", len(fields))
+		c.log.Warn("elicitation declined: too many fields", "server", c.name, "fields", len(fields))
 		return declined, nil
 	}
 	if !c.gate.admit(time.Now()) {
-		c.log.Warn("mcp: elicitation declined: another is pending, or the server asked too often", "server", c.name)
+		c.log.Warn("elicitation declined: another is pending, or the server asked too often", "server", c.name)
 		return declined, nil
 	}
 	defer c.gate.done()

@@ -244,7 +244,7 @@ func (t *resourceTool) Execute(ctx context.Context, args json.RawMessage) (json.
 func (c *Client) resourceToolFor(ctx context.Context) registry.Tool {
 	rs, err := c.Resources(ctx)
 	if err != nil {
-		c.log.Warn("mcp: listing resources failed: no read_resource tool", "server", c.name, "error", err.Error())
+		c.log.Warn("MCP server's resources not listed: no read_resource tool", "server", c.name, "error", err.Error())
 		return nil
 	}
 	if len(rs) == 0 {

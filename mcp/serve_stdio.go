@@ -193,9 +193,9 @@ func (c *lineConn) logBad(why string) {
 	c.bad++
 	switch {
 	case c.bad <= maxLoggedBadLines:
-		c.t.log.Warn("mcp: malformed message from the client", "problem", why)
+		c.t.log.Warn("malformed message from an MCP client", "problem", why)
 	case c.bad == maxLoggedBadLines+1:
-		c.t.log.Warn("mcp: more malformed messages from the client; not logging them")
+		c.t.log.Warn("more malformed messages from the MCP client; not logging them")
 	}
 }
 

@@ -209,7 +209,7 @@ func (b *bridge) sync() {
 			continue
 		}
 		if err := b.add(t); err != nil {
-			b.log.Warn("mcp: tool not exposed", "tool", d.Name, "error", err.Error())
+			b.log.Warn("tool not served over MCP", "tool", d.Name, "error", err.Error())
 			delete(b.exposed, d.Name)
 			b.srv.RemoveTools(d.Name)
 			continue

@@ -396,7 +396,7 @@ func (p *process) doStop(ctx context.Context) error {
 	}
 	endGroup(ctx, pid)
 	if p.waitErr != nil {
-		p.log.Debug("mcp: server process ended", "server", p.server, "pid", pid, "status", p.waitErr.Error())
+		p.log.Debug("MCP server process ended", "server", p.server, "pid", pid, "status", p.waitErr.Error())
 	}
 	return nil
 }
@@ -511,10 +511,10 @@ func (f *lineFilter) next() ([]byte, error) {
 		}
 		f.dropped++
 		if f.dropped <= maxLoggedDrops {
-			f.log.Warn("mcp: server wrote a non-JSON line to stdout; ignored", "server", f.server,
+			f.log.Warn("MCP server wrote a non-JSON line to stdout; ignored", "server", f.server,
 				"line", SanitizeText(string(trimmed), 200))
 		} else if f.dropped == maxLoggedDrops+1 {
-			f.log.Warn("mcp: server keeps writing non-JSON lines to stdout; no longer logging them", "server", f.server)
+			f.log.Warn("MCP server keeps writing non-JSON lines to stdout; no longer logging them", "server", f.server)
 		}
 	}
 }
@@ -535,9 +535,9 @@ func drainStderr(r *os.File, log *slog.Logger, server string, max int) {
 			if logged < max {
 				text := SanitizeText(string(bytes.TrimRight(line, "\r\n")), 1<<10)
 				logged += len(line)
-				log.Info("mcp: server stderr", "server", server, "line", text)
+				log.Info("MCP server stderr", "server", server, "line", text)
 				if logged >= max {
-					log.Warn("mcp: server stderr over the cap; discarding the rest", "server", server, "cap", max)
+					log.Warn("MCP server stderr over the cap; discarding the rest", "server", server, "cap", max)
 				}
 			}
 		}

@@ -192,7 +192,7 @@ func (r *Runtime) loadPrepared(key string) (*moduleInfo, []byte, bool) {
 	}
 	info, bin, err := decodePrepared(data, key)
 	if err != nil {
-		r.cfg.Logger.Debug("runtime: ignoring a prepared module", "file", r.preparedPath(key), "err", err)
+		r.cfg.Logger.Debug("ignoring a prepared module", "file", r.preparedPath(key), "err", err)
 		return nil, nil, false
 	}
 	return info, bin, true
@@ -211,6 +211,6 @@ func (r *Runtime) storePrepared(key string, info *moduleInfo, bin, image []byte)
 		}
 	}
 	if err != nil {
-		r.cfg.Logger.Debug("runtime: could not keep a prepared module", "err", err)
+		r.cfg.Logger.Debug("could not keep a prepared module", "err", err)
 	}
 }

@@ -164,7 +164,7 @@ func (r *Runtime) guardWASI(name string, check wasiCheck, fn api.GoModuleFunctio
 		if check != nil {
 			errno, refusal := check(mod, stack)
 			if refusal != "" {
-				r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "runtime: the host refused a call",
+				r.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "the host refused a call",
 					append(callAttrs(ctx), slog.String("function", qualified), slog.String("reason", refusal))...)
 				panic(&hostRefusal{fn: qualified, reason: refusal})
 			}
@@ -200,7 +200,7 @@ func logHostPanic(ctx context.Context, st *callState, fn string, p any) error {
 			logger = st.r.cfg.Logger
 		}
 	}
-	logger.LogAttrs(ctx, slog.LevelError, "runtime: the host refused a call: a host function panicked",
+	logger.LogAttrs(ctx, slog.LevelError, "the host refused a call: a host function panicked",
 		append(attrs, slog.String("function", fn),
 			slog.String("panic", fmt.Sprint(p)), slog.String("stack", string(debug.Stack())))...)
 	return fmt.Errorf("%w: %w", ErrTrap, &hostRefusal{fn: fn})
@@ -259,7 +259,7 @@ func (st *callState) scrubPanic(err error) error {
 	if refusal.fn == "" {
 		refusal.fn = "a host function"
 	}
-	st.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "runtime: the host refused a call: wazero recovered a panic",
+	st.r.cfg.Logger.LogAttrs(context.Background(), slog.LevelError, "the host refused a call: wazero recovered a panic",
 		append(st.logAttrs(), slog.String("function", refusal.fn), slog.String("error", err.Error()))...)
 	return fmt.Errorf("%w: %w", ErrTrap, refusal)
 }

@@ -120,6 +120,20 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: %+v", args, r)
 		}
 	}
+	// A flag's bad value names the flag as typed and what it wants, in
+	// words (not "parse error", not Go's "time:" or "-flag").
+	for args, want := range map[string]string{
+		"run --max-turns x hi":        `agrun: run: invalid value "x" for --max-turns: want a number`,
+		"run --json=maybe hi":         `agrun: run: invalid value "maybe" for --json: want true or false`,
+		"run -max-turns 1e99999 hi":   `agrun: run: invalid value "1e99999" for -max-turns: want a number`,
+		"call word_count --timeout":   `agrun: call: --timeout needs a value`,
+		"sessions prune --older-than": `agrun: sessions prune: --older-than needs a value`,
+	} {
+		r := e.run("", strings.Fields(args)...).wantCode(t, exitUsage)
+		if first, _, _ := strings.Cut(r.stderr, "\n"); first != want {
+			t.Errorf("%s: %q, want %q", args, first, want)
+		}
+	}
 	// An unknown command says so once (no "agrun: agrun:"), with the
 	// nearest command.
 	if r := e.run("", "sesions"); r.code != exitUsage || !strings.HasPrefix(r.stderr, "agrun: unknown command \"sesions\" (did you mean \"sessions\"?)\n") {

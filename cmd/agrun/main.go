@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -406,19 +407,40 @@ func isUsage(err error) bool {
 // it was typed ("--bogus", where the package says "-bogus").
 func flagError(err error, args []string) string {
 	msg := err.Error()
-	name, ok := strings.CutPrefix(msg, "flag provided but not defined: -")
-	if !ok {
-		return msg
-	}
-	typed := "-" + name
-	for _, a := range args {
-		if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
-			typed = "--" + name
-			break
+	typed := func(name string) string {
+		for _, a := range args {
+			if a == "--"+name || strings.HasPrefix(a, "--"+name+"=") {
+				return "--" + name
+			}
 		}
+		return "-" + name
 	}
-	return "unknown flag " + typed
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag " + typed(name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return typed(name) + " needs a value"
+	}
+	if m := invalidFlagValue.FindStringSubmatch(msg); m != nil {
+		why := m[4]
+		switch {
+		case m[1] != "":
+			why = "want true or false"
+		case why == "parse error":
+			why = "want a number"
+		case why == "value out of range":
+			why = "the number is too large"
+		case strings.HasPrefix(why, "time: "):
+			why = "want a duration such as 30s, 2m or 1h"
+		}
+		return fmt.Sprintf("invalid value %s for %s: %s", m[2], typed(m[3]), why)
+	}
+	return msg
 }
+
+// invalidFlagValue matches package flag's "invalid value" errors:
+// "boolean " for a bool flag, the value (quoted), the flag's name, why.
+var invalidFlagValue = regexp.MustCompile(`^invalid (boolean )?value (".*") for (?:flag )?-([^:]+): (.*)$`)
 
 // newFlags returns the FlagSet of a subcommand, named as its help is named
 // in cmdDocs ("run", "sessions show"). Every command parses it with

@@ -54,7 +54,7 @@ func Telemetry(ctx context.Context, cfg *config.Config, tree bool, version strin
 	}
 	if tel != nil {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			log.Warn("telemetry: " + err.Error())
+			log.Warn("[telemetry]: " + err.Error()) // an export failed, or the SDK refused something
 		}))
 	}
 	return tel, nil

@@ -8,8 +8,8 @@ import (
 )
 
 // TestNoPackagePrefixInErrors holds the one rule for error strings
-// (docs/ARCHITECTURE.md, "Errors"): no error text begins with a Go
-// package's name ("loop: ", "runtime: "). Any error may reach a person —
+// (docs/ARCHITECTURE.md, "Errors"): no error text or log message begins
+// with a Go package's name ("loop: ", "runtime: "). Any error may reach a person —
 // the CLI prints it, the HTTP API returns it — and a sentinel is told by
 // errors.Is, not by its text. An API field is named in full instead
 // ("chat.Config.Model is required"). guest-sdk is exempt (its texts are
@@ -20,9 +20,12 @@ func TestNoPackagePrefixInErrors(t *testing.T) {
 	for _, n := range goList(t, "-f", "{{.Name}}", "./...") {
 		names[n] = true
 	}
-	// Error texts are made by errors.New, fmt.Errorf, and the Sprintf or
-	// string an Error method returns.
-	re := regexp.MustCompile(`(?:(?:errors\.New|fmt\.Errorf|fmt\.Sprintf)\(|return )"([a-z0-9_]+): `)
+	// Error texts are made by errors.New, any Errorf (fmt's, or a
+	// package's own such as registry.Errorf, whatever argument the format
+	// is), and the Sprintf or string an Error method returns; log
+	// messages (slog's Debug, Info, Warn, Error, LogAttrs) reach a person
+	// too, as the CLI's warnings.
+	re := regexp.MustCompile(`(?:(?:errors\.New|Errorf|fmt\.Sprintf|\.Debug|\.Info|\.Warn|\.Error|\.LogAttrs)\([^"\n]*|return )"([a-z0-9_]+): `)
 	for _, l := range goList(t, "-f", `{{.Dir}}|{{.ImportPath}}|{{join .GoFiles " "}}`, "./...") {
 		parts := strings.SplitN(l, "|", 3)
 		rel := strings.TrimPrefix(parts[1], module+"/")
