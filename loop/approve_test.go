@@ -134,7 +134,7 @@ func TestApprovalParallelDenyAndOrder(t *testing.T) {
 			started[e.ID] = true
 		}
 	}
-	if denied == nil || !denied.IsError || denied.ErrorKind != registry.DeniedByUser {
+	if denied == nil || !denied.IsError || denied.ErrorKind != registry.DeniedByUser || string(denied.Input) != `{"title":"b"}` {
 		t.Fatalf("denied call's event %+v", denied)
 	}
 	if !started["c1"] || !started["c2"] || started["c3"] {

@@ -60,6 +60,10 @@ type ToolExecutionStarted struct {
 type ToolExecutionCompleted struct {
 	ID   string
 	Name string
+	// Input is the call's arguments as the model gave them (as in its
+	// ToolExecutionStarted; a call that did not run had none): for the
+	// person's view of the call. Not in MarshalJSON's output.
+	Input json.RawMessage
 	// Output is the tool's JSON result, or when IsError a JSON string
 	// holding the error message (without the "error (<kind>): " prefix).
 	Output    json.RawMessage

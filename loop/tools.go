@@ -106,7 +106,7 @@ func (b *toolBatch) fail(i int, kind registry.Kind, msg string) {
 	prefix := errorContent(string(kind), "")
 	msg = textsafe.Clean(msg, max(b.limit(i)-len(prefix), 0)) // no cap if limit is 0
 	out, _ := json.Marshal(msg)
-	b.results[i] = &ToolExecutionCompleted{ID: b.calls[i].ID, Name: b.calls[i].Name, Output: out, IsError: true, ErrorKind: kind}
+	b.results[i] = &ToolExecutionCompleted{ID: b.calls[i].ID, Name: b.calls[i].Name, Input: json.RawMessage(b.calls[i].Arguments), Output: out, IsError: true, ErrorKind: kind}
 	b.contents[i] = prefix + msg
 }
 
@@ -261,7 +261,7 @@ func (b *toolBatch) done(i int, inv registry.Invocation) {
 		b.results[i].Audit = inv.Audit
 	} else {
 		out := cleanOutput(inv.Output)
-		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Output: out, Duration: inv.Duration, Audit: inv.Audit}
+		b.results[i] = &ToolExecutionCompleted{ID: c.ID, Name: c.Name, Input: json.RawMessage(c.Arguments), Output: out, Duration: inv.Duration, Audit: inv.Audit}
 		var cut bool
 		if b.contents[i], cut = boundOutput(out, b.limit(i), c.ID); cut {
 			if b.full == nil {

@@ -699,7 +699,11 @@ func (p *printer) show(ev loop.Event) {
 		// that did not run (over a budget, an unknown tool, a stopped
 		// run) says why instead.
 		if !ran {
-			fmt.Fprintf(c.stderr, "agrun: %s → %s\n", safe(ev.Name), outcome(ev))
+			args := ""
+			if len(ev.Input) > 0 {
+				args = " " + safe(textsafe.Truncate(compact(ev.Input), 60))
+			}
+			fmt.Fprintf(c.stderr, "agrun: %s%s → %s\n", safe(ev.Name), args, outcome(ev))
 			break
 		}
 		fmt.Fprintf(c.stderr, "agrun: %s %s → %s (%s)\n", safe(ev.Name), safe(textsafe.Truncate(compact(in), 60)),

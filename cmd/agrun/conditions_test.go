@@ -272,14 +272,15 @@ func TestRunBudgets(t *testing.T) {
 		t.Errorf("%d calls ran", n)
 	}
 	// The call over the budget is answered with the budget's kind, and in
-	// text mode its line says it did not run and why.
+	// text mode its line shows what was asked and says it did not run and
+	// why.
 	if done := ofType(evs, "tool_completed"); len(done) != 2 || done[1]["error_kind"] != "max_tool_calls" {
 		t.Errorf("tool_completed events %v", done)
 	}
 	srv.Add(calls)
 	r = e.run("", "run", "--session", "b0", "--max-tool-calls", "1", "count").wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "agrun: word_count {\"text\":\"a\"} → ok {\"words\":1,") ||
-		!strings.Contains(r.stderr, "agrun: word_count → not run (max_tool_calls): the run's budget of 1 tool calls is spent; the run stops here\n") {
+		!strings.Contains(r.stderr, "agrun: word_count {\"text\":\"b c\"} → not run (max_tool_calls): the run's budget of 1 tool calls is spent; the run stops here\n") {
 		t.Errorf("stderr %q", r.stderr)
 	}
 	// Each reply uses 15 tokens: the run stops before its third request.
