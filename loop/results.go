@@ -25,8 +25,9 @@ const DefaultPageBytes = 16 << 10
 var pageToolDef = registry.Definition{
 	Name: PageToolName,
 	Description: "Read part of an earlier tool result that was cut or left out of the conversation. " +
-		"offset and length count bytes of the result's text (of the string itself for a text result, " +
-		"else of its JSON). Returns the text and the next offset.",
+		"offset and length count bytes of the result's text: of the string itself for a text result, " +
+		"of its main text field (named in the note and the page as \"field\") for an object that is mostly one text, " +
+		"else of its JSON. Returns the text and the next offset.",
 	Parameters: json.RawMessage(`{"type":"object","properties":{` +
 		`"call_id":{"type":"string","description":"the id of the tool call whose result to read"},` +
 		`"offset":{"type":"integer","minimum":0,"description":"first byte to read (default 0)"},` +
@@ -73,11 +74,12 @@ func boundOutput(out json.RawMessage, limit int, callID string) (content string,
 	if limit <= 0 || len(out) <= limit {
 		return string(out), false
 	}
-	var s string
-	isString := json.Unmarshal(out, &s) == nil
-	text := string(out)
-	if isString {
-		text = s
+	text, field, isString := pageable(string(out))
+	var rest json.RawMessage // an object's other members, when they are small
+	if field != "" {
+		if r, ok := without(out, field); ok && len(r) <= limit/4 {
+			rest = r
+		}
 	}
 	total := len(text)
 	k := limit // bytes of text to show, head and tail together
@@ -90,11 +92,22 @@ func boundOutput(out json.RawMessage, limit int, callID string) (content string,
 		if t < h {
 			t = h
 		}
-		note := cutNote(total, h, t, isString, callID, pageMax(limit))
+		note := cutNote(total, h, t, isString, field, callID, pageMax(limit))
 		var b []byte
-		if isString {
+		switch {
+		case isString:
 			b = marshalString(text[:h] + "\n" + note + "\n" + text[t:])
-		} else {
+		case field != "":
+			b = marshalNoHTML(struct {
+				Truncated bool            `json:"truncated"`
+				Field     string          `json:"field"`
+				Bytes     int             `json:"bytes"`
+				Head      string          `json:"head"`
+				Tail      string          `json:"tail"`
+				Others    json.RawMessage `json:"others,omitempty"`
+				Note      string          `json:"note"`
+			}{true, field, total, text[:h], text[t:], rest, note})
+		default:
 			b = marshalNoHTML(struct {
 				Truncated bool   `json:"truncated"`
 				Bytes     int    `json:"bytes"`
@@ -108,22 +121,66 @@ func boundOutput(out json.RawMessage, limit int, callID string) (content string,
 		}
 		// The shown text grew by its escapes: scale it to what is left
 		// beside the note, and always shrink.
-		over := len(note) + 96
+		over := len(note) + 96 + len(rest)
 		if room, used := limit-over, len(b)-over; room > 0 && used > 0 {
 			k = min(k-1, int(int64(k)*int64(room)/int64(used)))
 		} else {
 			k = 0
 		}
 	}
-	return string(marshalString(textsafe.Truncate(cutNote(total, 0, total, isString, callID, pageMax(limit)), limit-2))), true
+	return string(marshalString(textsafe.Truncate(cutNote(total, 0, total, isString, field, callID, pageMax(limit)), limit-2))), true
+}
+
+// pageable is the text of a result raw that a cut shows and the page tool
+// reads: a string result's text (isString); for an object one of whose
+// members is a string making at least half of its JSON (a file's
+// contents, a page's body), that member's text, field its name — paging
+// the object's JSON would give the model that text escaped twice over;
+// else raw's JSON text.
+func pageable(raw string) (text, field string, isString bool) {
+	var s string
+	if json.Unmarshal([]byte(raw), &s) == nil {
+		return s, "", true
+	}
+	var members map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal([]byte(raw), &members) != nil {
+		return raw, "", false
+	}
+	var best json.RawMessage
+	for name, v := range members {
+		if len(v) > len(best) && v[0] == '"' {
+			best, field = v, name
+		}
+	}
+	if field == "" || 2*len(best) < len(raw) { // its JSON is not half of the result's
+		return raw, "", false
+	}
+	if json.Unmarshal(best, &s) != nil {
+		return raw, "", false
+	}
+	return s, field, false
+}
+
+// without is the object raw without its member field, if raw is an
+// object.
+func without(raw json.RawMessage, field string) (json.RawMessage, bool) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil, false
+	}
+	delete(members, field)
+	return marshalNoHTML(members), true
 }
 
 // cutNote tells the model what it was shown of a cut result and how to
 // read the rest.
-func cutNote(total, head, tail int, isString bool, callID string, page int) string {
+func cutNote(total, head, tail int, isString bool, field, callID string, page int) string {
 	unit := "bytes of its JSON text"
-	if isString {
+	switch {
+	case isString:
 		unit = "bytes of the text"
+	case field != "":
+		unit = fmt.Sprintf("bytes of the text of its member %q", field)
 	}
 	args, _ := json.Marshal(struct {
 		CallID string `json:"call_id"`
@@ -170,8 +227,10 @@ func marshalNoHTML(v any) []byte {
 // fullResult is the whole text of the tool message answering callID, as
 // the page tool reads it: FullContent when the message was cut, else its
 // Content (a result left out of a request is whole in the history).
-// Strings are decoded. ok is false when no tool message answers callID.
-func (c *Cycle) fullResult(callID string) (text string, ok bool) {
+// What is paged is pageable's: a string decoded, an object that is mostly
+// one text member that member's text (field names it). ok is false when
+// no tool message answers callID.
+func (c *Cycle) fullResult(callID string) (text, field string, ok bool) {
 	c.mu.Lock()
 	var m *Message
 	for i := len(c.history) - 1; i >= 0; i-- {
@@ -189,13 +248,10 @@ func (c *Cycle) fullResult(callID string) (text string, ok bool) {
 	}
 	c.mu.Unlock()
 	if m == nil {
-		return "", false
+		return "", "", false
 	}
-	var s string
-	if json.Unmarshal([]byte(raw), &s) == nil {
-		return s, true
-	}
-	return raw, true
+	text, field, _ = pageable(raw)
+	return text, field, true
 }
 
 // page answers one call of the page tool: the JSON result, or a tool
@@ -214,7 +270,7 @@ func (c *Cycle) page(args string, limit int) (json.RawMessage, registry.Kind, st
 	if a.CallID == "" {
 		return nil, registry.InvalidArguments, "call_id is required"
 	}
-	text, ok := c.fullResult(a.CallID)
+	text, field, ok := c.fullResult(a.CallID)
 	if !ok {
 		return nil, registry.NotFound, "no tool result with call_id " + strconv.Quote(textsafe.Truncate(a.CallID, 100)) + " in this conversation"
 	}
@@ -245,12 +301,13 @@ func (c *Cycle) page(args string, limit int) (json.RawMessage, registry.Kind, st
 	}
 	out := marshalNoHTML(struct {
 		CallID     string `json:"call_id"`
+		Field      string `json:"field,omitempty"`
 		Offset     int    `json:"offset"`
 		Length     int    `json:"length"`
 		Total      int    `json:"total"`
 		NextOffset *int   `json:"next_offset"`
 		Text       string `json:"text"`
-	}{a.CallID, start, end - start, len(text), next, text[start:end]})
+	}{a.CallID, field, start, end - start, len(text), next, text[start:end]})
 	return out, "", ""
 }
 

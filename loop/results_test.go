@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -446,7 +447,8 @@ func TestResponseSchemaFallsBackToPrompt(t *testing.T) {
 
 // A cut result is valid JSON within the cap for every cap and content:
 // escape-heavy, multibyte, string or not; its head and tail are the
-// result's own ends; it names the call to page.
+// result's own ends (of the text of an object that is mostly one text
+// member, with the other members); it names the call to page.
 func TestBoundOutputFits(t *testing.T) {
 	texts := []string{
 		strings.Repeat(`"\`, 40000),
@@ -457,7 +459,8 @@ func TestBoundOutputFits(t *testing.T) {
 	for _, text := range texts {
 		str, _ := json.Marshal(text)
 		obj, _ := json.Marshal(map[string]any{"k": text, "n": []int{1, 2, 3}})
-		for _, out := range [][]byte{str, obj} {
+		list, _ := json.Marshal(map[string]any{"parts": []string{text[:len(text)/2], text[len(text)/2:]}}) // no member is mostly text
+		for _, out := range [][]byte{str, obj, list} {
 			for _, limit := range []int{1024, 1500, 4096, 10000, 32 << 10} {
 				c, cut := boundOutput(out, limit, "call_9")
 				if !cut || len(c) > limit || !json.Valid([]byte(c)) || !strings.Contains(c, `call_9`) {
@@ -470,10 +473,22 @@ func TestBoundOutputFits(t *testing.T) {
 						t.Errorf("limit %d: the head is not the text's start", limit)
 					}
 				} else {
-					var o struct{ Head, Tail string }
+					var o struct {
+						Head, Tail, Field string
+						Others            map[string]any
+					}
 					json.Unmarshal([]byte(c), &o)
-					if !strings.HasPrefix(string(out), o.Head) || !strings.HasSuffix(string(out), o.Tail) || len(o.Head)+len(o.Tail) < limit/8 {
-						t.Errorf("limit %d: head %d and tail %d bytes are not the JSON's ends", limit, len(o.Head), len(o.Tail))
+					// An object that is mostly one text shows that text's
+					// ends (not its JSON, escaped); any other its JSON's.
+					whole, wantField := string(out), ""
+					if bytes.Equal(out, obj) {
+						whole, wantField = text, "k"
+					}
+					if o.Field != wantField || !strings.HasPrefix(whole, o.Head) || !strings.HasSuffix(whole, o.Tail) || len(o.Head)+len(o.Tail) < limit/8 {
+						t.Errorf("limit %d: field %q, head %d and tail %d bytes are not the ends of %.20q", limit, o.Field, len(o.Head), len(o.Tail), whole)
+					}
+					if wantField != "" && limit >= 4096 && o.Others["n"] == nil {
+						t.Errorf("limit %d: the other members are not shown: %+v", limit, o.Others)
 					}
 				}
 			}
