@@ -438,7 +438,7 @@ func TestClusterInterruptThenRerun(t *testing.T) {
 	start := time.Now()
 	run.Process.Signal(os.Interrupt)
 	err := run.Wait()
-	if code := run.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
+	if code := run.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") || !strings.Contains(stderr.String(), "agrun: cancelling the run on the cluster (waiting up to") {
 		t.Fatalf("exit %d (%v): %s", code, err, stderr.String())
 	}
 	if time.Since(start) > 15*time.Second {
