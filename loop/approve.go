@@ -369,7 +369,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 	}
 	for id := range args.decisions {
 		if !waits(id) {
-			return fmt.Errorf("%w: %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
+			return fmt.Errorf("%w with the id %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
 		}
 	}
 	if args.results != nil {
@@ -380,7 +380,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 		}
 		for id := range args.results {
 			if !waits(id) {
-				return fmt.Errorf("%w: %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
+				return fmt.Errorf("%w with the id %q; waiting: %s", ErrNothingPending, id, strings.Join(waiting, ", "))
 			}
 		}
 	}
