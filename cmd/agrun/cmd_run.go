@@ -473,11 +473,13 @@ func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (
 		return nil, nil, err
 	}
 	o.apply(cfg)
-	if err := checkAPIKey(cfg); err != nil {
-		return nil, nil, err
-	}
+	// A usage error (--tools naming no tool) before the key: it is what
+	// the person typed, and fixing the key first would only lead to it.
 	filter, err := o.filter(fs, cfg)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkAPIKey(cfg); err != nil {
 		return nil, nil, err
 	}
 	e, err := c.envFor(ctx, cfg, filter, true)

@@ -99,8 +99,8 @@ func TestGlobalFlagsAfterTheCommand(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"tools", "--log-level", "loud"}, `tools: --log-level "loud": want debug, info, warn or error`},
-		{[]string{"tools", "--config"}, "tools: flag needs an argument: -config"},
-		{[]string{"sessions", "show", "-c"}, "sessions show: flag needs an argument: -c"},
+		{[]string{"tools", "--config"}, "tools: --config needs a value"},
+		{[]string{"sessions", "show", "-c"}, "sessions show: -c needs a value"},
 		{[]string{"mcp", "--log-level", "x", "serve"}, `mcp: --log-level "x": want debug, info, warn or error`},
 	} {
 		name := strings.Join(tc.args[:1], " ")

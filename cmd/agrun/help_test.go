@@ -128,6 +128,8 @@ func TestUsageErrors(t *testing.T) {
 		"run -max-turns 1e99999 hi":   `agrun: run: invalid value "1e99999" for -max-turns: want a number`,
 		"call word_count --timeout":   `agrun: call: --timeout needs a value`,
 		"sessions prune --older-than": `agrun: sessions prune: --older-than needs a value`,
+		// A usage error comes before the missing API key (none is set).
+		"run --tools nosuch hi": "agrun: run: --tools: no tool \"nosuch\" in the config (`agrun tools` lists them)",
 	} {
 		r := e.run("", strings.Fields(args)...).wantCode(t, exitUsage)
 		if first, _, _ := strings.Cut(r.stderr, "\n"); first != want {
