@@ -37,8 +37,15 @@ var wantRows = map[string][]string{
 
 // TestQuick runs the whole comparison with tiny counts and checks that it
 // produces every row, each with a value, and a verdict where there is a
-// target. It asserts nothing about the timings.
+// target. It asserts nothing about the timings. It builds and runs every
+// peer (Extism's included): 1.5-6 minutes on 2 cores, so `go test ./...`
+// runs it only with AGRUN_BENCH=1, as .ci/run does in a step of its own
+// (issue 31: the suite within 5 minutes, the bench's long run behind a
+// switch).
 func TestQuick(t *testing.T) {
+	if os.Getenv("AGRUN_BENCH") != "1" {
+		t.Skip("SKIPPED: the bench's whole run (minutes) runs with AGRUN_BENCH=1; .ci/run runs it")
+	}
 	cfg := quickConfig()
 	cfg.Dir = filepath.Join(testguest.Dir(t), "bench")
 	var progress bytes.Buffer
