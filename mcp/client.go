@@ -268,7 +268,7 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	}
 	c.sdk = sdk.NewClient(&sdk.Implementation{Name: "agrun", Version: "0.1.0"}, so)
 	if o.Observe != nil {
-		c.sdk.AddSendingMiddleware(clientObserver(serverName, o.Observe))
+		c.sdk.AddSendingMiddleware(clientObserver(serverName, t, o.Observe))
 	}
 	//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)
 	c.sdk.AddRoots(roots...)

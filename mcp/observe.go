@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -30,6 +31,14 @@ type Operation struct {
 	Target string
 	// Server is the Client's configured server name; empty on the server.
 	Server string
+	// Transport is the OpenTelemetry network.transport: "pipe" (stdio),
+	// "tcp" (streamable HTTP), "" when it is not known (SDKTransport,
+	// Serve).
+	Transport string
+	// ServerAddress and ServerPort are a Client's HTTP server's host and
+	// port (its URL's; the scheme's port when it names none).
+	ServerAddress string
+	ServerPort    int
 	// SessionID and ProtocolVersion are the session's, when known.
 	SessionID, ProtocolVersion string
 	// Meta is the request's params._meta, where trace context travels
@@ -99,7 +108,8 @@ func endErr(res sdk.Result, err error) error {
 // clientObserver is the sending middleware of a Client with
 // ClientOptions.Observe: it tells obs of each request and sends the
 // _meta obs filled in.
-func clientObserver(server string, obs Observe) sdk.Middleware {
+func clientObserver(server string, t Transport, obs Observe) sdk.Middleware {
+	transport, host, port := transportOf(t)
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
 			if !observed(method) {
@@ -108,7 +118,7 @@ func clientObserver(server string, obs Observe) sdk.Middleware {
 			// A request without params (tools/list, ping, ... may have
 			// none) is observed too; it carries no trace context.
 			p := req.GetParams()
-			op := &Operation{Client: true, Method: method, Target: target(p), Server: server}
+			op := &Operation{Client: true, Method: method, Target: target(p), Server: server, Transport: transport, ServerAddress: host, ServerPort: port}
 			if !nilParams(p) {
 				op.Meta = maps.Clone(p.GetMeta())
 				if op.Meta == nil {
@@ -144,6 +154,32 @@ func knownVersion(v string) string {
 	return "_OTHER"
 }
 
+// transportOf is a Client transport's network.transport and, for HTTP,
+// its server's host and port.
+func transportOf(t Transport) (transport, host string, port int) {
+	switch t := t.(type) {
+	case Stdio, *Stdio:
+		return "pipe", "", 0
+	case HTTP:
+		return httpAddress(t.URL)
+	case *HTTP:
+		return httpAddress(t.URL)
+	}
+	return "", "", 0
+}
+
+func httpAddress(raw string) (transport, host string, port int) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "tcp", "", 0
+	}
+	port, _ = strconv.Atoi(u.Port())
+	if port == 0 {
+		port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+	}
+	return "tcp", u.Hostname(), port
+}
+
 // negotiated is the protocol version the SDK's server settles on for a
 // client that asked for v: v when the SDK speaks it, else its latest.
 func negotiated(v string) string {
@@ -156,14 +192,14 @@ func negotiated(v string) string {
 // serverObserver is the receiving middleware of a server with
 // ServerOptions.Observe; known reports whether the server serves the
 // tool (tools/call) or prompt (prompts/get) of that name.
-func serverObserver(obs Observe, known func(method, name string) bool) sdk.Middleware {
+func serverObserver(obs Observe, transport string, known func(method, name string) bool) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
 			if !observed(method) {
 				return next(ctx, method, req)
 			}
 			p := req.GetParams()
-			op := &Operation{Method: method, Target: target(p)}
+			op := &Operation{Method: method, Target: target(p), Transport: transport}
 			if !nilParams(p) {
 				op.Meta = p.GetMeta()
 			}

@@ -43,7 +43,8 @@ func NewHTTPHandler(reg *registry.Registry, opts *ServerOptions) http.Handler {
 	if opts != nil {
 		o = *opts
 	}
-	srv := NewServer(reg, opts)
+	o.transport = "tcp"
+	srv := NewServer(reg, &o)
 	var ho sdk.StreamableHTTPOptions
 	if o.HTTP != nil {
 		ho = *o.HTTP

@@ -57,7 +57,8 @@ func ServeStdio(ctx context.Context, reg *registry.Registry, r io.Reader, w io.W
 	if opts != nil {
 		o = *opts
 	}
-	srv := NewServer(reg, opts)
+	o.transport = "pipe"
+	srv := NewServer(reg, &o)
 	t := &lineTransport{r: r, w: w, max: o.maxRequestBytes(), log: o.logger()}
 	return srv.Run(ctx, t)
 }

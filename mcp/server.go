@@ -84,6 +84,10 @@ type ServerOptions struct {
 	// versions that send elicitation/create; no answer in time denies the
 	// call. Zero means DefaultApprovalTimeout (10 minutes).
 	ApprovalTimeout time.Duration
+
+	// transport is the network.transport of what serves it ("pipe" for
+	// ServeStdio, "tcp" for NewHTTPHandler; "" for Serve's).
+	transport string
 }
 
 func (o *ServerOptions) logger() *slog.Logger {
@@ -164,7 +168,7 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	})
 	if o.Observe != nil {
 		// Added last, so outermost: a span covers the whole request.
-		b.srv.AddReceivingMiddleware(serverObserver(o.Observe, func(method, name string) bool {
+		b.srv.AddReceivingMiddleware(serverObserver(o.Observe, o.transport, func(method, name string) bool {
 			if method == "prompts/get" {
 				return up != nil && up.served(name)
 			}

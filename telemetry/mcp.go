@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -20,6 +21,11 @@ type MCPOperation struct {
 	Method                     string // mcp.method.name
 	Target                     string // the tool's or prompt's name, if any
 	SessionID, ProtocolVersion string
+	// Transport is network.transport ("pipe", "tcp"; "" unknown);
+	// ServerAddress and ServerPort a client's HTTP server's.
+	Transport     string
+	ServerAddress string
+	ServerPort    int
 	// Meta is the request's params._meta: a client span's trace context
 	// is written into it, a server span's parent read from it.
 	Meta map[string]any
@@ -98,6 +104,15 @@ func (t *Telemetry) StartMCP(ctx context.Context, op MCPOperation) (context.Cont
 	if op.ProtocolVersion != "" {
 		attrs = append(attrs, attribute.String("mcp.protocol.version", word(op.ProtocolVersion)))
 		metricAttrs = append(metricAttrs, attribute.String("mcp.protocol.version", word(op.ProtocolVersion)))
+	}
+	if op.Transport != "" {
+		attrs = append(attrs, attribute.String("network.transport", word(op.Transport)))
+		metricAttrs = append(metricAttrs, attribute.String("network.transport", word(op.Transport)))
+	}
+	if op.Client && op.ServerAddress != "" { // the operator's config: not the other side's word
+		addr := []attribute.KeyValue{attribute.String("server.address", textsafe.Clean(op.ServerAddress, 256)), attribute.Int("server.port", op.ServerPort)}
+		attrs = append(attrs, addr...)
+		metricAttrs = append(metricAttrs, addr...)
 	}
 	h := t.mcpServer
 	if op.Client {

@@ -24,7 +24,8 @@ func TestMCPSpans(t *testing.T) {
 	meta := map[string]any{}
 	// Baggage a caller of agrun serve sent is not the MCP server's.
 	bag, _ := baggage.Parse("tenant.secret=abc123")
-	ctx, end := tel.StartMCP(baggage.ContextWithBaggage(context.Background(), bag), MCPOperation{Client: true, Method: "tools/call", Target: "search", SessionID: "s1", ProtocolVersion: "2025-11-25", Meta: meta})
+	ctx, end := tel.StartMCP(baggage.ContextWithBaggage(context.Background(), bag), MCPOperation{Client: true, Method: "tools/call", Target: "search", SessionID: "s1", ProtocolVersion: "2025-11-25", Meta: meta,
+		Transport: "tcp", ServerAddress: "mcp.example.com", ServerPort: 443})
 	tp, _ := meta["traceparent"].(string)
 	if len(tp) != 55 || !strings.Contains(tp, trace.SpanContextFromContext(ctx).TraceID().String()) {
 		t.Fatalf("traceparent %q", tp)
@@ -53,7 +54,8 @@ func TestMCPSpans(t *testing.T) {
 	if s.Parent().SpanID() != c.SpanContext().SpanID() || s.SpanContext().TraceID() != c.SpanContext().TraceID() || !s.Parent().IsRemote() {
 		t.Errorf("the server span is not the client's child: parent %v, client %v", s.Parent(), c.SpanContext())
 	}
-	wantAttrs(t, c, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "search", "gen_ai.operation.name": "execute_tool", "mcp.session.id": "s1", "mcp.protocol.version": "2025-11-25"})
+	wantAttrs(t, c, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "search", "gen_ai.operation.name": "execute_tool", "mcp.session.id": "s1", "mcp.protocol.version": "2025-11-25",
+		"network.transport": "tcp", "server.address": "mcp.example.com", "server.port": 443})
 	wantAttrs(t, s, map[string]any{"error.type": "tool_error"})
 	if s.Status().Code != codes.Error || c.Status().Code == codes.Error {
 		t.Errorf("status: server %v client %v", s.Status(), c.Status())

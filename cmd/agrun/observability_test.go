@@ -801,8 +801,8 @@ func TestMCPTelemetryOverOTLP(t *testing.T) {
 	if server.parent != tool.id || server.trace != tool.trace {
 		t.Errorf("the server span's parent is not the execute_tool span (trace context through _meta): tool %+v server %+v", tool, server)
 	}
-	wantSpanAttrs(t, tool, map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "up__word_count", "gen_ai.operation.name": "execute_tool"}, "error.type")
-	wantSpanAttrs(t, server, map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "word_count", "gen_ai.operation.name": "execute_tool"}, "error.type")
+	wantSpanAttrs(t, tool, map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "up__word_count", "gen_ai.operation.name": "execute_tool", "network.transport": "pipe"}, "error.type")
+	wantSpanAttrs(t, server, map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "word_count", "gen_ai.operation.name": "execute_tool", "network.transport": "pipe"}, "error.type")
 	for _, s := range []*span{tool, server} {
 		if s.attrs["mcp.protocol.version"] == "" {
 			t.Errorf("%s: attributes %v", s.name, s.attrs)

@@ -37,6 +37,7 @@ func MCPObserve(tel *telemetry.Telemetry) mcp.Observe {
 		ctx, end := tel.StartMCP(ctx, telemetry.MCPOperation{
 			Client: op.Client, Method: op.Method, Target: op.Target,
 			SessionID: op.SessionID, ProtocolVersion: op.ProtocolVersion, Meta: op.Meta,
+			Transport: op.Transport, ServerAddress: op.ServerAddress, ServerPort: op.ServerPort,
 		})
 		return ctx, func(err error) { end(mcp.ErrorType(err)) }
 	}
