@@ -112,7 +112,7 @@ func TestCallFile(t *testing.T) {
 	}
 	runIn(t, "", "call", wc, "--mount", "nocolon", "{}").wantCode(t, exitUsage)
 	r = runIn(t, "", "call", wc, "--mount", "nocolon", "--json", "{}").wantCode(t, exitUsage)
-	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"usage","message":"call: invalid value \"nocolon\" for flag -mount: mount \"nocolon\": want HOST:GUEST[:MODE]"}}`) {
+	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"usage","message":"call: invalid value \"nocolon\" for --mount: mount \"nocolon\": want HOST:GUEST[:MODE]"}}`) {
 		t.Fatalf("a flag error before --json: %q", r.stdout)
 	}
 	// A module without a manifest says how to give one; --manifest does.
