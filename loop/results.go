@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/agcore/agrun/internal/textsafe"
@@ -138,12 +139,18 @@ func boundOutput(out json.RawMessage, limit int, callID string) (content string,
 // the object's JSON would give the model that text escaped twice over;
 // else raw's JSON text.
 func pageable(raw string) (text, field string, isString bool) {
+	// The first byte says what it can be (one decode, not a failed one
+	// first: each scans the whole result).
+	var first byte
+	if t := strings.TrimLeft(raw, " \t\r\n"); t != "" {
+		first = t[0]
+	}
 	var s string
-	if json.Unmarshal([]byte(raw), &s) == nil {
+	if first == '"' && json.Unmarshal([]byte(raw), &s) == nil {
 		return s, "", true
 	}
 	var members map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal([]byte(raw), &members) != nil {
+	if first != '{' || json.Unmarshal([]byte(raw), &members) != nil {
 		return raw, "", false
 	}
 	var best json.RawMessage

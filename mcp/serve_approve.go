@@ -164,13 +164,14 @@ func denied(reason string) *sdk.CallToolResult {
 	}
 }
 
-// supportsMultiRoundTrip reports whether the client speaks a protocol
-// version with multi round-trip requests (2026-07-28 on), as the SDK
-// decides it: then a question is an input-required result, and sending
-// elicitation/create is not allowed.
+// supportsMultiRoundTrip reports whether the session speaks a protocol
+// version with multi round-trip requests (2026-07-28 on): the version the
+// SDK negotiated for what the client asked (a version it does not speak
+// gets its latest), not the client's word. Then a question is an
+// input-required result, and sending elicitation/create is not allowed.
 func supportsMultiRoundTrip(req *sdk.CallToolRequest) bool {
 	if p := req.Session.InitializeParams(); p != nil {
-		return p.ProtocolVersion >= "2026-07-28"
+		return negotiated(p.ProtocolVersion) >= "2026-07-28"
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,14 +37,26 @@ type republisher struct {
 	last      time.Time
 	resources map[string]Resource // URI -> as served
 	owners    map[string]*Client  // URI -> the upstream serving it
-	prompts   map[string]string   // served name -> fingerprint
+	// prompts are the prompts served, by served name: replaced whole by
+	// each sync (never changed once stored), so served reads it without
+	// waiting for a sync's listings.
+	prompts atomic.Pointer[map[string]servedPrompt]
+}
+
+// servedPrompt is one upstream prompt as served.
+type servedPrompt struct {
+	c  *Client
+	p  Prompt
+	fp string // what a change of it changes
 }
 
 // served reports whether name is a prompt served now.
 func (p *republisher) served(name string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.prompts[name]
+	m := p.prompts.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[name]
 	return ok
 }
 
@@ -58,12 +71,11 @@ func (p *republisher) sync(ctx context.Context) {
 	p.last = time.Now()
 	resources := map[string]Resource{}
 	owner := map[string]*Client{}
-	prompts := map[string]string{}
-	type served struct {
-		c *Client
-		p Prompt
+	prompts := map[string]servedPrompt{}
+	var old map[string]servedPrompt
+	if m := p.prompts.Load(); m != nil {
+		old = *m
 	}
-	var addPrompts []served
 	for _, c := range p.ups {
 		rs, err := c.Resources(ctx)
 		if err != nil {
@@ -82,6 +94,11 @@ func (p *republisher) sync(ctx context.Context) {
 		ps, err := c.Prompts(ctx)
 		if err != nil {
 			p.log.Warn("mcp serve: upstream prompts not listed", "server", c.Name(), "error", err.Error())
+			for name, sp := range old { // it keeps what it served
+				if _, taken := prompts[name]; !taken && sp.c == c {
+					prompts[name] = sp
+				}
+			}
 			continue
 		}
 		for _, q := range ps {
@@ -89,8 +106,7 @@ func (p *republisher) sync(ctx context.Context) {
 			if _, taken := prompts[name]; taken {
 				continue
 			}
-			prompts[name] = fmt.Sprintf("%s\x00%s\x00%s\x00%v", q.Name, q.Title, q.Description, q.Arguments)
-			addPrompts = append(addPrompts, served{c, q})
+			prompts[name] = servedPrompt{c, q, fmt.Sprintf("%s\x00%s\x00%s\x00%v", q.Name, q.Title, q.Description, q.Arguments)}
 		}
 	}
 	var gone []string
@@ -110,7 +126,7 @@ func (p *republisher) sync(ctx context.Context) {
 	}
 	p.resources, p.owners = resources, owner
 	var goneP []string
-	for name := range p.prompts {
+	for name := range old {
 		if _, ok := prompts[name]; !ok {
 			goneP = append(goneP, name)
 		}
@@ -118,9 +134,8 @@ func (p *republisher) sync(ctx context.Context) {
 	if len(goneP) > 0 {
 		p.srv.RemovePrompts(goneP...)
 	}
-	for _, s := range addPrompts {
-		name := registry.PrefixedName(s.c.Name(), s.p.Name)
-		if p.prompts[name] == prompts[name] {
+	for name, s := range prompts {
+		if o, ok := old[name]; ok && o.c == s.c && o.fp == s.fp {
 			continue
 		}
 		sp := &sdk.Prompt{Name: name, Title: s.p.Title, Description: s.p.Description}
@@ -129,7 +144,7 @@ func (p *republisher) sync(ctx context.Context) {
 		}
 		p.srv.AddPrompt(sp, p.get(s.c, s.p.Name))
 	}
-	p.prompts = prompts
+	p.prompts.Store(&prompts)
 }
 
 func orDefaultText(s, d string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -108,3 +109,46 @@ func TestServeResourcesFromUpstream(t *testing.T) {
 		t.Errorf("prompt %q", txt)
 	}
 }
+
+// TestRepublisherKeepsWhatAFailedUpstreamServed: an upstream whose
+// listings fail keeps the resources and prompts it served before (its
+// reads and gets then fail, said as such), rather than having them
+// vanish from the clients' lists until it answers again.
+func TestRepublisherKeepsWhatAFailedUpstreamServed(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
+	up.AddResource(&sdk.Resource{URI: "docs://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "x"}}}, nil
+	})
+	up.AddPrompt(&sdk.Prompt{Name: "greet"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := NewClient("docs", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{MaxRestarts: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	p := &republisher{ups: []*Client{cl}, srv: sdk.NewServer(&sdk.Implementation{Name: "agrun"}, nil), log: discardLog{}}
+	p.sync(ctx)
+	if !p.served("docs__greet") || len(p.resources) != 1 {
+		t.Fatalf("first sync: prompt served %v, resources %v", p.served("docs__greet"), p.resources)
+	}
+	ss.Close() // the upstream goes away: its listings fail
+	p.last = time.Time{}
+	p.sync(ctx)
+	if !p.served("docs__greet") || len(p.resources) != 1 {
+		t.Errorf("after a failed listing: prompt served %v, resources %v", p.served("docs__greet"), p.resources)
+	}
+}
+
+type discardLog struct{}
+
+func (discardLog) Warn(string, ...any) {}

@@ -10,12 +10,15 @@
 // It consumes what the loop and the registry already report (events,
 // request records, messages, audits) and produces spans after the fact
 // with their real start and end times, so that neither runtime, registry
-// nor loop imports OpenTelemetry (docs/RATIONALE.md).
+// nor loop imports OpenTelemetry (docs/RATIONALE.md); only a tool call's
+// span is started when the call starts (Run.ToolContext), so that what
+// the call does on the wire is its child.
 //
 //	tel, err := telemetry.Setup(ctx, telemetry.Config{Endpoint: "http://localhost:4318"})
 //	defer tel.Shutdown(ctx)
 //	ctx, run := tel.StartRun(ctx, telemetry.RunInfo{Session: id, Provider: p.Info(), ...})
 //	// loop.Config.OnMessage: run.Message; OnRequest: run.LoopRequest;
+//	// ToolContext: run.ToolContext (a call's span, live while it runs);
 //	// every event of the run: run.Event
 //	run.Finish(err)
 //
