@@ -23,7 +23,9 @@ import (
 // next call restarts the server, and restarts in a row are bounded.
 func TestServerExitsMidCall(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
-	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile}, &ClientOptions{
+	// CRASH_TOGETHER: the first server dies only once all three calls
+	// are in progress (a call started after the crash would restart it).
+	c := stdioClient(t, "crash", []string{"PIDFILE=" + pidfile, "CRASH_TOGETHER=3"}, &ClientOptions{
 		Timeout: 20 * time.Second, MaxRestarts: 2, RestartBackoff: 10 * time.Millisecond,
 	})
 	ctx := context.Background()
