@@ -605,13 +605,15 @@ func (s *suite) perCallLarge() error {
 		m[v.name] = r.median()
 		s.rep.add(secLarge, v.name+" (median)", fmt.Sprintf("%s (CPU %s)", fmtDur(m[v.name]), fmtDur(r.cpuPerCall())))
 	}
-	// Issue 20's target 2.
+	// Issue 20's target 2, and issue 29's: against the floor of this work
+	// on wazero (Extism reused without its termination checks).
 	rw := ratio(m["agrun"], m["raw wazero"])
 	s.rep.check(secLarge, "agrun / raw wazero", fmt.Sprintf("%.2fx", rw), "<= 0.5x", rw <= 0.5)
 	rer := ratio(m["agrun"], m[extismReused])
 	s.rep.check(secLarge, "agrun / "+extismReused, fmt.Sprintf("%.2fx", rer), "<= 0.5x", rer <= 0.5)
 	s.rep.add(secLarge, "agrun / "+extismFresh, fmt.Sprintf("%.2fx", ratio(m["agrun"], m[extismFresh])))
-	s.rep.add(secLarge, "agrun / "+extismNoTimeout, fmt.Sprintf("%.2fx", ratio(m["agrun"], m[extismNoTimeout])))
+	rnt := ratio(m["agrun"], m[extismNoTimeout])
+	s.rep.check(secLarge, "agrun / "+extismNoTimeout, fmt.Sprintf("%.2fx", rnt), "<= 1.2x", rnt <= 1.2)
 	s.rep.note("per call, Go tool, 20 KB: the variants of section 1 of the same name on %d bytes of text (%s); %d interleaved "+
 		"rounds after %d warm calls each.", len(wcLargeText), strings.TrimPrefix(wcLargeWant, `"words":`)+" words", s.cfg.Calls, s.cfg.Warm)
 	return nil
@@ -746,11 +748,12 @@ func (s *suite) startup() error {
 	eCold, eWarm := times["Extism cold cache"].median(), times["Extism warm cache"].median()
 	s.rep.add(secStart, "Extism first call, cold cache (median)", fmtDur(eCold))
 	s.rep.add(secStart, "Extism first call, warm cache (median)", fmtDur(eWarm))
-	// Issue 20's targets 3 (warm) and 4 (cold: the compile).
+	// Issue 29's targets for the first call in a new process (issue 20
+	// asked 1.0x for both; issue 29 allows the cold compile 1.2x).
 	rw := ratio(warm, eWarm)
 	s.rep.check(secStart, "agrun / Extism, warm cache", fmt.Sprintf("%.2fx", rw), "<= 1.0x", rw <= 1.0)
 	rc := ratio(cold, eCold)
-	s.rep.check(secStart, "agrun / Extism, cold cache", fmt.Sprintf("%.2fx", rc), "<= 1.0x", rc <= 1.0)
+	s.rep.check(secStart, "agrun / Extism, cold cache", fmt.Sprintf("%.2fx", rc), "<= 1.2x", rc <= 1.2)
 	s.rep.note("start-up: a whole `agrun -c CFG call word_count ARGS` process (cmd/agrun built once; config with only word_count); "+
 		"cold = a new empty cache_dir per run, warm = one filled beforehand. Extism = a whole `peer once` process "+
 		"(internal/cmd/bench/peer: compile the plug-in and Extism's kernel or load them from a wazero compilation cache dir, "+
@@ -815,7 +818,8 @@ func (s *suite) throughputOf(cfg runtime.Config, label string) error {
 		s.rep.add(secThrough, fmt.Sprintf("%d worker(s)%s (median)", w, label), fmt.Sprintf("%.0f calls/s, %.2f CPUs busy, CPU %s/call", m[w], medianFloat(cores[w]), fmtDur(time.Duration(medianFloat(cpuPer[w])))))
 	}
 	r2 := m[2] / m[1]
-	s.rep.check(secThrough, "2 workers / 1 worker"+label, fmt.Sprintf("%.2fx", r2), ">= 1.6x", r2 >= 1.6)
+	// Issue 29's target (issue 10 and 20 asked 1.6x).
+	s.rep.check(secThrough, "2 workers / 1 worker"+label, fmt.Sprintf("%.2fx", r2), ">= 1.8x", r2 >= 1.8)
 	s.rep.add(secThrough, "4 workers / 1 worker"+label, fmt.Sprintf("%.2fx", m[4]/m[1]))
 	s.rep.add(secThrough, "CPU per call, 2 workers / 1 worker"+label, fmt.Sprintf("%.2fx", medianFloat(cpuPer[2])/medianFloat(cpuPer[1])))
 	return nil
@@ -877,7 +881,8 @@ func (s *suite) memory() error {
 	s.rep.add(secMem, "guest linear memory", fmtBytes(linear))
 	s.rep.add(secMem, "raw wazero: host memory per instance", fmtBytes(rawPer))
 	r := float64(agrunPer) / float64(linear)
-	s.rep.check(secMem, "agrun: host memory per instance", fmt.Sprintf("%s (%.2fx linear)", fmtBytes(agrunPer), r), "<= 1.5x linear", r <= 1.5)
+	// Issue 29's target (issue 10 asked 1.5x, issue 20 1.0x).
+	s.rep.check(secMem, "agrun: host memory per instance", fmt.Sprintf("%s (%.2fx linear)", fmtBytes(agrunPer), r), "<= 0.8x linear", r <= 0.8)
 	s.rep.note("memory: %d calls of internal/cmd/bench/testdata/holder (word_count's work, then agrun.log \"ready\" and a %s sleep) "+
 		"in flight at once; per instance = growth of the process's resident set (/proc/self/statm) from before the calls to when "+
 		"all %d have logged ready, divided by %d (GC run and freed memory returned first). agrun runs the holder built as a reactor "+
