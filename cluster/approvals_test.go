@@ -218,13 +218,15 @@ func TestApprovalsWaitOnTheCluster(t *testing.T) {
 // TestSessionApprovalOnTheCluster: a person's "session" answer approves
 // the tool (with its grant) for the rest of the run, as the local Cycle
 // does: the same reply's other call of it is approved without asking
-// (recorded by "session", remembered), and so is a later reply's; an
+// (recorded by "session", remembered), and so is a later reply's, in
+// the run continued as new; an
 // "always" answer is also handed to Activities.Remember; a cancelled run
 // answers its undecided call "cancelled before the call was decided".
 func TestSessionApprovalOnTheCluster(t *testing.T) {
 	addr := devtemporal.Start(t)
 	t.Run("session", func(t *testing.T) {
-		ac := newApprovalCluster(t, addr, "sess-", RunInput{},
+		// Continuing as new after each step: the approval is carried.
+		ac := newApprovalCluster(t, addr, "sess-", RunInput{ContinueAfterEvents: 1},
 			chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "w", Args: `{"n":1}`}, {ID: "c2", Name: "w", Args: `{"n":2}`}}},
 			chattest.Reply{ToolCalls: []chattest.Call{{ID: "c3", Name: "w", Args: `{"n":3}`}}},
 			chattest.Reply{Text: "done"})
@@ -255,7 +257,7 @@ func TestSessionApprovalOnTheCluster(t *testing.T) {
 		if strings.Join(got, ",") != "c1:session:user,c2:session:session,c3:session:session" {
 			t.Fatalf("decisions %v", got)
 		}
-		if len(res.Approved) != 1 {
+		if len(res.Approved) != 1 || res.ContinuedAsNew != 2 {
 			t.Fatalf("the run's approved tools %v", res.Approved)
 		}
 	})

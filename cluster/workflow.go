@@ -199,6 +199,10 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 			next := in
 			next.Prompt, next.PromptRef, next.Seq, next.Turns, next.Results, next.Usage = "", nil, res.Seq, res.Turns, results, res.Usage
 			next.ContinuedAsNew++
+			// A decision's Update handler answers before the run goes on
+			// in a new execution (its caller would see an error otherwise;
+			// a cancelled run does not wait).
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next.UsedCalls = usedCalls
 			next.Approved = approved
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
