@@ -28,9 +28,12 @@ type Activities struct {
 	// as the local path's, with the same policy and sandbox.
 	Registry *registry.Registry
 	// Loop is the model configuration (the provider, model, caps,
-	// retries) and its Approver, which decides the calls that need a yes
-	// within the step (no one can be waited for: see loop.Config.DeferCalls).
-	// History, ResumePending, DeferCalls, OnMessage, OnRequest and
+	// retries) and its Approver, which says which calls need a yes and
+	// decides those it can within the step (the policy, the approvals
+	// file); a call whose decision it leaves to a person
+	// (loop.ErrApprovalPending) is handed to the workflow undecided
+	// (PendingCall.Undecided), which waits for the decision. History,
+	// ResumePending, DeferCalls, DeferDecisions, OnMessage, OnRequest and
 	// OnDecision are set by each step.
 	Loop loop.Config
 	// Sessions holds the transcripts; Blobs the payloads passed by
@@ -50,6 +53,11 @@ type Activities struct {
 	// force: now, even if it was done a moment ago (a call names a tool
 	// this worker does not have).
 	Refresh func(ctx context.Context, force bool) error
+	// Remember, if set, keeps a tool a person approved "always" (with the
+	// grant they were shown) for later runs: cmd/agrun adds it to the
+	// worker's approvals file, which its Approver reads. An error is
+	// logged; the decision stands for the run.
+	Remember func(ctx context.Context, tool string, g registry.Grant, session string) error
 }
 
 // refresh calls Refresh.
@@ -147,13 +155,25 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		}
 	}
 	var usage loop.Usage
-	cfg.History, cfg.ResumePending, cfg.DeferCalls = history, true, true
+	cfg.History, cfg.ResumePending, cfg.DeferCalls, cfg.DeferDecisions = history, true, true, true
+	if cfg.Approver != nil && len(in.Approved) > 0 {
+		ap := sessionApprover{Approver: cfg.Approver, approved: map[string]bool{}}
+		for _, k := range in.Approved {
+			ap.approved[k] = true
+		}
+		cfg.Approver = ap
+	}
 	cfg.OnMessage = func(m loop.Message) { keep(a.records().Message(m)) }
 	cfg.OnRequest = func(ri loop.RequestInfo) {
 		usage = addUsage(usage, ri.Usage)
 		keep(a.records().Request(ri))
 	}
-	cfg.OnDecision = func(d loop.DecisionRecord) { keep(a.records().Decision(d)) }
+	cfg.OnDecision = func(d loop.DecisionRecord) {
+		if d.By == "session" {
+			d.Remembered = true // approved for the session in an earlier step
+		}
+		keep(a.records().Decision(d))
+	}
 	cyc, err := loop.New(cfg)
 	if err != nil {
 		return ModelOutput{}, permanent(err)
@@ -218,7 +238,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	if in.Final {
 		return ModelOutput{Seq: in.Seq + int64(len(out))}, nil
 	}
-	o, err := a.outputOf(ctx, in.Seq+int64(len(out)), cyc.Messages(), runErr)
+	o, err := a.outputOf(ctx, in.Seq+int64(len(out)), cyc.Messages(), a.records().Approved(out), runErr)
 	o.Usage = usage
 	return o, err
 }
@@ -281,34 +301,21 @@ func (a *Activities) recovered(ctx context.Context, in ModelStep, recs []json.Ra
 	if err != nil {
 		return ModelOutput{}, permanent(err)
 	}
-	// The stored calls are run as they are: those that need a person's
-	// yes must still have it (a batch torn in the JSON-lines store could
-	// have kept a call and lost its denial).
-	// The decision was stored with the step: a call that needs a yes and
-	// has no approving decision record is not run.
-	if ap := a.Loop.Approver; ap != nil {
-		approved := a.records().Approved(recs[min(int(in.Seq), len(recs)):])
-		for _, c := range openCalls(history) {
-			t, ok := a.Registry.Get(c.Name)
-			if !ok {
-				continue
-			}
-			req := loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: registry.DescribeGrant(t)}
-			if ap.NeedsApproval(req) && !approved[c.ID] {
-				return ModelOutput{}, permanent(fmt.Errorf("session %s: the stored step is incomplete: call %s (%s) needs approval and its decision is not stored", in.Session, c.ID, c.Name))
-			}
-		}
-	}
-	o, err := a.outputOf(ctx, int64(len(recs)), history, nil)
+	// The stored calls are handed on as they are: one that needs a
+	// person's yes and has no approving decision stored with the step
+	// (it was left to a person, or a batch torn in the JSON-lines store
+	// kept the call and lost its denial) waits for a decision again.
+	o, err := a.outputOf(ctx, int64(len(recs)), history, a.records().Approved(recs[min(int(in.Seq), len(recs)):]), nil)
 	o.Recovered = true
 	return o, err
 }
 
 // outputOf says what a step ended with from the history it left: calls
-// left unanswered at its end are to run; a last assistant message without
-// calls is the answer; anything else (runErr, or a recovered step whose
-// attempt failed) is the run's error.
-func (a *Activities) outputOf(ctx context.Context, seq int64, history []loop.Message, runErr error) (ModelOutput, error) {
+// left unanswered at its end are to run (those that need a yes and that
+// the step's records, approved, do not approve, once a person decides);
+// a last assistant message without calls is the answer; anything else
+// (runErr, or a recovered step whose attempt failed) is the run's error.
+func (a *Activities) outputOf(ctx context.Context, seq int64, history []loop.Message, approved map[string]bool, runErr error) (ModelOutput, error) {
 	o := ModelOutput{Seq: seq}
 	if runErr != nil && !errors.Is(runErr, loop.ErrCallsDeferred) {
 		o.ErrorKind, o.Error = string(loop.KindOf(runErr)), textsafe.Clean(runErr.Error(), 4096)
@@ -325,6 +332,10 @@ func (a *Activities) outputOf(ctx context.Context, seq int64, history []loop.Mes
 			if t, ok := a.Registry.Get(c.Name); ok {
 				g := registry.DescribeGrant(t)
 				pc.Source, pc.SideEffects, pc.Timeout, pc.Grant = g.Source, SideEffects(g), g.Timeout, grantDigest(g)
+				if ap := a.Loop.Approver; ap != nil && !approved[c.ID] &&
+					ap.NeedsApproval(loop.ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: textsafe.Clean(c.Arguments, 0), Grant: g}) {
+					pc.Undecided = &g
+				}
 			}
 			o.Calls = append(o.Calls, pc)
 		}

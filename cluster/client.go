@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/agcore/agrun/cluster/store"
@@ -143,6 +144,17 @@ const CancelWait = 10 * time.Second
 // Follow waits up to CancelWait for it to stop — so that the session is
 // free when the caller exits — and yields ctx's error.
 func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, from int64) iter.Seq2[loop.Event, error] {
+	return c.follow(ctx, run, id, from, false)
+}
+
+// FollowFrom is Follow from record from exactly (not from where the run's
+// records begin): what a client that resumes a run (Resume) has not
+// shown yet.
+func (c *Client) FollowFrom(ctx context.Context, run client.WorkflowRun, id string, from int64) iter.Seq2[loop.Event, error] {
+	return c.follow(ctx, run, id, from, true)
+}
+
+func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, from int64, exact bool) iter.Seq2[loop.Event, error] {
 	return func(yield func(loop.Event, error) bool) {
 		log := c.Logger
 		if log == nil {
@@ -156,7 +168,39 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 		// known: next is where the run's records begin (the run's
 		// MemoSeq), or the run is of a worker that does not publish it;
 		// got: a record of the run was read.
-		next, started, known, got := from, false, false, false
+		next, started, known, got := from, exact, exact, false
+		// mayWait: a call may wait for a decision (a reply asked for
+		// calls, or the run is resumed); asked: the calls already yielded
+		// in an ApprovalsPending.
+		mayWait, asked := exact, map[string]bool{}
+		// waiting yields an ApprovalsPending for the calls that newly wait
+		// for a decision (the run's memo lists them); false: the caller
+		// stopped.
+		waiting := func() bool {
+			if !mayWait {
+				return true
+			}
+			ids, err := c.waitingIDs(bg, run)
+			if err != nil {
+				log.Warn("reading the calls waiting for a decision", "session", id, "err", err)
+				return true
+			}
+			fresh := slices.ContainsFunc(ids, func(id string) bool { return !asked[id] })
+			if !fresh {
+				return true
+			}
+			pending, err := c.Pending(bg, id)
+			if err != nil || len(pending) == 0 {
+				if err != nil {
+					log.Warn("reading the calls waiting for a decision", "session", id, "err", err)
+				}
+				return true
+			}
+			for _, p := range pending {
+				asked[p.CallID] = true
+			}
+			return yield(&ApprovalsPending{Calls: pending}, nil)
+		}
 		// drain yields the records appended since the last; false: the
 		// caller stopped.
 		drain := func() (bool, error) {
@@ -191,6 +235,9 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 				}
 				got = true
 				for _, ev := range replay.Feed(b) {
+					if _, ok := ev.(*loop.ToolExecutionStarted); ok {
+						mayWait = true
+					}
 					if !yield(ev, nil) {
 						return false, nil
 					}
@@ -227,6 +274,9 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 				if err != nil {
 					log.Warn("reading the session's progress", "session", id, "err", err)
 				}
+				if !waiting() {
+					return
+				}
 				if !told && !got && time.Since(start) > WaitingAfter {
 					told = true
 					if !yield(&Waiting{For: time.Since(start)}, nil) {
@@ -260,6 +310,107 @@ func (c *Client) Follow(ctx context.Context, run client.WorkflowRun, id string, 
 			}
 		}
 	}
+}
+
+// ApprovalsPending is the event Follow yields when calls of the run wait
+// for a person's decision (each call once): Decide answers them, and the
+// run goes on; undecided, they are denied after the run's
+// ApprovalTimeout.
+type ApprovalsPending struct {
+	// Calls are the calls waiting, in call order, as an Approver is asked
+	// about them.
+	Calls []loop.ApprovalRequest
+}
+
+// EventType implements loop.Event.
+func (*ApprovalsPending) EventType() string { return "approvals_pending" }
+
+// waitingIDs reads the ids of run's calls waiting for a decision from
+// its memo (MemoWaiting).
+func (c *Client) waitingIDs(ctx context.Context, run client.WorkflowRun) ([]string, error) {
+	desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
+	if err != nil {
+		return nil, err
+	}
+	if desc.RawResponse == nil {
+		return nil, nil
+	}
+	p := desc.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields()[MemoWaiting]
+	if p == nil {
+		return nil, nil
+	}
+	var ids []string
+	err = converter.GetDefaultDataConverter().FromPayload(p, &ids)
+	return ids, err
+}
+
+// Pending returns the calls of session's running run that wait for a
+// person's decision, in call order (none: nil). It asks the run
+// (PendingQuery), which a workflow worker answers.
+func (c *Client) Pending(ctx context.Context, session string) ([]loop.ApprovalRequest, error) {
+	v, err := c.Temporal.QueryWorkflow(ctx, WorkflowID(session), "", PendingQuery)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ps []PendingApproval
+	if err := v.Get(&ps); err != nil {
+		return nil, err
+	}
+	out := make([]loop.ApprovalRequest, 0, len(ps))
+	for _, p := range ps {
+		args, err := blobs{store: c.Blobs}.get(ctx, p.Args)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, loop.ApprovalRequest{CallID: textsafe.Clean(p.CallID, 256), Tool: textsafe.Clean(p.Tool, 256),
+			Arguments: textsafe.Clean(string(args), 0), Grant: p.Grant})
+	}
+	return out, nil
+}
+
+// Decide answers calls of session's running run that wait for a
+// decision (decisions by call id) and returns once the run has stored
+// them; the run then runs the approved calls and goes on. A call id that
+// does not wait (or no run waiting at all) is an error matching
+// loop.ErrNothingPending that names the calls that do wait.
+func (c *Client) Decide(ctx context.Context, session string, decisions map[string]loop.Decision) error {
+	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   WorkflowID(session),
+		UpdateName:   DecideUpdate,
+		Args:         []any{Decisions{Decisions: decisions}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var nf *serviceerror.NotFound
+	switch msg, ok := errorsIsNotWaiting(err); {
+	case err == nil:
+		return nil
+	case ok:
+		return fmt.Errorf("%w: %s", loop.ErrNothingPending, textsafe.Clean(msg, 1024))
+	case errors.As(err, &nf):
+		return fmt.Errorf("%w: session %s has no run on the cluster", loop.ErrNothingPending, session)
+	}
+	return err
+}
+
+// Resume decides calls that session id's running run waits for (Decide)
+// and returns the run's handle and the session's length as it was just
+// before the decisions, for FollowFrom.
+func (c *Client) Resume(ctx context.Context, id string, decisions map[string]loop.Decision) (client.WorkflowRun, int64, error) {
+	recs, err := c.Sessions.Load(ctx, id, 0)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		return nil, 0, err
+	}
+	if err := c.Decide(ctx, id, decisions); err != nil {
+		return nil, 0, err
+	}
+	return c.Temporal.GetWorkflow(ctx, WorkflowID(id), ""), int64(len(recs)), nil
 }
 
 // runStart reads where run's records begin from its memo (MemoSeq). ok

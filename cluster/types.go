@@ -120,6 +120,16 @@ type RunInput struct {
 	ToolAttempts int `json:"tool_attempts,omitempty"`
 	// ContinueAfterEvents (0: DefaultContinueAfterEvents).
 	ContinueAfterEvents int `json:"continue_after_events,omitempty"`
+	// ApprovalTimeout is how long a call that needs a person's yes waits
+	// for the decision (DecideUpdate) before it is denied (0:
+	// DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration `json:"approval_timeout,omitempty"`
+	// Approved names the tools (with their grants) approved for the
+	// session by a person ("session", "always"): their calls run without
+	// asking again, as the local path's Cycle remembers them. Carried
+	// across continue-as-new; a chat passes on a run's (RunResult.Approved)
+	// to its next.
+	Approved []string `json:"approved,omitempty"`
 
 	// Carried across continue-as-new.
 	Turns   int          `json:"turns,omitempty"`
@@ -146,6 +156,9 @@ type RunResult struct {
 	Error        string     `json:"error,omitempty"`
 	// ContinuedAsNew counts the times the run continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// Approved is RunInput.Approved with what this run's decisions
+	// added.
+	Approved []string `json:"approved,omitempty"`
 }
 
 // ModelStep is the input of the model activity: the run's prompt (first
@@ -164,6 +177,8 @@ type ModelStep struct {
 	// max_tool_calls (the budgets are per run, as locally).
 	UsedTokens int64 `json:"used_tokens,omitempty"`
 	UsedCalls  int   `json:"used_calls,omitempty"`
+	// Approved is the run's RunInput.Approved (as the run has it now).
+	Approved []string `json:"approved,omitempty"`
 }
 
 // ModelOutput is what a model step did: the session's next seq, and
@@ -197,6 +212,11 @@ type PendingCall struct {
 	// saw it (approvals and the retry policy were decided on it); the
 	// call runs only where the tool has the same ("": not checked).
 	Grant string `json:"grant,omitempty"`
+	// Undecided, when set, is the grant a person is asked about: the call
+	// needs a yes and has no decision yet. The workflow waits for one
+	// (DecideUpdate, or a denial after RunInput.ApprovalTimeout), stores
+	// it (DecideActivity), and runs the call only if it approves.
+	Undecided *registry.Grant `json:"undecided,omitempty"`
 }
 
 // ToolStep is the input of the tool activity.

@@ -87,6 +87,7 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 		w := worker.New(c, q, opts)
 		if s == ServeLLM {
 			w.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+			w.RegisterActivityWithOptions(a.Decide, activity.RegisterOptions{Name: DecideActivity})
 		}
 		// Every activity worker runs tool calls: a call of a tool that is
 		// neither WASM nor MCP is routed to the LLM queue.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -31,7 +32,7 @@ import (
 // another worker up to ToolAttempts times if its tool has no side effects
 // (SideEffects), or if RetrySideEffects; otherwise the model is told the
 // worker was lost and that the call may or may not have taken effect.
-func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
+func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ error) {
 	maxTurns := in.MaxTurns
 	if maxTurns <= 0 {
 		maxTurns = 16
@@ -66,9 +67,21 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		in.Seq = seq
 	}
+	// Calls that need a person's yes wait in the workflow for the
+	// decision: DecideUpdate gives it, PendingQuery lists them.
+	w := &waits{}
+	if err := w.register(ctx); err != nil {
+		return RunResult{}, err
+	}
+	approved := slices.Clone(in.Approved)
 	res := RunResult{Session: in.Session, Seq: in.Seq, Turns: in.Turns, Usage: in.Usage, ContinuedAsNew: in.ContinuedAsNew}
+	defer func() {
+		if result.Session != "" {
+			result.Approved = approved
+		}
+	}()
 	usedCalls := in.UsedCalls
-	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls}
+	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved}
 	for {
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: in.Queues.LLM,
@@ -127,11 +140,12 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 		}
 		futures := make([]workflow.Future, len(out.Calls))
 		results := make([]ToolResult, len(out.Calls))
-		for i, c := range out.Calls {
+		start := func(i int) {
+			c := out.Calls[i]
 			if ctx.Err() != nil {
 				// Cancelled before the call was handed on: it never ran.
 				results[i] = ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledBeforeCall}
-				continue
+				return
 			}
 			timeout := c.Timeout + time.Minute
 			if c.Timeout <= 0 {
@@ -151,6 +165,15 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			})
 			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects})
 		}
+		// The calls that need no decision run at once; those that wait
+		// for a person's run as each is decided (its decision stored
+		// first, after the step's records).
+		for i, c := range out.Calls {
+			if c.Undecided == nil {
+				start(i)
+			}
+		}
+		w.awaitDecisions(ctx, in, &res.Seq, &approved, out.Calls, results, start)
 		for i, f := range futures {
 			if f == nil {
 				continue
@@ -171,12 +194,17 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (RunResult, error) {
 			return res, nil
 		}
 		usedCalls += len(out.Calls)
-		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls}
+		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved}
 		if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= continueAfter || info.GetCurrentHistorySize() >= continueAfterBytes {
 			next := in
 			next.Prompt, next.PromptRef, next.Seq, next.Turns, next.Results, next.Usage = "", nil, res.Seq, res.Turns, results, res.Usage
 			next.ContinuedAsNew++
+			// A decision's Update handler answers before the run goes on
+			// in a new execution (its caller would see an error otherwise;
+			// a cancelled run does not wait).
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			next.UsedCalls = usedCalls
+			next.Approved = approved
 			return RunResult{}, workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 	}

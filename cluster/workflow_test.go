@@ -154,6 +154,7 @@ func newEnv(t *testing.T, a *Activities) *testsuite.TestWorkflowEnvironment {
 		env.RegisterActivityWithOptions(a.Seq, activity.RegisterOptions{Name: SeqActivity})
 		env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
 		env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
+		env.RegisterActivityWithOptions(a.Decide, activity.RegisterOptions{Name: DecideActivity})
 	} else {
 		// The doubles' sessions are empty: a run begins at 0.
 		env.RegisterActivityWithOptions(func(context.Context, string) (int64, error) { return 0, nil }, activity.RegisterOptions{Name: SeqActivity})

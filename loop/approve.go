@@ -143,9 +143,10 @@ func (r *runState) needsApproval(ctx context.Context, b *toolBatch, toRun []regi
 // deferCalls is needsApproval with Config.DeferCalls: the calls that
 // need no yes are deferred; those that need one are decided here, at once
 // and in call order (a decision cannot wait for a run that runs
-// elsewhere: ErrApprovalPending denies the call), the approved ones
-// deferred and the denied ones answered, like the calls of unknown
-// tools (not_found). Nothing is left to run here.
+// elsewhere: ErrApprovalPending denies the call, unless
+// Config.DeferDecisions defers it undecided), the approved ones deferred
+// and the denied ones answered, like the calls of unknown tools
+// (not_found). Nothing is left to run here.
 func (r *runState) deferCalls(ctx context.Context, b *toolBatch, toRun []registry.Call, runIdx []int) (now []registry.Call, nowIdx []int, _ map[int]ApprovalRequest) {
 	a := r.c.cfg.Approver
 	var order []int
@@ -171,6 +172,13 @@ func (r *runState) deferCalls(ctx context.Context, b *toolBatch, toRun []registr
 		_, approved := r.decide(ctx, b, order, ask)
 		for _, req := range r.paused[waiting:] {
 			i := slices.IndexFunc(b.calls, func(c ToolCall) bool { return c.ID == req.CallID })
+			if r.c.cfg.DeferDecisions {
+				// Left open, undecided: whoever runs the deferred calls
+				// asks for the decision and records it.
+				deferred[i] = req
+				r.undecided = append(r.undecided, req)
+				continue
+			}
 			b.fail(i, registry.DeniedByUser, "no decision: the call needs a person's approval and this run cannot wait for one")
 		}
 		r.paused = r.paused[:waiting]
@@ -416,6 +424,9 @@ type CallsDeferredError struct {
 	// Calls are the deferred calls, in call order, each with the grant
 	// it will run with (its Source says which kind of tool it is).
 	Calls []ApprovalRequest
+	// Undecided are the calls among Calls that need a person's yes and
+	// have no decision yet (Config.DeferDecisions), in call order.
+	Undecided []ApprovalRequest
 }
 
 // Error names the deferred calls.
@@ -449,7 +460,7 @@ func (r *runState) pause() {
 // error that ends the run.
 func (r *runState) pausedError() error {
 	if r.deferred {
-		return &CallsDeferredError{Calls: slices.Clone(r.paused)}
+		return &CallsDeferredError{Calls: slices.Clone(r.paused), Undecided: slices.Clone(r.undecided)}
 	}
 	for i := range r.paused {
 		if !r.emit(&ApprovalRequired{ApprovalRequest: r.paused[i]}) {

@@ -82,9 +82,17 @@ type Config struct {
 	// and goes on. With an Approver, the calls that need a yes are decided
 	// before the run ends, in call order: the approved ones are deferred,
 	// the denied ones answered; a decision that would wait
-	// (ErrApprovalPending) denies the call. False: the registry runs the
-	// calls here.
+	// (ErrApprovalPending) denies the call (but see DeferDecisions).
+	// False: the registry runs the calls here.
 	DeferCalls bool
+	// DeferDecisions, with DeferCalls: a call whose decision would wait
+	// (ErrApprovalPending) is not denied but deferred undecided, listed
+	// in CallsDeferredError.Undecided; whoever runs the deferred calls
+	// must get and record its decision before running it, and answers it
+	// in Turn.Results either way (a denial as a denied_by_user
+	// invocation). Package cluster's model steps set it: the workflow
+	// waits for the decision.
+	DeferDecisions bool
 }
 
 // Defaults for the zero values of Limits.

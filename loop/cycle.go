@@ -277,6 +277,7 @@ type runState struct {
 	decisions map[string]Decision // given in Turn.Decisions, by call id
 	paused    []ApprovalRequest   // calls waiting for a decision (ErrApprovalPending), or deferred
 	deferred  bool                // paused holds deferred calls (Config.DeferCalls)
+	undecided []ApprovalRequest   // deferred calls without a decision (Config.DeferDecisions)
 	// supplied answers the calls of this batch instead of the registry
 	// (Turn.Results), by call id; nil: the registry runs them.
 	supplied map[string]registry.Invocation

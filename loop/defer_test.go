@@ -128,6 +128,51 @@ func TestDeferCallsDecidesApprovalsFirst(t *testing.T) {
 	}
 }
 
+// TestDeferDecisionsLeavesTheCallOpen: with DeferDecisions, a call
+// whose decision would wait is deferred undecided instead of denied: it
+// is among the deferred calls (in call order) and listed as undecided,
+// no decision is recorded for it and no tool message answers it; Run
+// with Results then answers it like the others.
+func TestDeferDecisionsLeavesTheCallOpen(t *testing.T) {
+	srv := newServer(t, step{ToolCalls: []chattest.Call{call("c1", "ok", `{}`), call("c2", "waits", `{}`), call("c3", "denied", `{}`)}},
+		streamText("done"))
+	reg := newRegistry(t, okTool("ok", nil), okTool("waits", nil), okTool("denied", nil))
+	var decided []string
+	c := newCycle(t, srv, Config{DeferCalls: true, DeferDecisions: true, Hooks: Hooks{
+		Approver:   toolApprover(map[string]string{"waits": "pending", "denied": "deny"}),
+		OnDecision: func(r DecisionRecord) { decided = append(decided, r.Tool+":"+string(r.Answer)) },
+	}})
+	_, err := collect(t, c, context.Background(), "x", reg)
+	var de *CallsDeferredError
+	if !errors.As(err, &de) || len(de.Calls) != 2 || de.Calls[0].CallID != "c1" || de.Calls[1].CallID != "c2" ||
+		len(de.Undecided) != 1 || de.Undecided[0].CallID != "c2" || de.Undecided[0].Tool != "waits" {
+		t.Fatalf("err %v (%+v)", err, de)
+	}
+	if strings.Join(decided, ",") != "denied:deny" {
+		t.Fatalf("decisions %v", decided)
+	}
+	for _, m := range c.Messages() {
+		if m.Role == RoleTool && m.ToolCallID != "c3" {
+			t.Fatalf("a deferred call was answered: %+v", m)
+		}
+	}
+	denied := registry.Invocation{Err: registry.NewError(registry.DeniedByUser, "waits", errors.New("not now"))}
+	for _, err := range c.Run(context.Background(), Turn{Tools: reg, Results: map[string]registry.Invocation{"c1": {Output: json.RawMessage(`1`)}, "c2": denied}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	answers := map[string]string{}
+	for _, m := range c.Messages() {
+		if m.Role == RoleTool {
+			answers[m.ToolCallID] = m.Content
+		}
+	}
+	if answers["c1"] != "1" || answers["c2"] != "error (denied_by_user): not now" {
+		t.Fatalf("answers %v", answers)
+	}
+}
+
 // TestAnswerWithResultsMakesNoRequest: Run with AnswerOnly answers
 // the deferred calls and stops: no model request, the tool messages in
 // the history.

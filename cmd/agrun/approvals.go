@@ -36,9 +36,10 @@ type cliApprover struct {
 	// (and is not approved "always") is left to the server, which asks
 	// the run's client.
 	server bool
-	// cluster: the approver of a worker's model steps: no one can be
-	// asked, so a call that needs a yes (and is not approved "always")
-	// is denied.
+	// cluster: the approver of a worker's model steps: a call that needs
+	// a yes (and is not approved "always") is left to a person, whom the
+	// run's client asks (cluster_run.go); the workflow waits for the
+	// decision.
 	cluster bool
 }
 
@@ -66,14 +67,19 @@ func (a *cliApprover) Approve(ctx context.Context, req loop.ApprovalRequest) (lo
 	if a.c.deferApprovals {
 		return loop.Decision{}, loop.ErrApprovalPending // decided by run --approve/--deny
 	}
-	if a.server {
+	if a.server || a.cluster {
 		// agrun serve asks the run's client (server.runApprover: an
-		// approval_required event, POST /v1/runs/ID/approvals).
+		// approval_required event, POST /v1/runs/ID/approvals); on the
+		// cluster the workflow waits for the decision, which the run's
+		// client asks for (cluster_run.go).
 		return loop.Decision{}, loop.ErrApprovalPending
 	}
-	if a.cluster {
-		return loop.Decision{Answer: loop.Deny, By: "non-interactive", Reason: "the call needs a person's approval, and none can be asked on the cluster (approve = \"always\" in its [tools] or [mcp] section, or `agrun approvals`)"}, nil
-	}
+	return a.askPerson(ctx, req)
+}
+
+// askPerson asks the person at the terminal about req (and, without a
+// terminal, denies it, saying so on stderr).
+func (a *cliApprover) askPerson(ctx context.Context, req loop.ApprovalRequest) (loop.Decision, error) {
 	read := a.c.answers()
 	if read == nil {
 		fmt.Fprintf(a.c.stderr, "agrun: %s needs approval and there is no terminal to ask: denied (approve = \"always\" in its [tools] or [mcp] section, or run on a terminal)\n", safe(req.Tool))

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
@@ -40,7 +40,7 @@ func clusterUnsupported(o *runOptions) string {
 	}{
 		{"-m/--model", o.set["model"]}, {"-s/--system", o.set["system"]}, {"--base-url", o.set["base-url"]},
 		{"--tools", o.tools != ""}, {"--no-tools", o.noTools}, {"-c/--continue", o.cont},
-		{"--schema", o.schemaArg != ""}, {"--approve/--deny", o.resume != nil}, {"--trace", o.trace},
+		{"--schema", o.schemaArg != ""}, {"--trace", o.trace},
 		{"--max-tokens", o.maxTokens > 0}, {"--max-tool-calls", o.maxToolCalls > 0},
 		{"--resource", len(o.resources) > 0}, {"--prompt", o.promptRef != ""},
 	} {
@@ -72,6 +72,16 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 	}
 	defer ce.close()
 	cl := &cluster.Client{Temporal: ce.temporal, Sessions: ce.sessions, Blobs: ce.objects, Defaults: runDefaults(cfg, ce.queues)}
+	if o.resume != nil {
+		// --approve/--deny: the decisions go to the run that waits for
+		// them, which goes on; shown from where the session is now.
+		run, from, err := cl.Resume(ctx, id, o.resume)
+		if err != nil {
+			return id, turnStats{}, err
+		}
+		stats, err := c.follow(ctx, ce, cl, id, cl.FollowFrom(ctx, run, id, from), asJSON)
+		return id, stats, err
+	}
 	run, from, err := cl.Start(ctx, id, prompt)
 	if err != nil {
 		return "", turnStats{}, err
@@ -79,23 +89,44 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 	if !asJSON {
 		fmt.Fprintf(c.stderr, "agrun: session %s (on the cluster at %s)\n", id, cfg.Cluster.TemporalAddress)
 	}
-	stats, err := c.follow(ctx, ce, cl, run, id, from, asJSON)
+	stats, err := c.follow(ctx, ce, cl, id, cl.Follow(ctx, run, id, from), asJSON)
 	return id, stats, err
 }
 
 // follow shows a cluster run as the local path shows one — text on
 // stdout, a line per tool call on stderr, or the same JSON events — from
 // the records the workers append to the session store (a model reply
-// arrives whole, not token by token), until the run ends.
-func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, run client.WorkflowRun, id string, from int64, asJSON bool) (turnStats, error) {
+// arrives whole, not token by token), until the run ends. Calls that wait
+// for a person's yes are asked about as locally: on the terminal, denied
+// without one, or (run --json) shown as approval_required events, and
+// then follow returns an *loop.ApprovalPendingError, leaving the run
+// waiting for `run --approve/--deny`.
+func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id string, events iter.Seq2[loop.Event, error], asJSON bool) (turnStats, error) {
 	var st turnStats
 	p := c.newPrinter(&st, asJSON, false)
 	defer p.stop()
 	var runErr error
-	for ev, err := range cl.Follow(ctx, run, id, from) {
+	for ev, err := range events {
 		if err != nil {
 			runErr = err
 			break
+		}
+		if ap, ok := ev.(*cluster.ApprovalsPending); ok {
+			for _, r := range ap.Calls {
+				p.prog.done(r.CallID) // not running: waiting for a yes
+			}
+			if c.deferApprovals {
+				for _, r := range ap.Calls {
+					p.show(&loop.ApprovalRequired{ApprovalRequest: r})
+				}
+				runErr = &loop.ApprovalPendingError{Calls: ap.Calls}
+				break // the run waits on the cluster
+			}
+			if err := c.decideOnCluster(ctx, ce.cfg, cl, id, ap.Calls); err != nil {
+				runErr = err
+				break
+			}
+			continue
 		}
 		switch ev := ev.(type) {
 		case *cluster.Waiting:
@@ -109,6 +140,44 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, ru
 	}
 	p.end(runErr)
 	return st, runErr
+}
+
+// decideOnCluster asks the person at the terminal about the calls of
+// session id's run that wait for a decision, one at a time and in call
+// order, as the local path asks (the same question and answers; without
+// a terminal each is denied), and gives each decision to the run. The
+// run may have decided some meanwhile (a "session" answer approves the
+// tool's other calls; the timeout denies): what still waits is read
+// again after each. A question cut short by ctx ends here; Follow then
+// cancels the run.
+func (c *cli) decideOnCluster(ctx context.Context, cfg *config.Config, cl *cluster.Client, id string, calls []loop.ApprovalRequest) error {
+	// No approvals file here: the worker that stores an "always" keeps it
+	// in its own (cluster.Activities.Remember), where its Approver reads.
+	ap := &cliApprover{c: c, cfg: cfg, session: id}
+	for len(calls) > 0 {
+		req := calls[0]
+		d, err := ap.askPerson(ctx, req)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			d = loop.Decision{Answer: loop.Deny, Reason: "no decision: " + err.Error(), By: d.By}
+		}
+		err = cl.Decide(ctx, id, map[string]loop.Decision{req.CallID: d})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, loop.ErrNothingPending):
+			// Decided meanwhile (the timeout, another client).
+			fmt.Fprintf(c.stderr, "agrun: %s (%s) was decided meanwhile: %s\n", safe(req.CallID), safe(req.Tool), safe(err.Error()))
+		case err != nil:
+			return err
+		}
+		if calls, err = cl.Pending(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cfgAddr names the cluster in messages.
@@ -178,7 +247,7 @@ func (c *cli) chatOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.C
 		run, from, err := cl.Start(tctx, id, line)
 		if err == nil {
 			var st turnStats
-			st, err = c.follow(tctx, ce, cl, run, id, from, false)
+			st, err = c.follow(tctx, ce, cl, id, cl.Follow(tctx, run, id, from), false)
 			if err == nil && !interactive {
 				fmt.Fprintf(c.stderr, "agrun: %s\n", st.summary())
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agcore/agrun/session"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/server"
 )
 
@@ -86,6 +88,13 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		Sessions: ce.sessions,
 		Blobs:    ce.objects,
 	}
+	// A tool a person approved "always" (agrun run's question on the
+	// cluster) goes to this worker's approvals file, which its Approver
+	// reads.
+	standing := session.OpenApprovals(setup.SessionsDir(cfg))
+	a.Remember = func(_ context.Context, tool string, g registry.Grant, sess string) error {
+		return standing.Add(session.StandingApproval{Tool: tool, Grant: g, Time: time.Now().UTC(), By: "user", Session: sess})
+	}
 	a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
 		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.Loaded())
@@ -97,8 +106,9 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 }
 
 // clusterApprover is the Approver of a worker's model steps: the same
-// policy and approvals file, and a denial where run would ask. Nil when
-// the configuration asks about nothing.
+// policy and approvals file; where run would ask, the call waits in the
+// workflow for a person's decision (the run's client asks). Nil when the
+// configuration asks about nothing.
 func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
 	if !setup.AsksAnything(cfg) {
 		return nil

@@ -16,6 +16,7 @@ namespace = "agents"
 task_queue_prefix = "prod-"
 retry_side_effects = true
 heartbeat_timeout = "5s"
+approval_timeout = "15m"
 module_store = "s3://bucket/agrun"
 s3_endpoint = "http://127.0.0.1:9000"
 s3_path_style = true
@@ -26,7 +27,7 @@ postgres_dsn_env = "PG_DSN"
 		t.Fatal(err)
 	}
 	cc := c.Cluster
-	if !cc.Enabled() || cc.Namespace != "agents" || cc.TaskQueuePrefix != "prod-" || !cc.RetrySideEffects || cc.HeartbeatTimeout.Std() != 5*time.Second ||
+	if !cc.Enabled() || cc.Namespace != "agents" || cc.TaskQueuePrefix != "prod-" || !cc.RetrySideEffects || cc.HeartbeatTimeout.Std() != 5*time.Second || cc.ApprovalTimeout.Std() != 15*time.Minute ||
 		cc.ModuleStore != "s3://bucket/agrun" || !cc.S3PathStyle || cc.SessionStore != "postgres" || cc.PostgresDSNEnv != "PG_DSN" {
 		t.Errorf("decoded %+v", cc)
 	}
@@ -44,6 +45,7 @@ postgres_dsn_env = "PG_DSN"
 		{"[cluster]\nmodule_store = \"s3://\"\n", "cluster.module_store", "needs a bucket", 2},
 		{"[cluster]\ns3_endpoint = \"minio:9000\"\n", "cluster.s3_endpoint", "http://", 2},
 		{"[cluster]\nheartbeat_timeout = \"-1s\"\n", "cluster.heartbeat_timeout", "", 2},
+		{"[cluster]\napproval_timeout = \"-1s\"\n", "cluster.approval_timeout", "", 2},
 		{"[cluster]\nqueues = 3\n", "cluster.queues", "unknown key", 2},
 	} {
 		_, err := Parse("agrun.toml", []byte(tc.toml))

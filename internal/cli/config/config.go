@@ -325,6 +325,10 @@ type Cluster struct {
 	// HeartbeatTimeout: a worker silent this long is lost and its
 	// activity retried elsewhere; unset: 20s.
 	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
+	// ApprovalTimeout: a call that needs a person's yes waits this long
+	// for the decision (`agrun run` on a terminal, `run --approve`), then
+	// it is denied; unset: 1h.
+	ApprovalTimeout Duration `toml:"approval_timeout"`
 	// ModuleStore is where uploaded modules and payloads passed by
 	// reference are kept: a directory, or "s3://bucket/prefix" (the AWS
 	// SDK's credentials chain: AWS_ACCESS_KEY_ID, ...). "": a directory

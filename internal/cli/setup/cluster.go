@@ -140,6 +140,7 @@ func RunDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 		MaxTurns:         cfg.LLM.MaxTurns,
 		RetrySideEffects: cfg.Cluster.RetrySideEffects,
 		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout.Std(),
+		ApprovalTimeout:  cfg.Cluster.ApprovalTimeout.Std(),
 	}
 }
 
