@@ -242,6 +242,17 @@ type MCPServer struct {
 	// clients of `agrun mcp serve` (cleaned and bounded; prompts as
 	// NAME__PROMPT).
 	ServeResources bool `toml:"serve_resources"`
+	// Sampling is whether the server may have agrun's model write for
+	// it (sampling/createMessage): "ask" (the default, ""), "allow" or
+	// "deny" (the capability is not declared). mcp.go has the budgets.
+	Sampling string `toml:"sampling"`
+	// SamplingMaxTokens caps each sampling request's maxTokens; 0:
+	// mcp.DefaultSamplingMaxTokens.
+	SamplingMaxTokens int `toml:"sampling_max_tokens"`
+	// SamplingMaxRunTokens bounds the tokens (prompt and reply) the
+	// server's sampling may spend in one run (outside a run: in the
+	// process); 0: DefaultSamplingRunTokens.
+	SamplingMaxRunTokens int64 `toml:"sampling_max_run_tokens"`
 }
 
 // Sessions is the [sessions] section.
@@ -590,6 +601,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 			return errAt("url must start with http:// or https://", "mcp", name, "url")
 		}
 		if err := checkMCPAuth(name, s, errAt); err != nil {
+			return err
+		}
+		if err := checkMCPSampling(name, s, errAt); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,28 @@ type MCPOAuth struct {
 	AllowPrivate bool `toml:"allow_private"`
 }
 
+// Sampling bounds of [mcp.NAME] (docs/MCP.md, "Sampling").
+const (
+	// DefaultSamplingRunTokens is sampling_max_run_tokens when unset.
+	DefaultSamplingRunTokens = 16384
+	// MaxSamplingTokens is the most sampling_max_tokens may be.
+	MaxSamplingTokens = 32768
+)
+
+// checkMCPSampling checks sampling, sampling_max_tokens and
+// sampling_max_run_tokens of [mcp.name].
+func checkMCPSampling(name string, s MCPServer, errAt func(msg string, key ...string) error) error {
+	switch {
+	case s.Sampling != "" && s.Sampling != "ask" && s.Sampling != "allow" && s.Sampling != "deny":
+		return errAt(`must be "ask", "allow" or "deny"`, "mcp", name, "sampling")
+	case s.SamplingMaxTokens < 0 || s.SamplingMaxTokens > MaxSamplingTokens:
+		return errAt(fmt.Sprintf("must be 1 to %d tokens (0: 1024)", MaxSamplingTokens), "mcp", name, "sampling_max_tokens")
+	case s.SamplingMaxRunTokens < 0:
+		return errAt(fmt.Sprintf("must be positive (0: %d)", DefaultSamplingRunTokens), "mcp", name, "sampling_max_run_tokens")
+	}
+	return nil
+}
+
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // checkMCPAuth checks headers_env and oauth of [mcp.name].
