@@ -72,6 +72,7 @@ const CodeSamplingRefused = -1
 // decline with a reason.
 type SamplingRefused struct{ Reason string }
 
+// Error implements error: "sampling request refused: REASON".
 func (e *SamplingRefused) Error() string { return "sampling request refused: " + e.Reason }
 
 // refuse is a refusal as the server gets it, and as the log says it.
