@@ -344,14 +344,14 @@ func TestTokenBudget(t *testing.T) {
 // RunUsage; outside a run, in Usage only.
 func TestSpendCountsInTheRun(t *testing.T) {
 	srv := newServer(t, step{ToolCalls: []chattest.Call{{ID: "a", Name: "t", Args: `{}`}}}, streamText("never"))
-	var c *Cycle
-	c = newCycle(t, srv, Config{Limits: Limits{MaxTotalTokens: 40}}) // the reply uses 15: 15 + 30 is past 40
 	var during Usage
+	var c *Cycle
 	spender := &funcTool{name: "t", desc: "t", fn: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 		c.Spend(Usage{PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30})
 		during, _, _ = c.RunUsage()
 		return json.RawMessage(`1`), nil
 	}}
+	c = newCycle(t, srv, Config{Limits: Limits{MaxTotalTokens: 40}}) // the reply uses 15: 15 + 30 is past 40
 	_, err := collect(t, c, context.Background(), "x", newRegistry(t, spender))
 	var be *BudgetError
 	if !errors.As(err, &be) || be.Used != 45 || be.Limit != 40 {

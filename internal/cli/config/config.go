@@ -802,6 +802,11 @@ func (c *Config) resolvePaths(dir string) {
 		for i := range s.Roots {
 			s.Roots[i] = abs(s.Roots[i])
 		}
+		if s.OAuth != nil && s.OAuth.PrivateKeyFile != "" {
+			o := *s.OAuth
+			o.PrivateKeyFile = abs(o.PrivateKeyFile)
+			s.OAuth = &o
+		}
 		// A command given as a relative path (./server) is relative to the
 		// config; a bare name (npx) is looked up in PATH.
 		if strings.HasPrefix(s.Command, "./") || strings.HasPrefix(s.Command, "../") {
