@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
 // everythingSection is an [mcp.everything] section running the npm
@@ -172,5 +174,35 @@ func TestSamplingBudgets(t *testing.T) {
 	}
 	if n := len(llm.Requests()); n != 7 {
 		t.Errorf("%d model requests, want 7 (none after the budget)", n)
+	}
+}
+
+// TestMCPDocSamplingAndMachineClients: docs/MCP.md's examples of
+// sampling and of machine clients (client credentials) are valid
+// agrun.toml as written.
+func TestMCPDocSamplingAndMachineClients(t *testing.T) {
+	blocks := mddoc.Read(t, "docs/MCP.md").Section(t, "## Servers that need authorization (OAuth)").Blocks("toml")
+	if len(blocks) != 2 {
+		t.Fatalf("docs/MCP.md's OAuth section has %d toml examples, want 2 (machine clients, sampling)", len(blocks))
+	}
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "agrun.toml"), []byte(blocks[0]+"\n"+blocks[1]))
+	if err != nil {
+		t.Fatalf("docs/MCP.md's examples: %v", err)
+	}
+	if o := cfg.MCP["signed"].OAuth; o == nil || !o.ClientCredentials || !strings.HasSuffix(o.PrivateKeyFile, "keys/agrun-ci.pem") {
+		t.Errorf("the machine client example: %+v", o)
+	}
+	if s := cfg.MCP["everything"]; s.Sampling != "ask" || s.SamplingMaxTokens != 1024 || s.SamplingMaxRunTokens != 16384 {
+		t.Errorf("the sampling example: %+v", s)
+	}
+}
+
+// TestMCPLoginRefusesMachineClient: a server configured for the client
+// credentials grant has no login; `agrun mcp login` says so.
+func TestMCPLoginRefusesMachineClient(t *testing.T) {
+	e := newTestEnv(t, "", "\n[mcp.ci]\nurl = \"http://127.0.0.1:1/mcp\"\noauth = { client_credentials = true, client_id = \"c\", client_secret_env = \"AGRUN_TEST_CC_SECRET\" }\n")
+	r := e.run("", "mcp", "login", "ci").wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "uses the client credentials grant: agrun authorizes itself when it connects, there is no login") {
+		t.Errorf("stderr %q", r.stderr)
 	}
 }
