@@ -99,12 +99,14 @@ func TestSamplingAllow(t *testing.T) {
 // TestSamplingAsk: by default (sampling = "ask") the person is asked at
 // the terminal, the server named and its text escaped: y serves the
 // request, n declines it (the server gets the refusal); without a
-// terminal, and in run --json, it is declined unasked and said on stderr.
+// terminal, and in run --json (even on one), it is declined unasked and
+// said on stderr, and the session records the decline.
 func TestSamplingAsk(t *testing.T) {
 	llm := chattest.New(t,
 		sampleCall("call_1", "hi\x1b]0;pwned\x07", 10), chattest.Reply{Text: "model text"}, chattest.Reply{Text: "done"},
 		sampleCall("call_2", "again", 10), chattest.Reply{Text: "done"},
 		sampleCall("call_3", "no one", 10), chattest.Reply{Text: "done"},
+		sampleCall("call_4", "json", 10), chattest.Reply{Text: "done"},
 	)
 	e := newTestEnv(t, llm.URL, everythingSection(t, ""))
 	r := e.runTTY("y\n", "run", "one").wantCode(t, exitOK)
@@ -125,6 +127,11 @@ func TestSamplingAsk(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "agrun: warning: MCP server everything asked agrun's model to write for it (sampling) and there is no one to ask: declined") {
 		t.Errorf("without a terminal, stderr %q", r.stderr)
+	}
+	// run --json asks no one, even on a terminal.
+	e.runTTY("y\n", "run", "--json", "four").wantCode(t, exitOK)
+	if got := sampledResult(llm.Requests(), "call_4"); !strings.Contains(got, "no one could be asked to allow it") {
+		t.Errorf("run --json: the server got %q", got)
 	}
 	// The session records who declined.
 	sess, _ := os.ReadDir(filepath.Join(e.dir, "sessions"))
