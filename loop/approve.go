@@ -363,6 +363,7 @@ func (c *Cycle) resume(ctx context.Context, reg *registry.Registry, args resumeA
 		return ErrBusy
 	}
 	defer c.running.Store(false)
+	c.startUsage()
 	pending := c.Pending()
 	if len(pending) == 0 {
 		return ErrNothingPending

@@ -339,6 +339,36 @@ func TestTokenBudget(t *testing.T) {
 	}
 }
 
+// TestSpendCountsInTheRun: tokens a tool spends for the run (an MCP
+// server's sampling) count in the run's budget, its Response.Usage and
+// RunUsage; outside a run, in Usage only.
+func TestSpendCountsInTheRun(t *testing.T) {
+	srv := newServer(t, step{ToolCalls: []chattest.Call{{ID: "a", Name: "t", Args: `{}`}}}, streamText("never"))
+	var during Usage
+	var c *Cycle
+	spender := &funcTool{name: "t", desc: "t", fn: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		c.Spend(Usage{PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30})
+		during, _, _ = c.RunUsage()
+		return json.RawMessage(`1`), nil
+	}}
+	c = newCycle(t, srv, Config{Limits: Limits{MaxTotalTokens: 40}}) // the reply uses 15: 15 + 30 is past 40
+	_, err := collect(t, c, context.Background(), "x", newRegistry(t, spender))
+	var be *BudgetError
+	if !errors.As(err, &be) || be.Used != 45 || be.Limit != 40 {
+		t.Fatalf("err = %v; want the token budget with 45 used", err)
+	}
+	if during.Total() != 45 || len(srv.Requests()) != 1 {
+		t.Errorf("RunUsage during the call %+v, %d requests", during, len(srv.Requests()))
+	}
+	if _, _, running := c.RunUsage(); running {
+		t.Error("RunUsage says running after the run")
+	}
+	c.Spend(Usage{TotalTokens: 5})
+	if u := c.Usage(); u.Total() != 50 {
+		t.Errorf("Usage %+v; want 50 tokens", u)
+	}
+}
+
 func TestToolCallBudget(t *testing.T) {
 	var rec recorder
 	srv := newServer(t,

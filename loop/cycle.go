@@ -46,6 +46,7 @@ type Cycle struct {
 	mu      sync.Mutex
 	history []Message
 	usage   Usage
+	cur     Usage // the run in progress: its requests' tokens and Spend's
 	ids     *idAllocator
 
 	schema         *responseSchema // compiled Config.ResponseSchema, or nil
@@ -121,6 +122,47 @@ func (c *Cycle) Usage() Usage {
 	return c.usage
 }
 
+// Spend counts u, tokens spent for the run in progress outside its own
+// model requests (an MCP server's sampling request answered by the
+// run's model), in the run: in Config.MaxTotalTokens (checked before its
+// next request), the Response's Usage, and Usage. Outside a run it counts
+// in Usage only. Safe to call from any goroutine, e.g. from a tool call
+// the run is waiting for.
+func (c *Cycle) Spend(u Usage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.usage.add(u)
+	if c.running.Load() {
+		c.cur.add(u)
+	}
+}
+
+// RunUsage returns the tokens the run in progress has used so far (its
+// requests' and Spend's), its budget (Config.MaxTotalTokens; 0: none),
+// and whether a run is in progress. Safe to call from any goroutine.
+func (c *Cycle) RunUsage() (used Usage, budget int64, running bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running.Load() {
+		return Usage{}, c.cfg.MaxTotalTokens, false
+	}
+	return c.cur, c.cfg.MaxTotalTokens, true
+}
+
+// startUsage starts the count of a run (run, resume).
+func (c *Cycle) startUsage() {
+	c.mu.Lock()
+	c.cur = Usage{}
+	c.mu.Unlock()
+}
+
+// runUsage is the run's count so far.
+func (c *Cycle) runUsage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
 // Submit sends prompt without tools and returns the reply: Run with
 // Turn{Prompt: prompt, Whole: true}, collected. If the model asks for
 // tools anyway (a resumed history may make it), each call is answered
@@ -182,6 +224,7 @@ func (c *Cycle) run(ctx context.Context, prompt string, reg *registry.Registry, 
 		return nil, ErrBusy
 	}
 	defer c.running.Store(false)
+	c.startUsage()
 	if emit == nil {
 		emit = func(Event) bool { return true }
 	}
@@ -216,8 +259,8 @@ func (r *runState) turns(ctx context.Context, stream bool) (*Response, error) {
 		c.ids.fixCalls(rep.Calls)
 		c.mu.Lock()
 		c.usage.add(rep.Usage)
+		c.cur.add(rep.Usage)
 		c.mu.Unlock()
-		r.usage.add(rep.Usage)
 		c.appendMessage(Message{Role: RoleAssistant, Content: rep.Content, ToolCalls: rep.Calls, Reasoning: rep.Reasoning})
 		r.open = slices.Clone(rep.Calls)
 
@@ -243,7 +286,7 @@ func (r *runState) turns(ctx context.Context, stream bool) (*Response, error) {
 				}
 				text = string(out)
 			}
-			return &Response{Text: text, FinishReason: reason, Turns: turn, Usage: r.usage}, nil
+			return &Response{Text: text, FinishReason: reason, Turns: turn, Usage: c.runUsage()}, nil
 		}
 		if err := r.runTools(ctx, rep.Calls); err != nil {
 			return nil, err
@@ -267,7 +310,6 @@ type runState struct {
 	c       *Cycle
 	reg     *registry.Registry
 	emit    func(Event) bool
-	usage   Usage
 	calls   int            // tool calls the model asked for in this run (Config.MaxToolCalls)
 	open    []ToolCall     // calls of the last reply not yet answered
 	repeats map[string]int // call signature -> consecutive turns it was made

@@ -61,7 +61,9 @@
 // ([ErrTokenBudget]) or more than Config.MaxToolCalls tool calls asked
 // for ([ErrToolCallBudget]; the calls past it are answered "not run").
 // Budgets are per run (one Submit); both are a [*BudgetError] and leave a
-// history that the next Submit continues.
+// history that the next Submit continues. Tokens spent for a run outside
+// its requests ([Cycle.Spend]: an MCP server's sampling answered by the
+// same model, say) count in its token budget too.
 //
 // # Requests
 //

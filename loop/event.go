@@ -121,6 +121,10 @@ func (u Usage) Add(v Usage) Usage {
 	return u
 }
 
+// Total is TotalTokens, or prompt + completion when the provider gave no
+// total: what Config.MaxTotalTokens counts.
+func (u Usage) Total() int64 { return u.total() }
+
 // total is TotalTokens, or prompt + completion when the provider gave no total.
 func (u *Usage) total() int64 {
 	if u.TotalTokens > 0 {

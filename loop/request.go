@@ -343,7 +343,8 @@ func (r *runState) checkTokenBudget() error {
 	if limit <= 0 {
 		return nil
 	}
-	if used := r.usage.total(); used >= limit {
+	u := r.c.runUsage() // the run's requests and what Spend counted
+	if used := u.total(); used >= limit {
 		return &BudgetError{Budget: "tokens", Limit: limit, Used: used}
 	}
 	return nil

@@ -93,6 +93,18 @@ type ClientOptions struct {
 	// add trace context to its params._meta (package telemetry's
 	// MCPObserve: the MCP spans of the OpenTelemetry conventions).
 	Observe Observe
+	// Sample, if set, answers the server's sampling requests
+	// (sampling/createMessage) with a reply from agrun's model: the
+	// Client then declares the sampling capability (without tools). Each
+	// request is bounded and cleaned first (see SamplingRequest); one at
+	// a time, at most MaxSamplingsPerMinute; a request with tools, or
+	// with image or audio content, is refused. An error (a
+	// *SamplingRefused to say why) refuses it, and its text goes to the
+	// server. Nil: no capability, and servers cannot sample.
+	Sample func(ctx context.Context, r *SamplingRequest) (*SamplingReply, error)
+	// SamplingMaxTokens caps the maxTokens of each sampling request.
+	// Zero means DefaultSamplingMaxTokens (1024).
+	SamplingMaxTokens int
 	// Roots are the directories offered to the server as its roots
 	// (roots/list), as absolute paths: each becomes a file:// root named
 	// by its last element. Roots only tell a server where to work; they
@@ -139,6 +151,7 @@ type Client struct {
 
 	refresh     chan struct{} // a tools/list_changed arrived (coalescing, cap 1)
 	gate        elicitGate    // the server's questions for the person (elicit.go)
+	sampleGate  elicitGate    // the server's sampling requests (sampling.go)
 	calls       sync.Map      // progress token -> progressCall of the call in progress
 	nextCall    atomic.Int64  // progress tokens
 	refreshOnce sync.Once     // starts the refresher
@@ -186,7 +199,7 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 		o = *opts
 		o.Permissions = slices.Clone(opts.Permissions)
 	}
-	if o.Timeout < 0 || o.MaxMessageBytes < 0 || o.RestartBackoff < 0 || o.MaxStderrBytes < 0 {
+	if o.Timeout < 0 || o.MaxMessageBytes < 0 || o.RestartBackoff < 0 || o.MaxStderrBytes < 0 || o.SamplingMaxTokens < 0 {
 		return nil, fmt.Errorf("server %q: negative option", serverName)
 	}
 	if o.Timeout == 0 {
@@ -204,6 +217,9 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	if o.MaxStderrBytes == 0 {
 		o.MaxStderrBytes = DefaultMaxStderrBytes
 	}
+	if o.SamplingMaxTokens == 0 {
+		o.SamplingMaxTokens = DefaultSamplingMaxTokens
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -219,7 +235,8 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	c.life, c.endLife = context.WithCancel(context.Background())
 	so := &sdk.ClientOptions{
 		Logger: log,
-		// No sampling; roots only with Roots, elicitation only with Elicit.
+		// Sampling only with Sample, roots only with Roots, elicitation
+		// only with Elicit.
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			select {
@@ -257,6 +274,9 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	if o.Elicit != nil {
 		so.Capabilities.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}}
 		so.ElicitationHandler = c.elicit
+	}
+	if o.Sample != nil {
+		c.offerSampling(so)
 	}
 	roots, err := fileRoots(o.Roots)
 	if err != nil {

@@ -70,8 +70,9 @@ func TestConformanceClient(t *testing.T) {
 func conformanceClient(serverURL string) int {
 	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
 	var extra struct {
-		ClientID     string `json:"client_id"`
-		ClientSecret string `json:"client_secret"`
+		ClientID      string `json:"client_id"`
+		ClientSecret  string `json:"client_secret"`
+		PrivateKeyPEM string `json:"private_key_pem"`
 	}
 	json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &extra)
 	h := HTTP{URL: serverURL}
@@ -82,6 +83,11 @@ func conformanceClient(serverURL string) int {
 			ClientMetadataURL: "https://conformance-test.local/client-metadata.json",
 			RedirectURL:       "http://localhost:3000/callback",
 			Authorize:         followRedirect,
+		}
+		if strings.HasPrefix(scenario, "auth/client-credentials-") {
+			// A machine client: the grant with the suite's client and
+			// its secret (basic) or its key (JWT), no person.
+			h.OAuth = &OAuth{ClientCredentials: true, ClientID: extra.ClientID, ClientSecret: extra.ClientSecret, PrivateKey: []byte(extra.PrivateKeyPEM)}
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))

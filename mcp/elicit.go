@@ -59,12 +59,13 @@ type elicitGate struct {
 	busy   bool
 }
 
-// admit reports whether a question may be asked now.
-func (g *elicitGate) admit(now time.Time) bool {
+// admit reports whether a question (a sampling request) may be asked
+// now: none pending, fewer than perMinute in the last minute.
+func (g *elicitGate) admit(now time.Time, perMinute int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.recent = slices.DeleteFunc(g.recent, func(t time.Time) bool { return now.Sub(t) > time.Minute })
-	if g.busy || len(g.recent) >= MaxElicitationsPerMinute {
+	if g.busy || len(g.recent) >= perMinute {
 		return false
 	}
 	g.busy = true
@@ -105,7 +106,7 @@ func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		c.log.Warn("elicitation declined: too many fields", "server", c.name, "fields", len(fields))
 		return declined, nil
 	}
-	if !c.gate.admit(time.Now()) {
+	if !c.gate.admit(time.Now(), MaxElicitationsPerMinute) {
 		c.log.Warn("elicitation declined: another is pending, or the server asked too often", "server", c.name)
 		return declined, nil
 	}

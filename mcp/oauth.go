@@ -76,6 +76,22 @@ type OAuth struct {
 	// AllowPrivate lets the authorization requests reach non-public
 	// addresses (see above).
 	AllowPrivate bool
+	// ClientCredentials uses OAuth's client credentials grant (MCP's
+	// ext-auth SEP-1046) instead of the authorization code flow: a
+	// machine client authorizes itself, with no person, browser,
+	// registration or refresh token (a new token is asked for when one
+	// expires; none is stored: Tokens and Authorize are not used). It
+	// needs ClientID and either ClientSecret (client_secret_basic, or
+	// client_secret_post where the server supports only that) or
+	// PrivateKey.
+	ClientCredentials bool
+	// PrivateKey, with ClientCredentials, is the PEM private key (PKCS
+	// #8, SEC 1 or PKCS #1: ECDSA P-256/384/521, RSA of 2048 bits or
+	// more, Ed25519) that signs the client's assertion
+	// (private_key_jwt, RFC 7523): issuer and subject the client id,
+	// audience the authorization server's issuer and token endpoint,
+	// valid 5 minutes.
+	PrivateKey []byte
 
 	once    sync.Once
 	handler *oauthHandler
@@ -153,7 +169,7 @@ func (f FileTokens) Save(s *OAuthSession) error {
 type oauthHandler struct {
 	o      *OAuth
 	server string
-	inner  *auth.AuthorizationCodeHandler
+	inner  auth.OAuthHandler // the SDK's authorization code flow, or ccHandler
 	client *http.Client
 
 	mu      sync.Mutex
@@ -190,6 +206,13 @@ func (o *OAuth) newHandler(server string) (*oauthHandler, error) {
 		return nil, err
 	}
 	h := &oauthHandler{o: o, server: server, client: authClient(o.AllowPrivate, u.Hostname())}
+	if o.ClientCredentials {
+		h.inner, err = newCCHandler(o, server, h.client)
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	save := func(cfg *oauth2.Config, tok *oauth2.Token) error {
 		if o.Tokens == nil {
 			return nil
@@ -263,7 +286,7 @@ func (o *OAuth) newHandler(server string) (*oauthHandler, error) {
 // when no person can log in.
 func (h *oauthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	ts, err := h.inner.TokenSource(ctx)
-	if ts == nil || err != nil || h.o.Authorize != nil {
+	if ts == nil || err != nil || h.o.Authorize != nil || h.o.ClientCredentials {
 		return ts, err
 	}
 	return loginHint{ts, h}, nil
@@ -273,7 +296,7 @@ func (h *oauthHandler) TokenSource(ctx context.Context) (oauth2.TokenSource, err
 // person to take part, ErrLoginRequired at once (no discovery, no
 // registration: a run without a terminal must not register clients).
 func (h *oauthHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
-	if h.o.Authorize == nil {
+	if h.o.Authorize == nil && !h.o.ClientCredentials {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}

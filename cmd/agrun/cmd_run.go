@@ -585,6 +585,10 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	// requests, the events its tool calls.
 	ctx, trace := c.tel.StartRun(ctx, conv.runInfo(c.tel, reg))
 	conv.trace.Store(trace)
+	// MCP servers' sampling during the turn counts in its budget and
+	// its session.
+	c.samp.StartRun(conv.cycle, func(r loop.DecisionRecord) { conv.sess.RecordDecision(r) }, func(r loop.RequestInfo) { conv.sess.RecordRequest(r) })
+	defer c.samp.EndRun()
 	defer func() {
 		conv.trace.Store(nil)
 		trace.Finish(runErr)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agcore/agrun/internal/cli/setup"
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/mcp"
 )
 
@@ -183,4 +185,54 @@ func (p *progressLines) show(pr mcp.Progress) {
 		of += "/" + strconv.FormatFloat(pr.Total, 'f', -1, 64)
 	}
 	fmt.Fprintf(p.c.stderr, "agrun: %s: %s %s\n", safe(pr.Tool), of, safe(pr.Message))
+}
+
+// maxSamplingShown is how much of a sampling request's text the person
+// is shown.
+const maxSamplingShown = 4 << 10
+
+// askSampling asks the person whether an MCP server may have the model
+// write for it (sampling = "ask"), as an approval is asked: the server's
+// name, the budget, and its messages (cleaned by package mcp, escaped
+// and set off here). Without a terminal, or in run --json, no one is
+// asked: setup.ErrNoOneToAsk, and it is said on stderr.
+func (c *cli) askSampling(ctx context.Context, q *setup.SamplingQuestion) (bool, error) {
+	read := c.answers()
+	if read == nil || c.deferApprovals {
+		fmt.Fprintf(c.stderr, "agrun: warning: MCP server %s asked agrun's model to write for it (sampling) and there is no one to ask: declined ([mcp.%s] sampling = \"allow\" serves it unasked)\n", safe(q.Server), safe(q.Server))
+		return false, setup.ErrNoOneToAsk
+	}
+	c.asking.Lock()
+	defer c.asking.Unlock()
+	where := "this run"
+	if !q.InRun {
+		where = "this process"
+	}
+	fmt.Fprintf(c.stderr, "agrun: MCP server %s asks agrun's model to write for it (sampling: at most %d tokens; its sampling in %s: %d of %d tokens used):\n", safe(q.Server), q.MaxTokens, where, q.Used, q.Budget)
+	var b strings.Builder
+	if q.System != "" {
+		b.WriteString("system: " + q.System + "\n")
+	}
+	for _, m := range q.Messages {
+		b.WriteString(m.Role + ": " + m.Text + "\n")
+	}
+	text := strings.TrimSuffix(b.String(), "\n")
+	if len(text) > maxSamplingShown {
+		text = textsafe.Truncate(text, maxSamplingShown) + fmt.Sprintf("… (%d more bytes)", len(text)-maxSamplingShown)
+	}
+	fmt.Fprintln(c.stderr, quoted(text))
+	for range 3 {
+		fmt.Fprint(c.stderr, "allow? [y/n] ")
+		line, err := read(ctx)
+		if err != nil {
+			return false, err
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return true, nil
+		case "n", "no":
+			return false, nil
+		}
+	}
+	return false, nil
 }

@@ -83,7 +83,8 @@ func (c *cli) openEnv(ctx context.Context, filter loadFilter, warn bool) (*env, 
 // flags).
 func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter, warn bool) (*env, error) {
 	stop := c.slowNotice("loading the tools: a module is compiled the first time it is used (cached afterwards)…")
-	e, err := newEnvWith(ctx, cfg, c.logger(), filter, setup.Hooks{Elicit: c.elicit, Progress: (&progressLines{c: c, last: map[string]time.Time{}}).show})
+	c.samp = setup.NewSampler(cfg, c.askSampling)
+	e, err := newEnvWith(ctx, cfg, c.logger(), filter, setup.Hooks{Elicit: c.elicit, Progress: (&progressLines{c: c, last: map[string]time.Time{}}).show, Sampler: c.samp})
 	stop()
 	if err != nil {
 		return nil, err

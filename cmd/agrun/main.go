@@ -48,6 +48,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/telemetry"
 )
 
@@ -117,6 +118,9 @@ type cli struct {
 	// terminal (an approval, an MCP server's question): one at a time, so
 	// that a line typed for one is never read as the answer to another.
 	asking sync.Mutex
+	// samp serves MCP servers' sampling requests with the [llm] model
+	// (envFor makes it; sampling.go).
+	samp *setup.Sampler
 	// deferApprovals: run --json pauses calls that need a yes
 	// (approval_required) instead of asking.
 	deferApprovals bool

@@ -40,6 +40,8 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 		return usageOf(fs, "[mcp.%s] is a command (stdio): login is for a streamable-HTTP server (url = ...)", safe(name))
 	case s.OAuth == nil:
 		return usageOf(fs, "[mcp.%s] has no oauth: add oauth = {} (or oauth = { client_id = \"...\" }) to use OAuth", safe(name))
+	case s.OAuth.ClientCredentials:
+		return usageOf(fs, "[mcp.%s] uses the client credentials grant: agrun authorizes itself when it connects, there is no login", safe(name))
 	}
 	tr, err := setup.MCPTransport(name, s)
 	if err != nil {

@@ -242,6 +242,17 @@ type MCPServer struct {
 	// clients of `agrun mcp serve` (cleaned and bounded; prompts as
 	// NAME__PROMPT).
 	ServeResources bool `toml:"serve_resources"`
+	// Sampling is whether the server may have agrun's model write for
+	// it (sampling/createMessage): "ask" (the default, ""), "allow" or
+	// "deny" (the capability is not declared). mcp.go has the budgets.
+	Sampling string `toml:"sampling"`
+	// SamplingMaxTokens caps each sampling request's maxTokens; 0:
+	// mcp.DefaultSamplingMaxTokens.
+	SamplingMaxTokens int `toml:"sampling_max_tokens"`
+	// SamplingMaxRunTokens bounds the tokens (prompt and reply) the
+	// server's sampling may spend in one run (outside a run: in the
+	// process); 0: DefaultSamplingRunTokens.
+	SamplingMaxRunTokens int64 `toml:"sampling_max_run_tokens"`
 }
 
 // Sessions is the [sessions] section.
@@ -596,6 +607,9 @@ func (c *Config) check(path string, lines *lineIndex) error {
 		if err := checkMCPAuth(name, s, errAt); err != nil {
 			return err
 		}
+		if err := checkMCPSampling(name, s, errAt); err != nil {
+			return err
+		}
 	}
 	if e := c.Telemetry.OTLPEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return errAt("must be an http:// or https:// URL (OTLP over HTTP), e.g. \"http://localhost:4318\"", "telemetry", "otlp_endpoint")
@@ -791,6 +805,11 @@ func (c *Config) resolvePaths(dir string) {
 		s.Dir = abs(s.Dir)
 		for i := range s.Roots {
 			s.Roots[i] = abs(s.Roots[i])
+		}
+		if s.OAuth != nil && s.OAuth.PrivateKeyFile != "" {
+			o := *s.OAuth
+			o.PrivateKeyFile = abs(o.PrivateKeyFile)
+			s.OAuth = &o
 		}
 		// A command given as a relative path (./server) is relative to the
 		// config; a bare name (npx) is looked up in PATH.

@@ -51,6 +51,9 @@ command = "npx"
 args = ["-y", "@modelcontextprotocol/server-everything"]
 timeout = "30s"
 permissions = ["read"]
+sampling = "allow"
+sampling_max_tokens = 200
+sampling_max_run_tokens = 5000
 
 [mcp.remote]
 url = "http://127.0.0.1:9000/mcp"
@@ -97,7 +100,8 @@ func TestParseFull(t *testing.T) {
 		m[1] != (Mount{Host: filepath.Join(dir, "data"), Guest: "/data", Writable: true, AllowDelete: true}) || m[2].Host != "/tmp/x" || m[2].Writable {
 		t.Errorf("mounts = %+v", m)
 	}
-	if e := c.MCP["everything"]; e.Command != "npx" || len(e.Args) != 2 || e.Timeout.Std() != 30*time.Second || e.Permissions[0].String() != "read" {
+	if e := c.MCP["everything"]; e.Command != "npx" || len(e.Args) != 2 || e.Timeout.Std() != 30*time.Second || e.Permissions[0].String() != "read" ||
+		e.Sampling != "allow" || e.SamplingMaxTokens != 200 || e.SamplingMaxRunTokens != 5000 {
 		t.Errorf("mcp = %+v", e)
 	}
 	if r := c.MCP["remote"]; r.URL == "" || r.Headers["Authorization"] != "Bearer x" {
@@ -165,6 +169,14 @@ func TestErrors(t *testing.T) {
 		{"headers_env and headers", "[mcp.s]\nurl = \"http://h/mcp\"\nheaders = { A = \"x\" }\nheaders_env = { A = \"T\" }\n", 0, "mcp.s.headers_env", "in headers too"},
 		{"oauth secret without id", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_secret_env = \"S\" }\n", 0, "mcp.s.oauth.client_secret_env", "needs client_id"},
 		{"oauth metadata url", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_metadata_url = \"http://x/c.json\" }\n", 0, "mcp.s.oauth.client_metadata_url", "https://"},
+		{"sampling mode", "[mcp.s]\ncommand = \"x\"\nsampling = \"yes\"\n", 0, "mcp.s.sampling", `must be "ask", "allow" or "deny"`},
+		{"sampling max tokens", "[mcp.s]\ncommand = \"x\"\nsampling_max_tokens = 100000\n", 0, "mcp.s.sampling_max_tokens", "1 to 32768"},
+		{"sampling run tokens", "[mcp.s]\ncommand = \"x\"\nsampling_max_run_tokens = -1\n", 0, "mcp.s.sampling_max_run_tokens", "positive"},
+		{"oauth key without client credentials", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { private_key_file = \"k.pem\" }\n", 0, "mcp.s.oauth.private_key_file", "client_credentials = true"},
+		{"client credentials without id", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_credentials = true, client_secret_env = \"S\" }\n", 0, "mcp.s.oauth.client_secret_env", "needs client_id"},
+		{"client credentials without secret", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_credentials = true, client_id = \"c\" }\n", 0, "mcp.s.oauth.client_credentials", "one of them"},
+		{"client credentials with both", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_credentials = true, client_id = \"c\", client_secret_env = \"S\", private_key_file = \"k.pem\" }\n", 0, "mcp.s.oauth.client_credentials", "one of them"},
+		{"client credentials with a login key", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { client_credentials = true, client_id = \"c\", client_secret_env = \"S\", redirect_port = 8080 }\n", 0, "mcp.s.oauth.client_credentials", "no login"},
 		{"oauth unknown key", "[mcp.s]\nurl = \"http://h/mcp\"\noauth = { clientid = \"x\" }\n", 0, "mcp.s.oauth.clientid", "unknown key"},
 		{"plugin name ending in _", "[plugins.fetch_]\nwasm = \"x\"\n", 1, "plugins.fetch_", "start or end"},
 		{"mcp name ending in _", "[mcp.a_]\ncommand = \"x\"\n", 1, "mcp.a_", "start or end"},

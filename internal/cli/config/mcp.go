@@ -29,6 +29,36 @@ type MCPOAuth struct {
 	// registration, tokens) reach loopback and private addresses for a
 	// server that is not itself on one.
 	AllowPrivate bool `toml:"allow_private"`
+	// ClientCredentials authorizes agrun as a machine client with the
+	// client credentials grant: no login, no person; it needs ClientID
+	// and ClientSecretEnv or PrivateKeyFile.
+	ClientCredentials bool `toml:"client_credentials"`
+	// PrivateKeyFile is the PEM private key that signs the client's
+	// assertion (private_key_jwt), relative to the config's folder; the
+	// file holds the secret, agrun.toml only its path.
+	PrivateKeyFile string `toml:"private_key_file"`
+}
+
+// Sampling bounds of [mcp.NAME] (docs/MCP.md, "Sampling").
+const (
+	// DefaultSamplingRunTokens is sampling_max_run_tokens when unset.
+	DefaultSamplingRunTokens = 16384
+	// MaxSamplingTokens is the most sampling_max_tokens may be.
+	MaxSamplingTokens = 32768
+)
+
+// checkMCPSampling checks sampling, sampling_max_tokens and
+// sampling_max_run_tokens of [mcp.name].
+func checkMCPSampling(name string, s MCPServer, errAt func(msg string, key ...string) error) error {
+	switch {
+	case s.Sampling != "" && s.Sampling != "ask" && s.Sampling != "allow" && s.Sampling != "deny":
+		return errAt(`must be "ask", "allow" or "deny"`, "mcp", name, "sampling")
+	case s.SamplingMaxTokens < 0 || s.SamplingMaxTokens > MaxSamplingTokens:
+		return errAt(fmt.Sprintf("must be 1 to %d tokens (0: 1024)", MaxSamplingTokens), "mcp", name, "sampling_max_tokens")
+	case s.SamplingMaxRunTokens < 0:
+		return errAt(fmt.Sprintf("must be positive (0: %d)", DefaultSamplingRunTokens), "mcp", name, "sampling_max_run_tokens")
+	}
+	return nil
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -63,6 +93,14 @@ func checkMCPAuth(name string, s MCPServer, errAt func(msg string, key ...string
 		return errAt("must be an https:// URL with a path (a client ID metadata document)", "mcp", name, "oauth", "client_metadata_url")
 	case o.RedirectPort < 0 || o.RedirectPort > 65535:
 		return errAt("must be a port, 1 to 65535 (0: any free port)", "mcp", name, "oauth", "redirect_port")
+	case o.PrivateKeyFile != "" && !o.ClientCredentials:
+		return errAt("is for the client credentials grant (client_credentials = true)", "mcp", name, "oauth", "private_key_file")
+	case o.ClientCredentials && o.ClientID == "":
+		return errAt("client_credentials needs client_id (the client registered for agrun)", "mcp", name, "oauth", "client_credentials")
+	case o.ClientCredentials && (o.ClientSecretEnv == "") == (o.PrivateKeyFile == ""):
+		return errAt("client_credentials needs client_secret_env (a secret) or private_key_file (a signed assertion), one of them", "mcp", name, "oauth", "client_credentials")
+	case o.ClientCredentials && (o.ClientMetadataURL != "" || o.RedirectPort != 0):
+		return errAt("client_credentials has no login: client_metadata_url and redirect_port do not apply", "mcp", name, "oauth", "client_credentials")
 	}
 	return nil
 }

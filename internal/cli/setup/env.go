@@ -99,6 +99,10 @@ type Hooks struct {
 	// Progress shows MCP servers' progress notifications; nil: calls
 	// carry no progress token.
 	Progress func(mcp.Progress)
+	// Sampler serves MCP servers' sampling requests with the [llm]
+	// model; nil: the servers are offered no sampling (serve, worker,
+	// mcp serve).
+	Sampler *Sampler
 }
 
 // New builds the sandbox and the registry from cfg, loading what filter
@@ -305,7 +309,8 @@ func (e *Env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Elicit, ResourceTool: s.Resources, Progress: e.hooks.Progress, Observe: e.observeMCP})
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Elicit, ResourceTool: s.Resources, Progress: e.hooks.Progress, Observe: e.observeMCP,
+		Sample: e.hooks.Sampler.For(name, s), SamplingMaxTokens: s.SamplingMaxTokens})
 	if err != nil {
 		e.fail("mcp:"+name, err)
 		return

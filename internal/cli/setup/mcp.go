@@ -58,6 +58,18 @@ func mcpOAuth(name string, s config.MCPServer) (*mcp.OAuth, error) {
 			return nil, &ConfigError{fmt.Errorf("[mcp.%s] oauth.client_secret_env: %s is not set", name, v)}
 		}
 	}
+	if s.OAuth.ClientCredentials {
+		// A machine client: a new token when needed, none stored.
+		o.ClientCredentials = true
+		if f := s.OAuth.PrivateKeyFile; f != "" {
+			key, err := os.ReadFile(f)
+			if err != nil {
+				return nil, &ConfigError{fmt.Errorf("[mcp.%s] oauth.private_key_file: %w", name, err)}
+			}
+			o.PrivateKey = key
+		}
+		return o, nil
+	}
 	p, err := MCPTokenPath(name, s.URL)
 	if err != nil {
 		return nil, err

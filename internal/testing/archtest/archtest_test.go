@@ -33,8 +33,10 @@ var layers = map[string]struct {
 	"wasmtools": {project: []string{"runtime", "registry", "permission"}, external: []string{"github.com/BurntSushi/toml"}},
 	// mcp: golang.org/x/oauth2 is the type the go-sdk's auth package
 	// speaks (its OAuthHandler hands out an oauth2.TokenSource; tokens are
-	// oauth2.Token): OAuth for MCP servers (issue 30).
-	"mcp": {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk", "golang.org/x/oauth2"}},
+	// oauth2.Token): OAuth for MCP servers (issue 30). go-jose signs the
+	// client assertion of the client credentials grant (private_key_jwt,
+	// RFC 7523), already in the module graph through sigstore.
+	"mcp": {project: []string{"registry", "permission"}, external: []string{"github.com/modelcontextprotocol/go-sdk", "golang.org/x/oauth2", "github.com/go-jose/go-jose/v4"}},
 	// loop's provider adapters (loop/chat, loop/responses, loop/anthropic,
 	// loop/gemini) each use one SDK; package loop itself none
 	// (TestAdaptersLinkOnlyTheirSDK).
