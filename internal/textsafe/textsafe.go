@@ -47,6 +47,7 @@
 package textsafe
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -281,3 +282,11 @@ func WrapError(err error, max int) error {
 	}
 	return &Error{msg: Clean(err.Error(), max), cause: err}
 }
+
+// lineBreaks escapes what Escape keeps but a single line must not hold.
+var lineBreaks = strings.NewReplacer("\n", `\n`, "\t", `\t`)
+
+// EscapeLine is Escape with newlines and tabs escaped too (\n, \t; a
+// carriage return is one of the runes Escape escapes), so that text from a model, a tool or a server cannot
+// start a line of its own in a report or a question.
+func EscapeLine(s string) string { return lineBreaks.Replace(Escape(s)) }

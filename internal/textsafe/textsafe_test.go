@@ -268,3 +268,19 @@ func TestWrapError(t *testing.T) {
 		t.Error("wrapping twice")
 	}
 }
+
+func TestEscapeLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                 "plain",
+		"two\nlines\r\tand tab": `two\nlines\x0d\tand tab`,
+		"\x1b[31m\n":            `\x1b[31m\n`,
+	} {
+		got := EscapeLine(in)
+		if got != want {
+			t.Errorf("EscapeLine(%q) = %q, want %q", in, got, want)
+		}
+		if strings.ContainsAny(got, "\n\r\t") || !IsSafe(got) {
+			t.Errorf("EscapeLine(%q) = %q is not one safe line", in, got)
+		}
+	}
+}
