@@ -1,0 +1,66 @@
+package setup
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/permission"
+	"github.com/agcore/agrun/registry"
+)
+
+// ToolInfo describes one configured tool, loaded or not: a row of `agrun
+// tools` and an element of `agrun tools --json`.
+type ToolInfo struct {
+	Name        string   `json:"name"`
+	Source      string   `json:"source"` // "wasm:<path>", "oci:<ref>" or "mcp:<server>"
+	Permissions []string `json:"permissions"`
+	Allowed     bool     `json:"allowed"`            // the permission policy lets it run
+	Denied      string   `json:"denied,omitempty"`   // why not
+	Error       string   `json:"error,omitempty"`    // why it failed to load
+	Kind        string   `json:"kind,omitempty"`     // the error kind of Denied or Error: permission_denied, module_refused
+	Warnings    []string `json:"warnings,omitempty"` // grants the tool cannot use
+	Description string   `json:"description,omitempty"`
+}
+
+// ToolInfos lists every tool of e, loaded or broken, sorted by name. A
+// broken MCP server or plug-in is one row named "NAME__*". explain
+// words a load error or a policy's refusal for the operator (the
+// command adds the key to change); its result and every text from a
+// tool are escaped (textsafe.Escape). Permissions is never nil.
+func (e *Env) ToolInfos(explain func(name string, err error) string) []ToolInfo {
+	var out []ToolInfo
+	for _, name := range e.Registry.List() {
+		t, ok := e.Registry.Get(name)
+		if !ok || Refused(t) {
+			continue
+		}
+		desc, _, _ := strings.Cut(strings.TrimSpace(t.Description()), "\n")
+		ti := ToolInfo{Name: name, Source: e.Source(name), Permissions: permission.Strings(t.Permissions()), Allowed: true,
+			Description: textsafe.Escape(textsafe.Truncate(desc, 200)), Warnings: e.Warnings(name)}
+		if err := e.Registry.Allowed(name); err != nil {
+			ti.Allowed = false
+			ti.Kind = string(registry.KindOf(err))
+			ti.Denied = textsafe.Escape(explain(name, err))
+		}
+		out = append(out, ti)
+	}
+	for key, err := range e.Broken() {
+		ti := ToolInfo{Name: key, Error: textsafe.Escape(explain(key, err)), Kind: string(registry.KindOf(err))}
+		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
+			ti.Name, ti.Source = s+"__*", key
+		} else if p, ok := strings.CutPrefix(key, "plugin:"); ok {
+			ti.Name, ti.Source = p+"__*", ToolSource(e.Config.Plugins[p])
+		} else if t, ok := e.Config.Tools[key]; ok {
+			ti.Source = ToolSource(t)
+		}
+		out = append(out, ti)
+	}
+	slices.SortFunc(out, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out {
+		if out[i].Permissions == nil {
+			out[i].Permissions = []string{}
+		}
+	}
+	return out
+}
