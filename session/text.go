@@ -96,3 +96,17 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// WriteApprovals writes the standing approvals as the table `agrun
+// approvals` prints: tool, when (local time), by whom, and the grant
+// they were given for (registry.Grant.Summary), each escaped and kept on
+// its line (textsafe.EscapeLine).
+func WriteApprovals(w io.Writer, list []StandingApproval) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tAPPROVED\tBY\tGRANT")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.EscapeLine(a.Tool), a.Time.Local().Format(time.DateTime),
+			textsafe.EscapeLine(a.By), textsafe.EscapeLine(a.Grant.Summary()))
+	}
+	return tw.Flush()
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/session"
 )
 
@@ -106,5 +107,24 @@ func TestCompact(t *testing.T) {
 	}
 	if msgs[2].Content == big || msgs[6].Content != big {
 		t.Errorf("the first turn's result is %d bytes, the last's %d: want it cut, and the last whole", len(msgs[2].Content), len(msgs[6].Content))
+	}
+}
+
+// TestWriteApprovals: one row per standing approval, what came from a
+// server or a person kept on its line.
+func TestWriteApprovals(t *testing.T) {
+	var b strings.Builder
+	err := session.WriteApprovals(&b, []session.StandingApproval{
+		{Tool: "fs__write", By: "user\nforged row", Grant: registry.Grant{Source: "mcp", Server: "fs"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "TOOL APPROVED BY GRANT" {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if !strings.HasPrefix(lines[1], "fs__write ") || !strings.Contains(lines[1], `user\nforged row`) || !strings.HasSuffix(lines[1], "  mcp fs") {
+		t.Errorf("row %q", lines[1])
 	}
 }
