@@ -120,7 +120,12 @@ func newEnvWith(ctx context.Context, cfg *config.Config, log *slog.Logger, filte
 	if err != nil {
 		return nil, err
 	}
-	return &env{Env: se, cfg: se.Config, rt: se.Runtime, reg: se.Registry, log: se.Log}, nil
+	return wrapEnv(se), nil
+}
+
+// wrapEnv is se under the command's names.
+func wrapEnv(se *setup.Env) *env {
+	return &env{Env: se, cfg: se.Config, rt: se.Runtime, reg: se.Registry, log: se.Log}
 }
 
 // close shuts every MCP server down and releases the sandbox.

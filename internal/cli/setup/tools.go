@@ -1,8 +1,11 @@
 package setup
 
 import (
+	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/permission"
@@ -63,4 +66,52 @@ func (e *Env) ToolInfos(explain func(name string, err error) string) []ToolInfo 
 		}
 	}
 	return out
+}
+
+// WriteToolTable writes infos as the table `agrun tools` prints: name,
+// source, permissions, status (ok; broken or denied, with why; the
+// warnings) and description, one line per tool. Long reasons and
+// descriptions are cut to keep it so; cut says whether any was (`agrun
+// tools --json` has them whole). Text from a tool is escaped.
+func WriteToolTable(w io.Writer, infos []ToolInfo) (cut bool, err error) {
+	const maxStatus, maxDesc = 80, 60
+	clip := func(s string, max int) string {
+		line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+		t := textsafe.Truncate(line, max)
+		if t != strings.TrimSpace(s) {
+			cut = true
+		}
+		return t
+	}
+	safe := textsafe.Escape
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS\tDESCRIPTION")
+	for _, ti := range infos {
+		status := "ok"
+		switch {
+		case ti.Error != "":
+			status = "broken: " + ti.shortReason(ti.Error)
+		case !ti.Allowed:
+			status = "denied: " + ti.shortReason(ti.Denied)
+		case len(ti.Warnings) > 0:
+			status = "ok; warning: " + strings.Join(ti.Warnings, "; ")
+		}
+		perms := strings.Join(ti.Permissions, ",")
+		if perms == "" {
+			perms = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(clip(status, maxStatus)), safe(textsafe.Truncate(ti.Description, maxDesc)))
+	}
+	return cut, tw.Flush()
+}
+
+// shortReason drops from a reason what the table's other columns say
+// (the tool's name, its file), so that the key to change stays visible.
+func (ti ToolInfo) shortReason(reason string) string {
+	reason = strings.TrimPrefix(reason, "the tool failed to load: ")
+	reason = strings.TrimPrefix(reason, fmt.Sprintf("tool %q ", ti.Name))
+	if path, ok := strings.CutPrefix(ti.Source, "wasm:"); ok {
+		reason = strings.TrimPrefix(reason, "open "+path+": ")
+	}
+	return reason
 }

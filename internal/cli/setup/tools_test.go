@@ -45,3 +45,41 @@ func TestToolInfos(t *testing.T) {
 		t.Errorf("explain was asked about %v, want the two broken tools", explained)
 	}
 }
+
+// TestWriteToolTable: one line per tool, the status says why a tool is
+// broken or denied without repeating the name and file the other columns
+// show, and a reason too long for the table is cut, which cut reports.
+func TestWriteToolTable(t *testing.T) {
+	infos := []ToolInfo{
+		{Name: "ok_tool", Source: "wasm:ok.wasm", Permissions: []string{"read"}, Allowed: true, Description: "does\x1b[2J things"},
+		{Name: "broken", Source: "wasm:/x/broken.wasm", Permissions: []string{}, Error: "the tool failed to load: open /x/broken.wasm: no such file or directory ([tools.broken] wasm)"},
+		{Name: "denied", Source: "mcp:fs", Permissions: []string{"write"}, Denied: "write is not in [permissions] allowed"},
+		{Name: "warned", Source: "wasm:w.wasm", Permissions: []string{}, Allowed: true, Warnings: []string{"[tools.warned] mounts has no effect"}},
+	}
+	var b strings.Builder
+	cut, err := WriteToolTable(&b, infos)
+	if err != nil || cut {
+		t.Fatalf("cut %v, err %v", cut, err)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		f := strings.Fields(l)
+		rows[f[0]] = strings.Join(f, " ")
+	}
+	for name, want := range map[string]string{
+		"NAME":    "NAME SOURCE PERMISSIONS STATUS DESCRIPTION",
+		"ok_tool": `ok_tool wasm:ok.wasm read ok does\x1b[2J things`,
+		"broken":  "broken wasm:/x/broken.wasm - broken: no such file or directory ([tools.broken] wasm)",
+		"denied":  "denied mcp:fs write denied: write is not in [permissions] allowed",
+		"warned":  "warned wasm:w.wasm - ok; warning: [tools.warned] mounts has no effect",
+	} {
+		if rows[name] != want {
+			t.Errorf("row %s = %q, want %q", name, rows[name], want)
+		}
+	}
+	b.Reset()
+	infos[1].Error += strings.Repeat(" and more", 20)
+	if cut, _ := WriteToolTable(&b, infos); !cut {
+		t.Errorf("a long reason was not reported cut:\n%s", b.String())
+	}
+}
