@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,9 +24,8 @@ func WriteList(w io.Writer, infos []Info) error {
 		if !in.Updated.IsZero() {
 			used = in.Updated.Local().Format(time.DateTime)
 		}
-		first, _, _ := strings.Cut(strings.TrimSpace(in.FirstPrompt), "\n")
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", in.ID, used, in.Turns,
-			textsafe.Escape(textsafe.Truncate(orDash(in.Model), 40)), in.Tokens, textsafe.Escape(textsafe.Truncate(first, 60)))
+			textsafe.Escape(textsafe.Truncate(orDash(in.Model), 40)), in.Tokens, textsafe.Escape(textsafe.FirstLine(in.FirstPrompt, 60)))
 	}
 	return tw.Flush()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
@@ -135,10 +134,8 @@ func (e *env) close() { e.Close() }
 // to change for the operator (explain).
 func (e *env) infos() []toolInfo { return e.ToolInfos(e.explain) }
 
-func firstLine(s string, max int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return textsafe.Truncate(s, max)
-}
+// firstLine is the first line of s cut to max bytes (textsafe.FirstLine).
+var firstLine = textsafe.FirstLine
 
 // safe makes text from tools, servers and models safe for a terminal:
 // textsafe.Escape shows every unsafe rune (control characters, escape

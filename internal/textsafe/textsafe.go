@@ -290,3 +290,11 @@ var lineBreaks = strings.NewReplacer("\n", `\n`, "\t", `\t`)
 // carriage return is one of the runes Escape escapes), so that text from a model, a tool or a server cannot
 // start a line of its own in a report or a question.
 func EscapeLine(s string) string { return lineBreaks.Replace(Escape(s)) }
+
+// FirstLine is the first line of s, leading and trailing space trimmed,
+// cut to max bytes as Truncate cuts: what a one-line listing shows of a
+// description or a prompt. It does not clean s.
+func FirstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return Truncate(s, max)
+}

@@ -284,3 +284,20 @@ func TestEscapeLine(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstLine(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"  one\ntwo", 10, "one"},
+		{"\n\nfirst after blanks\nsecond", 100, "first after blanks"},
+		{"a long first line", 6, Truncate("a long first line", 6)},
+		{"", 5, ""},
+	} {
+		if got := FirstLine(tt.in, tt.max); got != tt.want {
+			t.Errorf("FirstLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}

@@ -38,9 +38,8 @@ func (e *Env) ToolInfos(explain func(name string, err error) string) []ToolInfo 
 		if !ok || Refused(t) {
 			continue
 		}
-		desc, _, _ := strings.Cut(strings.TrimSpace(t.Description()), "\n")
 		ti := ToolInfo{Name: name, Source: e.Source(name), Permissions: permission.Strings(t.Permissions()), Allowed: true,
-			Description: textsafe.Escape(textsafe.Truncate(desc, 200)), Warnings: e.Warnings(name)}
+			Description: textsafe.Escape(textsafe.FirstLine(t.Description(), 200)), Warnings: e.Warnings(name)}
 		if err := e.Registry.Allowed(name); err != nil {
 			ti.Allowed = false
 			ti.Kind = string(registry.KindOf(err))
@@ -76,8 +75,7 @@ func (e *Env) ToolInfos(explain func(name string, err error) string) []ToolInfo 
 func WriteToolTable(w io.Writer, infos []ToolInfo) (cut bool, err error) {
 	const maxStatus, maxDesc = 80, 60
 	clip := func(s string, max int) string {
-		line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-		t := textsafe.Truncate(line, max)
+		t := textsafe.FirstLine(s, max)
 		if t != strings.TrimSpace(s) {
 			cut = true
 		}
