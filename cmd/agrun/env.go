@@ -38,9 +38,6 @@ var (
 	loopConfig    = setup.LoopConfig
 	serveOptions  = setup.ServeOptions
 	serveTenants  = setup.ServeTenants
-	consent       = setup.Consent
-	toolGrant     = setup.ToolGrant
-	sandboxLimits = setup.SandboxLimits
 	only          = setup.Only
 	checkAPIKey   = setup.CheckAPIKey
 	isLoopbackURL = setup.IsLoopbackURL
