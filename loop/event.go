@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/agcore/agrun/registry"
@@ -113,6 +114,24 @@ func (u *Usage) add(v Usage) {
 	u.CachedTokens += v.CachedTokens
 	u.ReasoningTokens += v.ReasoningTokens
 	u.CacheWriteTokens += v.CacheWriteTokens
+}
+
+// String is u for a person, as agrun run's summary line says it: "1234
+// tokens (1200 prompt, 34 completion)", with the cached, reasoning and
+// cache-write counts inside the parentheses when they are not zero.
+func (u Usage) String() string {
+	s := fmt.Sprintf("%d tokens (%d prompt", u.TotalTokens, u.PromptTokens)
+	if u.CachedTokens > 0 {
+		s += fmt.Sprintf(", %d cached", u.CachedTokens)
+	}
+	s += fmt.Sprintf(", %d completion", u.CompletionTokens)
+	if u.ReasoningTokens > 0 {
+		s += fmt.Sprintf(", %d reasoning", u.ReasoningTokens)
+	}
+	if u.CacheWriteTokens > 0 {
+		s += fmt.Sprintf(", %d written to the cache", u.CacheWriteTokens)
+	}
+	return s + ")"
 }
 
 // Add returns the sum of u and v, field by field.

@@ -115,3 +115,24 @@ func DescribeGrant(t Tool) Grant {
 	}
 	return Grant{Permissions: p}
 }
+
+// Summary is g on one short line, as `agrun approvals` lists it: its
+// mounts (GUEST=HOST:MODE), hosts and MCP server, "; " apart, or "-" for
+// a grant of none of them. The text is g's as it is: escape it before a
+// terminal shows it.
+func (g Grant) Summary() string {
+	var parts []string
+	for _, m := range g.Mounts {
+		parts = append(parts, m.Guest+"="+m.Host+":"+m.Mode.String())
+	}
+	if len(g.AllowedHosts) > 0 {
+		parts = append(parts, "hosts "+strings.Join(g.AllowedHosts, ","))
+	}
+	if g.Server != "" {
+		parts = append(parts, "mcp "+g.Server)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
+}

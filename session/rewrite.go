@@ -11,6 +11,7 @@ import (
 
 	"github.com/agcore/agrun/internal/atomicfile"
 	"github.com/agcore/agrun/internal/flock"
+	"github.com/agcore/agrun/loop"
 )
 
 // ErrDamaged is returned by Rewrite for a session with lines the reader
@@ -148,3 +149,27 @@ func lockCurrent(f *os.File, path string) error {
 // errReplaced: the file was replaced (by Rewrite) while it was being
 // opened; opening it again finds the new one.
 var errReplaced = errors.New("the session file was replaced while it was opened")
+
+// Compact rewrites session id smaller, as `agrun sessions compact` does:
+// loop.Compact over its messages (the big tool results of every turn but
+// the last keep become short notes), through Rewrite, so it is atomic
+// and fails as Rewrite does (ErrLocked, ErrNotFound, ErrBadID,
+// ErrDamaged) and with a *MessageError for a message that does not
+// decode. before and after are the file's sizes.
+func (st *Files) Compact(id string, keep int) (before, after int64, err error) {
+	return st.Rewrite(id, func(raw []json.RawMessage) ([]json.RawMessage, error) {
+		msgs, err := Decode[loop.Message](raw)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]json.RawMessage, 0, len(msgs))
+		for _, m := range loop.Compact(msgs, keep) {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+		return out, nil
+	})
+}

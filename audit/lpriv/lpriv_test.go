@@ -54,7 +54,7 @@ func calls() []Observation {
 }
 
 // TestAnalyzeSuggestsTheGrantUsed: every part of a grant against what the
-// recorded calls did, and the block to paste, which agrun.toml accepts (cmd/agrun's TestSuggestedBlockParses
+// recorded calls did, and the block to paste, which agrun.toml accepts (internal/cli/setup's TestSuggestedBlockParses
 // parses TOML's output back).
 func TestAnalyzeSuggestsTheGrantUsed(t *testing.T) {
 	rep := Analyze("notes", wasm, grant(), calls())

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -301,18 +300,4 @@ func (c *cli) serveApprover(cfg *config.Config) loop.Approver {
 		return nil
 	}
 	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(setup.SessionsDir(cfg)), server: true}
-}
-
-// printDecision shows a session's decision record on one line, for
-// `sessions show`: "# approval: write_note call_1: deny by user (reason)".
-func printDecision(w io.Writer, raw []byte) {
-	var d loop.DecisionRecord
-	if json.Unmarshal(raw, &d) != nil {
-		return
-	}
-	line := fmt.Sprintf("# approval: %s %s: %s by %s", d.Tool, d.CallID, d.Answer, d.By)
-	if d.Reason != "" {
-		line += " (" + d.Reason + ")"
-	}
-	fmt.Fprintln(w, oneLine(textsafe.Truncate(line, 500)))
 }

@@ -328,6 +328,7 @@ mounts = ["./docs:/docs"]
 // to load as not runnable, with the reason, and answers its calls with
 // module_refused, as `agrun call --json` does.
 func TestServeRefusedTool(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agrun.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n[serve]\ndata_dir = \"served\"\n[tools.word_count]\nwasm = %q\n[tools.broken]\nwasm = \"missing.wasm\"\n",

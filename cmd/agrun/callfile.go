@@ -9,7 +9,6 @@ import (
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 )
 
@@ -59,37 +58,22 @@ func flagsSet(fs *flag.FlagSet) []string {
 	return set
 }
 
-// openFileEnv builds the env of one file: the config's sandbox and policy
-// (or the defaults), no configured tool loaded, and the file's tool
-// registered under its manifest's name, which it returns.
+// openFileEnv builds the env of one file (setup.OpenFile): the config's
+// sandbox and policy (or the defaults), no configured tool loaded, and
+// the file's tool registered under its manifest's name, which it
+// returns.
 func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, string, error) {
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return nil, "", err
 	}
-	t := config.Tool{Wasm: path, Manifest: g.manifest, AllowedHosts: g.hosts, AllowPrivate: g.private, Timeout: g.timeout.Duration, Memory: g.memory.Size}
-	unsigned := false
-	t.RequireSignature = &unsigned // [trust] require_signature is for the configured tools, not a file named here
-	for _, m := range g.mounts {
-		if abs, err := filepath.Abs(m.Host); err == nil {
-			m.Host = abs
-		}
-		t.Mounts = append(t.Mounts, m)
-	}
-	cfg.Permissions = consent(cfg.Permissions, cfg.PermissionConfig(), t)
-	e, err := newEnv(ctx, cfg, c.logger(), func(string, string) bool { return false })
+	t := config.Tool{Wasm: path, Manifest: g.manifest, AllowedHosts: g.hosts, AllowPrivate: g.private, Timeout: g.timeout.Duration, Memory: g.memory.Size, Mounts: g.mounts}
+	se, name, warnings, err := setup.OpenFile(ctx, cfg, c.logger(), t)
 	if err != nil {
 		return nil, "", err
 	}
-	tool, err := e.OpenWasm(ctx, "", t, setup.FileSettings)
-	if err != nil {
-		e.close()
-		return nil, "", &configError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", path, err)}
-	}
-	name := tool.Name()
+	e := wrapEnv(se)
 	e.fileTool = name
-	warnings := setup.GrantWarnings(t, setup.FileSettings, tool)
-	e.Register(name, "wasm:"+path, tool, nil, warnings)
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: warning: %s\n", safe(w))
 	}

@@ -171,6 +171,7 @@ func messagesOf(t *testing.T, dir, id string) []loop.Message {
 // repeated), and the session holds the same history a local run of the
 // same script produces.
 func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	script := func() []chattest.Reply {
 		return []chattest.Reply{
@@ -266,6 +267,7 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 // history); a provider error ends `run --json` with the loop's error
 // kind and the session id, exit 1; an unsupported flag is a usage error.
 func TestClusterChatAndErrors(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t,
 		chattest.Reply{Text: "first answer"},
@@ -377,6 +379,7 @@ session_store = "postgres"
 // the module store by digest, run with [serve.uploads]'s grant), and a
 // run on the cluster calls it.
 func TestClusterRunUsesAnUploadedTool(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "uploaded_ok", Args: `{}`}}, Check: func(t testing.TB, r chattest.Request) {
@@ -414,6 +417,7 @@ func TestClusterRunUsesAnUploadedTool(t *testing.T) {
 // (the interrupted call is answered "cancelled by the user ... may or
 // may not have taken effect", never "never decided").
 func TestClusterInterruptThenRerun(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"sleep","n":20000}`}}},
@@ -488,6 +492,7 @@ func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, sess
 // fails it as an attempt (not as a result for the model), and the other
 // worker runs it again; the run completes and the worker exits 0.
 func TestClusterWorkerStopsGracefully(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"sleep","n":9000}`}}},

@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/session"
-
-	"github.com/agcore/agrun/registry"
 )
 
 // approvals is `agrun approvals [list|revoke]`: the standing ("always")
@@ -88,30 +84,7 @@ func (c *cli) printApprovals(asJSON bool) error {
 		fmt.Fprintln(c.stderr, "agrun: no standing approvals (answer [a] to an approval question to add one)")
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tAPPROVED\tBY\tGRANT")
-	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", oneLine(a.Tool), a.Time.Local().Format(time.DateTime), oneLine(a.By), oneLine(grantSummary(a.Grant)))
-	}
-	return tw.Flush()
-}
-
-// grantSummary is a grant on one short line: mounts, hosts, server.
-func grantSummary(g registry.Grant) string {
-	var parts []string
-	for _, m := range g.Mounts {
-		parts = append(parts, m.Guest+"="+m.Host+":"+m.Mode.String())
-	}
-	if len(g.AllowedHosts) > 0 {
-		parts = append(parts, "hosts "+strings.Join(g.AllowedHosts, ","))
-	}
-	if g.Server != "" {
-		parts = append(parts, "mcp "+g.Server)
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, "; ")
+	return session.WriteApprovals(c.stdout, list)
 }
 
 // approvalsRevoke is `agrun approvals revoke TOOL...`: each tool's

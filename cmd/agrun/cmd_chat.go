@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"golang.org/x/term"
@@ -155,8 +154,7 @@ func (s *chatSession) command(line string) (done bool, err error) {
 		}
 	case "/history":
 		for _, m := range s.conv.cycle.Messages() {
-			b, _ := json.Marshal(m)
-			printMessage(s.stdout, b)
+			session.WriteMessage(s.stdout, m)
 		}
 	case "/new":
 		s.conv.close()

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
 // sessionsCompact is `agrun sessions compact [--keep N] [--json] ID`: it
-// rewrites the session file smaller (loop.Compact: the big tool results of
-// every turn but the last N become short notes, the kept full copies of
-// cut results go), atomically, and refuses a session in use.
+// rewrites the session file smaller (session.Files.Compact: the big tool
+// results of every turn but the last N become short notes, the kept full
+// copies of cut results go), atomically, and refuses a session in use.
 func (c *cli) sessionsCompact(args []string) error {
 	fs := newFlags("sessions compact")
 	keep := fs.Int("keep", 1, "turns at the end to keep whole")
@@ -29,21 +27,7 @@ func (c *cli) sessionsCompact(args []string) error {
 	if err != nil {
 		return err
 	}
-	before, after, err := st.Rewrite(id, func(raw []json.RawMessage) ([]json.RawMessage, error) {
-		msgs, err := session.Decode[loop.Message](raw)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]json.RawMessage, 0, len(msgs))
-		for _, m := range loop.Compact(msgs, *keep) {
-			b, err := json.Marshal(m)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, b)
-		}
-		return out, nil
-	})
+	before, after, err := st.Compact(id, *keep)
 	switch {
 	case errors.Is(err, session.ErrBadID):
 		return usagef("%v", err)

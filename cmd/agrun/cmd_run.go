@@ -770,19 +770,7 @@ func (s turnStats) summary() string {
 		parts = append(parts, plural(s.retries, "retry"))
 	}
 	parts = append(parts, plural(s.toolCalls, "tool call"))
-	u := s.usage
-	tokens := fmt.Sprintf("%d tokens (%d prompt", u.TotalTokens, u.PromptTokens)
-	if u.CachedTokens > 0 {
-		tokens += fmt.Sprintf(", %d cached", u.CachedTokens)
-	}
-	tokens += fmt.Sprintf(", %d completion", u.CompletionTokens)
-	if u.ReasoningTokens > 0 {
-		tokens += fmt.Sprintf(", %d reasoning", u.ReasoningTokens)
-	}
-	if u.CacheWriteTokens > 0 {
-		tokens += fmt.Sprintf(", %d written to the cache", u.CacheWriteTokens)
-	}
-	parts = append(parts, tokens+")", s.elapsed.Round(100*time.Millisecond).String())
+	parts = append(parts, s.usage.String(), s.elapsed.Round(100*time.Millisecond).String())
 	return strings.Join(parts, ", ")
 }
 

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"regexp"
 	"slices"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
-	"github.com/agcore/agrun/internal/textsafe"
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
@@ -92,21 +87,7 @@ func (c *cli) printSessionList(infos []session.Info, asJSON bool, where string) 
 		fmt.Fprintf(c.stderr, "agrun: no saved sessions in %s\n", where)
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLAST USED\tTURNS\tMODEL\tTOKENS\tFIRST PROMPT")
-	for _, in := range infos {
-		model := in.Model
-		if model == "" {
-			model = "-"
-		}
-		used := "-" // not known in the cluster's store
-		if !in.Updated.IsZero() {
-			used = in.Updated.Local().Format(time.DateTime)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", in.ID, used, in.Turns,
-			safe(textsafe.Truncate(model, 40)), in.Tokens, safe(firstLine(in.FirstPrompt, 60)))
-	}
-	return tw.Flush()
+	return session.WriteList(c.stdout, infos)
 }
 
 // sessionErr turns the session package's errors into the CLI's: a bad id
@@ -174,14 +155,7 @@ func (c *cli) sessionsShow(args []string) error {
 		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens, last used %s\n", id, info.Turns,
 			safe(orDash(info.Model)), info.Tokens, info.Updated.Local().Format(time.DateTime))
 	}
-	for _, r := range recs {
-		if len(r.Message) != 0 {
-			printMessage(c.stdout, r.Message)
-		}
-		if len(r.Decision) != 0 {
-			printDecision(c.stdout, r.Decision)
-		}
-	}
+	session.WriteTranscript(c.stdout, recs)
 	return nil
 }
 
@@ -293,7 +267,7 @@ func (c *cli) sessionsPrune(args []string) error {
 	if *olderThan == "" {
 		return usageOf(fs, "needs --older-than AGE")
 	}
-	age, err := parseAge(*olderThan)
+	age, err := config.ParseAge(*olderThan)
 	if err != nil {
 		return usageOf(fs, "--older-than: %v", err)
 	}
@@ -317,51 +291,4 @@ func (c *cli) sessionsPrune(args []string) error {
 	}
 	fmt.Fprintln(c.stderr)
 	return nil
-}
-
-var ageRE = regexp.MustCompile(`^([0-9]+)([dhm])$`)
-
-// parseAge parses an age for prune: a whole number of days, hours or
-// minutes ("30d", "12h", "90m"), or any positive Go duration ("1h30m").
-func parseAge(s string) (time.Duration, error) {
-	if m := ageRE.FindStringSubmatch(s); m != nil {
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		unit := map[string]time.Duration{"d": 24 * time.Hour, "h": time.Hour, "m": time.Minute}[m[2]]
-		if err != nil || n > int64(1<<62)/int64(unit) {
-			return 0, fmt.Errorf("%q is too large", s)
-		}
-		if n == 0 {
-			return 0, fmt.Errorf("%q: the age must be more than zero", s)
-		}
-		return time.Duration(n) * unit, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not an age: use a number and d, h or m (30d, 12h, 90m)", s)
-	}
-	return d, nil
-}
-
-// printMessage writes one stored message for a person to read.
-func printMessage(w io.Writer, raw json.RawMessage) {
-	var m loop.Message
-	if err := json.Unmarshal(raw, &m); err != nil {
-		fmt.Fprintf(w, "[unreadable message: %v]\n", err)
-		return
-	}
-	switch m.Role {
-	case loop.RoleTool:
-		fmt.Fprintf(w, "[tool %s %s] %s\n", safe(m.Name), safe(m.ToolCallID), safe(textsafe.Truncate(m.Content, 400)))
-	default:
-		if m.Content != "" {
-			mark := ""
-			if m.Interrupted {
-				mark = " [interrupted]"
-			}
-			fmt.Fprintf(w, "%s: %s%s\n", safe(string(m.Role)), safe(m.Content), mark)
-		}
-		for _, tc := range m.ToolCalls {
-			fmt.Fprintf(w, "%s: -> %s(%s) [%s]\n", safe(string(m.Role)), safe(tc.Name), safe(textsafe.Truncate(tc.Arguments, 200)), safe(tc.ID))
-		}
-	}
 }

@@ -8,8 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/termsafe"
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
@@ -227,17 +227,6 @@ func writeJSONLine(w io.Writer, v any) {
 	w.Write(append(termsafe.JSON(b), '\n'))
 }
 
-// shortReason drops from a reason what the table's other columns say
-// (the tool's name, its file), so that the key to change stays visible.
-func shortReason(ti toolInfo, reason string) string {
-	reason = strings.TrimPrefix(reason, "the tool failed to load: ")
-	reason = strings.TrimPrefix(reason, fmt.Sprintf("tool %q ", ti.Name))
-	if path, ok := strings.CutPrefix(ti.Source, "wasm:"); ok {
-		reason = strings.TrimPrefix(reason, "open "+path+": ")
-	}
-	return reason
-}
-
 // tools lists every configured tool: name, source, permissions, whether
 // the policy lets it run, and why a broken one failed to load.
 func (c *cli) tools(ctx context.Context, args []string) error {
@@ -268,34 +257,8 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	}
 	// The table stays one line per tool: long reasons and descriptions
 	// are cut (--json has them whole).
-	const maxStatus, maxDesc = 80, 60
-	cut := false
-	clip := func(s string, max int) string {
-		t := firstLine(s, max)
-		if t != strings.TrimSpace(s) {
-			cut = true
-		}
-		return t
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSIONS\tSTATUS\tDESCRIPTION")
-	for _, ti := range infos {
-		status := "ok"
-		switch {
-		case ti.Error != "":
-			status = "broken: " + shortReason(ti, ti.Error)
-		case !ti.Allowed:
-			status = "denied: " + shortReason(ti, ti.Denied)
-		case len(ti.Warnings) > 0:
-			status = "ok; warning: " + strings.Join(ti.Warnings, "; ")
-		}
-		perms := strings.Join(ti.Permissions, ",")
-		if perms == "" {
-			perms = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), perms, safe(clip(status, maxStatus)), textsafe.Truncate(ti.Description, maxDesc))
-	}
-	if err := tw.Flush(); err != nil {
+	cut, err := setup.WriteToolTable(c.stdout, infos)
+	if err != nil {
 		return err
 	}
 	if cut {

@@ -35,6 +35,7 @@ import (
 // an upload and a run, with the JSON and the event stream shown after it.
 // GET /v1/usage is compared field by field (checkUsage).
 func TestAPIExamples(t *testing.T) {
+	t.Parallel()
 	doc := mddoc.Read(t, "docs/API.md")
 	model := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"one two three"}`}}},

@@ -94,6 +94,7 @@ func goEnv(t *testing.T) []string {
 // checkout), the go.mod it shows, the answers it shows, and the sizes of
 // its note on size.
 func TestGuestSDKWalkthrough(t *testing.T) {
+	t.Parallel()
 	doc := mddoc.Read(t, "guest-sdk/README.md")
 	root := repoRoot(t)
 	work, home := t.TempDir(), t.TempDir()
@@ -187,6 +188,7 @@ func TestGuestSDKWalkthrough(t *testing.T) {
 // the flags give testdata/sum_c.wasm byte for byte, as the document says
 // they do with clang 14.
 func TestGuestSDKCTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("clang"); err != nil {
 		t.Skip("SKIPPED: clang is not installed: guest-sdk/README.md's C tool was NOT built or called; run scripts/setup.sh (clang lld wasi-libc libclang-rt-14-dev-wasm32)")
 	}

@@ -116,6 +116,7 @@ func jsonObject(t *testing.T, s string) map[string]any {
 // with no check below, or a check whose command left the block, fails
 // the test: a changed example is a changed test.
 func TestREADMEEverydayUse(t *testing.T) {
+	t.Parallel()
 	host, _ := startRegistry(t)
 	dir := t.TempDir()
 	var lastRequest chattest.Request
@@ -444,6 +445,7 @@ func serveDocCommand(t *testing.T, sh *docShell, line string, ch *everydayCheck)
 // CLI's (commands and sessions' subcommands), `agrun help sessions` names
 // every subcommand, and README's exit codes are those `agrun help` gives.
 func TestREADMECommandsAndExitCodes(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "README.md").Section(t, "## Everyday use").Text
 	list := regexp.MustCompile(`(?s)\nEvery command: (.*?)\n\n`).FindStringSubmatch(sec)
 	if list == nil {

@@ -29,6 +29,7 @@ func (e *testEnv) cmd(args ...string) *exec.Cmd {
 }
 
 func TestBinaryExitCodes(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	for _, tc := range []struct {
 		args []string
@@ -56,6 +57,7 @@ func TestBinaryExitCodes(t *testing.T) {
 // the session: nothing written before the kill is lost, and the resumed
 // history is valid (the interrupted call is answered "cancelled").
 func TestSessionSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	toolHit := make(chan struct{}, 1)
 	release := make(chan struct{})
 	defer close(release)
@@ -136,6 +138,7 @@ timeout = "60s"
 // TestChatCtrlC: the first Ctrl-C cancels the running turn and the chat
 // goes on; EOF ends it.
 func TestChatCtrlC(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	defer close(hold)
 	started := make(chan struct{})
@@ -190,6 +193,7 @@ func TestChatCtrlC(t *testing.T) {
 // TestServeBinary: `agrun serve` as users start it: upload a module, call
 // it, and stop on SIGTERM with exit code 0.
 func TestServeBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agrun.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[sandbox]\ncache_dir = %q\n[sessions]\ndir = \"sessions\"\n[serve]\ndata_dir = \"served\"\n",

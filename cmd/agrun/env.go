@@ -5,14 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 )
@@ -41,9 +38,6 @@ var (
 	loopConfig    = setup.LoopConfig
 	serveOptions  = setup.ServeOptions
 	serveTenants  = setup.ServeTenants
-	consent       = setup.Consent
-	toolGrant     = setup.ToolGrant
-	sandboxLimits = setup.SandboxLimits
 	only          = setup.Only
 	checkAPIKey   = setup.CheckAPIKey
 	isLoopbackURL = setup.IsLoopbackURL
@@ -95,18 +89,8 @@ func (c *cli) envFor(ctx context.Context, cfg *config.Config, filter loadFilter,
 	return e, nil
 }
 
-// toolInfo describes one configured tool, loaded or not.
-type toolInfo struct {
-	Name        string   `json:"name"`
-	Source      string   `json:"source"` // "wasm:<path>", "oci:<ref>" or "mcp:<server>"
-	Permissions []string `json:"permissions"`
-	Allowed     bool     `json:"allowed"`            // the permission policy lets it run
-	Denied      string   `json:"denied,omitempty"`   // why not
-	Error       string   `json:"error,omitempty"`    // why it failed to load
-	Kind        string   `json:"kind,omitempty"`     // the error kind of Denied or Error: permission_denied, module_refused
-	Warnings    []string `json:"warnings,omitempty"` // grants the tool cannot use
-	Description string   `json:"description,omitempty"`
-}
+// toolInfo describes one configured tool, loaded or not (`agrun tools`).
+type toolInfo = setup.ToolInfo
 
 // env is a command's setup.Env, with the short names the command's files
 // use, and what only the command knows.
@@ -133,53 +117,23 @@ func newEnvWith(ctx context.Context, cfg *config.Config, log *slog.Logger, filte
 	if err != nil {
 		return nil, err
 	}
-	return &env{Env: se, cfg: se.Config, rt: se.Runtime, reg: se.Registry, log: se.Log}, nil
+	return wrapEnv(se), nil
+}
+
+// wrapEnv is se under the command's names.
+func wrapEnv(se *setup.Env) *env {
+	return &env{Env: se, cfg: se.Config, rt: se.Runtime, reg: se.Registry, log: se.Log}
 }
 
 // close shuts every MCP server down and releases the sandbox.
 func (e *env) close() { e.Close() }
 
-// infos lists every tool, loaded or broken, sorted by name.
-func (e *env) infos() []toolInfo {
-	var out []toolInfo
-	for _, name := range e.reg.List() {
-		t, ok := e.reg.Get(name)
-		if !ok || setup.Refused(t) {
-			continue
-		}
-		ti := toolInfo{Name: name, Source: e.Source(name), Permissions: permission.Strings(t.Permissions()), Allowed: true,
-			Description: safe(firstLine(t.Description(), 200)), Warnings: e.Warnings(name)}
-		if err := e.reg.Allowed(name); err != nil {
-			ti.Allowed = false
-			ti.Kind = string(registry.KindOf(err))
-			ti.Denied = safe(e.explain(name, err))
-		}
-		out = append(out, ti)
-	}
-	for key, err := range e.Broken() {
-		ti := toolInfo{Name: key, Error: safe(e.explain(key, err)), Kind: string(registry.KindOf(err))}
-		if s, ok := strings.CutPrefix(key, "mcp:"); ok {
-			ti.Name, ti.Source = s+"__*", key
-		} else if p, ok := strings.CutPrefix(key, "plugin:"); ok {
-			ti.Name, ti.Source = p+"__*", setup.ToolSource(e.cfg.Plugins[p])
-		} else if t, ok := e.cfg.Tools[key]; ok {
-			ti.Source = setup.ToolSource(t)
-		}
-		out = append(out, ti)
-	}
-	slices.SortFunc(out, func(a, b toolInfo) int { return strings.Compare(a.Name, b.Name) })
-	for i := range out {
-		if out[i].Permissions == nil {
-			out[i].Permissions = []string{}
-		}
-	}
-	return out
-}
+// infos lists every tool, loaded or broken, sorted by name, with what
+// to change for the operator (explain).
+func (e *env) infos() []toolInfo { return e.ToolInfos(e.explain) }
 
-func firstLine(s string, max int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return textsafe.Truncate(s, max)
-}
+// firstLine is the first line of s cut to max bytes (textsafe.FirstLine).
+var firstLine = textsafe.FirstLine
 
 // safe makes text from tools, servers and models safe for a terminal:
 // textsafe.Escape shows every unsafe rune (control characters, escape

@@ -79,7 +79,7 @@ func TestAuditSuggestsReadOnly(t *testing.T) {
 	}
 
 	r = e.run("", "audit", "--json").wantCode(t, exitOK)
-	var rep auditReport
+	var rep lpriv.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("audit --json: %v\n%s", err, r.stdout)
 	}
@@ -115,13 +115,13 @@ func TestAuditSuggestsReadOnly(t *testing.T) {
 	}
 	// --session reads one session; --since a window.
 	r = e.run("", "audit", "--json", "--session", "a1", "--tool", "reader").wantCode(t, exitOK)
-	rep = auditReport{}
+	rep = lpriv.Summary{}
 	json.Unmarshal([]byte(r.stdout), &rep)
 	if rep.Sessions != 1 || len(rep.Tools) != 1 || rep.Tools[0].Calls != 1 {
 		t.Fatalf("--session a1: %s", r.stdout)
 	}
 	r = e.run("", "audit", "--since", "1h", "--json").wantCode(t, exitOK)
-	rep = auditReport{}
+	rep = lpriv.Summary{}
 	json.Unmarshal([]byte(r.stdout), &rep)
 	if rep.Since.IsZero() || len(rep.Tools) == 0 {
 		t.Fatalf("--since 1h: %s", r.stdout)

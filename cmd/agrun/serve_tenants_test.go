@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agcore/agrun/audit/lpriv"
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/testguest"
@@ -217,16 +218,16 @@ tokens_env = "GLOBEX_TOKENS"
 		t.Fatalf("serve did not exit cleanly: %v", err)
 	}
 
-	report := func(args ...string) auditReport {
+	report := func(args ...string) lpriv.Summary {
 		t.Helper()
 		r := e.run("", append([]string{"audit", "--json"}, args...)...).wantCode(t, exitOK)
-		var rep auditReport
+		var rep lpriv.Summary
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("audit --json: %v\n%s", err, r.stdout)
 		}
 		return rep
 	}
-	calls := func(rep auditReport) map[string]int {
+	calls := func(rep lpriv.Summary) map[string]int {
 		m := map[string]int{}
 		for _, r := range rep.Tools {
 			if r.Calls > 0 {

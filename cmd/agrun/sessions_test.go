@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/session"
 )
@@ -194,8 +195,8 @@ func TestSessionsRmAndPrune(t *testing.T) {
 		in   string
 		want time.Duration
 	}{{"30d", 30 * 24 * time.Hour}, {"12h", 12 * time.Hour}, {"90m", 90 * time.Minute}, {"1h30m", 90 * time.Minute}} {
-		if got, err := parseAge(tc.in); err != nil || got != tc.want {
-			t.Errorf("parseAge(%q) = %v, %v", tc.in, got, err)
+		if got, err := config.ParseAge(tc.in); err != nil || got != tc.want {
+			t.Errorf("config.ParseAge(%q) = %v, %v", tc.in, got, err)
 		}
 	}
 }

@@ -47,6 +47,7 @@
 package textsafe
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -280,4 +281,20 @@ func WrapError(err error, max int) error {
 		return e
 	}
 	return &Error{msg: Clean(err.Error(), max), cause: err}
+}
+
+// lineBreaks escapes what Escape keeps but a single line must not hold.
+var lineBreaks = strings.NewReplacer("\n", `\n`, "\t", `\t`)
+
+// EscapeLine is Escape with newlines and tabs escaped too (\n, \t; a
+// carriage return is one of the runes Escape escapes), so that text from a model, a tool or a server cannot
+// start a line of its own in a report or a question.
+func EscapeLine(s string) string { return lineBreaks.Replace(Escape(s)) }
+
+// FirstLine is the first line of s, leading and trailing space trimmed,
+// cut to max bytes as Truncate cuts: what a one-line listing shows of a
+// description or a prompt. It does not clean s.
+func FirstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return Truncate(s, max)
 }

@@ -268,3 +268,36 @@ func TestWrapError(t *testing.T) {
 		t.Error("wrapping twice")
 	}
 }
+
+func TestEscapeLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                 "plain",
+		"two\nlines\r\tand tab": `two\nlines\x0d\tand tab`,
+		"\x1b[31m\n":            `\x1b[31m\n`,
+	} {
+		got := EscapeLine(in)
+		if got != want {
+			t.Errorf("EscapeLine(%q) = %q, want %q", in, got, want)
+		}
+		if strings.ContainsAny(got, "\n\r\t") || !IsSafe(got) {
+			t.Errorf("EscapeLine(%q) = %q is not one safe line", in, got)
+		}
+	}
+}
+
+func TestFirstLine(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"  one\ntwo", 10, "one"},
+		{"\n\nfirst after blanks\nsecond", 100, "first after blanks"},
+		{"a long first line", 6, Truncate("a long first line", 6)},
+		{"", 5, ""},
+	} {
+		if got := FirstLine(tt.in, tt.max); got != tt.want {
+			t.Errorf("FirstLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}

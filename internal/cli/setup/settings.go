@@ -1,10 +1,15 @@
 package setup
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -106,3 +111,37 @@ func (h Hinted) Error() string { return h.Err.Error() + " (" + h.Hint + ")" }
 
 // Unwrap returns the cause.
 func (h Hinted) Unwrap() error { return h.Err }
+
+// OpenFile builds the Env of `agrun call FILE.wasm`: cfg's sandbox and
+// policy, no configured tool loaded, and the module t.Wasm registered
+// under its manifest's name, which it returns with the grants of t the
+// tool cannot use (GrantWarnings). t is what the command line grants
+// (FileSettings): the operator's consent for this call, so the
+// permissions it needs are allowed even where the policy denies them
+// (Consent); relative mount paths are made absolute, and [trust]
+// require_signature does not apply (it is for the configured tools).
+// A module that does not load is a *ConfigError of kind module_refused.
+// The caller closes the Env.
+func OpenFile(ctx context.Context, cfg *config.Config, log *slog.Logger, t config.Tool) (e *Env, name string, warnings []string, err error) {
+	unsigned := false
+	t.RequireSignature = &unsigned
+	t.Mounts = slices.Clone(t.Mounts)
+	for i, m := range t.Mounts {
+		if abs, err := filepath.Abs(m.Host); err == nil {
+			t.Mounts[i].Host = abs
+		}
+	}
+	cfg.Permissions = Consent(cfg.Permissions, cfg.PermissionConfig(), t)
+	if e, err = New(ctx, cfg, log, func(string, string) bool { return false }, Hooks{}); err != nil {
+		return nil, "", nil, err
+	}
+	tool, err := e.OpenWasm(ctx, "", t, FileSettings)
+	if err != nil {
+		e.Close()
+		return nil, "", nil, &ConfigError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", t.Wasm, err)}
+	}
+	name = tool.Name()
+	warnings = GrantWarnings(t, FileSettings, tool)
+	e.Register(name, "wasm:"+t.Wasm, tool, nil, warnings)
+	return e, name, warnings, nil
+}

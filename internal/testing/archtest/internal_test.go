@@ -13,10 +13,10 @@ import (
 // module import (internal/cli/...: mayImportCLI).
 var owners = map[string][]string{
 	"internal/wasmbin":    {"runtime", "wasmtools"},
-	"internal/audit":      {"runtime", "registry", "wasmtools"},                                                                      // the one audit type: runtime fills it, registry aliases it, wasmtools cleans it
-	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster", "oci"}, // cluster: run errors it stores and returns; oci: registries' answers
-	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster", "mcp"},                                           // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
-	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                        // session files, serve's data directory
+	"internal/audit":      {"runtime", "registry", "wasmtools"},                                                                               // the one audit type: runtime fills it, registry aliases it, wasmtools cleans it
+	"internal/textsafe":   {"registry", "wasmtools", "mcp", "loop", "session", "telemetry", "server", "cmd/agrun", "cluster", "oci", "audit"}, // cluster: run errors it stores and returns; oci: registries' answers; audit: lpriv's report
+	"internal/atomicfile": {"runtime", "session", "server", "cmd/agrun", "cluster", "mcp"},                                                    // runtime: prepared modules (prepared.go); session: rewrites; server: its data directory; cluster: DirObjects
+	"internal/flock":      {"session", "server", "cmd/agrun"},                                                                                 // session files, serve's data directory
 	"internal/termsafe":   {"server", "cmd/agrun"},
 	"internal/netguard":   {"runtime", "mcp", "oci"}, // the one SSRF address check: http_request, MCP authorization requests, registry redirects                                                                                   // JSON safe on a terminal: the HTTP API and --json
 }

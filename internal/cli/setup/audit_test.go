@@ -1,4 +1,4 @@
-package main
+package setup
 
 import (
 	"testing"
@@ -36,9 +36,9 @@ func TestSuggestedBlockParses(t *testing.T) {
 	}
 	// The config's grant, described as the registry describes grants, is
 	// what the block was made from.
-	back := grantOf(cfg, tc)
+	back := GrantOf(cfg, tc)
 	if len(back.Mounts) != 2 || back.Mounts[1] != g.Mounts[1] || back.MemoryBytes != g.MemoryBytes || back.MaxOutputBytes != g.MaxOutputBytes ||
 		back.Timeout != g.Timeout || !back.AllowPrivate || back.MaxWriteBytes == 0 {
-		t.Fatalf("grantOf: %+v", back)
+		t.Fatalf("GrantOf: %+v", back)
 	}
 }

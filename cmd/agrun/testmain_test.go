@@ -1,0 +1,27 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// TestMain runs this package's tests with go test's -parallel at twice
+// GOMAXPROCS, unless -parallel was given. Most of its parallel tests
+// spend their time waiting, not computing: on the agrun processes they
+// start (serve, worker, mcp serve, the documents' shell commands), on a
+// Temporal dev server's timers, on a scripted model. At go test's default
+// (GOMAXPROCS: 2 on a 2-core machine) two such waits would hold both
+// slots while the cores idle; the package is the suite's longest
+// (CONTRIBUTING, "Running tests").
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
+	}
+	os.Exit(m.Run())
+}
