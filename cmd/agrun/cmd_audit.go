@@ -118,7 +118,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		if *tool != "" && name != *tool {
 			continue
 		}
-		rep.Tools = append(rep.Tools, lpriv.Analyze(name, relToConfig(cfg, cfg.Tools[name].Wasm), grantOf(cfg, cfg.Tools[name]), byTool[name]))
+		rep.Tools = append(rep.Tools, lpriv.Analyze(name, sourceOf(cfg, cfg.Tools[name]), grantOf(cfg, cfg.Tools[name]), byTool[name]))
 	}
 	for _, name := range sortedKeys(cfg.Plugins) {
 		if *tool != "" {
@@ -131,7 +131,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			}
 		}
 		p := cfg.Plugins[name]
-		rep.Tools = append(rep.Tools, lpriv.AnalyzeIn("plugins", name, relToConfig(cfg, p.Wasm), grantOf(cfg, p), obs))
+		rep.Tools = append(rep.Tools, lpriv.AnalyzeIn("plugins", name, sourceOf(cfg, p), grantOf(cfg, p), obs))
 	}
 	for _, name := range sortedKeys(byTool) {
 		if _, _, plugin := cfg.PluginOf(name); plugin && *tool == "" {
@@ -228,6 +228,15 @@ func grantOf(cfg *config.Config, t config.Tool) registry.Grant {
 		g.Mounts[i].Host = relToConfig(cfg, g.Mounts[i].Host)
 	}
 	return g
+}
+
+// sourceOf is t's source as lpriv takes it: its wasm path relative to the
+// config, or "oci:" and its pinned reference.
+func sourceOf(cfg *config.Config, t config.Tool) string {
+	if t.OCI != "" {
+		return "oci:" + t.OCI
+	}
+	return relToConfig(cfg, t.Wasm)
 }
 
 // relToConfig is p relative to the config file's folder ("./docs") when p
