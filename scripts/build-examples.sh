@@ -18,9 +18,10 @@
 # (built from this tree).
 #
 # Extism plug-ins (testdata/plugins/<name>/main.go, in testdata/plugins'
-# own module with Extism's Go PDK) are built the same way into
-# testdata/plugins/<name>.wasm, and not packed: a plug-in has no manifest
-# (agrun.toml describes it).
+# own module with Extism's Go PDK; or testdata/plugins/<name>/main.c with
+# Extism's C PDK header beside it, built as a reactor) are built the same
+# way into testdata/plugins/<name>.wasm, and not packed: a plug-in has no
+# manifest (agrun.toml describes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,8 +91,14 @@ plugins_out=$(cd "$out/plugins" && pwd)
 for dir in testdata/plugins/*/; do
   dir=${dir%/}
   name=${dir#testdata/plugins/}
-  [ -f "$dir/main.go" ] || continue
-  (cd testdata/plugins && GOOS=wasip1 GOARCH=wasm "${GO_BUILD[@]}" -o "$plugins_out/$name.wasm" "./$name")
+  if [ -f "$dir/main.go" ]; then
+    (cd testdata/plugins && GOOS=wasip1 GOARCH=wasm "${GO_BUILD[@]}" -o "$plugins_out/$name.wasm" "./$name")
+  elif [ -f "$dir/main.c" ]; then
+    # Extism's C PDK (the header vendored beside main.c), as a reactor.
+    "$CLANG" "${C_FLAGS[@]}" -mexec-model=reactor -o "$plugins_out/$name.wasm" "$dir/main.c"
+  else
+    continue
+  fi
   plugins+=("plugins/$name")
 done
 

@@ -37,7 +37,10 @@ type Report struct {
 	Tool string `json:"tool"`
 	// Wasm is the tool's wasm key in agrun.toml, as Analyze was given it
 	// (kept in TOML).
-	Wasm   string     `json:"wasm,omitempty"`
+	Wasm string `json:"wasm,omitempty"`
+	// OCI is the tool's oci key instead, when Analyze was given its
+	// source as "oci:REF" (kept in TOML).
+	OCI    string     `json:"oci,omitempty"`
 	Calls  int        `json:"calls"`  // observations
 	Failed int        `json:"failed"` // of them, with an error kind
 	First  time.Time  `json:"first"`
@@ -101,18 +104,25 @@ const (
 // observed calls did. g's limits are the effective ones (zero: not
 // bounded), its mounts' Host as the block to paste should say it; its
 // Mounts, AllowedHosts, AllowPrivate and limits are analysed, and the
-// rest is kept as is in the suggestion. wasm is the tool's wasm key in
-// agrun.toml, written in the suggested block ("": none).
-func Analyze(tool, wasm string, g registry.Grant, obs []Observation) Report {
-	return AnalyzeIn("tools", tool, wasm, g, obs)
+// rest is kept as is in the suggestion. source says where agrun.toml
+// takes the tool's module from, written first in the suggested block:
+// its wasm key (a path), or "oci:" and its oci key (a pinned reference,
+// as `agrun tools` names that source); "": not written.
+func Analyze(tool, source string, g registry.Grant, obs []Observation) Report {
+	return AnalyzeIn("tools", tool, source, g, obs)
 }
 
 // AnalyzeIn is Analyze for the grant of agrun.toml's [section.name]: the
 // suggested block is a [section.name] block. An MCP-style plug-in's
 // grant, [plugins.NAME], holds for every tool it lists: obs are the calls
 // of all of them.
-func AnalyzeIn(section, tool, wasm string, g registry.Grant, obs []Observation) Report {
-	rep := Report{Tool: tool, Wasm: wasm, Calls: len(obs)}
+func AnalyzeIn(section, tool, source string, g registry.Grant, obs []Observation) Report {
+	rep := Report{Tool: tool, Calls: len(obs)}
+	if ref, ok := strings.CutPrefix(source, "oci:"); ok {
+		rep.OCI = ref
+	} else {
+		rep.Wasm = source
+	}
 	rep.Memory.Current, rep.Timeout.Current, rep.Output.Current = g.MemoryBytes, int64(g.Timeout), g.MaxOutputBytes
 	uses := make([]MountUse, len(g.Mounts))
 	for i, m := range g.Mounts {
@@ -246,7 +256,7 @@ func AnalyzeIn(section, tool, wasm string, g registry.Grant, obs []Observation) 
 		rep.Notes = append(rep.Notes, "no recorded calls: nothing to suggest")
 		rep.Suggested = g
 	}
-	rep.TOML = tomlIn(section, tool, wasm, rep.Suggested)
+	rep.TOML = tomlIn(section, tool, source, rep.Suggested)
 	return rep
 }
 
@@ -271,17 +281,20 @@ func later(a, b time.Time) time.Time {
 
 func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
-// TOML renders g as a [tools.NAME] block of agrun.toml: wasm (the
-// tool's wasm key; "": not written), g's mounts, allowed_hosts,
+// TOML renders g as a [tools.NAME] block of agrun.toml: the tool's
+// source (as Analyze takes it: a wasm path, or "oci:REF" for its oci
+// key; "": not written), g's mounts, allowed_hosts,
 // allow_private (when set) and its non-zero timeout, memory and
 // max_output. The rest of g is not part of the block.
-func TOML(tool, wasm string, g registry.Grant) string { return tomlIn("tools", tool, wasm, g) }
+func TOML(tool, source string, g registry.Grant) string { return tomlIn("tools", tool, source, g) }
 
-func tomlIn(section, tool, wasm string, g registry.Grant) string {
+func tomlIn(section, tool, source string, g registry.Grant) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s.%s]\n", section, tool)
-	if wasm != "" {
-		fmt.Fprintf(&b, "wasm = %q\n", wasm)
+	if ref, ok := strings.CutPrefix(source, "oci:"); ok {
+		fmt.Fprintf(&b, "oci = %q\n", ref)
+	} else if source != "" {
+		fmt.Fprintf(&b, "wasm = %q\n", source)
 	}
 	mounts := make([]string, len(g.Mounts))
 	for i, m := range g.Mounts {

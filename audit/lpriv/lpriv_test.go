@@ -137,3 +137,20 @@ func TestAnalyzeDropsWhatGoesWithWhatIsDropped(t *testing.T) {
 		t.Fatalf("TOML:\n%s", rep.TOML)
 	}
 }
+
+// TestAnalyzeKeepsTheOCISource: a tool from a registry ("oci:REF") keeps
+// its pinned reference in the block to paste, as oci = (not wasm =), so
+// that the block replaces its section whole.
+func TestAnalyzeKeepsTheOCISource(t *testing.T) {
+	const ref = "registry.example.com/tools/notes:1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	rep := Analyze("notes", "oci:"+ref, grant(), calls())
+	if rep.OCI != ref || rep.Wasm != "" {
+		t.Errorf("report's source: wasm %q, oci %q", rep.Wasm, rep.OCI)
+	}
+	if !strings.HasPrefix(rep.TOML, "[tools.notes]\noci = \""+ref+"\"\nmounts = ") {
+		t.Fatalf("TOML:\n%s", rep.TOML)
+	}
+	if got := TOML("n", "", grant()); strings.Contains(got, "wasm =") || strings.Contains(got, "oci =") {
+		t.Fatalf("no source, yet:\n%s", got)
+	}
+}

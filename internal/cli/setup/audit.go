@@ -60,7 +60,7 @@ func Audit(cfg *config.Config, st *session.Files, q AuditQuery) (lpriv.Summary, 
 		if q.Tool != "" && name != q.Tool {
 			continue
 		}
-		rep.Tools = append(rep.Tools, lpriv.Analyze(name, relToConfig(cfg, cfg.Tools[name].Wasm), GrantOf(cfg, cfg.Tools[name]), byTool[name]))
+		rep.Tools = append(rep.Tools, lpriv.Analyze(name, sourceOf(cfg, cfg.Tools[name]), GrantOf(cfg, cfg.Tools[name]), byTool[name]))
 	}
 	recorded := slices.Sorted(maps.Keys(byTool))
 	for _, name := range slices.Sorted(maps.Keys(cfg.Plugins)) {
@@ -74,7 +74,7 @@ func Audit(cfg *config.Config, st *session.Files, q AuditQuery) (lpriv.Summary, 
 			}
 		}
 		p := cfg.Plugins[name]
-		rep.Tools = append(rep.Tools, lpriv.AnalyzeIn("plugins", name, relToConfig(cfg, p.Wasm), GrantOf(cfg, p), obs))
+		rep.Tools = append(rep.Tools, lpriv.AnalyzeIn("plugins", name, sourceOf(cfg, p), GrantOf(cfg, p), obs))
 	}
 	for _, name := range recorded {
 		if _, _, plugin := cfg.PluginOf(name); plugin && q.Tool == "" {
@@ -164,6 +164,15 @@ func GrantOf(cfg *config.Config, t config.Tool) registry.Grant {
 		g.Mounts[i].Host = relToConfig(cfg, g.Mounts[i].Host)
 	}
 	return g
+}
+
+// sourceOf is t's source as lpriv takes it: its wasm path relative to the
+// config, or "oci:" and its pinned reference.
+func sourceOf(cfg *config.Config, t config.Tool) string {
+	if t.OCI != "" {
+		return "oci:" + t.OCI
+	}
+	return relToConfig(cfg, t.Wasm)
 }
 
 // relToConfig is p relative to the config file's folder ("./docs") when p

@@ -41,4 +41,10 @@ func TestSuggestedBlockParses(t *testing.T) {
 		back.Timeout != g.Timeout || !back.AllowPrivate || back.MaxWriteBytes == 0 {
 		t.Fatalf("GrantOf: %+v", back)
 	}
+	// A tool from a registry: the block keeps its pinned reference.
+	const ref = "registry.example.com/tools/notes:1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	cfg, err = config.Parse("agrun.toml", []byte(lpriv.TOML("notes", "oci:"+ref, g)))
+	if err != nil || cfg.Tools["notes"].OCI != ref || cfg.Tools["notes"].Wasm != "" {
+		t.Fatalf("the suggested block of an oci tool: %v, %+v", err, cfg.Tools["notes"])
+	}
 }

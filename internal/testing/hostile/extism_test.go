@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,13 @@ import (
 // x_fn (its arguments: {"n": "..."}).
 func (f *fixture) extismPlugin(t *testing.T, fn string, config map[string]string, g wasmtools.Grant, perms ...string) {
 	t.Helper()
+	f.extismPluginAs(t, "x_"+fn, fn, config, g, perms...)
+}
+
+// extismPluginAs registers export fn of the hostile plug-in as the tool
+// name.
+func (f *fixture) extismPluginAs(t *testing.T, name, fn string, config map[string]string, g wasmtools.Grant, perms ...string) {
+	t.Helper()
 	wasm, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "plugins", "hostile.wasm"))
 	must(t, err)
 	if g.Limits.Timeout == 0 {
@@ -34,7 +42,7 @@ func (f *fixture) extismPlugin(t *testing.T, fn string, config map[string]string
 		g.Limits.Timeout = 15 * time.Second
 	}
 	tool, err := wasmtools.LoadPlugin(context.Background(), f.rt, wasm, wasmtools.Plugin{
-		Manifest: wasmtools.Manifest{Name: "x_" + fn, Description: "hostile plug-in", Output: "text", Permissions: mustPerms(t, perms...),
+		Manifest: wasmtools.Manifest{Name: name, Description: "hostile plug-in", Output: "text", Permissions: mustPerms(t, perms...),
 			Parameters: json.RawMessage(`{"type":"object"}`)},
 		Function: fn,
 		Config:   config,
@@ -103,6 +111,97 @@ func TestExtismHostFunctions(t *testing.T) {
 	}
 	if n := target.hits.Load(); n != 0 {
 		t.Errorf("the peer was reached %d times", n)
+	}
+}
+
+// TestExtismHostFunctionSections: the hostile plug-in against the host
+// functions the cases above leave out, one group per function: store_u8,
+// free and length, input_load_u64, error_set, config_get, var_get and
+// var_set, http_status_code and http_headers, and http_request's abuses
+// (a request that is not JSON or not a block, a request flood, a body
+// or headers over the request cap, a response over the response cap, a
+// redirect from the allowed host to one that is not). Each ends as the
+// Kind it names, its message fit for a terminal, with the host alive and
+// nothing leaked; no server is reached more than the grant allows.
+func TestExtismHostFunctionSections(t *testing.T) {
+	f := newFixture(t, runtime.Config{})
+	mem := wasmtools.Grant{Limits: runtime.Limits{MemoryBytes: 32 << 20}}
+	for _, fn := range []string{"store_u8_oob", "free_abuse", "input_oob", "error_flood", "error_bad", "config_bad",
+		"var_get_bad", "var_set_bad", "http_no_request", "http_bad_json", "http_bad_addr"} {
+		f.extismPlugin(t, fn, nil, mem)
+	}
+	counted := newPeer(t, nil)
+	huge := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("h", 8<<20)))
+	})
+	redirector := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	})
+	target := newPeer(t, nil) // not granted: only a redirect points at it
+	netGrant := wasmtools.Grant{AllowedHosts: []string{counted.host, huge.host, redirector.host}, AllowPrivate: true,
+		Limits: runtime.Limits{MemoryBytes: 32 << 20}}
+	for _, fn := range []string{"http_flood", "http_big_body", "http_header_flood", "http_get"} {
+		f.extismPluginAs(t, "n_"+fn, fn, nil, netGrant, "network")
+	}
+	for _, c := range []struct {
+		name, tool, n string
+		want          registry.Kind
+		check         func(t *testing.T, out json.RawMessage, err error)
+	}{
+		{"store_u8: at 2^40", "x_store_u8_oob", fmt.Sprint(uint64(1) << 40), registry.ExecutionFailed, nil},
+		{"store_u8: at 2^64-1", "x_store_u8_oob", fmt.Sprint(uint64(math.MaxUint64)), registry.ExecutionFailed, nil},
+		{"free and length: a bad address, 0, a double free", "x_free_abuse", "123456", "", func(t *testing.T, out json.RawMessage, _ error) {
+			if string(out) != `"distinct 0"` {
+				t.Errorf("output %s; want two distinct blocks after a double free, and length 0 for a non-block", out)
+			}
+		}},
+		{"input_load_u64: past the input", "x_input_oob", "4096", registry.ExecutionFailed, nil},
+		{"input_load_u64: at 2^64-4", "x_input_oob", fmt.Sprint(uint64(math.MaxUint64 - 3)), registry.ExecutionFailed, nil},
+		{"error_set: 1 MiB of terminal escapes", "x_error_flood", fmt.Sprint(1 << 20), registry.ExecutionFailed, func(t *testing.T, _ json.RawMessage, err error) {
+			if err == nil || len(err.Error()) > 8<<10 {
+				t.Errorf("the error is %d bytes; want it cut", len(fmt.Sprint(err)))
+			}
+		}},
+		{"error_set: from a bad address", "x_error_bad", "12345678", registry.ExecutionFailed, nil},
+		{"config_get: key at a bad address", "x_config_bad", "99999", registry.ExecutionFailed, nil},
+		{"var_get: key at a bad address", "x_var_get_bad", "99999", registry.ExecutionFailed, nil},
+		{"var_set: value at a bad address", "x_var_set_bad", fmt.Sprint(uint64(1) << 50), registry.ExecutionFailed, nil},
+		{"http_status_code and http_headers before a request", "x_http_no_request", "", "", func(t *testing.T, out json.RawMessage, _ error) {
+			if string(out) != `"0 0"` {
+				t.Errorf("output %s; want status 0 and no headers block", out)
+			}
+		}},
+		{"http_request: not JSON", "x_http_bad_json", "", registry.ExecutionFailed, nil},
+		{"http_request: request at a bad address", "x_http_bad_addr", fmt.Sprint(uint64(1) << 33), registry.ExecutionFailed, nil},
+		{"http_request: 100 requests", "n_http_flood", counted.URL, registry.ExecutionFailed, func(t *testing.T, _ json.RawMessage, _ error) {
+			if n := counted.hits.Swap(0); n != 16 {
+				t.Errorf("the granted host was reached %d times; want the per-call cap, 16", n)
+			}
+		}},
+		{"http_request: a 2 MiB body", "n_http_big_body", counted.URL, registry.ExecutionFailed, nil},
+		{"http_request: 10,000 headers", "n_http_header_flood", counted.URL, registry.ExecutionFailed, nil},
+		{"http_request: an 8 MiB response", "n_http_get", huge.URL, registry.ExecutionFailed, nil},
+		{"http_request: redirected to a host not granted", "n_http_get", redirector.URL + "/?to=" + target.URL, registry.PermissionDenied, nil},
+		{"http_request: redirected to the metadata address", "n_http_get", redirector.URL + "/?to=http://169.254.169.254/latest/meta-data/", registry.PermissionDenied, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.snapshot(t)
+			args, _ := json.Marshal(map[string]string{"n": c.n})
+			got := inv(f.reg.Invoke(context.Background(), c.tool, args))
+			f.after(t, before, got, c.want)
+			if got.err != nil {
+				t.Log(got.err)
+			}
+			if c.check != nil {
+				c.check(t, got.out, got.err)
+			}
+		})
+	}
+	if n := counted.hits.Load(); n != 0 {
+		t.Errorf("a request over the cap reached the server %d times", n)
+	}
+	if n := target.hits.Load(); n != 0 {
+		t.Errorf("the host not granted was reached %d times", n)
 	}
 }
 

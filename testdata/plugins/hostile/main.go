@@ -31,6 +31,39 @@ func extOutputSet(addr, n uint64)
 //go:wasmimport extism:host/env log_info
 func extLogInfo(addr uint64)
 
+//go:wasmimport extism:host/env store_u8
+func extStoreU8(addr uint64, v uint32)
+
+//go:wasmimport extism:host/env free
+func extFree(addr uint64)
+
+//go:wasmimport extism:host/env length
+func extLength(addr uint64) uint64
+
+//go:wasmimport extism:host/env input_load_u64
+func extInputLoadU64(off uint64) uint64
+
+//go:wasmimport extism:host/env error_set
+func extErrorSet(addr uint64)
+
+//go:wasmimport extism:host/env config_get
+func extConfigGet(addr uint64) uint64
+
+//go:wasmimport extism:host/env var_get
+func extVarGet(addr uint64) uint64
+
+//go:wasmimport extism:host/env var_set
+func extVarSet(key, value uint64)
+
+//go:wasmimport extism:host/env http_request
+func extHTTPRequest(req, body uint64) uint64
+
+//go:wasmimport extism:host/env http_status_code
+func extHTTPStatusCode() int32
+
+//go:wasmimport extism:host/env http_headers
+func extHTTPHeaders() uint64
+
 // arg is the input's "n".
 func arg() string {
 	var in struct {
@@ -169,6 +202,149 @@ func configFlood() int32 {
 //go:wasmexport http_get
 func httpGet() int32 {
 	resp := pdk.NewHTTPRequest(pdk.MethodGet, arg()).Send()
+	pdk.OutputString(strconv.Itoa(int(resp.Status())))
+	return 0
+}
+
+// store_u8_oob writes a byte at address N.
+//
+//go:wasmexport store_u8_oob
+func storeU8OOB() int32 {
+	extStoreU8(number(), 0xff)
+	return 0
+}
+
+// free_abuse frees address N, 0 and a block twice, then allocates two
+// blocks of that size: "distinct" if they are (a double free did not
+// hand one block out twice), and the length the host reports for N.
+//
+//go:wasmexport free_abuse
+func freeAbuse() int32 {
+	n := number()
+	extFree(n)
+	extFree(0)
+	p := extAlloc(32)
+	extFree(p)
+	extFree(p)
+	a, b := extAlloc(32), extAlloc(32)
+	answer := "aliased"
+	if a != b {
+		answer = "distinct"
+	}
+	pdk.OutputString(answer + " " + strconv.FormatUint(extLength(n), 10))
+	return 0
+}
+
+// input_oob reads 8 input bytes at offset N.
+//
+//go:wasmexport input_oob
+func inputOOB() int32 {
+	extInputLoadU64(number())
+	return 0
+}
+
+// error_flood sets an error of N bytes meant for a terminal, and fails.
+//
+//go:wasmexport error_flood
+func errorFlood() int32 {
+	msg := "\x1b[31mred\x1b]0;title\x07\u202e"
+	msg += strings.Repeat("e", max(0, int(number())-len(msg)))
+	m := pdk.AllocateString(msg)
+	extErrorSet(m.Offset())
+	return 1
+}
+
+// error_bad sets the error from address N, and fails.
+//
+//go:wasmexport error_bad
+func errorBad() int32 {
+	extErrorSet(number())
+	return 1
+}
+
+// config_bad reads config with its key at address N.
+//
+//go:wasmexport config_bad
+func configBad() int32 {
+	extConfigGet(number())
+	return 0
+}
+
+// var_get_bad reads a var with its key at address N.
+//
+//go:wasmexport var_get_bad
+func varGetBad() int32 {
+	extVarGet(number())
+	return 0
+}
+
+// var_set_bad sets var "k" from the value at address N.
+//
+//go:wasmexport var_set_bad
+func varSetBad() int32 {
+	k := pdk.AllocateString("k")
+	extVarSet(k.Offset(), number())
+	return 0
+}
+
+// http_no_request asks for a response's status and headers before any
+// request.
+//
+//go:wasmexport http_no_request
+func httpNoRequest() int32 {
+	pdk.OutputString(strconv.Itoa(int(extHTTPStatusCode())) + " " + strconv.FormatUint(extHTTPHeaders(), 10))
+	return 0
+}
+
+// http_bad_json sends a request block that is not JSON.
+//
+//go:wasmexport http_bad_json
+func httpBadJSON() int32 {
+	m := pdk.AllocateString(`{"url": nope`)
+	extHTTPRequest(m.Offset(), 0)
+	return 0
+}
+
+// http_bad_addr sends a request from address N.
+//
+//go:wasmexport http_bad_addr
+func httpBadAddr() int32 {
+	extHTTPRequest(number(), 0)
+	return 0
+}
+
+// http_flood requests the URL in the input 100 times.
+//
+//go:wasmexport http_flood
+func httpFlood() int32 {
+	u := arg()
+	for range 100 {
+		pdk.NewHTTPRequest(pdk.MethodGet, u).Send()
+	}
+	pdk.OutputString("done")
+	return 0
+}
+
+// http_big_body posts 2 MiB to the URL in the input.
+//
+//go:wasmexport http_big_body
+func httpBigBody() int32 {
+	resp := pdk.NewHTTPRequest(pdk.MethodPost, arg()).SetBody(make([]byte, 2<<20)).Send()
+	pdk.OutputString(strconv.Itoa(int(resp.Status())))
+	return 0
+}
+
+// http_header_flood sends the URL in the input 10,000 headers of 100
+// bytes (a 1.3 MB request).
+//
+//go:wasmexport http_header_flood
+func httpHeaderFlood() int32 {
+	req := pdk.NewHTTPRequest(pdk.MethodGet, arg())
+	v := strings.Repeat("v", 100)
+	for i := range 10000 {
+		req.SetHeader("x-h"+strconv.Itoa(i), v)
+	}
+	resp := req.Send()
 	pdk.OutputString(strconv.Itoa(int(resp.Status())))
 	return 0
 }
