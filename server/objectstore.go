@@ -28,7 +28,15 @@ func NewSharedStore(objs cstore.ObjectStore, maxModule int64) SharedStore {
 	return sharedTools{modules: cstore.ModuleStore{Objects: objs, MaxModuleBytes: maxModule}, index: cstore.ToolIndex{Objects: objs}}
 }
 
-var _ SharedStore = sharedTools{}
+var _ TenantSharedStore = sharedTools{}
+
+// ForTenant is the store of tenant name's records: the same modules, its
+// names under tenants/<name>/tools/ (cstore.ToolIndex.Tenant); DefaultTenant's
+// are tools/, the records of a serve without tenants.
+func (s sharedTools) ForTenant(name string) SharedStore {
+	s.index.Tenant = name
+	return s
+}
 
 // noTool maps the cluster's ErrNotFound to the server's.
 func noTool(err error) error {

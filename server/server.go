@@ -71,7 +71,8 @@
 // tool, and a new Server on the same directory serves the same tools.
 // In cluster mode ([Options].SharedStore) they are stored in a
 // [SharedStore] instead, which any number of Servers share: each reads a
-// tool's record at every call.
+// tool's record at every call. With Tenants the store must be a
+// [TenantSharedStore], each tenant's records apart from the others'.
 //
 // docs/API.md describes the HTTP API.
 package server
@@ -344,9 +345,9 @@ type Server struct {
 
 	// Cluster mode (shared.go).
 	shared    SharedStore
-	brokenSHA map[string]string // name -> the module that will not load (not tried again)
+	brokenSHA map[string]string // tenant and name (tenant.nameKey) -> the module that will not load (not tried again)
 	loadMu    sync.Mutex        // guards loading
-	loading   map[string]*load  // name+sha being loaded
+	loading   map[string]*load  // tenant, name and sha being loaded
 }
 
 // DefaultDataDir is $XDG_DATA_HOME/agrun/serve, else
@@ -419,7 +420,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		case opts.Authenticate != nil:
 			return nil, errors.New("server.Options: Authenticate and Tenants are both set: use AuthenticateTenant")
 		case opts.SharedStore != nil:
-			return nil, errors.New("server.Options: Tenants are not supported with SharedStore (cluster mode) yet")
+			if _, ok := opts.SharedStore.(TenantSharedStore); !ok {
+				return nil, errors.New("server.Options: Tenants with a SharedStore need one that keeps each tenant's records apart (a TenantSharedStore)")
+			}
 		}
 	} else if opts.AuthenticateTenant != nil {
 		return nil, errors.New("server.Options.AuthenticateTenant needs Tenants (without tenants: Authenticate)")
@@ -459,6 +462,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if err := auth.setTenants(opts, tenants); err != nil {
 		return fail(err)
+	}
+	for name, tn := range tenants {
+		switch ts, ok := opts.SharedStore.(TenantSharedStore); {
+		case ok && len(opts.Tenants) > 0:
+			tn.shared = ts.ForTenant(name)
+		case opts.SharedStore != nil:
+			tn.shared = opts.SharedStore // the one tenant: the store's own records
+		}
 	}
 	log := opts.Logger
 	if log == nil {

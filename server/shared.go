@@ -45,6 +45,21 @@ type SharedStore interface {
 	DeleteTool(ctx context.Context, name string) error
 }
 
+// TenantSharedStore is a SharedStore that keeps the records of each
+// tenant (Options.Tenants) apart: ForTenant(name) is a SharedStore of
+// name's records only, so that two tenants may each have a tool "x" and
+// neither lists, reads, replaces or deletes the other's. Modules may be
+// shared by content (a digest says nothing of who uploaded it).
+// ForTenant(DefaultTenant) must be the receiver's own records, those a
+// server without tenants keeps. A server with Tenants in cluster mode
+// needs one (New refuses a plain SharedStore).
+type TenantSharedStore interface {
+	SharedStore
+	// ForTenant returns the store of tenant name's records (name is a
+	// valid tenant name).
+	ForTenant(name string) SharedStore
+}
+
 // StoredTool is a SharedStore's record of one uploaded tool.
 type StoredTool struct {
 	SHA256   string    // the module's SHA-256, lowercase hex
@@ -75,36 +90,40 @@ func (s *Server) sharedContext(r *http.Request) (context.Context, context.Cancel
 	return context.WithTimeout(r.Context(), s.limits.CallTimeout)
 }
 
-// operatorTool reports whether name is a tool of the operator's (in the
-// registry and not an upload). s.mu must be held.
-func (s *Server) operatorTool(name string) bool {
-	t, ok := s.def.reg.Get(name)
+// nameKey is name as a key of what the Server keeps for every tenant
+// (brokenSHA): tenants' names are their own.
+func (tn *tenant) nameKey(name string) string { return tn.name + "\x00" + name }
+
+// operatorTool reports whether name is a tool of the operator's in tn's
+// registry (in the registry and not an upload). s.mu must be held.
+func (s *Server) operatorTool(tn *tenant, name string) bool {
+	t, ok := tn.reg.Get(name)
 	if !ok {
 		return false
 	}
-	u := s.def.uploads[name]
+	u := tn.uploads[name]
 	return u == nil || registry.Tool(u) != t
 }
 
 // syncTool brings the uploaded tool called name in line with its record
 // in the shared store: loaded (compiled once) and registered if there is
 // one, gone if not. A name of the operator's tools is left alone.
-func (s *Server) syncTool(ctx context.Context, name string) error {
+func (s *Server) syncTool(ctx context.Context, tn *tenant, name string) error {
 	s.mu.Lock()
-	op := s.operatorTool(name)
+	op := s.operatorTool(tn, name)
 	s.mu.Unlock()
 	if op || !registry.ValidName(name) {
 		return nil
 	}
-	e, err := s.shared.Tool(ctx, name)
+	e, err := tn.shared.Tool(ctx, name)
 	if errors.Is(err, ErrNoStoredTool) {
-		s.dropLocal(name)
+		s.dropLocal(tn, name)
 		return nil
 	}
 	if err != nil {
 		return sharedError(err)
 	}
-	if err := s.ensure(ctx, name, e.entry()); err != nil {
+	if err := s.ensure(ctx, tn, name, e.entry()); err != nil {
 		return sharedError(err)
 	}
 	return nil
@@ -112,26 +131,26 @@ func (s *Server) syncTool(ctx context.Context, name string) error {
 
 // syncAll brings every uploaded tool in line with the shared store, a few
 // at a time (GET /v1/tools).
-func (s *Server) syncAll(ctx context.Context) error {
-	recs, err := s.shared.Tools(ctx)
+func (s *Server) syncAll(ctx context.Context, tn *tenant) error {
+	recs, err := tn.shared.Tools(ctx)
 	if err != nil {
 		return sharedError(err)
 	}
 	s.mu.Lock()
 	var gone []string
-	for name := range s.def.uploads {
+	for name := range tn.uploads {
 		if _, ok := recs[name]; !ok {
 			gone = append(gone, name)
 		}
 	}
-	for name := range s.def.broken {
+	for name := range tn.broken {
 		if _, ok := recs[name]; !ok {
 			gone = append(gone, name)
 		}
 	}
 	s.mu.Unlock()
 	for _, name := range gone {
-		s.dropLocal(name)
+		s.dropLocal(tn, name)
 	}
 	sem := make(chan struct{}, max(1, goruntime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
@@ -139,25 +158,25 @@ func (s *Server) syncAll(ctx context.Context) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			_ = s.ensure(ctx, name, e.entry()) // a failure is listed as the tool's error
+			_ = s.ensure(ctx, tn, name, e.entry()) // a failure is listed as the tool's error
 		})
 	}
 	wg.Wait()
 	return nil
 }
 
-// refreshIndex replaces the local copy of the records (s.def.idx: what
+// refreshIndex replaces the local copy of the records (tn.idx: what
 // checkName counts) with the shared store's.
-func (s *Server) refreshIndex(ctx context.Context) error {
-	recs, err := s.shared.Tools(ctx)
+func (s *Server) refreshIndex(ctx context.Context, tn *tenant) error {
+	recs, err := tn.shared.Tools(ctx)
 	if err != nil {
 		return sharedError(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.def.idx = index{Version: 1, Tools: make(map[string]indexEntry, len(recs))}
+	tn.idx = index{Version: 1, Tools: make(map[string]indexEntry, len(recs))}
 	for name, e := range recs {
-		s.def.idx.Tools[name] = e.entry()
+		tn.idx.Tools[name] = e.entry()
 	}
 	return nil
 }
@@ -166,36 +185,42 @@ func (s *Server) refreshIndex(ctx context.Context) error {
 // called name (refreshIndex), and loads the tool if its record already
 // names that module, so that the upload is answered unchanged; a module
 // missing from the store is stored again by the upload.
-func (s *Server) refreshShared(r *http.Request, name, sha string) error {
+//
+// With several tenants, every tenant's records are read: the server's
+// bounds (MaxTools, MaxStoreBytes) count them all, and the tenant's
+// quotas its own, as they are in the shared store now.
+func (s *Server) refreshShared(r *http.Request, tn *tenant, name, sha string) error {
 	ctx, cancel := s.sharedContext(r)
 	defer cancel()
-	if err := s.refreshIndex(ctx); err != nil {
-		return err
+	for _, other := range s.sortedTenants() {
+		if err := s.refreshIndex(ctx, other); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
-	e, ok := s.def.idx.Tools[name]
+	e, ok := tn.idx.Tools[name]
 	s.mu.Unlock()
 	if ok && e.SHA256 == sha {
-		_ = s.ensure(ctx, name, e)
+		_ = s.ensure(ctx, tn, name, e)
 	}
 	return nil
 }
 
 // dropLocal forgets the uploaded tool called name on this replica (its
 // record is gone): unregistered, closed after its calls in flight.
-func (s *Server) dropLocal(name string) {
+func (s *Server) dropLocal(tn *tenant, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if u := s.def.uploads[name]; u != nil {
-		if cur, ok := s.def.reg.Get(name); ok && cur == registry.Tool(u) {
-			s.def.reg.Unregister(name)
+	if u := tn.uploads[name]; u != nil {
+		if cur, ok := tn.reg.Get(name); ok && cur == registry.Tool(u) {
+			tn.reg.Unregister(name)
 		}
-		delete(s.def.uploads, name)
+		delete(tn.uploads, name)
 		u.retire()
 	}
-	delete(s.def.idx.Tools, name)
-	delete(s.def.broken, name)
-	delete(s.brokenSHA, name)
+	delete(tn.idx.Tools, name)
+	delete(tn.broken, name)
+	delete(s.brokenSHA, tn.nameKey(name))
 }
 
 // ensure makes the tool registered as name the module of e, loading it
@@ -205,32 +230,32 @@ func (s *Server) dropLocal(name string) {
 // module this replica ran under the name before is dropped either way
 // (its record names another). The error returned is a failure to fetch
 // the module (the store's, retried at the next request).
-func (s *Server) ensure(ctx context.Context, name string, e indexEntry) error {
+func (s *Server) ensure(ctx context.Context, tn *tenant, name string, e indexEntry) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.def.idx.Tools[name] = e
-	if u := s.def.uploads[name]; u != nil && u.entry.SHA256 == e.SHA256 {
+	tn.idx.Tools[name] = e
+	if u := tn.uploads[name]; u != nil && u.entry.SHA256 == e.SHA256 {
 		s.mu.Unlock()
 		return nil
 	}
-	if s.operatorTool(name) {
+	if s.operatorTool(tn, name) {
 		// The operator's tool keeps the name here (a replica with
 		// another agrun.toml stored it); as when a stored tool fails to
 		// restore on one machine.
-		s.def.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
+		tn.broken[name] = fmt.Errorf("a tool configured by the operator is now called %q", name)
 		s.mu.Unlock()
 		return nil
 	}
-	if berr, ok := s.brokenSHA[name]; ok && berr == e.SHA256 {
+	if berr, ok := s.brokenSHA[tn.nameKey(name)]; ok && berr == e.SHA256 {
 		s.mu.Unlock()
 		return nil // already tried: the same module fails the same way
 	}
 	s.mu.Unlock()
 	// One load per name and module at a time; the others wait for it.
-	key := name + "\x00" + e.SHA256
+	key := tn.name + "\x00" + name + "\x00" + e.SHA256
 	s.loadMu.Lock()
 	ld, busy := s.loading[key]
 	if !busy {
@@ -246,7 +271,7 @@ func (s *Server) ensure(ctx context.Context, name string, e indexEntry) error {
 			return ctx.Err()
 		}
 	}
-	ld.err = s.install(ctx, name, e)
+	ld.err = s.install(ctx, tn, name, e)
 	s.loadMu.Lock()
 	delete(s.loading, key)
 	s.loadMu.Unlock()
@@ -261,8 +286,8 @@ type load struct {
 }
 
 // install loads the module of e and registers it as name (ensure).
-func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
-	u, err, lasting := s.loadShared(ctx, name, e)
+func (s *Server) install(ctx context.Context, tn *tenant, name string, e indexEntry) error {
+	u, err, lasting := s.loadShared(ctx, tn, name, e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -272,37 +297,37 @@ func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
 		return nil
 	}
 	if err == nil {
-		old := s.def.uploads[name]
+		old := tn.uploads[name]
 		if old != nil {
-			_, err = s.def.reg.Replace(u)
+			_, err = tn.reg.Replace(u)
 		} else {
-			err = s.def.reg.Register(u)
+			err = tn.reg.Register(u)
 		}
 		if err != nil {
 			_ = u.Tool.Close(context.Background())
 			lasting = true
 		} else {
-			s.def.uploads[name] = u
-			delete(s.def.broken, name)
-			delete(s.brokenSHA, name)
+			tn.uploads[name] = u
+			delete(tn.broken, name)
+			delete(s.brokenSHA, tn.nameKey(name))
 			if old != nil {
 				old.retire()
 			}
 			return nil
 		}
 	}
-	if old := s.def.uploads[name]; old != nil {
-		if cur, ok := s.def.reg.Get(name); ok && cur == registry.Tool(old) {
-			s.def.reg.Unregister(name)
+	if old := tn.uploads[name]; old != nil {
+		if cur, ok := tn.reg.Get(name); ok && cur == registry.Tool(old) {
+			tn.reg.Unregister(name)
 		}
-		delete(s.def.uploads, name)
+		delete(tn.uploads, name)
 		old.retire()
 	}
-	s.def.broken[name] = err
+	tn.broken[name] = err
 	if !lasting {
 		return err
 	}
-	s.brokenSHA[name] = e.SHA256
+	s.brokenSHA[tn.nameKey(name)] = e.SHA256
 	s.log.Warn("shared tool not loaded", "tool", name, "sha256", e.SHA256, "error", err)
 	return nil
 }
@@ -312,12 +337,12 @@ func (s *Server) install(ctx context.Context, name string, e indexEntry) error {
 // the same module will meet again (the sandbox refuses it, its name is
 // wrong): that module is not tried again on this replica, while a
 // failure to fetch it is retried at the next request.
-func (s *Server) loadShared(ctx context.Context, name string, e indexEntry) (_ *uploaded, _ error, lasting bool) {
-	wasm, err := s.shared.Module(ctx, e.SHA256)
+func (s *Server) loadShared(ctx context.Context, tn *tenant, name string, e indexEntry) (_ *uploaded, _ error, lasting bool) {
+	wasm, err := tn.shared.Module(ctx, e.SHA256)
 	if err != nil {
 		return nil, fmt.Errorf("fetching its module: %w", err), false
 	}
-	t, err := wasmtools.Load(ctx, s.rt, wasm, s.def.grant)
+	t, err := wasmtools.Load(ctx, s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, err, ctx.Err() == nil
 	}
@@ -333,20 +358,20 @@ func (s *Server) loadShared(ctx context.Context, name string, e indexEntry) (_ *
 // here. Conflicts are checked against the records as read at the start
 // of the upload: two replicas uploading one name at the same moment both
 // succeed, the last record written wins.
-func (s *Server) commitShared(ctx context.Context, u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
+func (s *Server) commitShared(ctx context.Context, tn *tenant, u *uploaded, wasm []byte, replace bool) (replaced bool, err error) {
 	name := u.Name()
 	s.mu.Lock()
-	if err := s.checkName(s.def, name, u.entry.SHA256, u.entry.Size, replace); err != nil {
+	if err := s.checkName(tn, name, u.entry.SHA256, u.entry.Size, replace); err != nil {
 		s.mu.Unlock()
 		return false, err
 	}
-	_, hadPrev := s.def.idx.Tools[name]
+	_, hadPrev := tn.idx.Tools[name]
 	s.mu.Unlock()
-	if _, err := s.shared.PutModule(ctx, wasm); err != nil {
+	if _, err := tn.shared.PutModule(ctx, wasm); err != nil {
 		return false, sharedError(err)
 	}
 	rec := StoredTool{SHA256: u.entry.SHA256, Size: u.entry.Size, Uploaded: u.entry.Uploaded}
-	if err := s.shared.PutTool(ctx, name, rec); err != nil {
+	if err := tn.shared.PutTool(ctx, name, rec); err != nil {
 		return false, sharedError(err)
 	}
 	s.mu.Lock()
@@ -354,26 +379,26 @@ func (s *Server) commitShared(ctx context.Context, u *uploaded, wasm []byte, rep
 	if s.closed {
 		return false, errorf(http.StatusServiceUnavailable, KindUnavailable, "the server is closing")
 	}
-	old := s.def.uploads[name]
+	old := tn.uploads[name]
 	if old != nil {
-		_, err = s.def.reg.Replace(u)
+		_, err = tn.reg.Replace(u)
 	} else {
-		err = s.def.reg.Register(u)
+		err = tn.reg.Register(u)
 	}
 	if err != nil {
 		// The record is written; this replica cannot serve it (another
 		// one may). Say so as the local path does.
-		s.def.broken[name] = err
-		s.brokenSHA[name] = u.entry.SHA256
+		tn.broken[name] = err
+		s.brokenSHA[tn.nameKey(name)] = u.entry.SHA256
 		if errors.Is(err, registry.ErrDuplicate) {
 			return false, errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be replaced through the API", name)
 		}
 		return false, errorf(http.StatusUnprocessableEntity, KindInvalidManifest, "%v", err)
 	}
-	s.def.idx.Tools[name] = u.entry
-	s.def.uploads[name] = u
-	delete(s.def.broken, name)
-	delete(s.brokenSHA, name)
+	tn.idx.Tools[name] = u.entry
+	tn.uploads[name] = u
+	delete(tn.broken, name)
+	delete(s.brokenSHA, tn.nameKey(name))
 	if old != nil {
 		old.retire()
 	}
@@ -383,16 +408,16 @@ func (s *Server) commitShared(ctx context.Context, u *uploaded, wasm []byte, rep
 // removeShared is DELETE /v1/tools/{name} in cluster mode: the record goes
 // (the module stays in the store), and this replica's copy with it; the
 // others find the record gone at their next call.
-func (s *Server) removeShared(ctx context.Context, name string) error {
+func (s *Server) removeShared(ctx context.Context, tn *tenant, name string) error {
 	if !registry.ValidName(name) {
 		return errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80))
 	}
-	err := s.shared.DeleteTool(ctx, name)
+	err := tn.shared.DeleteTool(ctx, name)
 	if errors.Is(err, ErrNoStoredTool) {
 		s.mu.Lock()
-		op := s.operatorTool(name)
+		op := s.operatorTool(tn, name)
 		s.mu.Unlock()
-		s.dropLocal(name)
+		s.dropLocal(tn, name)
 		if op {
 			return errorf(http.StatusForbidden, KindForbidden, "%q is a tool configured by the operator; it cannot be deleted through the API", name)
 		}
@@ -401,7 +426,7 @@ func (s *Server) removeShared(ctx context.Context, name string) error {
 	if err != nil {
 		return sharedError(err)
 	}
-	s.dropLocal(name)
+	s.dropLocal(tn, name)
 	return nil
 }
 

@@ -93,6 +93,7 @@ type tenant struct {
 	uploadRate *rateLimiter
 	sessions   *session.Files
 	usage      usageCounters // what it used since New (usage.go)
+	shared     SharedStore   // its records in cluster mode; nil: the data directory
 
 	liveMu sync.Mutex
 	live   map[string]*liveRun // runs in progress, by session id (approvals.go)

@@ -145,7 +145,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request, tn *tenant) (*
 	if s.shared != nil {
 		// Cluster mode: the conflicts and limits are those of the
 		// records as they are now, whoever wrote them.
-		if err := s.refreshShared(r, name, sha); err != nil {
+		if err := s.refreshShared(r, tn, name, sha); err != nil {
 			return nil, err
 		}
 	}
@@ -173,7 +173,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request, tn *tenant) (*
 	var replaced bool
 	if s.shared != nil {
 		sctx, cancel := s.sharedContext(r) // the compilation above is not counted
-		replaced, err = s.commitShared(sctx, u, wasm, replace)
+		replaced, err = s.commitShared(sctx, tn, u, wasm, replace)
 		cancel()
 	} else {
 		replaced, err = s.commit(tn, u, wasm, replace)
@@ -301,15 +301,15 @@ func (s *Server) commit(tn *tenant, u *uploaded, wasm []byte, replace bool) (rep
 // listTools is GET /v1/tools: every tool, operator's and uploaded, and the
 // stored tools that failed to restore, sorted by name.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	tn := s.tenantOf(r)
 	if s.shared != nil {
 		ctx, cancel := s.sharedContext(r)
 		defer cancel()
-		if err := s.syncAll(ctx); err != nil {
+		if err := s.syncAll(ctx, tn); err != nil {
 			s.writeError(w, err)
 			return
 		}
 	}
-	tn := s.tenantOf(r)
 	names := tn.reg.List()
 	s.mu.Lock()
 	for name := range tn.broken {
@@ -331,15 +331,16 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 // getTool is GET /v1/tools/{name}.
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	tn := s.tenantOf(r)
 	if s.shared != nil {
 		ctx, cancel := s.sharedContext(r)
 		defer cancel()
-		if err := s.syncTool(ctx, name); err != nil {
+		if err := s.syncTool(ctx, tn, name); err != nil {
 			s.writeError(w, err)
 			return
 		}
 	}
-	info := s.info(s.tenantOf(r), name, true)
+	info := s.info(tn, name, true)
 	if info == nil {
 		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "no tool named %q", textsafe.Clean(name, 80)))
 		return
@@ -354,7 +355,7 @@ func (s *Server) deleteTool(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if s.shared != nil {
 		ctx, cancel := s.sharedContext(r)
-		err = s.removeShared(ctx, name)
+		err = s.removeShared(ctx, s.tenantOf(r), name)
 		cancel()
 	} else {
 		err = s.remove(s.tenantOf(r), name)
@@ -428,7 +429,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		// Cluster mode: the name means what its record says now, so a
 		// tool uploaded, replaced or deleted through another replica is
 		// seen at the next call.
-		if err := s.syncTool(ctx, name); err != nil {
+		if err := s.syncTool(ctx, tn, name); err != nil {
 			s.writeError(w, err)
 			return
 		}

@@ -124,13 +124,14 @@ func (s *Server) usageOf(tn *tenant) Usage {
 // getUsage is GET /v1/usage: the calling tenant's Usage, never another's
 // (there is no parameter to name one).
 func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) {
+	tn := s.tenantOf(r)
 	if s.shared != nil {
 		ctx, cancel := s.sharedContext(r)
 		defer cancel()
-		if err := s.refreshIndex(ctx); err != nil {
+		if err := s.refreshIndex(ctx, tn); err != nil {
 			s.writeError(w, err)
 			return
 		}
 	}
-	s.writeJSON(w, http.StatusOK, s.usageOf(s.tenantOf(r)))
+	s.writeJSON(w, http.StatusOK, s.usageOf(tn))
 }

@@ -47,6 +47,40 @@ const maxToolRecord = 4 << 10
 // zero value is not usable: set Objects. It is safe for concurrent use.
 type ToolIndex struct {
 	Objects ObjectStore
+	// Tenant is the agrun serve tenant whose records these are: each
+	// tenant's names are its own (two tenants may each have "x"), under
+	// tenants/<Tenant>/tools/. Empty, or "default": tools/, where a serve
+	// without tenants keeps them. A tenant name is [a-z0-9][a-z0-9_-]*,
+	// at most 64 bytes (ErrBadName otherwise).
+	Tenant string
+}
+
+// DefaultTenant is the tenant whose records are under tools/, the
+// records of a serve without tenants (server.DefaultTenant).
+const DefaultTenant = "default"
+
+// prefix is the folder of x's records.
+func (x ToolIndex) prefix() (string, error) {
+	if x.Tenant == "" || x.Tenant == DefaultTenant {
+		return toolsPrefix, nil
+	}
+	if len(x.Tenant) > 64 || !plainName(x.Tenant) {
+		return "", fmt.Errorf("%w: tenant %q", ErrBadName, x.Tenant)
+	}
+	return "tenants/" + x.Tenant + "/" + toolsPrefix, nil
+}
+
+// key is the key of name's record in x: ToolKey under x's tenant.
+func (x ToolIndex) key(name string) (string, error) {
+	k, err := ToolKey(name)
+	if err != nil {
+		return "", err
+	}
+	p, err := x.prefix()
+	if err != nil {
+		return "", err
+	}
+	return p + strings.TrimPrefix(k, toolsPrefix), nil
 }
 
 // toolsPrefix is the folder of the records.
@@ -91,10 +125,11 @@ func ToolKey(name string) (string, error) {
 	return toolsPrefix + "b32." + b32.EncodeToString([]byte(name)) + ".json", nil
 }
 
-// toolName is the inverse of ToolKey: the name whose record key is, or
-// false for a key ToolKey never makes.
-func toolName(key string) (string, bool) {
-	seg, ok := strings.CutPrefix(key, toolsPrefix)
+// toolNameIn is the inverse of ToolKey for the records under prefix
+// (tools/, or a tenant's): the name whose record key is, or false for a
+// key ToolKey never makes there.
+func toolNameIn(key, prefix string) (string, bool) {
+	seg, ok := strings.CutPrefix(key, prefix)
 	if !ok {
 		return "", false
 	}
@@ -110,7 +145,7 @@ func toolName(key string) (string, bool) {
 		}
 		name = string(b)
 	}
-	if k, err := ToolKey(name); err != nil || k != key {
+	if k, err := ToolKey(name); err != nil || prefix+strings.TrimPrefix(k, toolsPrefix) != key {
 		return "", false // not canonical: not ours
 	}
 	return name, true
@@ -123,7 +158,7 @@ func toolName(key string) (string, bool) {
 // (ModuleStore.Put), so that a reader never finds a record without its
 // module.
 func (x ToolIndex) Put(ctx context.Context, rec ToolRecord) error {
-	key, err := ToolKey(rec.Name)
+	key, err := x.key(rec.Name)
 	if err != nil {
 		return err
 	}
@@ -146,7 +181,7 @@ func (x ToolIndex) Put(ctx context.Context, rec ToolRecord) error {
 // decode strictly, names another tool or no digest (a damaged or foreign
 // object is never taken for a tool).
 func (x ToolIndex) Get(ctx context.Context, name string) (ToolRecord, error) {
-	key, err := ToolKey(name)
+	key, err := x.key(name)
 	if err != nil {
 		return ToolRecord{}, err
 	}
@@ -173,13 +208,17 @@ func (x ToolIndex) Get(ctx context.Context, name string) (ToolRecord, error) {
 // listing fails). Objects under tools/ that ToolKey does not make are
 // ignored.
 func (x ToolIndex) List(ctx context.Context) ([]ToolRecord, error) {
-	keys, err := x.Objects.List(ctx, toolsPrefix)
+	prefix, err := x.prefix()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := x.Objects.List(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	for _, k := range keys {
-		if n, ok := toolName(k); ok {
+		if n, ok := toolNameIn(k, prefix); ok {
 			names = append(names, n)
 		}
 	}
@@ -217,7 +256,7 @@ func (x ToolIndex) List(ctx context.Context) ([]ToolRecord, error) {
 // the ModuleStore: other names, and calls in flight on other processes,
 // may use it.
 func (x ToolIndex) Delete(ctx context.Context, name string) error {
-	key, err := ToolKey(name)
+	key, err := x.key(name)
 	if err != nil {
 		return err
 	}

@@ -470,4 +470,54 @@ func TestToolIndex(t *testing.T, newStore func(t *testing.T) store.ObjectStore) 
 			t.Error("List with damaged records succeeded")
 		}
 	})
+
+	t.Run("Tenants", func(t *testing.T) {
+		objs := newStore(t)
+		def := store.ToolIndex{Objects: objs}
+		named := store.ToolIndex{Objects: objs, Tenant: store.DefaultTenant}
+		a := store.ToolIndex{Objects: objs, Tenant: "acme"}
+		b := store.ToolIndex{Objects: objs, Tenant: "beta-2"}
+		for _, p := range []struct {
+			x    store.ToolIndex
+			name string
+			sha  string
+		}{{def, "x", sha("def")}, {a, "x", sha("a")}, {a, "Only_A", sha("a2")}, {b, "x", sha("b")}} {
+			if err := p.x.Put(ctx, store.ToolRecord{Name: p.name, SHA256: p.sha, Size: 1, Uploaded: when}); err != nil {
+				t.Fatalf("Put(%s, %q): %v", p.x.Tenant, p.name, err)
+			}
+		}
+		// Each tenant's "x" is its own; "default" is the records of tools/.
+		for _, c := range []struct {
+			x   store.ToolIndex
+			sha string
+		}{{def, sha("def")}, {named, sha("def")}, {a, sha("a")}, {b, sha("b")}} {
+			if rec, err := c.x.Get(ctx, "x"); err != nil || rec.SHA256 != c.sha {
+				t.Errorf("tenant %q: Get(x) = %+v, %v; want sha %s", c.x.Tenant, rec, err, c.sha)
+			}
+		}
+		if _, err := b.Get(ctx, "Only_A"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("tenant beta-2 reads acme's record: %v", err)
+		}
+		if recs, err := def.List(ctx); err != nil || len(recs) != 1 || recs[0].SHA256 != sha("def") {
+			t.Errorf("default List = %+v, %v; want its one record, no tenant's", recs, err)
+		}
+		if recs, err := a.List(ctx); err != nil || len(recs) != 2 {
+			t.Errorf("acme List = %+v, %v; want its 2 records", recs, err)
+		}
+		if err := a.Delete(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := b.Get(ctx, "x"); err != nil || rec.SHA256 != sha("b") {
+			t.Errorf("acme's Delete reached beta-2's x: %+v, %v", rec, err)
+		}
+		for _, bad := range []string{"Acme", "a/b", "../x", "-a", strings.Repeat("a", 65), "a.b"} {
+			x := store.ToolIndex{Objects: objs, Tenant: bad}
+			if err := x.Put(ctx, store.ToolRecord{Name: "x", SHA256: sha("x"), Size: 1}); !errors.Is(err, store.ErrBadName) {
+				t.Errorf("tenant %q: Put = %v; want ErrBadName", bad, err)
+			}
+			if _, err := x.List(ctx); !errors.Is(err, store.ErrBadName) {
+				t.Errorf("tenant %q: List = %v; want ErrBadName", bad, err)
+			}
+		}
+	})
 }

@@ -95,7 +95,9 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	a.Remember = func(_ context.Context, tool string, g registry.Grant, sess string) error {
 		return standing.Add(session.StandingApproval{Tool: tool, Grant: g, Time: time.Now().UTC(), By: "user", Session: sess})
 	}
-	a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
+	if len(cfg.Serve.Tenants) == 0 {
+		a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
+	} // With tenants, an upload is its tenant's own: the runs a worker serves (agrun run's, the operator's) are no tenant's, so they are offered none (docs/SCALING.md).
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
 		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.Loaded())
 	err = cluster.RunWorker(ctx, ce.temporal, a, cluster.WorkerOptions{Queues: ce.queues, Serve: serve, Concurrency: n, Identity: *identity})

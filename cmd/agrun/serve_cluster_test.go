@@ -202,3 +202,104 @@ func TestSharedToolsAdapter(t *testing.T) {
 		t.Errorf("Module of a changed object: %v, want ErrDigest", err)
 	}
 }
+
+// httpAs is httpDo with a bearer token.
+func httpAs(t *testing.T, token, method, url, contentType string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeClusterTenants: two `agrun serve` processes with
+// [serve.tenants] and [cluster] (a real Temporal dev server, the module
+// store a directory), black box through HTTP (issue 27 item 3). Both
+// tenants upload a word_count of their own through different replicas;
+// each calls its own through either; the other's tool-only name answers
+// 404 as a missing one does; acme's max_modules holds across replicas; a
+// token of neither tenant is refused.
+func TestServeClusterTenants(t *testing.T) {
+	t.Parallel()
+	addr := devtemporal.Start(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agrun.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[sandbox]
+cache_dir = %q
+[serve]
+data_dir = "served"
+[serve.tenants.acme]
+tokens_env = "ACME_TOKENS"
+max_modules = 1
+[serve.tenants.globex]
+tokens_env = "GLOBEX_TOKENS"
+[cluster]
+temporal_address = %q
+task_queue_prefix = "serve-tenants-"
+module_store = "modules"
+`, testguest.CompilationCacheDir(t), addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := strings.Repeat("a", 32), strings.Repeat("g", 32)
+	env := []string{"ACME_TOKENS=" + acme, "GLOBEX_TOKENS=" + globex}
+	a := startServeReplica(t, cfg, env)
+	b := startServeReplica(t, cfg, env)
+
+	wc, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "word_count.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(name, desc string) []byte {
+		w, err := wasmtools.Pack(testguest.WAT(t, filepath.Join("..", "..", "server", "testdata", "ok.wat")), wasmtools.Manifest{Name: name, Description: desc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if st, body := httpAs(t, acme, "POST", a+"/v1/tools", "application/wasm", wc); st != http.StatusCreated {
+		t.Fatalf("acme's word_count through A: %d %s", st, body)
+	}
+	if st, body := httpAs(t, globex, "POST", b+"/v1/tools", "application/wasm", ok("word_count", "globex's")); st != http.StatusCreated {
+		t.Fatalf("globex's word_count through B (the same name): %d %s", st, body)
+	}
+	for _, base := range []string{a, b} {
+		if st, body := httpAs(t, acme, "POST", base+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"one two three"}`)); st != http.StatusOK || !strings.Contains(body, `"words":3`) {
+			t.Errorf("acme's word_count through %s: %d %s", base, st, body)
+		}
+		if st, body := httpAs(t, globex, "POST", base+"/v1/tools/word_count/call", "application/json", []byte(`{"text":"x"}`)); st != http.StatusOK || !strings.Contains(body, `"result":{"ok":true}`) {
+			t.Errorf("globex's word_count through %s: %d %s", base, st, body)
+		}
+	}
+	if st, body := httpAs(t, globex, "POST", a+"/v1/tools", "application/wasm", ok("globex_only", "x")); st != http.StatusCreated {
+		t.Fatalf("%d %s", st, body)
+	}
+	st1, other := httpAs(t, acme, "GET", b+"/v1/tools/globex_only", "", nil)
+	st2, missing := httpAs(t, acme, "GET", b+"/v1/tools/nosuch_tool", "", nil)
+	if st1 != http.StatusNotFound || st1 != st2 || strings.ReplaceAll(other, "globex_only", "nosuch_tool") != missing {
+		t.Errorf("another tenant's tool: %d %s; a missing one: %d %s", st1, other, st2, missing)
+	}
+	// acme stores one tool (written through A): B refuses a second.
+	if st, body := httpAs(t, acme, "POST", b+"/v1/tools", "application/wasm", ok("second", "x")); st != http.StatusTooManyRequests || !strings.Contains(body, "max_modules") {
+		t.Errorf("acme's second tool through B: %d %s; want 429 naming max_modules", st, body)
+	}
+	if st, _ := httpAs(t, strings.Repeat("z", 32), "GET", a+"/v1/tools", "", nil); st != http.StatusUnauthorized {
+		t.Errorf("a token of no tenant: %d", st)
+	}
+	for _, p := range []string{"tenants/acme/tools/word_count.json", "tenants/globex/tools/word_count.json", "tenants/globex/tools/globex_only.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "modules", filepath.FromSlash(p))); err != nil {
+			t.Errorf("record %s: %v", p, err)
+		}
+	}
+}

@@ -48,9 +48,6 @@ func (c *Config) checkTenants(lines *lineIndex, errAt func(msg string, key ...st
 	if uploadsSet(c.Serve.Uploads) {
 		return errAt("with [serve.tenants] each tenant has its own ceiling: move it to [serve.tenants.NAME.uploads]", "serve", "uploads")
 	}
-	if c.Cluster.Enabled() {
-		return errAt("tenants are not supported in cluster mode yet ([cluster] temporal_address is set): run one agrun serve per tenant", "serve", "tenants", sortedKeys(c.Serve.Tenants)[0])
-	}
 	for _, name := range sortedKeys(c.Serve.Tenants) {
 		t := c.Serve.Tenants[name]
 		if !tenantNameRE.MatchString(name) {

@@ -52,7 +52,6 @@ func TestTenantErrors(t *testing.T) {
 		{"bad host", "[serve.tenants.a]\ntokens_env = \"A\"\n[serve.tenants.a.uploads]\nallowed_hosts = [\"http://x\"]\n", "serve.tenants.a.uploads.allowed_hosts", 4},
 		{"serve tokens_env beside tenants", "[serve]\ntokens_env = \"T\"\n[serve.tenants.a]\ntokens_env = \"A\"\n", "serve.tokens_env", 2},
 		{"serve uploads beside tenants", "[serve.uploads]\nallow_private = true\n[serve.tenants.a]\ntokens_env = \"A\"\n", "serve.uploads", 1},
-		{"cluster", "[cluster]\ntemporal_address = \"127.0.0.1:7233\"\n[serve.tenants.a]\ntokens_env = \"A\"\n", "serve.tenants.a", 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("agrun.toml", []byte(c.toml))
@@ -91,5 +90,17 @@ func TestTenantTokens(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "a-token-of-acme-2") {
 		t.Errorf("the message shows the token: %v", err)
+	}
+}
+
+// TestTenantsInClusterMode: tenants and [cluster] go together (issue 27
+// item 3: each tenant's uploads are kept apart in the shared store).
+func TestTenantsInClusterMode(t *testing.T) {
+	c, err := Parse("agrun.toml", []byte("[cluster]\ntemporal_address = \"127.0.0.1:7233\"\nmodule_store = \"/tmp/x\"\n[serve.tenants.a]\ntokens_env = \"A\"\nmax_modules = 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Cluster.Enabled() || c.Serve.Tenants["a"].MaxModules != 2 {
+		t.Errorf("cluster %+v, tenants %+v", c.Cluster, c.Serve.Tenants)
 	}
 }
