@@ -163,7 +163,12 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 		bg := context.WithoutCancel(ctx)
 		var res RunResult
 		done := make(chan error, 1)
-		go func() { done <- run.Get(bg, &res) }()
+		// A handle of our own: Get follows continue-as-new by writing
+		// the handle's current run, so waiting on the caller's run would
+		// race with whatever the caller does with it after leaving the
+		// loop early (its own Get, GetRunID).
+		own := c.Temporal.GetWorkflow(bg, run.GetID(), run.GetRunID())
+		go func() { done <- own.Get(bg, &res) }()
 		var replay session.Replay
 		// known: next is where the run's records begin (the run's
 		// MemoSeq), or the run is of a worker that does not publish it;
@@ -290,7 +295,9 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 					return
 				}
 				cctx, cancel := context.WithTimeout(bg, CancelWait)
-				err := c.Temporal.CancelWorkflow(cctx, run.GetID(), run.GetRunID())
+				// The workflow's current run: the one followed, after any
+				// continue-as-new (the first run's id is closed by then).
+				err := c.Temporal.CancelWorkflow(cctx, run.GetID(), "")
 				if err == nil {
 					select {
 					case <-done:
@@ -328,7 +335,9 @@ func (*ApprovalsPending) EventType() string { return "approvals_pending" }
 // waitingIDs reads the ids of run's calls waiting for a decision from
 // its memo (MemoWaiting).
 func (c *Client) waitingIDs(ctx context.Context, run client.WorkflowRun) ([]string, error) {
-	desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
+	// The current run of the workflow (""): the one that waits, after
+	// any continue-as-new.
+	desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), "")
 	if err != nil {
 		return nil, err
 	}
