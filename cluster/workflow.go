@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 )
@@ -290,7 +291,7 @@ const (
 func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult {
 	var te *temporal.TimeoutError
 	var ce *temporal.CanceledError
-	what := "the call failed on the cluster: " + err.Error()
+	what := "the call failed on the cluster: " + failureText(err)
 	switch {
 	case errors.As(err, &ce):
 		return ToolResult{ID: c.ID, Kind: registry.Cancelled, Message: cancelledDuringCall}
@@ -305,6 +306,21 @@ func lostResult(c PendingCall, err error, retrySE bool, attempts int) ToolResult
 	}
 	return ToolResult{ID: c.ID, Kind: registry.Other, Message: what}
 }
+
+// failureText is what the model and the terminal are told of an activity's
+// failure: the activity's own message (an ApplicationError's, without
+// Temporal's wrapping of event ids and types), cleaned and capped — a
+// store's SDK can say kilobytes of nested causes.
+func failureText(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Message() != "" {
+		return textsafe.Clean(ae.Message(), maxFailureText)
+	}
+	return textsafe.Clean(err.Error(), maxFailureText)
+}
+
+// maxFailureText caps failureText, in bytes.
+const maxFailureText = 512
 
 // activityKind is the run error kind of a failed model step.
 func activityKind(err error) string {

@@ -909,3 +909,20 @@ func TestStaleSeqDoesNotDropThePrompt(t *testing.T) {
 		t.Fatalf("history %q, result seq %d of %d records", got, res.Seq, len(recs))
 	}
 }
+
+// TestLostResultText: what the model is told of a call whose attempts
+// failed is the activity's own message, cleaned and capped — not
+// Temporal's wrapping (event ids, types), not the kilobytes of nested
+// causes an object store's SDK writes, not a terminal escape.
+func TestLostResultText(t *testing.T) {
+	long := "put blobs/sha256/ab: operation error S3: PutObject, \x1b[31m" + strings.Repeat("request send failed, ", 200)
+	err := temporal.NewApplicationErrorWithCause(long, "", errors.New("cause"))
+	r := lostResult(PendingCall{ID: "c1"}, err, false, 3)
+	if r.ID != "c1" || r.Kind != registry.Other {
+		t.Fatalf("result %+v", r)
+	}
+	if !strings.HasPrefix(r.Message, "the call failed on the cluster: put blobs/sha256/ab: operation error S3: PutObject, ") ||
+		!strings.HasSuffix(r.Message, " after 3 attempts") || strings.Contains(r.Message, "\x1b") || len(r.Message) > 600 {
+		t.Fatalf("message (%d bytes): %q", len(r.Message), r.Message)
+	}
+}

@@ -34,6 +34,7 @@ type testEnv struct {
 	t      *testing.T
 	dir    string
 	config string
+	env    []string // more of the environment of the agrun processes e.cmd starts
 }
 
 // newTestEnv writes a config: the example tools from testdata/, a mount of

@@ -6,7 +6,10 @@
 package s3test
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -22,21 +25,58 @@ type Server struct {
 	URL string
 	// Backend holds the objects, for assertions.
 	Backend *s3mem.Backend
+
+	down atomic.Bool
 }
+
+// SetDown makes the server unreachable (down: every request's connection
+// is closed before an answer, as when the service or the network to it
+// is out) or reachable again.
+func (s *Server) SetDown(down bool) { s.down.Store(down) }
 
 // Start starts a fake S3 with Bucket for the test, and sets
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION for it (and
-// its children).
+// its children). A parallel test cannot set variables: it uses StartQuiet
+// and gives its children Env.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	s := StartQuiet(t)
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return s
+}
+
+// Env is what a child process needs to reach the server: the AWS
+// variables, and no shared config or credentials files that could name
+// others.
+func (s *Server) Env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=test-key-id", "AWS_SECRET_ACCESS_KEY=test-secret", "AWS_REGION=us-east-1"}
+}
+
+// StartQuiet starts a fake S3 with Bucket for the test without setting
+// any variable (see Env).
+func StartQuiet(t testing.TB) *Server {
 	t.Helper()
 	b := s3mem.New()
 	if err := b.CreateBucket(Bucket); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gofakes3.New(b).Server())
+	s := &Server{Backend: b}
+	fake := gofakes3.New(b).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.down.Load() {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ACCESS_KEY_ID", "test-key-id")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_REGION", "us-east-1")
-	return &Server{URL: srv.URL, Backend: b}
+	s.URL = srv.URL
+	return s
 }
