@@ -27,6 +27,14 @@ import (
 	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
+// LowLatency are the dev server's settings for a hand-off in
+// milliseconds: its one history shard reads new tasks at most 20 times a
+// second by default (history.transferProcessorMaxPollRPS), so every task
+// a workflow schedules (an activity, the workflow task after it) waited
+// about 45 ms for the next read — most of a cluster tool call's cost
+// (docs/SCALING.md, "Figures").
+var LowLatency = []string{"--dynamic-config-value", "history.transferProcessorMaxPollRPS=10000"}
+
 // Binary returns the dev server's executable, or "" if there is none.
 func Binary() string {
 	if p := os.Getenv("AGRUN_TEMPORAL_CLI"); p != "" {
@@ -64,6 +72,7 @@ func Start(t testing.TB) string {
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
 		LogLevel:     "error",
+		ExtraArgs:    LowLatency,
 		Stdout:       io.Discard,
 		Stderr:       io.Discard,
 		ClientOptions: &client.Options{

@@ -38,12 +38,12 @@ func StartPersistent(t testing.TB) *Server {
 		t.Skip(msg)
 	}
 	port := freePort(t)
-	s := &Server{t: t, bin: bin, addr: "127.0.0.1:" + port, args: []string{
+	s := &Server{t: t, bin: bin, addr: "127.0.0.1:" + port, args: append([]string{
 		"server", "start-dev", "--ip", "127.0.0.1", "--port", port, "--namespace", "default",
 		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
 		"--log-level", "error", "--headless",
 		"--db-filename", filepath.Join(t.TempDir(), "temporal.db"),
-	}}
+	}, LowLatency...)}
 	s.Start()
 	t.Cleanup(func() {
 		if s.cmd != nil {
