@@ -12,11 +12,8 @@ import (
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/session"
 )
 
 // mcpServe is `agrun mcp serve [--http ADDR]`: every configured tool (WASM
@@ -78,7 +75,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 		if c.isTTY(c.stdin) {
 			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
 		}
-		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)})
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: setup.MCPApproval(cfg, workDir()), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)})
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -118,7 +115,7 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	}
 	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)}))
+	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: setup.MCPApproval(cfg, workDir()), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)}))
 	srv := &http.Server{
 		Handler:           requireBearer(tokens, mux),
 		ReadHeaderTimeout: server.ReadHeaderTimeout,
@@ -154,34 +151,6 @@ func (e *env) servedUpstreams(cfg *config.Config) []*mcp.Client {
 	}
 	slices.SortFunc(out, func(a, b *mcp.Client) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
-}
-
-// mcpServeApproval applies [approvals] to the calls of `agrun mcp serve`'s
-// clients as `agrun run` applies it to a model's (the clients of an MCP
-// server are usually agents driven by one): approve = "never" refuses, a
-// call that needs a yes and is not approved "always" in the approvals
-// file is asked of the client's user through elicitation (mcp.Approval),
-// and refused when the client offers none. Nil when the configuration
-// asks about nothing.
-func mcpServeApproval(cfg *config.Config) func(mcp.ApprovalCall) mcp.Approval {
-	if !setup.AsksAnything(cfg) {
-		return nil
-	}
-	store := session.OpenApprovals(setup.SessionsDir(cfg))
-	cwd := workDir()
-	return func(call mcp.ApprovalCall) mcp.Approval {
-		switch cfg.ApprovalFor(call.Tool, call.Grant.Server, call.Grant.Uses()) {
-		case config.ApproveAlways:
-			return mcp.Approval{}
-		case config.ApproveNever:
-			return mcp.Approval{Refuse: `the configuration does not allow this tool (approve = "never")`}
-		}
-		if ok, _ := store.Has(call.Tool, call.Grant); ok {
-			return mcp.Approval{}
-		}
-		req := loop.ApprovalRequest{Tool: call.Tool, Arguments: textsafe.CleanBytes(call.Arguments, 2*maxQuestionArgs), Grant: call.Grant}
-		return mcp.Approval{Ask: true, Question: "agrun: " + question(req, cwd)}
-	}
 }
 
 // requireBearer passes on only requests carrying "Authorization: Bearer
