@@ -273,28 +273,11 @@ func (o *runOptions) filter(fs *flag.FlagSet, cfg *config.Config) (loadFilter, e
 	if len(names) == 0 {
 		return nil, nil
 	}
-	for _, n := range names {
-		if _, ok := cfg.Tools[n]; ok {
-			continue
-		}
-		if server, _, ok := strings.Cut(n, "__"); ok {
-			if _, ok := cfg.MCP[server]; ok {
-				continue
-			}
-			if _, ok := cfg.Plugins[server]; ok {
-				continue
-			}
-		}
-		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", n)
+	f, missing := setup.Named(cfg, names)
+	if missing != "" {
+		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", missing)
 	}
-	return func(kind, name string) bool {
-		for _, n := range names {
-			if only(n)(kind, name) {
-				return true
-			}
-		}
-		return false
-	}, nil
+	return f, nil
 }
 
 // offered is the registry the model is offered for the run: nil with
