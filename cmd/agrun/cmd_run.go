@@ -385,7 +385,7 @@ func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkAPIKey(cfg); err != nil {
+	if err := setup.CheckAPIKey(cfg); err != nil {
 		return nil, nil, err
 	}
 	e, err := c.envFor(ctx, cfg, filter, true)

@@ -55,7 +55,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	}
 	for _, q := range serve {
 		if q == cluster.ServeLLM {
-			if err := checkAPIKey(cfg); err != nil {
+			if err := setup.CheckAPIKey(cfg); err != nil {
 				return err
 			}
 		}

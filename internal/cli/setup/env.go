@@ -62,6 +62,9 @@ type Env struct {
 	Checker *permission.Checker
 	// Log is where the sandbox and the MCP clients log.
 	Log *slog.Logger
+	// FileTool is the tool of `agrun call FILE.wasm` (OpenFile), whose
+	// grants are flags; "" for an Env of configured tools.
+	FileTool string
 
 	mu       sync.Mutex
 	sources  map[string]string   // tool name -> source
