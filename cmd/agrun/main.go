@@ -356,7 +356,8 @@ func (c *cli) usageHint(err error) {
 }
 
 // nearestCommand is the command name closest to name: one or two edits
-// away (a typo), else one that name begins ("sess"); "" if none is.
+// away (a typo; agnivade/levenshtein counts runes, as a person sees
+// them), else one that name begins ("sess"); "" if none is.
 func nearestCommand(name string) string {
 	best, bestD := "", 3
 	for _, cm := range commands {
