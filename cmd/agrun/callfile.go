@@ -73,7 +73,6 @@ func (c *cli) openFileEnv(ctx context.Context, path string, g fileGrant) (*env, 
 		return nil, "", err
 	}
 	e := wrapEnv(se)
-	e.fileTool = name
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: warning: %s\n", safe(w))
 	}

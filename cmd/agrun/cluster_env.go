@@ -31,9 +31,6 @@ type clusterEnv struct {
 func (ce *clusterEnv) close()            { ce.Close() }
 func (ce *clusterEnv) namespace() string { return ce.Namespace() }
 
-// runDefaults are the run settings of cfg.
-var runDefaults = setup.RunDefaults
-
 // openCluster dials Temporal and opens the stores of cfg's [cluster]
 // (setup.OpenCluster), the SDK's log on c's.
 func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv, error) {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"iter"
@@ -13,22 +12,10 @@ import (
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
-
-// clusterErrorKind is the run error kind of a run on the cluster that
-// failed (ok false: err is not one).
-func clusterErrorKind(err error) (string, bool) {
-	var re *cluster.RunError
-	if errors.As(err, &re) {
-		return re.Kind, true
-	}
-	if errors.Is(err, cluster.ErrSessionBusy) {
-		return "session_locked", true
-	}
-	return "", false
-}
 
 // clusterUnsupported lists the run flags a run on the cluster refuses: the
 // workers' configuration decides the model, the prompt and the tools, and
@@ -71,7 +58,7 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 		return "", turnStats{}, err
 	}
 	defer ce.close()
-	cl := &cluster.Client{Temporal: ce.temporal, Sessions: ce.sessions, Blobs: ce.objects, Defaults: runDefaults(cfg, ce.queues)}
+	cl := ce.Client()
 	if o.resume != nil {
 		// --approve/--deny: the decisions go to the run that waits for
 		// them, which goes on; shown from where the session is now.
@@ -122,7 +109,11 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id
 				runErr = &loop.ApprovalPendingError{Calls: ap.Calls}
 				break // the run waits on the cluster
 			}
-			if err := c.decideOnCluster(ctx, ce.cfg, cl, id, ap.Calls); err != nil {
+			// As the local path asks: the same question and answers;
+			// without a terminal each is denied.
+			if err := setup.DecideOneByOne(ctx, cl, id, ap.Calls, c.askPerson, func(req loop.ApprovalRequest, err error) {
+				fmt.Fprintf(c.stderr, "agrun: %s (%s) was decided meanwhile: %s\n", safe(req.CallID), safe(req.Tool), safe(err.Error()))
+			}); err != nil {
 				runErr = err
 				break
 			}
@@ -131,7 +122,7 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id
 		switch ev := ev.(type) {
 		case *cluster.Waiting:
 			fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done in %s (is `agrun worker` running for %s?)\n",
-				ev.For.Round(time.Second), cfgAddr(ce))
+				ev.For.Round(time.Second), ce.Addr())
 		case *cluster.Cancelling:
 			fmt.Fprintf(c.stderr, "agrun: cancelling the run on the cluster (waiting up to %s for it to stop)\n", cluster.CancelWait)
 		default:
@@ -140,49 +131,6 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id
 	}
 	p.end(runErr)
 	return st, runErr
-}
-
-// decideOnCluster asks the person at the terminal about the calls of
-// session id's run that wait for a decision, one at a time and in call
-// order, as the local path asks (the same question and answers; without
-// a terminal each is denied), and gives each decision to the run. The
-// run may have decided some meanwhile (a "session" answer approves the
-// tool's other calls; the timeout denies): what still waits is read
-// again after each. A question cut short by ctx ends here; Follow then
-// cancels the run.
-func (c *cli) decideOnCluster(ctx context.Context, cfg *config.Config, cl *cluster.Client, id string, calls []loop.ApprovalRequest) error {
-	// No approvals file here: the worker that stores an "always" keeps it
-	// in its own (cluster.Activities.Remember), where its Approver reads.
-	ap := &cliApprover{c: c, cfg: cfg, session: id}
-	for len(calls) > 0 {
-		req := calls[0]
-		d, err := ap.askPerson(ctx, req)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			d = loop.Decision{Answer: loop.Deny, Reason: "no decision: " + err.Error(), By: d.By}
-		}
-		err = cl.Decide(ctx, id, map[string]loop.Decision{req.CallID: d})
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, loop.ErrNothingPending):
-			// Decided meanwhile (the timeout, another client).
-			fmt.Fprintf(c.stderr, "agrun: %s (%s) was decided meanwhile: %s\n", safe(req.CallID), safe(req.Tool), safe(err.Error()))
-		case err != nil:
-			return err
-		}
-		if calls, err = cl.Pending(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// cfgAddr names the cluster in messages.
-func cfgAddr(ce *clusterEnv) string {
-	return ce.queues.LLM + " at " + ce.cfg.Cluster.TemporalAddress
 }
 
 // chatOnCluster is `agrun chat` with [cluster]: each prompt is a run of
@@ -206,7 +154,7 @@ func (c *cli) chatOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.C
 		return err
 	}
 	defer ce.close()
-	cl := &cluster.Client{Temporal: ce.temporal, Sessions: ce.sessions, Blobs: ce.objects, Defaults: runDefaults(cfg, ce.queues)}
+	cl := ce.Client()
 	fmt.Fprintf(c.stderr, "agrun: session %s on the cluster at %s. /exit\n", id, cfg.Cluster.TemporalAddress)
 	s := &chatSession{cli: c}
 	interactive := c.isTTY(c.stdin)

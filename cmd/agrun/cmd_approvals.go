@@ -113,10 +113,10 @@ func (c *cli) approvalsRevoke(args []string) error {
 			missing = append(missing, tool)
 			continue
 		}
-		fmt.Fprintf(c.stdout, "revoked %s\n", oneLine(tool)) // like sessions rm: what was done on stdout, diagnostics on stderr
+		fmt.Fprintf(c.stdout, "revoked %s\n", setup.OneLine(tool)) // like sessions rm: what was done on stdout, diagnostics on stderr
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("no standing approval for %s", oneLine(strings.Join(missing, ", ")))
+		return fmt.Errorf("no standing approval for %s", setup.OneLine(strings.Join(missing, ", ")))
 	}
 	return nil
 }

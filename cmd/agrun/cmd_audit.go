@@ -75,7 +75,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 		return nil
 	}
 	for _, w := range rep.Warnings {
-		fmt.Fprintf(c.stderr, "agrun: %s\n", oneLine(textsafe.Clean(w, 512)))
+		fmt.Fprintf(c.stderr, "agrun: %s\n", setup.OneLine(textsafe.Clean(w, 512)))
 	}
 	rep.WriteText(c.stdout)
 	return nil

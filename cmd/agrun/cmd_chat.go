@@ -60,8 +60,8 @@ func (c *cli) chat(ctx context.Context, args []string) error {
 		return err
 	}
 	s := &chatSession{cli: c, env: e, reg: reg, store: st, conv: conv}
-	defer func() { s.conv.close() }() // the session open at the end, after any /new
-	fmt.Fprintf(c.stderr, "agrun: session %s (%d messages). /tools, /history, /new, /exit\n", conv.id, len(conv.cycle.Messages()))
+	defer func() { s.conv.Close() }() // the session open at the end, after any /new
+	fmt.Fprintf(c.stderr, "agrun: session %s (%d messages). /tools, /history, /new, /exit\n", conv.ID, len(conv.Cycle.Messages()))
 	return s.loop(ctx)
 }
 
@@ -153,17 +153,17 @@ func (s *chatSession) command(line string) (done bool, err error) {
 			fmt.Fprintf(s.stdout, "%s\t%s\t%s\n", safe(ti.Name), safe(ti.Source), status)
 		}
 	case "/history":
-		for _, m := range s.conv.cycle.Messages() {
+		for _, m := range s.conv.Cycle.Messages() {
 			session.WriteMessage(s.stdout, m)
 		}
 	case "/new":
-		s.conv.close()
+		s.conv.Close()
 		nc, err := s.openConversation(s.env.cfg, s.store, session.NewID())
 		if err != nil {
 			return true, err
 		}
 		s.conv = nc
-		fmt.Fprintf(s.stderr, "agrun: new session %s\n", s.conv.id)
+		fmt.Fprintf(s.stderr, "agrun: new session %s\n", s.conv.ID)
 	default:
 		fmt.Fprintf(s.stderr, "agrun: unknown command %s (/tools, /history, /new, /exit)\n", safe(line))
 	}

@@ -2,21 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/internal/textsafe"
-	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
-	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/session"
 )
 
 // mcpServe is `agrun mcp serve [--http ADDR]`: every configured tool (WASM
@@ -57,90 +50,46 @@ func (c *cli) mcpServe(ctx context.Context, args []string) error {
 	if *maxSessions < 1 || *perClient < 1 || *perClient > *maxSessions {
 		return usageOf(fs, "--max-sessions and --max-sessions-per-client must be at least 1, and per client at most the total")
 	}
-	if *addr == "" {
-		// newEnv, not openEnv: stdin is the protocol's, so no MCP server
-		// behind this one may ask the person a question on it.
-		cfg, err := c.loadConfig()
-		if err != nil {
-			return err
-		}
-		e, err := newEnv(ctx, cfg, c.logger(), nil)
-		if err != nil {
-			return err
-		}
-		defer e.close()
-		e.warnBroken(c.stderr)
-		tel, err := c.setupTelemetry(ctx, e, false)
-		if err != nil {
-			return err
-		}
-		defer c.shutdownTelemetry(tel)
-		if c.isTTY(c.stdin) {
-			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
-		}
-		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, &mcp.ServerOptions{Version: version, Logger: e.log, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)})
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return err
 	}
-	if len(cfg.Serve.Tenants) > 0 {
-		// Its calls would count against no tenant's quotas.
-		return &configError{fmt.Errorf("%s: serve.tenants: agrun mcp serve --http does not serve tenants yet: use a config without [serve.tenants] for it", cfg.Path)}
+	var ln net.Listener
+	var tokens []string
+	if *addr != "" {
+		if ln, tokens, err = setup.ListenMCP(cfg, *addr); err != nil {
+			return err
+		}
+		defer ln.Close() // closed by the server once it serves
 	}
-	tokens := server.TokensFromEnv(cfg.Serve.TokensEnv)
-	if err := server.CheckTokens(tokens); err != nil {
-		return &configError{fmt.Errorf("$%s: %w", cfg.Serve.TokensEnv, err)}
-	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	if err := server.CheckListener(ln, tokens); err != nil {
-		ln.Close()
-		return &configError{fmt.Errorf("mcp serve --http %s: %w", *addr, err)}
-	}
+	// newEnv, not openEnv: stdin is the protocol's (or nobody's), so no
+	// MCP server behind this one may ask the person a question on it.
 	e, err := newEnv(ctx, cfg, c.logger(), nil)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	defer e.close()
 	e.warnBroken(c.stderr)
 	tel, err := c.setupTelemetry(ctx, e, false)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	defer c.shutdownTelemetry(tel) // after the server has stopped: its last spans are flushed
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewHTTPHandler(e.reg, &mcp.ServerOptions{Version: version, Logger: e.log, MaxSessions: *maxSessions, MaxSessionsPerClient: *perClient, Approve: mcpServeApproval(cfg), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)}))
-	srv := &http.Server{
-		Handler:           requireBearer(tokens, mux),
-		ReadHeaderTimeout: server.ReadHeaderTimeout,
-		IdleTimeout:       server.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-	}
-	ln = server.LimitListener(ln, cfg.Serve.MaxConnections, cfg.Serve.MaxConnectionsPerClient)
-	auth := fmt.Sprintf("%d bearer token(s) from $%s", len(tokens), cfg.Serve.TokensEnv)
-	if len(tokens) == 0 {
-		auth = "none (loopback only; set $" + cfg.Serve.TokensEnv + ")"
-	}
-	fmt.Fprintf(c.stderr, "agrun: MCP server on http://%s/mcp (auth: %s)\n", ln.Addr(), auth)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	opts := &mcp.ServerOptions{Version: version, Logger: e.log, Approve: setup.MCPApproval(cfg, workDir()), Upstreams: e.servedUpstreams(cfg), Observe: setup.MCPObserve(tel)}
+	if ln == nil {
+		if c.isTTY(c.stdin) {
+			fmt.Fprintln(c.stderr, "agrun: MCP server on stdio: it waits for a client's JSON-RPC messages on stdin (an MCP client starts it; Ctrl-C stops it)")
+		}
+		err = mcp.ServeStdio(ctx, e.reg, c.stdin, c.stdout, opts)
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
-	return nil
+	opts.MaxSessions, opts.MaxSessionsPerClient = *maxSessions, *perClient
+	return setup.ServeMCPHTTP(ctx, cfg, ln, tokens, mcp.NewHTTPHandler(e.reg, opts), func(addr net.Addr, auth string) {
+		fmt.Fprintf(c.stderr, "agrun: MCP server on http://%s/mcp (auth: %s)\n", addr, auth)
+	})
 }
 
 // servedUpstreams are the connected [mcp.NAME] servers whose resources
@@ -154,45 +103,4 @@ func (e *env) servedUpstreams(cfg *config.Config) []*mcp.Client {
 	}
 	slices.SortFunc(out, func(a, b *mcp.Client) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
-}
-
-// mcpServeApproval applies [approvals] to the calls of `agrun mcp serve`'s
-// clients as `agrun run` applies it to a model's (the clients of an MCP
-// server are usually agents driven by one): approve = "never" refuses, a
-// call that needs a yes and is not approved "always" in the approvals
-// file is asked of the client's user through elicitation (mcp.Approval),
-// and refused when the client offers none. Nil when the configuration
-// asks about nothing.
-func mcpServeApproval(cfg *config.Config) func(mcp.ApprovalCall) mcp.Approval {
-	if !setup.AsksAnything(cfg) {
-		return nil
-	}
-	store := session.OpenApprovals(setup.SessionsDir(cfg))
-	cwd := workDir()
-	return func(call mcp.ApprovalCall) mcp.Approval {
-		switch cfg.ApprovalFor(call.Tool, call.Grant.Server, call.Grant.Uses()) {
-		case config.ApproveAlways:
-			return mcp.Approval{}
-		case config.ApproveNever:
-			return mcp.Approval{Refuse: `the configuration does not allow this tool (approve = "never")`}
-		}
-		if ok, _ := store.Has(call.Tool, call.Grant); ok {
-			return mcp.Approval{}
-		}
-		req := loop.ApprovalRequest{Tool: call.Tool, Arguments: textsafe.CleanBytes(call.Arguments, 2*maxQuestionArgs), Grant: call.Grant}
-		return mcp.Approval{Ask: true, Question: "agrun: " + question(req, cwd)}
-	}
-}
-
-// requireBearer passes on only requests carrying "Authorization: Bearer
-// <one of tokens>" (server.RequireBearer); the others get 401 with a
-// JSON-RPC error, their body never read.
-func requireBearer(tokens []string, next http.Handler) http.Handler {
-	return server.RequireBearer(tokens, next, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="agrun"`)
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"unauthorized: missing or wrong bearer token (Authorization: Bearer <token>)"}}`+"\n")
-	}))
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -24,117 +23,41 @@ import (
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/session"
-	"github.com/agcore/agrun/telemetry"
 )
 
 // progressEvery is how often a line on stderr says which tools are still
 // running.
 var progressEvery = 5 * time.Second
 
-// conversation is one open session: the cycle and the locked session
-// file it records every message in.
+// conversation is one open session (setup.Conversation) and what the
+// command keeps of it: what the last turn cost, and run --approve/--deny's
+// decisions for the paused calls.
 type conversation struct {
-	id     string
-	sess   *session.Session
-	cycle  *loop.Cycle
-	last   turnStats // what the last turn cost
-	schema bool      // the final answer is checked JSON (run --schema)
-	// fresh: a new session agrun named (no --session) that held no
-	// message when it was opened; replied: an assistant message was
-	// recorded since. A fresh session that got no reply (a first request
-	// that failed) is removed on close, so a failed first run leaves no
-	// orphan session behind; a session the user named is kept.
-	fresh, replied bool
-	// tel is what a turn's span says of the provider, the system prompt
-	// and the output type (runInfo adds the session, tools and history).
-	tel telemetry.RunInfo
-	// trace is the span of the turn under way (nil: telemetry off, or no
-	// turn running), which the loop's callbacks feed.
-	trace atomic.Pointer[telemetry.Run]
-	// resume: run --approve/--deny, the decisions for the paused calls.
+	*setup.Conversation
+	last   turnStats
 	resume map[string]loop.Decision
 }
 
-// openConversation opens (or creates) session id and builds a cycle that
-// continues its history and writes every new message to it as it completes.
+// openConversation opens (or creates) session id (setup.OpenConversation),
+// its approvals asked at the terminal (approverFor).
 func (c *cli) openConversation(cfg *config.Config, st *session.Files, id string, schema ...json.RawMessage) (*conversation, error) {
-	named := id != ""
-	if !named {
-		id = session.NewID()
+	var sch json.RawMessage
+	if len(schema) > 0 {
+		sch = schema[0]
 	}
-	sess, raw, warnings, err := st.Open(id)
-	if err != nil {
-		if errors.Is(err, session.ErrBadID) {
-			return nil, usagef("%v", err)
-		}
-		return nil, err
-	}
+	cv, warnings, err := setup.OpenConversation(cfg, st, id, func(id string) loop.Approver { return c.approverFor(cfg, id) }, sch)
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
 	}
-	history, err := session.Decode[loop.Message](raw)
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	// Only a session agrun named itself is removed when its first
-	// request fails: one the user named (--session) is theirs to resume.
-	conv := &conversation{id: id, sess: sess, fresh: len(history) == 0 && !named}
-	lc, err := loopConfig(cfg)
-	if err != nil {
-		sess.Close()
+	switch {
+	case errors.Is(err, session.ErrBadID):
+		return nil, usagef("%v", err)
+	case errors.Is(err, registry.ErrInvalidSchema):
+		return nil, usagef("--schema: %v", err)
+	case err != nil:
 		return nil, err
 	}
-	lc.History = history
-	lc.OnMessage = func(m loop.Message) {
-		if m.Role == loop.RoleAssistant {
-			conv.replied = true
-		}
-		sess.Record(m)
-		conv.trace.Load().Message(m)
-	}
-	// Each model request's model, usage, duration, retries and
-	// finish_reason, beside the messages (agrun sessions shows tokens),
-	// and as a span of the turn's trace.
-	lc.OnRequest = func(r loop.RequestInfo) {
-		sess.RecordRequest(r)
-		conv.trace.Load().LoopRequest(r)
-	}
-	// Each call runs under its execute_tool span, so that an MCP server's
-	// tools/call span is its child.
-	lc.ToolContext = func(ctx context.Context, id, name string) context.Context {
-		return conv.trace.Load().ToolContext(ctx, id, name)
-	}
-	// Approvals ([approvals], approve keys): who decided what, recorded.
-	lc.Approver = c.approverFor(cfg, id)
-	lc.OnDecision = func(r loop.DecisionRecord) { sess.RecordDecision(r) }
-	lc.ResumePending = true // a run paused for approvals can be resumed
-	if len(schema) > 0 && len(schema[0]) > 0 {
-		lc.ResponseSchema, conv.schema = schema[0], true
-	}
-	conv.tel = telemetry.RunInfo{Provider: lc.Provider.Info(), System: lc.System, OutputType: "text"}
-	if conv.schema {
-		conv.tel.OutputType = "json"
-	}
-	cyc, err := loop.New(lc)
-	if err != nil {
-		conv.close()
-		if errors.Is(err, registry.ErrInvalidSchema) {
-			return nil, usagef("--schema: %v", err)
-		}
-		return nil, &configError{fmt.Errorf("[llm]: %w", err)}
-	}
-	conv.cycle = cyc
-	return conv, nil
-}
-
-// close releases the session; a fresh one that got no reply is removed.
-func (cv *conversation) close() {
-	if cv.fresh && !cv.replied {
-		cv.sess.Remove()
-		return
-	}
-	cv.sess.Close()
+	return &conversation{Conversation: cv}, nil
 }
 
 // runPrompt is `agrun run [FLAGS] PROMPT`.
@@ -350,28 +273,11 @@ func (o *runOptions) filter(fs *flag.FlagSet, cfg *config.Config) (loadFilter, e
 	if len(names) == 0 {
 		return nil, nil
 	}
-	for _, n := range names {
-		if _, ok := cfg.Tools[n]; ok {
-			continue
-		}
-		if server, _, ok := strings.Cut(n, "__"); ok {
-			if _, ok := cfg.MCP[server]; ok {
-				continue
-			}
-			if _, ok := cfg.Plugins[server]; ok {
-				continue
-			}
-		}
-		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", n)
+	f, missing := setup.Named(cfg, names)
+	if missing != "" {
+		return nil, usageOf(fs, "--tools: no tool %q in the config (`agrun tools` lists them)", missing)
 	}
-	return func(kind, name string) bool {
-		for _, n := range names {
-			if only(n)(kind, name) {
-				return true
-			}
-		}
-		return false
-	}, nil
+	return f, nil
 }
 
 // offered is the registry the model is offered for the run: nil with
@@ -458,7 +364,7 @@ func runErrorKind(err error, fallback string) string {
 	if errors.As(err, &re) {
 		return fallback
 	}
-	if kind, ok := clusterErrorKind(err); ok {
+	if kind, ok := setup.ClusterErrorKind(err); ok {
 		return kind
 	}
 	return string(loop.KindOf(err))
@@ -479,7 +385,7 @@ func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkAPIKey(cfg); err != nil {
+	if err := setup.CheckAPIKey(cfg); err != nil {
 		return nil, nil, err
 	}
 	e, err := c.envFor(ctx, cfg, filter, true)
@@ -551,22 +457,22 @@ func (c *cli) runOnce(ctx context.Context, fs *flag.FlagSet, prompt string, o *r
 	if err != nil {
 		return "", turnStats{}, err
 	}
-	defer conv.close()
+	defer conv.Close()
 	conv.resume = o.resume
 	if !asJSON {
-		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.id)
+		fmt.Fprintf(c.stderr, "agrun: session %s\n", conv.ID)
 	}
 	_, err = c.turn(ctx, conv, reg, prompt, asJSON)
 	if o.trace {
 		tel.WriteTree(c.stderr)
 	}
-	if conv.fresh && !conv.replied {
+	if !conv.Kept() {
 		if !asJSON {
-			fmt.Fprintf(c.stderr, "agrun: session %s not kept: its first request failed (name a session with --session to keep it)\n", conv.id)
+			fmt.Fprintf(c.stderr, "agrun: session %s not kept: its first request failed (name a session with --session to keep it)\n", conv.ID)
 		}
 		return "", conv.last, err // removed on close: no session to name
 	}
-	return conv.id, conv.last, err
+	return conv.ID, conv.last, err
 }
 
 // sessionStoreFor opens the sessions folder of cfg.
@@ -578,19 +484,19 @@ func (c *cli) sessionStoreFor(cfg *config.Config) (*session.Files, error) {
 // per tool call to stderr (or every event as JSON on stdout). It returns
 // the final text.
 func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Registry, prompt string, asJSON bool) (string, error) {
-	p := c.newPrinter(&conv.last, asJSON, conv.schema)
+	p := c.newPrinter(&conv.last, asJSON, conv.Schema)
 	defer p.stop()
 	var runErr error
 	// The turn's span (telemetry on): the loop's callbacks feed it the
 	// requests, the events its tool calls.
-	ctx, trace := c.tel.StartRun(ctx, conv.runInfo(c.tel, reg))
-	conv.trace.Store(trace)
+	ctx, trace := c.tel.StartRun(ctx, conv.RunInfo(c.tel, reg))
+	conv.Trace.Store(trace)
 	// MCP servers' sampling during the turn counts in its budget and
 	// its session.
-	c.samp.StartRun(conv.cycle, func(r loop.DecisionRecord) { conv.sess.RecordDecision(r) }, func(r loop.RequestInfo) { conv.sess.RecordRequest(r) })
+	c.samp.StartRun(conv.Cycle, func(r loop.DecisionRecord) { conv.Session.RecordDecision(r) }, func(r loop.RequestInfo) { conv.Session.RecordRequest(r) })
 	defer c.samp.EndRun()
 	defer func() {
-		conv.trace.Store(nil)
+		conv.Trace.Store(nil)
 		trace.Finish(runErr)
 	}()
 	for ev, err := range conv.events(ctx, prompt, reg) {
@@ -601,12 +507,12 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 		trace.Event(ev)
 		if ev, ok := ev.(*loop.ToolExecutionCompleted); ok {
 			// What the call did, for `agrun audit`, beside the messages.
-			conv.sess.RecordCall(session.CallOf(ev))
+			conv.Session.RecordCall(session.CallOf(ev))
 		}
 		p.show(ev)
 	}
 	if runErr == nil {
-		runErr = conv.sess.Err()
+		runErr = conv.Session.Err()
 	}
 	p.end(runErr)
 	return conv.last.text, runErr
@@ -733,21 +639,6 @@ func (p *printer) end(err error) {
 // stop stops the progress lines (end does too; stop is for a turn that
 // never reached end).
 func (p *printer) stop() { p.prog.stop() }
-
-// runInfo is what a turn's span says of itself: the session, the
-// provider, the system prompt, the output type and, with telemetry on,
-// the tools offered and the history the prompt continues.
-func (cv *conversation) runInfo(tel *telemetry.Telemetry, reg *registry.Registry) telemetry.RunInfo {
-	info := cv.tel
-	info.Session = cv.id
-	if tel.Enabled() && reg != nil {
-		info.Tools = reg.Definitions()
-	}
-	if tel.CapturesContent() {
-		info.History = cv.cycle.Messages()
-	}
-	return info
-}
 
 // turnStats is what one turn of `run` or `chat` did, for the summary line
 // and the done event.

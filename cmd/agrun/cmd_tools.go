@@ -19,7 +19,7 @@ import (
 
 // call runs one tool through the registry, without a model: a configured
 // tool by NAME, or a .wasm file with the grants given as flags (see
-// isFile and fileTool). With --json it prints exactly one object on
+// isFile and setup.OpenFile). With --json it prints exactly one object on
 // stdout for every outcome.
 func (c *cli) call(ctx context.Context, args []string) int {
 	fs := newFlags("call")
@@ -126,7 +126,7 @@ func (c *cli) callTool(ctx context.Context, pos []string, g fileGrant) (out json
 			}
 			return nil, false, nil, usagef("call: %s %s to a FILE.wasm only; %q is a configured tool, whose grants are set in its [tools.%s] section", strings.Join(g.set, ", "), verb, target, target)
 		}
-		e, err = c.openEnv(ctx, only(target), false)
+		e, err = c.openEnv(ctx, setup.Only(target), false)
 	}
 	if err != nil {
 		return nil, false, nil, err

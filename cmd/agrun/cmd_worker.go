@@ -12,9 +12,7 @@ import (
 	"github.com/agcore/agrun/session"
 
 	"github.com/agcore/agrun/cluster"
-	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/server"
 )
@@ -57,7 +55,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	}
 	for _, q := range serve {
 		if q == cluster.ServeLLM {
-			if err := checkAPIKey(cfg); err != nil {
+			if err := setup.CheckAPIKey(cfg); err != nil {
 				return err
 			}
 		}
@@ -81,7 +79,7 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	lc.Approver = c.clusterApprover(cfg)
+	lc.Approver = c.serveApprover(cfg)
 	a := &cluster.Activities{
 		Registry: e.reg,
 		Loop:     lc,
@@ -105,15 +103,4 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stderr, "agrun: worker stopped")
 	}
 	return err
-}
-
-// clusterApprover is the Approver of a worker's model steps: the same
-// policy and approvals file; where run would ask, the call waits in the
-// workflow for a person's decision (the run's client asks). Nil when the
-// configuration asks about nothing.
-func (c *cli) clusterApprover(cfg *config.Config) loop.Approver {
-	if !setup.AsksAnything(cfg) {
-		return nil
-	}
-	return &cliApprover{c: c, cfg: cfg, store: session.OpenApprovals(setup.SessionsDir(cfg)), cluster: true}
 }

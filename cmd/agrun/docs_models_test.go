@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/internal/testing/providertest"
 )
@@ -44,7 +45,7 @@ func TestModelConfigsInDocs(t *testing.T) {
 				t.Errorf("%s example %d: no kit for api %q", doc, i+1, cfg.LLM.API)
 				continue
 			}
-			local := isLoopbackURL(cfg.LLM.BaseURL)
+			local := setup.IsLoopbackURL(cfg.LLM.BaseURL)
 			if !local && !strings.Contains(block, cfg.LLM.APIKeyEnv) {
 				t.Errorf("%s example %d: the key variable %s is not named in the example", doc, i+1, cfg.LLM.APIKeyEnv)
 			}

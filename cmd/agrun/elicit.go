@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ func (c *cli) elicit(ctx context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer
 	defer c.asking.Unlock()
 	fmt.Fprintf(c.stderr, "agrun: MCP server %s asks:\n%s\n", safe(q.Server), quoted(q.Message))
 	for _, f := range q.Fields {
-		fmt.Fprintf(c.stderr, "%s\n", quoted(fieldLine(f)))
+		fmt.Fprintf(c.stderr, "%s\n", quoted(f.String()))
 	}
 	for range 3 {
 		fmt.Fprint(c.stderr, "answer? [y/n/c] (y: fill in the fields; n: decline; c: cancel) ")
@@ -65,34 +64,6 @@ func quoted(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// fieldLine describes a field: "name (string, required): title —
-// description [default: x] one of a|b".
-func fieldLine(f mcp.ElicitField) string {
-	var b strings.Builder
-	b.WriteString(f.Name + " (" + orDefault(f.Type, "any"))
-	if f.Required {
-		b.WriteString(", required")
-	}
-	b.WriteString(")")
-	if t := strings.TrimSpace(f.Title + " " + f.Description); t != "" {
-		b.WriteString(": " + t)
-	}
-	if f.Default != nil {
-		fmt.Fprintf(&b, " [default: %v]", f.Default)
-	}
-	if len(f.Enum) > 0 {
-		b.WriteString(" one of " + strings.Join(f.Enum, "|"))
-	}
-	return b.String()
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
 // elicitFields reads each field's value: an empty line leaves an optional
 // field out (the server's default applies); a value that does not fit the
 // field's type is asked again, three times at most.
@@ -109,7 +80,7 @@ func (c *cli) elicitFields(ctx context.Context, read func(context.Context) (stri
 			if line == "" && (!f.Required || f.Default != nil) {
 				break
 			}
-			v, err := fieldValue(f, line)
+			v, err := f.Parse(line)
 			if err == nil {
 				content[f.Name] = v
 				break
@@ -121,43 +92,6 @@ func (c *cli) elicitFields(ctx context.Context, read func(context.Context) (stri
 		}
 	}
 	return content, nil
-}
-
-// fieldValue is line as a value of f's type.
-func fieldValue(f mcp.ElicitField, line string) (any, error) {
-	if len(f.Enum) > 0 && !slices.Contains(f.Enum, line) {
-		return nil, fmt.Errorf("want one of %s", strings.Join(f.Enum, ", "))
-	}
-	switch f.Type {
-	case "integer":
-		n, err := strconv.ParseInt(line, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("want a whole number")
-		}
-		return n, nil
-	case "number":
-		x, err := strconv.ParseFloat(line, 64)
-		if err != nil {
-			return nil, fmt.Errorf("want a number")
-		}
-		return x, nil
-	case "boolean":
-		switch strings.ToLower(line) {
-		case "y", "yes", "true":
-			return true, nil
-		case "n", "no", "false":
-			return false, nil
-		}
-		return nil, fmt.Errorf("want yes or no")
-	case "":
-		if line == "" {
-			return nil, fmt.Errorf("an answer is required")
-		}
-	}
-	if line == "" {
-		return nil, fmt.Errorf("an answer is required")
-	}
-	return line, nil
 }
 
 // progressLines is an MCP server's progress shown on a terminal: a line

@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/mcp"
@@ -175,7 +176,7 @@ func TestQuestionWaitsForApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &cliApprover{c: c, cfg: cfg}
+	a := &setup.Approver{Config: cfg, Ask: c.askPerson}
 	ctx := context.Background()
 	dec := make(chan loop.Decision, 1)
 	go func() {

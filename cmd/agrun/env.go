@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
@@ -35,27 +34,18 @@ func isConfigError(err error) bool {
 
 // The config's mappings, as the command's files (and tests) call them.
 var (
-	loopConfig    = setup.LoopConfig
-	serveOptions  = setup.ServeOptions
-	serveTenants  = setup.ServeTenants
-	only          = setup.Only
-	checkAPIKey   = setup.CheckAPIKey
-	isLoopbackURL = setup.IsLoopbackURL
-	serveOCI      = setup.ServeOCI
+	loopConfig   = setup.LoopConfig
+	serveOptions = setup.ServeOptions
+	serveTenants = setup.ServeTenants
 )
 
 // loadFilter selects what newEnv loads (setup.Filter).
 type loadFilter = setup.Filter
 
-// loadConfig finds and decodes the config (-c, $AGRUN_CONFIG, ./agrun.toml).
-// A missing ./agrun.toml (not named by the user) gives the defaults, with
-// an empty Path.
+// loadConfig finds and decodes the config (-c, $AGRUN_CONFIG, ./agrun.toml:
+// config.Find).
 func (c *cli) loadConfig() (*config.Config, error) {
-	path, explicit := config.Locate(c.configPath)
-	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
-		return config.Default(), nil
-	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Find(c.configPath)
 	if err != nil {
 		return nil, &configError{err}
 	}
@@ -100,9 +90,6 @@ type env struct {
 	rt  *runtime.Runtime
 	reg *registry.Registry
 	log *slog.Logger
-	// fileTool is the tool of `agrun call FILE.wasm`, whose grants are
-	// flags (explain names them).
-	fileTool string
 }
 
 // newEnv builds the sandbox and the registry from cfg. Tools that fail to

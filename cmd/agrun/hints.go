@@ -26,19 +26,6 @@ import (
 // they name the key in every front end (the key is part of why the module
 // was refused).
 
-// settingsFor names the settings of the tool called name in this env.
-func (e *env) settingsFor(name string) setup.Settings {
-	if e.fileTool != "" && name == e.fileTool {
-		return setup.FileSettings
-	}
-	if _, ok := e.cfg.Tools[name]; !ok {
-		if t, p, ok := e.cfg.PluginOf(name); ok {
-			return setup.SectionSettings("plugins", p, t)
-		}
-	}
-	return setup.ToolSettings(name, e.cfg.Tools[name])
-}
-
 // explain returns err's message with what to change, for the operator.
 func (e *env) explain(name string, err error) string {
 	var h setup.Hinted
@@ -57,7 +44,7 @@ func (e *env) explain(name string, err error) string {
 	if re == nil {
 		return msg
 	}
-	s := e.settingsFor(name)
+	s := e.Settings(name)
 	hint := ""
 	switch re.Kind {
 	case registry.Timeout:
@@ -98,7 +85,7 @@ func (e *env) explainDenied(d *permission.DeniedError) string {
 	switch {
 	case e.cfg.Path == "":
 		note = " (the default policy: no config file; `agrun init` writes one)"
-	case e.fileTool != "":
+	case e.FileTool != "":
 		note = " (in " + e.cfg.Path + ")"
 	}
 	p := d.Permission.String()
@@ -113,7 +100,7 @@ func (e *env) explainDenied(d *permission.DeniedError) string {
 	default:
 		why = fmt.Sprintf("tool %q needs %q: [permissions] allowed is empty and allow_unspecified is false%s", d.Tool, p, note)
 	}
-	if e.fileTool != "" && d.Tool == e.fileTool {
+	if e.FileTool != "" && d.Tool == e.FileTool {
 		switch d.Permission {
 		case permission.Filesystem, permission.Read:
 			why += "; grant a directory with --mount HOST:GUEST[:MODE]"

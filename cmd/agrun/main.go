@@ -48,6 +48,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agnivade/levenshtein"
+
 	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/telemetry"
 )
@@ -354,11 +356,12 @@ func (c *cli) usageHint(err error) {
 }
 
 // nearestCommand is the command name closest to name: one or two edits
-// away (a typo), else one that name begins ("sess"); "" if none is.
+// away (a typo; agnivade/levenshtein counts runes, as a person sees
+// them), else one that name begins ("sess"); "" if none is.
 func nearestCommand(name string) string {
 	best, bestD := "", 3
 	for _, cm := range commands {
-		if d := editDistance(name, cm.name); d < bestD {
+		if d := levenshtein.ComputeDistance(name, cm.name); d < bestD {
 			best, bestD = cm.name, d
 		}
 	}
@@ -371,27 +374,6 @@ func nearestCommand(name string) string {
 		}
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // isHelp reports whether err is a request for help (-h): commands with

@@ -3,20 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/mcp"
 )
 
 // mcpLogin is `agrun mcp login NAME`: the browser step of OAuth for a
 // streamable-HTTP server. It prints the authorization URL (agrun opens no
 // browser by itself: the URL comes from the server), waits on a loopback
 // listener for the authorization server's redirect, exchanges the code
-// and keeps the tokens (setup.MCPTokenPath), then lists the server's tools.
+// and keeps the tokens (setup.Login), then lists the server's tools.
 func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	fs := newFlags("mcp login")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the browser's redirect")
@@ -43,36 +39,16 @@ func (c *cli) mcpLogin(ctx context.Context, args []string) error {
 	case s.OAuth.ClientCredentials:
 		return usageOf(fs, "[mcp.%s] uses the client credentials grant: agrun authorizes itself when it connects, there is no login", safe(name))
 	}
-	tr, err := setup.MCPTransport(name, s)
-	if err != nil {
-		return err
-	}
-	h := tr.(mcp.HTTP)
-	login, err := setup.ListenLogin(s.OAuth.RedirectPort)
-	if err != nil {
-		return fmt.Errorf("the login's loopback listener ([mcp.%s] oauth.redirect_port): %w", name, err)
-	}
-	defer login.Close()
-	redirect := login.URL
-	h.OAuth.RedirectURL = redirect
-	h.OAuth.Tokens = setup.LoginTokens{FileTokens: h.OAuth.Tokens.(mcp.FileTokens)}
-	h.OAuth.Authorize = func(ctx context.Context, authURL string) (*auth.AuthorizationResult, error) {
+	n, tokens, err := setup.Login(ctx, name, s, *timeout, c.logger(), func(authURL, redirect string) {
 		fmt.Fprintf(c.stderr, "agrun: to authorize agrun for %s, open this URL in a browser (on any machine; it redirects to %s here):\n\n  %s\n\nagrun: waiting for the browser (at most %s; Ctrl-C stops)...\n", safe(name), redirect, safe(authURL), *timeout)
-		return login.Wait(ctx, authURL, *timeout)
-	}
-	cl, err := mcp.NewClient(name, h, &mcp.ClientOptions{Timeout: *timeout + time.Minute, Logger: c.logger()})
+	})
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.Background())
-	if err := cl.Connect(ctx); err != nil {
-		return err
-	}
-	p, _ := setup.MCPTokenPath(name, s.URL)
-	if _, err := os.Stat(p); err != nil {
-		fmt.Fprintf(c.stdout, "%s did not ask for authorization: it serves %d tools without a login\n", safe(name), len(cl.Tools()))
+	if tokens == "" {
+		fmt.Fprintf(c.stdout, "%s did not ask for authorization: it serves %d tools without a login\n", safe(name), n)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "logged in to %s: %d tools; the tokens are in %s (agrun refreshes them; run this again if the server revokes them)\n", safe(name), len(cl.Tools()), p)
+	fmt.Fprintf(c.stdout, "logged in to %s: %d tools; the tokens are in %s (agrun refreshes them; run this again if the server revokes them)\n", safe(name), n, tokens)
 	return nil
 }

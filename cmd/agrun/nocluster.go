@@ -39,8 +39,6 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	return errNoCluster
 }
 
-func clusterErrorKind(error) (string, bool) { return "", false }
-
 func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
 	return nil, nil, errNoCluster
 }

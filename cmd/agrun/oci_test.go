@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/testing/mddoc"
 )
 
@@ -188,7 +189,7 @@ func TestServeOCIOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := serveOptions(cfg.Serve)
-	if err := serveOCI(cfg, &opts); err != nil {
+	if err := setup.ServeOCI(cfg, &opts); err != nil {
 		t.Fatal(err)
 	}
 	if opts.OCI == nil || opts.OCI.MaxModuleBytes != 2<<20 || len(opts.AllowedRegistries) != 1 || opts.AllowedRegistries[0] != "ghcr.io" {
@@ -196,7 +197,7 @@ func TestServeOCIOptions(t *testing.T) {
 	}
 	cfg.Serve.AllowedRegistries = nil
 	opts = serveOptions(cfg.Serve)
-	if err := serveOCI(cfg, &opts); err != nil || opts.OCI != nil {
+	if err := setup.ServeOCI(cfg, &opts); err != nil || opts.OCI != nil {
 		t.Fatalf("without allowed_registries: %+v, %v", opts.OCI, err)
 	}
 }

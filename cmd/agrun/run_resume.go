@@ -70,9 +70,9 @@ func (o *runOptions) checkResume(fs *flag.FlagSet, pos []string) error {
 // the resumed run of the session's waiting calls.
 func (cv *conversation) events(ctx context.Context, prompt string, reg *registry.Registry) iter.Seq2[loop.Event, error] {
 	if cv.resume != nil {
-		return cv.cycle.Run(ctx, loop.Turn{Tools: reg, Decisions: cv.resume})
+		return cv.Cycle.Run(ctx, loop.Turn{Tools: reg, Decisions: cv.resume})
 	}
-	return cv.cycle.SubmitStreamWithTools(ctx, prompt, reg)
+	return cv.Cycle.SubmitStreamWithTools(ctx, prompt, reg)
 }
 
 // approvalPending is the last line of a `run --json` that stopped for

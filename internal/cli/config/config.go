@@ -882,3 +882,15 @@ func Locate(flagPath string) (path string, explicit bool) {
 	}
 	return "agrun.toml", false
 }
+
+// Find finds and loads the config: flagPath if set, else $AGRUN_CONFIG,
+// else ./agrun.toml (Locate). A missing ./agrun.toml (not named by the
+// user) gives Default(), with an empty Path; a named file that is
+// missing is an error, as is one that does not decode (Load).
+func Find(flagPath string) (*Config, error) {
+	path, explicit := Locate(flagPath)
+	if _, err := os.Stat(path); err != nil && !explicit && errors.Is(err, os.ErrNotExist) {
+		return Default(), nil
+	}
+	return Load(path)
+}

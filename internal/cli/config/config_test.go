@@ -296,3 +296,24 @@ func TestCompileKeys(t *testing.T) {
 		t.Errorf("unset: %+v, %v", c.Sandbox, err)
 	}
 }
+
+// TestFind: a missing ./agrun.toml that nobody named gives the defaults
+// (no Path); a named file that is missing is an error; a named file is
+// loaded.
+func TestFind(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("AGRUN_CONFIG", "")
+	cfg, err := Find("")
+	if err != nil || cfg.Path != "" {
+		t.Fatalf("no config: %v, path %q", err, cfg.Path)
+	}
+	if _, err := Find("missing.toml"); err == nil {
+		t.Error("a named missing file is no error")
+	}
+	if err := os.WriteFile("agrun.toml", []byte("[llm]\nmodel = \"m\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := Find(""); err != nil || cfg.LLM.Model != "m" || cfg.Path == "" {
+		t.Errorf("./agrun.toml: %v %+v", err, cfg)
+	}
+}

@@ -62,6 +62,9 @@ type Env struct {
 	Checker *permission.Checker
 	// Log is where the sandbox and the MCP clients log.
 	Log *slog.Logger
+	// FileTool is the tool of `agrun call FILE.wasm` (OpenFile), whose
+	// grants are flags; "" for an Env of configured tools.
+	FileTool string
 
 	mu       sync.Mutex
 	sources  map[string]string   // tool name -> source
@@ -88,6 +91,35 @@ func Only(tool string) Filter {
 		}
 		return strings.HasPrefix(tool, name+"__")
 	}
+}
+
+// Named is the Filter of the tool names given (each as Only), and the
+// first of them that cfg has no tool of ("" when it has them all: a
+// [tools] entry, or NAME__TOOL of an [mcp.NAME] or [plugins.NAME]
+// section).
+func Named(cfg *config.Config, names []string) (Filter, string) {
+	for _, n := range names {
+		if _, ok := cfg.Tools[n]; ok {
+			continue
+		}
+		if server, _, ok := strings.Cut(n, "__"); ok {
+			if _, ok := cfg.MCP[server]; ok {
+				continue
+			}
+			if _, ok := cfg.Plugins[server]; ok {
+				continue
+			}
+		}
+		return nil, n
+	}
+	return func(kind, name string) bool {
+		for _, n := range names {
+			if Only(n)(kind, name) {
+				return true
+			}
+		}
+		return false
+	}, ""
 }
 
 // Hooks are what a command that has a person at hand gives its Env.

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/mcp"
 )
 
@@ -98,3 +101,44 @@ type LoginTokens struct{ mcp.FileTokens }
 
 // Load returns no session: a login starts from none.
 func (LoginTokens) Load() (*mcp.OAuthSession, error) { return nil, nil }
+
+// Login is `agrun mcp login NAME`: the browser step of OAuth for the
+// streamable-HTTP server s ([mcp.NAME] with oauth). It listens on
+// loopback for the authorization server's redirect (oauth.redirect_port),
+// has show tell the person the authorization URL and the redirect URL
+// (agrun opens no browser by itself: the URL comes from the server),
+// waits at most timeout for the redirect, exchanges the code and keeps
+// the tokens where the runs read them (MCPTokenPath). It returns how many
+// tools the server then lists, and the tokens' file ("" when the server
+// asked for no authorization).
+func Login(ctx context.Context, name string, s config.MCPServer, timeout time.Duration, log *slog.Logger, show func(authURL, redirect string)) (tools int, tokens string, err error) {
+	tr, err := MCPTransport(name, s)
+	if err != nil {
+		return 0, "", err
+	}
+	h := tr.(mcp.HTTP)
+	login, err := ListenLogin(s.OAuth.RedirectPort)
+	if err != nil {
+		return 0, "", fmt.Errorf("the login's loopback listener ([mcp.%s] oauth.redirect_port): %w", name, err)
+	}
+	defer login.Close()
+	h.OAuth.RedirectURL = login.URL
+	h.OAuth.Tokens = LoginTokens{FileTokens: h.OAuth.Tokens.(mcp.FileTokens)}
+	h.OAuth.Authorize = func(ctx context.Context, authURL string) (*auth.AuthorizationResult, error) {
+		show(authURL, login.URL)
+		return login.Wait(ctx, authURL, timeout)
+	}
+	cl, err := mcp.NewClient(name, h, &mcp.ClientOptions{Timeout: timeout + time.Minute, Logger: log})
+	if err != nil {
+		return 0, "", err
+	}
+	defer cl.Close(context.Background())
+	if err := cl.Connect(ctx); err != nil {
+		return 0, "", err
+	}
+	p, _ := MCPTokenPath(name, s.URL)
+	if _, err := os.Stat(p); err != nil {
+		return len(cl.Tools()), "", nil
+	}
+	return len(cl.Tools()), p, nil
+}

@@ -22,3 +22,7 @@ var ErrNoCluster = &ConfigError{errors.New("this agrun is built without cluster 
 func ClusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
 	return nil, ErrNoCluster
 }
+
+// ClusterErrorKind is the run error kind of a run on the cluster: there
+// is none in this build (ok false).
+func ClusterErrorKind(error) (string, bool) { return "", false }

@@ -99,6 +99,21 @@ func mountAt(t config.Tool, i int) string {
 	return fmt.Sprint(i)
 }
 
+// Settings names the settings of the tool called name in e: the flags
+// of `agrun call FILE.wasm` for its FileTool, the keys of [plugins.NAME]
+// for a plug-in's tool, else those of [tools.name].
+func (e *Env) Settings(name string) Settings {
+	if e.FileTool != "" && name == e.FileTool {
+		return FileSettings
+	}
+	if _, ok := e.Config.Tools[name]; !ok {
+		if t, p, ok := e.Config.PluginOf(name); ok {
+			return SectionSettings("plugins", p, t)
+		}
+	}
+	return ToolSettings(name, e.Config.Tools[name])
+}
+
 // Hinted is an error with what to do about it, for the operator: the
 // agrun command's explain adds Hint after the message.
 type Hinted struct {
@@ -141,6 +156,7 @@ func OpenFile(ctx context.Context, cfg *config.Config, log *slog.Logger, t confi
 		return nil, "", nil, &ConfigError{registry.Errorf(registry.ModuleRefused, "", "%s: %v", t.Wasm, err)}
 	}
 	name = tool.Name()
+	e.FileTool = name
 	warnings = GrantWarnings(t, FileSettings, tool)
 	e.Register(name, "wasm:"+t.Wasm, tool, nil, warnings)
 	return e, name, warnings, nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,13 +280,25 @@ const reactorAttacks = "^(TestCPU|TestMemory|TestFilesEscapes|TestFilesReadOnly|
 // TestReactorAttacks runs the attacks of the tests above once more, with
 // the attacker built with -buildmode=c-shared: this test binary again, in
 // a child process with AGRUN_HOSTILE_REACTOR=1 (see testguest.Hostile).
+//
+// TestMain starts that child before the other tests (startReactor), so
+// that it runs while they do rather than after them (a fifth of the
+// package's time, issue 31); this test is parallel only so that it runs
+// after every other test of the package, alone, and waits for the child.
+// The child's leak checks are its own process's; in this one the run is a
+// process handle and a log file held from before the first case to after
+// the last (the cases check that their counts do not grow).
 func TestReactorAttacks(t *testing.T) {
 	if os.Getenv("AGRUN_HOSTILE_REACTOR") == "1" {
 		t.Skip("already the reactor run")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", reactorAttacks, "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "AGRUN_HOSTILE_REACTOR=1")
-	out, err := cmd.CombinedOutput()
+	t.Parallel()
+	r := reactor
+	reactor = nil
+	if r == nil { // not started by TestMain (-count above 1)
+		r = startReactor()
+	}
+	out, err := r.wait()
 	if err != nil {
 		t.Fatalf("the attacks against the reactor build failed: %v\n%s", err, out)
 	}
@@ -292,6 +307,86 @@ func TestReactorAttacks(t *testing.T) {
 			t.Errorf("%s did not run and pass against the reactor build:\n%s", name, out)
 		}
 	}
+}
+
+// reactor is the reactor run TestMain started (nil: none, or taken).
+var reactor *reactorRun
+
+// reactorRun is a child running the attacks against the reactor build,
+// its output (stdout and stderr) in an unlinked temporary file.
+type reactorRun struct {
+	cmd *exec.Cmd
+	out *os.File
+	err error // the start's
+}
+
+// startReactor starts the reactor run.
+func startReactor() *reactorRun {
+	out, err := os.CreateTemp("", "agrun-hostile-reactor-*.log")
+	if err != nil {
+		return &reactorRun{err: err}
+	}
+	os.Remove(out.Name())
+	cmd := exec.Command(os.Args[0], "-test.run", reactorAttacks, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "AGRUN_HOSTILE_REACTOR=1")
+	cmd.Stdout, cmd.Stderr = out, out // files: no copying goroutine in this process
+	r := &reactorRun{cmd: cmd, out: out, err: cmd.Start()}
+	return r
+}
+
+// wait waits for the run's end and returns its output.
+func (r *reactorRun) wait() ([]byte, error) {
+	if r.out == nil {
+		return nil, r.err
+	}
+	defer r.out.Close()
+	err := r.err
+	if err == nil {
+		err = r.cmd.Wait()
+	}
+	if _, serr := r.out.Seek(0, io.SeekStart); serr != nil {
+		return nil, serr
+	}
+	out, rerr := io.ReadAll(r.out)
+	if err == nil {
+		err = rerr
+	}
+	return out, err
+}
+
+// stop ends a run nobody waits for.
+func (r *reactorRun) stop() {
+	if r.err == nil && r.cmd.Process != nil {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+	}
+	if r.out != nil {
+		r.out.Close()
+	}
+}
+
+// selected reports whether go test's -test.run and -test.skip select the
+// top-level test name (a pattern's part before the first "/"), and this
+// is not -test.list.
+func selected(name string) bool {
+	value := func(f string) string {
+		if fl := flag.Lookup(f); fl != nil {
+			return fl.Value.String()
+		}
+		return ""
+	}
+	top := func(p string) string { p, _, _ = strings.Cut(p, "/"); return p }
+	if run := top(value("test.run")); run != "" {
+		if ok, _ := regexp.MatchString(run, name); !ok {
+			return false
+		}
+	}
+	if skip := top(value("test.skip")); skip != "" {
+		if ok, _ := regexp.MatchString(skip, name); ok {
+			return false
+		}
+	}
+	return value("test.list") == ""
 }
 
 // memoryResult is what a memory-measuring child reports: its RSS before

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -63,7 +64,15 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(childEnv); name != "" {
 		os.Exit(runChild(name))
 	}
-	os.Exit(m.Run())
+	flag.Parse()
+	if os.Getenv("AGRUN_HOSTILE_REACTOR") != "1" && selected("TestReactorAttacks") {
+		reactor = startReactor() // beside the other tests (TestReactorAttacks)
+	}
+	code := m.Run()
+	if reactor != nil {
+		reactor.stop()
+	}
+	os.Exit(code)
 }
 
 // quietLogger drops what guests log through agrun.log.
