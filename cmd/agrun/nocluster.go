@@ -8,7 +8,6 @@ import (
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
 )
 
@@ -40,10 +39,6 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 }
 
 func clusterErrorKind(error) (string, bool) { return "", false }
-
-func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
-	return nil, nil, errNoCluster
-}
 
 // sharedSessions and sharedRecords read the cluster's session store for
 // `agrun sessions` when it is not the local one: never, in this build.

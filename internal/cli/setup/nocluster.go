@@ -5,9 +5,11 @@ package setup
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/server"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -20,5 +22,10 @@ var ErrNoCluster = &ConfigError{errors.New("this agrun is built without cluster 
 
 // ClusterObjects is [cluster] module_store: not in this build.
 func ClusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
+	return nil, ErrNoCluster
+}
+
+// ServeCluster is `agrun serve` with [cluster]: not in this build.
+func ServeCluster(context.Context, *config.Config, *slog.Logger, *server.Options) (func(), error) {
 	return nil, ErrNoCluster
 }
