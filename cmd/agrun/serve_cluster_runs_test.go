@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,10 +29,13 @@ type sseEvent struct {
 
 // streamRun POSTs body to base/v1/runs as token and returns the status
 // and, for a 200, the stream's events as they arrive (the channel is
-// closed at the stream's end); for another status, the body.
-func streamRun(t *testing.T, base, token, body string) (int, <-chan sseEvent, string) {
+// closed at the stream's end); for another status, the body. hangUp
+// closes the connection.
+func streamRun(t *testing.T, base, token, body string) (_ int, _ <-chan sseEvent, _ string, hangUp func()) {
 	t.Helper()
-	req, err := http.NewRequest("POST", base+"/v1/runs", strings.NewReader(body))
+	ctx, hangUp := context.WithCancel(context.Background())
+	t.Cleanup(hangUp)
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/runs", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +49,7 @@ func streamRun(t *testing.T, base, token, body string) (int, <-chan sseEvent, st
 		defer resp.Body.Close()
 		var b bytes.Buffer
 		b.ReadFrom(resp.Body)
-		return resp.StatusCode, nil, b.String()
+		return resp.StatusCode, nil, b.String(), hangUp
 	}
 	ch := make(chan sseEvent, 64)
 	t.Cleanup(func() { resp.Body.Close() })
@@ -69,7 +73,7 @@ func streamRun(t *testing.T, base, token, body string) (int, <-chan sseEvent, st
 			}
 		}
 	}()
-	return http.StatusOK, ch, ""
+	return http.StatusOK, ch, "", hangUp
 }
 
 // until reads events until one of type typ (returned), failing on the
@@ -127,8 +131,10 @@ func sameAsMissing(t *testing.T, token, method, base, path, id, missing, body st
 // /v1/runs/ID/approvals approves it on the cluster and the run goes on;
 // a second decision is 404. Through a replica whose [cluster]
 // approval_timeout is 2s, an undecided call is denied and the model told
-// so. Another tenant's run, session and approval answer exactly what
-// missing ones do; a schema is 501 not_supported.
+// so. A client that hangs up cancels its run on the cluster; the
+// session's next run goes on from it. Another tenant's run, session and
+// approval answer exactly what missing ones do; a schema is 501
+// not_supported.
 func TestServeClusterRuns(t *testing.T) {
 	t.Parallel()
 	addr := devtemporal.Start(t)
@@ -139,6 +145,8 @@ func TestServeClusterRuns(t *testing.T) {
 		chattest.Reply{Text: "Noted."},
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_t", Name: "write_note", Args: `{"name":"n2","text":"late"}`}}},
 		chattest.Reply{Text: "Gave up."},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_x", Name: "write_note", Args: `{"name":"n3","text":"gone"}`}}},
+		chattest.Reply{Text: "Back."},
 	)
 	clusterTOML := `
 [approvals]
@@ -177,7 +185,7 @@ module_store = "objects"
 	b := serve(short)
 
 	// A run with a tool call, answered.
-	st, events, body := streamRun(t, a, acme, `{"prompt":"How many words in \"one two three\"?","session":"s1"}`)
+	st, events, body, _ := streamRun(t, a, acme, `{"prompt":"How many words in \"one two three\"?","session":"s1"}`)
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
 	}
@@ -209,7 +217,7 @@ module_store = "objects"
 	sameAsMissing(t, globex, "GET", a, "/v1/sessions/ID", "s1", "nosuch", "")
 
 	// A run that needs a yes.
-	st, events, body = streamRun(t, a, acme, `{"prompt":"write a note","session":"a1"}`)
+	st, events, body, _ = streamRun(t, a, acme, `{"prompt":"write a note","session":"a1"}`)
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
 	}
@@ -270,7 +278,7 @@ module_store = "objects"
 	}
 
 	// Nobody decides: the replica's [cluster] approval_timeout denies.
-	st, events, body = streamRun(t, b, globex, `{"prompt":"write another","session":"a1"}`) // globex's own a1
+	st, events, body, _ = streamRun(t, b, globex, `{"prompt":"write another","session":"a1"}`) // globex's own a1
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
 	}
@@ -291,6 +299,41 @@ module_store = "objects"
 		t.Fatal("the denied call wrote its note")
 	}
 
+	// A client that hangs up cancels its run on the cluster, as locally:
+	// the call waiting is never run, the session is free for the next.
+	st, events, body, hangUp := streamRun(t, a, acme, `{"prompt":"write and leave","session":"h1"}`)
+	if st != http.StatusOK {
+		t.Fatalf("POST /v1/runs: %d %s", st, body)
+	}
+	seen = nil
+	until(t, events, "approval_required", &seen)
+	hangUp()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, body := httpAs(t, acme, "GET", b+"/v1/runs/h1", "", nil)
+		if st == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run goes on after its client left: %d %s", st, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	st, events, body, _ = streamRun(t, b, acme, `{"prompt":"back","session":"h1"}`)
+	if st != http.StatusOK {
+		t.Fatalf("the next run of h1: %d %s", st, body)
+	}
+	seen = nil
+	if ev := until(t, events, "done", &seen); ev.data["text"] != "Back." {
+		t.Fatalf("done: %s", ev.raw)
+	}
+	if m := toolMessage(t, srv, 7, "call_x"); !strings.HasPrefix(m, "error (cancelled): ") {
+		t.Errorf("the model was told of the call cut off %q", m)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "notes", "n3.txt")); err == nil {
+		t.Error("the call of the run whose client left wrote its note")
+	}
+
 	// What cluster mode refuses, and ids that name nothing.
 	if st, body := httpAs(t, acme, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"x","schema":{"type":"object"}}`)); st != http.StatusNotImplemented || !strings.Contains(body, `"not_supported"`) {
 		t.Errorf("a run with a schema: %d %s", st, body)
@@ -301,7 +344,7 @@ module_store = "objects"
 	if st, body := httpAs(t, acme, "GET", a+"/v1/runs/nosuch", "", nil); st != http.StatusNotFound || !strings.Contains(body, `no run in progress on session \"nosuch\"`) {
 		t.Errorf("GET /v1/runs/nosuch: %d %s", st, body)
 	}
-	if n := len(srv.Requests()); n != 6 {
-		t.Errorf("%d model requests, want 6", n)
+	if n := len(srv.Requests()); n != 8 {
+		t.Errorf("%d model requests, want 8", n)
 	}
 }
