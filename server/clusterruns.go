@@ -82,7 +82,9 @@ func (*PendingCall) EventType() string { return "approval_required" }
 // RunError is how a run that Runs started ended without an answer: the
 // loop's kind (provider, max_turns, cancelled, ...) and its message.
 type RunError struct {
-	Kind    Kind
+	// Kind is the run's error kind, as the error event's "kind".
+	Kind Kind
+	// Message says what happened (the Server cleans and caps it).
 	Message string
 }
 

@@ -40,6 +40,8 @@ func ServeCluster(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 // the workers append (a reply arrives whole: no token deltas), its
 // approvals the workflow's DecideUpdate. It is safe for concurrent use.
 type ClusterRuns struct {
+	// Client starts, follows, describes and decides the runs; its
+	// Defaults are the settings every run starts with.
 	Client *cluster.Client
 	// Log receives the warning of a run that no worker serves (nil:
 	// slog.Default()).
