@@ -34,19 +34,30 @@ func (r *scriptedRuns) saw(s string) {
 	r.mu.Unlock()
 }
 
+// set changes the answers under the lock (the server reads them in its
+// handlers' goroutines).
+func (r *scriptedRuns) set(f func(r *scriptedRuns)) {
+	r.mu.Lock()
+	f(r)
+	r.mu.Unlock()
+}
+
 func (r *scriptedRuns) Start(_ context.Context, session, _ string) (iter.Seq2[loop.Event, error], error) {
 	r.saw(session)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.startErr != nil {
 		return nil, r.startErr
 	}
+	events, end := r.events, r.end
 	return func(yield func(loop.Event, error) bool) {
-		for _, ev := range r.events {
+		for _, ev := range events {
 			if !yield(ev, nil) {
 				return
 			}
 		}
-		if r.end != nil {
-			yield(nil, r.end)
+		if end != nil {
+			yield(nil, end)
 		}
 	}, nil
 }
@@ -58,6 +69,8 @@ func (r *scriptedRuns) Run(_ context.Context, session string) (server.RunInfo, e
 
 func (r *scriptedRuns) Decide(_ context.Context, session, _ string, _ loop.Decision) error {
 	r.saw(session)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return r.decide
 }
 
@@ -95,7 +108,7 @@ func TestClusterRunsAnswers(t *testing.T) {
 		t.Errorf("the run's stream: %d %s", r.status, body)
 	}
 
-	runs.startErr = fmt.Errorf("%w: elsewhere", server.ErrRunBusy)
+	runs.set(func(r *scriptedRuns) { r.startErr = fmt.Errorf("%w: elsewhere", server.ErrRunBusy) })
 	if r := a.request("POST", "/v1/runs", "application/json", []byte(`{"prompt":"hi","session":"s1"}`)); r.status != http.StatusConflict || r.errorKind(t) != server.KindSessionLocked ||
 		!strings.Contains(string(r.body), `session \"s1\" is in use by another run`) {
 		t.Errorf("a busy session: %d %s", r.status, r.body)
@@ -103,15 +116,15 @@ func TestClusterRunsAnswers(t *testing.T) {
 	decide := func() response {
 		return a.request("POST", "/v1/runs/s1/approvals", "application/json", []byte(`{"call_id":"call_w","answer":"once"}`))
 	}
-	runs.decide = fmt.Errorf("%w: %w", server.ErrNotPending, errors.New("x"))
+	runs.set(func(r *scriptedRuns) { r.decide = fmt.Errorf("%w: %w", server.ErrNotPending, errors.New("x")) })
 	if r := decide(); r.status != http.StatusNotFound || !strings.Contains(string(r.body), `run \"s1\" has no call \"call_w\" waiting for a decision`) {
 		t.Errorf("a decision of no waiting call: %d %s", r.status, r.body)
 	}
-	runs.decide = server.ErrDecisionConflict
+	runs.set(func(r *scriptedRuns) { r.decide = server.ErrDecisionConflict })
 	if r := decide(); r.status != http.StatusConflict || r.errorKind(t) != server.KindConflict {
 		t.Errorf("a decision racing another: %d %s", r.status, r.body)
 	}
-	runs.decide = nil
+	runs.set(func(r *scriptedRuns) { r.decide = nil })
 	if r := decide(); r.status != http.StatusOK || string(r.body) != `{"session":"s1","call_id":"call_w","answer":"once"}`+"\n" {
 		t.Errorf("a decision taken: %d %s", r.status, r.body)
 	}
