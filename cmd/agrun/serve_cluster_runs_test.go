@@ -130,7 +130,7 @@ func sameAsMissing(t *testing.T, token, method, base, path, id, missing, body st
 // session is 409, malformed and wrong decisions are refused, POST
 // /v1/runs/ID/approvals approves it on the cluster and the run goes on;
 // a second decision is 404. Through a replica whose [cluster]
-// approval_timeout is 2s, an undecided call is denied and the model told
+// approval_timeout is 5s, an undecided call is denied and the model told
 // so. A client that hangs up cancels its run on the cluster; the
 // session's next run goes on from it. Another tenant's run, session and
 // approval answer exactly what missing ones do; a schema is 501
@@ -167,8 +167,8 @@ module_store = "objects"
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := filepath.Join(e.dir, "short.toml") // the same cluster and stores, a 2s approval timeout
-	if err := os.WriteFile(short, bytes.Replace(base, []byte(`approval_timeout = "10m"`), []byte(`approval_timeout = "2s"`), 1), 0o644); err != nil {
+	short := filepath.Join(e.dir, "short.toml") // the same cluster and stores, a 5s approval timeout
+	if err := os.WriteFile(short, bytes.Replace(base, []byte(`approval_timeout = "10m"`), []byte(`approval_timeout = "5s"`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	acme, globex := strings.Repeat("a", 32), strings.Repeat("g", 32)
@@ -273,6 +273,11 @@ module_store = "objects"
 	if _, err := os.Stat(filepath.Join(e.dir, "notes", "n1.txt")); err != nil {
 		t.Fatalf("the approved call did not write: %v", err)
 	}
+	// The decision is recorded in the session, by the API's client.
+	recs, err := os.ReadFile(filepath.Join(e.dir, "sessions", "acme.a1.jsonl"))
+	if err != nil || !strings.Contains(string(recs), `"decision":{"call_id":"call_w"`) || !strings.Contains(string(recs), `"by":"api client"`) {
+		t.Errorf("the session's decision record: %v\n%s", err, recs)
+	}
 	if st, body := httpAs(t, acme, "GET", a+"/v1/runs/a1", "", nil); st != http.StatusNotFound || !strings.Contains(body, `no run in progress on session \"a1\"`) {
 		t.Errorf("GET /v1/runs/a1 after the run: %d %s", st, body)
 	}
@@ -292,7 +297,7 @@ module_store = "objects"
 	if ev := until(t, events, "done", &seen); ev.data["text"] != "Gave up." {
 		t.Fatalf("done: %s", ev.raw)
 	}
-	if m := toolMessage(t, srv, 5, "call_t"); m != "error (denied_by_user): no decision within 2s: the call was denied" {
+	if m := toolMessage(t, srv, 5, "call_t"); m != "error (denied_by_user): no decision within 5s: the call was denied" {
 		t.Fatalf("the model was told %q", m)
 	}
 	if _, err := os.Stat(filepath.Join(e.dir, "notes", "n2.txt")); err == nil {
