@@ -3,6 +3,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,12 @@ func ServeCluster(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	ce, err := OpenCluster(ctx, cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Serve.ApprovalTimeout != 0 {
+		// The workflow's timer decides: one setting for every run on
+		// the cluster, whoever started it.
+		log.Warn("[serve] approval_timeout is not used in cluster mode: a run's calls wait [cluster] approval_timeout for a decision",
+			"cluster_approval_timeout", cmp.Or(cfg.Cluster.ApprovalTimeout.Std(), cluster.DefaultApprovalTimeout).String())
 	}
 	opts.SharedStore = server.NewSharedStore(ce.Objects, 0)
 	opts.Runs = &ClusterRuns{Client: &cluster.Client{Temporal: ce.Temporal, Sessions: ce.Sessions, Blobs: ce.Objects,
