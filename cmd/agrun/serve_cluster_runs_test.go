@@ -236,7 +236,7 @@ module_store = "objects"
 	}
 	json.Unmarshal([]byte(body), &state)
 	if st != http.StatusOK || state.Session != "a1" || state.State != "awaiting_approval" || state.Started.IsZero() ||
-		len(state.Pending) != 1 || state.Pending[0]["call_id"] != "call_w" || state.Pending[0]["asked"] == nil {
+		len(state.Pending) != 1 || state.Pending[0]["call_id"] != "call_w" || state.Pending[0]["asked"] != ev.data["asked"] {
 		t.Fatalf("GET /v1/runs/a1: %d %s", st, body)
 	}
 	if st, body := httpAs(t, acme, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"again","session":"a1"}`)); st != http.StatusConflict || !strings.Contains(body, `"session_locked"`) {

@@ -93,8 +93,16 @@ func (c *ClusterRuns) Start(ctx context.Context, id, prompt string) (iter.Seq2[l
 			}
 			switch e := ev.(type) {
 			case *cluster.ApprovalsPending:
+				// Since when each waits, as Run lists them (zero, if the
+				// run cannot say: the server then says now).
+				asked := map[string]time.Time{}
+				if calls, err := c.Client.PendingCalls(ctx, id); err == nil {
+					for _, w := range calls {
+						asked[w.CallID] = w.Asked
+					}
+				}
 				for _, r := range e.Calls {
-					if !yield(&server.PendingCall{ApprovalRequest: r}, nil) {
+					if !yield(&server.PendingCall{ApprovalRequest: r, Asked: asked[r.CallID]}, nil) {
 						return
 					}
 				}
