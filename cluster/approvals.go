@@ -43,6 +43,18 @@ const DefaultApprovalTimeout = time.Hour
 // no such call waits (Client.Decide turns it into loop.ErrNothingPending).
 const errNotWaiting = "agrun.not_waiting"
 
+// beingDecided is the detail of an errNotWaiting refusal of a call whose
+// decision was given and is being stored (another client's came first):
+// Client.Decide adds ErrBeingDecided. A detail, not a type of its own, so
+// that a client that predates it still reads loop.ErrNothingPending.
+const beingDecided = "being_decided"
+
+// ErrBeingDecided is matched (beside loop.ErrNothingPending) by
+// Client.Decide's error when another decision about the call came first
+// and is being stored: a race between two deciders, where a call already
+// decided is plain loop.ErrNothingPending.
+var ErrBeingDecided = errors.New("the call is being decided by another decision")
+
 // PendingApproval is a call that waits for a person's decision, as
 // PendingQuery lists it: its id, tool, arguments (by reference when
 // large) and the grant the call will run with.
@@ -51,6 +63,9 @@ type PendingApproval struct {
 	Tool   string         `json:"tool"`
 	Args   Payload        `json:"args"`
 	Grant  registry.Grant `json:"grant"`
+	// Asked is when the run began to wait for the call's decision
+	// (workflow time; zero from a worker that predates it).
+	Asked time.Time `json:"asked,omitempty"`
 }
 
 // Decisions is the argument of DecideUpdate: a decision per waiting
@@ -162,6 +177,7 @@ func deniedResult(c PendingCall, d loop.Decision) ToolResult {
 // handlers.
 type waits struct {
 	calls      []PendingCall // the undecided calls of the step, in call order
+	asked      time.Time     // when the step began to wait
 	given      map[string]loop.Decision
 	at         map[string]time.Time
 	remembered map[string]bool
@@ -184,7 +200,7 @@ func (w *waits) register(ctx workflow.Context) error {
 			if c.Undecided != nil {
 				g = *c.Undecided
 			}
-			out = append(out, PendingApproval{CallID: c.ID, Tool: c.Tool, Args: c.Args, Grant: g})
+			out = append(out, PendingApproval{CallID: c.ID, Tool: c.Tool, Args: c.Args, Grant: g, Asked: w.asked})
 		}
 		return out, nil
 	}); err != nil {
@@ -222,7 +238,7 @@ func (w *waits) register(ctx workflow.Context) error {
 				return temporal.NewApplicationError(notWaiting(id, waiting), errNotWaiting)
 			}
 			if _, ok := w.given[id]; ok {
-				return temporal.NewApplicationError(fmt.Sprintf("call %q is being decided already", id), errNotWaiting)
+				return temporal.NewApplicationError(fmt.Sprintf("call %q is being decided already", id), errNotWaiting, beingDecided)
 			}
 		}
 		return nil
@@ -242,6 +258,7 @@ func notWaiting(id string, waiting []string) string {
 // memo.
 func (w *waits) open(ctx workflow.Context, calls []PendingCall) {
 	w.calls, w.given, w.at, w.stored, w.remembered, w.done, w.failed = calls, map[string]loop.Decision{}, map[string]time.Time{}, map[string]bool{}, map[string]bool{}, false, ""
+	w.asked = workflow.Now(ctx)
 	w.publish(ctx)
 }
 
@@ -421,11 +438,14 @@ func (s sessionApprover) Approve(ctx context.Context, req loop.ApprovalRequest) 
 }
 
 // errorsIsNotWaiting reports whether err is an update refused because no
-// such call waits.
-func errorsIsNotWaiting(err error) (string, bool) {
+// such call waits, and whether that is because another decision about it
+// is being stored (race).
+func errorsIsNotWaiting(err error) (msg string, ok, race bool) {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == errNotWaiting {
-		return ae.Error(), true
+		var detail string
+		race = ae.HasDetails() && ae.Details(&detail) == nil && detail == beingDecided
+		return ae.Error(), true, race
 	}
-	return "", false
+	return "", false, false
 }

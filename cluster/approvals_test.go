@@ -168,6 +168,15 @@ func TestApprovalsWaitOnTheCluster(t *testing.T) {
 			if got, err := ac.cl.Pending(ctx, "s"); err != nil || len(got) != 1 || got[0].CallID != "c1" {
 				t.Fatalf("Pending: %+v %v", got, err)
 			}
+			// What agrun serve's GET /v1/runs/{id} shows: since when the
+			// run runs, and since when the call waits.
+			if got, err := ac.cl.PendingCalls(ctx, "s"); err != nil || len(got) != 1 || got[0].CallID != "c1" ||
+				got[0].Asked.IsZero() || got[0].Asked.After(time.Now()) || time.Since(got[0].Asked) > time.Minute {
+				t.Fatalf("PendingCalls: %+v %v", got, err)
+			}
+			if started, ok, err := ac.cl.Running(ctx, "s"); err != nil || !ok || started.IsZero() || time.Since(started) > time.Minute {
+				t.Fatalf("Running: %v %v %v", started, ok, err)
+			}
 			// The call that needs no yes ran meanwhile; the other did not.
 			for deadline := time.Now().Add(30 * time.Second); ac.rRan.Load() == 0; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
@@ -207,9 +216,15 @@ func TestApprovalsWaitOnTheCluster(t *testing.T) {
 				d[0].Grant.Source != "wasm" || d[0].Time.IsZero() {
 				t.Fatalf("decisions %+v", d)
 			}
-			// After the run, nothing waits.
-			if err := ac.cl.Decide(ctx, "s", map[string]loop.Decision{"c1": {Answer: loop.ApproveOnce}}); !errors.Is(err, loop.ErrNothingPending) {
+			// After the run, nothing waits and nothing runs.
+			if err := ac.cl.Decide(ctx, "s", map[string]loop.Decision{"c1": {Answer: loop.ApproveOnce}}); !errors.Is(err, loop.ErrNothingPending) || errors.Is(err, ErrBeingDecided) {
 				t.Fatalf("a decision after the run: %v", err)
+			}
+			if _, ok, err := ac.cl.Running(ctx, "s"); err != nil || ok {
+				t.Fatalf("Running after the run: %v %v", ok, err)
+			}
+			if _, ok, err := ac.cl.Running(ctx, "nosuch"); err != nil || ok {
+				t.Fatalf("Running of no session: %v %v", ok, err)
 			}
 		})
 	}

@@ -357,6 +357,26 @@ func (c *Client) waitingIDs(ctx context.Context, run client.WorkflowRun) ([]stri
 // person's decision, in call order (none: nil). It asks the run
 // (PendingQuery), which a workflow worker answers.
 func (c *Client) Pending(ctx context.Context, session string) ([]loop.ApprovalRequest, error) {
+	calls, err := c.PendingCalls(ctx, session)
+	out := make([]loop.ApprovalRequest, len(calls))
+	for i, w := range calls {
+		out[i] = w.ApprovalRequest
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
+// WaitingCall is a call that waits for a person's decision, and since
+// when (zero: a worker that predates PendingApproval.Asked).
+type WaitingCall struct {
+	loop.ApprovalRequest
+	Asked time.Time
+}
+
+// PendingCalls is Pending with the time each call began to wait.
+func (c *Client) PendingCalls(ctx context.Context, session string) ([]WaitingCall, error) {
 	v, err := c.Temporal.QueryWorkflow(ctx, WorkflowID(session), "", PendingQuery)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -369,23 +389,55 @@ func (c *Client) Pending(ctx context.Context, session string) ([]loop.ApprovalRe
 	if err := v.Get(&ps); err != nil {
 		return nil, err
 	}
-	out := make([]loop.ApprovalRequest, 0, len(ps))
+	out := make([]WaitingCall, 0, len(ps))
 	for _, p := range ps {
 		args, err := blobs{store: c.Blobs}.get(ctx, p.Args)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, loop.ApprovalRequest{CallID: textsafe.Clean(p.CallID, 256), Tool: textsafe.Clean(p.Tool, 256),
-			Arguments: textsafe.Clean(string(args), 0), Grant: p.Grant})
+		out = append(out, WaitingCall{ApprovalRequest: loop.ApprovalRequest{CallID: textsafe.Clean(p.CallID, 256), Tool: textsafe.Clean(p.Tool, 256),
+			Arguments: textsafe.Clean(string(args), 0), Grant: p.Grant}, Asked: p.Asked})
 	}
 	return out, nil
+}
+
+// Running reports whether a run of session is going on on the cluster,
+// and when it started (its current workflow run's start: a run that
+// continued as new gives the time it did). ok false: none.
+func (c *Client) Running(ctx context.Context, session string) (started time.Time, ok bool, err error) {
+	desc, err := c.Temporal.DescribeWorkflow(ctx, WorkflowID(session), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return time.Time{}, false, nil
+	}
+	return info.GetStartTime().AsTime(), true, nil
+}
+
+// Cancel asks session's running run to stop (its steps see the
+// cancellation at their next heartbeat, calls still undecided are
+// answered "cancelled"); it does not wait. No run: nil.
+func (c *Client) Cancel(ctx context.Context, session string) error {
+	err := c.Temporal.CancelWorkflow(ctx, WorkflowID(session), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }
 
 // Decide answers calls of session's running run that wait for a
 // decision (decisions by call id) and returns once the run has stored
 // them; the run then runs the approved calls and goes on. A call id that
 // does not wait (or no run waiting at all) is an error matching
-// loop.ErrNothingPending that names the calls that do wait.
+// loop.ErrNothingPending that names the calls that do wait; one that
+// another decision is being stored for matches ErrBeingDecided too.
 func (c *Client) Decide(ctx context.Context, session string, decisions map[string]loop.Decision) error {
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   WorkflowID(session),
@@ -397,9 +449,11 @@ func (c *Client) Decide(ctx context.Context, session string, decisions map[strin
 		err = h.Get(ctx, nil)
 	}
 	var nf *serviceerror.NotFound
-	switch msg, ok := errorsIsNotWaiting(err); {
+	switch msg, ok, race := errorsIsNotWaiting(err); {
 	case err == nil:
 		return nil
+	case race:
+		return fmt.Errorf("%w: %w: %s", loop.ErrNothingPending, ErrBeingDecided, textsafe.Clean(msg, 1024))
 	case ok:
 		return fmt.Errorf("%w: %s", loop.ErrNothingPending, textsafe.Clean(msg, 1024))
 	case errors.As(err, &nf):

@@ -185,35 +185,12 @@ type ApprovalRequest struct {
 
 // decideApproval is POST /v1/runs/{id}/approvals.
 func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
-	if err := requireMedia(r, "application/json"); err != nil {
-		s.writeError(w, err)
-		return
-	}
-	b, err := s.readBody(w, r, 16<<10)
+	req, d, err := s.readDecision(w, r)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	defer b.release()
-	var req ApprovalRequest
-	dec := json.NewDecoder(strings.NewReader(string(b.data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"call_id": "...", "answer": "once|session|deny", "reason": "optional"}: %v`, err))
-		return
-	}
-	var answer loop.Answer
-	switch req.Answer {
-	case "once":
-		answer = loop.ApproveOnce
-	case "session":
-		answer = loop.ApproveSession
-	case "deny":
-		answer = loop.Deny
-	default:
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"answer" must be "once", "session" or "deny" (a standing approval is the operator's: agrun approvals)`))
-		return
-	}
+	answer := d.Answer
 	lr, err := s.tenantOf(r).liveRun(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, err)
@@ -230,7 +207,6 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errorf(http.StatusNotFound, Kind(registry.NotFound), "run %q has no call %q waiting for a decision", lr.id, textsafe.Clean(req.CallID, 80)))
 		return
 	}
-	d := loop.Decision{Answer: answer, By: "api client", Reason: textsafe.Clean(req.Reason, 1024)}
 	select {
 	case p.decide <- d:
 	default:
@@ -253,6 +229,38 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request) {
 		CallID  string `json:"call_id"`
 		Answer  string `json:"answer"`
 	}{lr.id, p.req.CallID, string(answer)})
+}
+
+// readDecision reads the body of POST /v1/runs/{id}/approvals: the
+// request and the decision it gives (by "api client", its reason
+// cleaned).
+func (s *Server) readDecision(w http.ResponseWriter, r *http.Request) (ApprovalRequest, loop.Decision, error) {
+	var req ApprovalRequest
+	if err := requireMedia(r, "application/json"); err != nil {
+		return req, loop.Decision{}, err
+	}
+	b, err := s.readBody(w, r, 16<<10)
+	if err != nil {
+		return req, loop.Decision{}, err
+	}
+	defer b.release()
+	dec := json.NewDecoder(strings.NewReader(string(b.data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, loop.Decision{}, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"call_id": "...", "answer": "once|session|deny", "reason": "optional"}: %v`, err)
+	}
+	var answer loop.Answer
+	switch req.Answer {
+	case "once":
+		answer = loop.ApproveOnce
+	case "session":
+		answer = loop.ApproveSession
+	case "deny":
+		answer = loop.Deny
+	default:
+		return req, loop.Decision{}, errorf(http.StatusBadRequest, KindBadRequest, `"answer" must be "once", "session" or "deny" (a standing approval is the operator's: agrun approvals)`)
+	}
+	return req, loop.Decision{Answer: answer, By: "api client", Reason: textsafe.Clean(req.Reason, 1024)}, nil
 }
 
 // liveRun returns tn's run in progress on session id: another tenant's

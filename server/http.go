@@ -47,7 +47,7 @@ const (
 	KindInternal         Kind = "internal"               // the server failed (disk, ...)
 	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
 	KindConflict         Kind = "conflict"               // the call was already decided
-	KindNotSupported     Kind = "not_supported"          // runs in cluster mode (501; docs/SCALING.md)
+	KindNotSupported     Kind = "not_supported"          // what cluster mode does not do: runs without Options.Runs, a run's schema (501; docs/SCALING.md)
 	KindQuotaExceeded    Kind = "quota_exceeded"         // a tenant's quota (max_modules, max_storage, max_concurrent_calls, calls_per_minute)
 )
 
@@ -179,7 +179,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/tools/{name}", s.deleteTool)
 	mux.HandleFunc("POST /v1/tools/{name}/call", s.callTool)
 	run, runState, decide, getSession := s.run, s.runState, s.decideApproval, s.getSession
-	if s.shared != nil {
+	switch {
+	case s.runs != nil:
+		run, runState, decide, getSession = s.clusterRun, s.clusterRunState, s.clusterDecide, s.clusterSession
+	case s.shared != nil:
 		run, runState, decide, getSession = s.notSupported, s.notSupported, s.notSupported, s.notSupported
 	}
 	mux.HandleFunc("POST /v1/runs", run)

@@ -76,23 +76,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	var req RunRequest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id", "schema": {optional JSON Schema}, "show_reasoning": optional bool}: %v`, err))
-		return
-	}
-	if strings.TrimSpace(req.Prompt) == "" {
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, `"prompt" is required`))
-		return
-	}
-	id := req.Session
-	if id == "" {
-		id = session.NewID()
-	}
-	if !session.ValidID(id) { // before the id reaches a span, a log or a file
-		s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID))
+	req, id, err := decodeRunRequest(data)
+	if err != nil {
+		s.writeError(w, err)
 		return
 	}
 	// The run's span (telemetry on), a child of the client's trace
@@ -188,6 +174,29 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String(), Truncated: lastReason == "length", Usage: usage})
+}
+
+// decodeRunRequest decodes the body of POST /v1/runs and returns it with
+// the run's session id (a fresh one when the body names none), checked
+// before it reaches a span, a log or a file.
+func decodeRunRequest(data []byte) (RunRequest, string, error) {
+	var req RunRequest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, "", errorf(http.StatusBadRequest, KindBadRequest, `the body must be {"prompt": "...", "session": "optional id", "schema": {optional JSON Schema}, "show_reasoning": optional bool}: %v`, err)
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return req, "", errorf(http.StatusBadRequest, KindBadRequest, `"prompt" is required`)
+	}
+	id := req.Session
+	if id == "" {
+		id = session.NewID()
+	}
+	if !session.ValidID(id) {
+		return req, "", errorf(http.StatusBadRequest, KindBadRequest, "%v", session.ErrBadID)
+	}
+	return req, id, nil
 }
 
 // runInfo is what a run's span says of itself: the session, the

@@ -278,9 +278,15 @@ type Options struct {
 	// SharedStore, when set, is cluster mode (docs/API.md): the uploaded
 	// tools live there, shared by every replica, and the Server keeps
 	// nothing of its own — no data directory is opened or locked
-	// (DataDir is not used), and the run endpoints answer 501
-	// not_supported. Nil: the data directory.
+	// (DataDir is not used), and without Runs the run endpoints answer
+	// 501 not_supported. Nil: the data directory.
 	SharedStore SharedStore
+	// Runs, when set, runs the agent runs elsewhere (clusterruns.go;
+	// agrun serve with [cluster]: workflows on the cluster's workers):
+	// POST /v1/runs, GET /v1/runs/{id}, its approvals and GET
+	// /v1/sessions/{id} are answered through it, and Loop, Sessions and
+	// ApprovalTimeout are not used for them. Nil: the Server's own loop.
+	Runs Runs
 }
 
 // Limits are the effective limits of a Server, defaults applied.
@@ -343,7 +349,8 @@ type Server struct {
 	unserved tenantIndexes // stored tools of tenants not configured: kept, not served
 	closed   bool
 
-	// Cluster mode (shared.go).
+	// Cluster mode (shared.go, clusterruns.go).
+	runs      Runs
 	shared    SharedStore
 	brokenSHA map[string]string // tenant and name (tenant.nameKey) -> the module that will not load (not tried again)
 	loadMu    sync.Mutex        // guards loading
@@ -497,6 +504,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		def:       tenants[DefaultTenant],
 		unserved:  tenantIndexes{},
 		shared:    opts.SharedStore,
+		runs:      opts.Runs,
 		brokenSHA: map[string]string{},
 		loading:   map[string]*load{},
 	}

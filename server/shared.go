@@ -430,7 +430,8 @@ func (s *Server) removeShared(ctx context.Context, tn *tenant, name string) erro
 	return nil
 }
 
-// notSupported answers the run endpoints in cluster mode.
+// notSupported answers the run endpoints in cluster mode without
+// Options.Runs.
 func (s *Server) notSupported(w http.ResponseWriter, r *http.Request) {
-	s.writeError(w, errorf(http.StatusNotImplemented, KindNotSupported, "runs are not served in cluster mode yet: start them with `agrun run` on the cluster (docs/SCALING.md)"))
+	s.writeError(w, errorf(http.StatusNotImplemented, KindNotSupported, "runs are not served by this server in cluster mode: start them with `agrun run` on the cluster (docs/SCALING.md)"))
 }

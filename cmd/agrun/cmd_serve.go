@@ -19,7 +19,8 @@ import (
 // until the context is cancelled (SIGTERM, Ctrl-C), then lets requests in
 // flight finish for up to server.DefaultShutdownTimeout. With [cluster]
 // the uploaded tools are shared with every other replica through the
-// module store (serve_cluster.go) and runs answer 501 (docs/API.md).
+// module store and runs are workflows on the cluster (setup.ServeCluster,
+// docs/API.md "Cluster mode").
 func (c *cli) serve(ctx context.Context, args []string) error {
 	fs := newFlags("serve")
 	addr := fs.String("addr", "", "listen on ADDR (default: [serve] addr, else 127.0.0.1:8080)")
@@ -82,13 +83,13 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if cfg.Cluster.Enabled() {
 		// Cluster mode: the uploads live in [cluster] module_store,
 		// shared by every replica; this process keeps nothing.
-		shared, closeShared, err := c.serveShared(ctx, cfg)
+		// Runs are workflows on the cluster's workers.
+		closeCluster, err := setup.ServeCluster(ctx, cfg, c.logger(), &opts)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer closeShared()
-		opts.SharedStore = shared
+		defer closeCluster()
 		data = "shared: " + cfg.Cluster.ModuleStore
 		if cfg.Cluster.ModuleStore == "" {
 			data = "shared: the default module_store directory"

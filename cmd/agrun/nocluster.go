@@ -8,7 +8,6 @@ import (
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/server"
 	"github.com/agcore/agrun/session"
 )
 
@@ -37,10 +36,6 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	return errNoCluster
-}
-
-func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
-	return nil, nil, errNoCluster
 }
 
 // sharedSessions and sharedRecords read the cluster's session store for

@@ -5,9 +5,11 @@ package setup
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/server"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -26,3 +28,8 @@ func ClusterObjects(context.Context, *config.Config) (store.ObjectStore, error) 
 // ClusterErrorKind is the run error kind of a run on the cluster: there
 // is none in this build (ok false).
 func ClusterErrorKind(error) (string, bool) { return "", false }
+
+// ServeCluster is `agrun serve` with [cluster]: not in this build.
+func ServeCluster(context.Context, *config.Config, *slog.Logger, *server.Options) (func(), error) {
+	return nil, ErrNoCluster
+}
