@@ -89,28 +89,32 @@ func ExportOf(ctx context.Context, st Admin, id string) (Info, []loop.Message, [
 	if err != nil {
 		return Info{}, nil, nil, err
 	}
-	var raw []json.RawMessage
-	var warnings []string
-	if f, ok := st.(*Files); ok {
-		raw, warnings, err = f.Messages(id)
-	} else {
-		var recs []Record
-		if recs, err = loadRecords(ctx, st, id); err == nil {
-			for _, r := range recs {
-				if len(r.Message) > 0 {
-					raw = append(raw, r.Message)
-				}
-			}
-		}
-	}
+	recs, warnings, err := RecordsOf(ctx, st, id)
 	if err != nil {
 		return Info{}, nil, nil, err
+	}
+	var raw []json.RawMessage
+	for _, r := range recs {
+		if len(r.Message) > 0 {
+			raw = append(raw, r.Message)
+		}
 	}
 	msgs, err := Decode[loop.Message](raw)
 	if err != nil {
 		return Info{}, nil, nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	return info, msgs, warnings, nil
+}
+
+// RecordsOf returns every record of session id in st, decoded, and (Files)
+// warnings for lines its reader dropped or cut, as `agrun sessions show`
+// prints them. An unknown id is an error matching ErrNotFound.
+func RecordsOf(ctx context.Context, st Store, id string) ([]Record, []string, error) {
+	if f, ok := st.(*Files); ok {
+		return f.Records(id)
+	}
+	recs, err := loadRecords(ctx, st, id)
+	return recs, nil, err
 }
 
 // loadRecords loads and decodes every record of session id.

@@ -24,7 +24,7 @@ import (
 
 func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(binary(e.t), append([]string{"-c", e.config}, args...)...)
-	cmd.Env = append(os.Environ(), "AGRUN_TEST_KEY=k")
+	cmd.Env = append(append(os.Environ(), "AGRUN_TEST_KEY=k"), e.env...)
 	return cmd
 }
 

@@ -34,6 +34,7 @@ type testEnv struct {
 	t      *testing.T
 	dir    string
 	config string
+	env    []string // more environment for the processes of cmd
 }
 
 // newTestEnv writes a config: the example tools from testdata/, a mount of

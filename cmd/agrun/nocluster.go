@@ -9,7 +9,6 @@ import (
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/server"
-	"github.com/agcore/agrun/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -44,8 +43,3 @@ func clusterErrorKind(error) (string, bool) { return "", false }
 func (c *cli) serveShared(context.Context, *config.Config) (server.SharedStore, func(), error) {
 	return nil, nil, errNoCluster
 }
-
-// sharedSessions and sharedRecords read the cluster's session store for
-// `agrun sessions` when it is not the local one: never, in this build.
-func (c *cli) sharedSessions() ([]session.Info, bool, error)        { return nil, false, nil }
-func (c *cli) sharedRecords(string) ([]session.Record, bool, error) { return nil, false, nil }

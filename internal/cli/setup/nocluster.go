@@ -5,9 +5,11 @@ package setup
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -21,4 +23,15 @@ var ErrNoCluster = &ConfigError{errors.New("this agrun is built without cluster 
 // ClusterObjects is [cluster] module_store: not in this build.
 func ClusterObjects(context.Context, *config.Config) (store.ObjectStore, error) {
 	return nil, ErrNoCluster
+}
+
+// SessionAdmin opens the store `agrun sessions` works on: in this build
+// the sessions folder, whatever [cluster] says. where names it in
+// messages; close releases it.
+func SessionAdmin(_ context.Context, cfg *config.Config, _ *slog.Logger) (st session.Admin, where string, close func(), err error) {
+	files, err := SessionStore(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return files, files.Dir(), func() {}, nil
 }
