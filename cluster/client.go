@@ -45,6 +45,9 @@ type Client struct {
 // this one). A run of the same session already going on is
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
+	if err := c.Defaults.Settings.Check(); err != nil {
+		return nil, 0, err
+	}
 	recs, err := c.Sessions.Load(ctx, id, 0)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return nil, 0, err
