@@ -295,8 +295,8 @@ func TestClusterChatAndErrors(t *testing.T) {
 	if strings.Contains(r.stderr, "reading the session's progress") {
 		t.Fatalf("a new session's missing records were taken for a failure: %s", r.stderr)
 	}
-	r = e.run("", "run", "--tools", "word_count", "x")
-	if r.code != 2 || !strings.Contains(r.stderr, "--tools is not supported with [cluster]") {
+	r = e.run("", "run", "--base-url", "http://127.0.0.1:1/v1", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--base-url is not supported with [cluster]") {
 		t.Fatalf("unsupported flag: %+v", r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -192,4 +193,77 @@ postgres_dsn_env = "AGRUN_SESSIONS_TEST_DSN"
 	if r := execIn(t, e, "sessions", "rm", "../x"); r.code != 2 {
 		t.Fatalf("rm of a bad id: %+v", r)
 	}
+}
+
+// TestClusterRunFlags (issue 28, 5): `agrun run`'s per-run flags work on
+// the cluster, each a real agrun process with a real worker, within the
+// worker's config: -m a model of its [cluster] models, -s, --tools,
+// --max-tool-calls and --schema reach the model request; -c continues
+// the cluster's most recently used session; --no-tools offers none; a
+// model the worker does not name ends the run (permission_denied, exit
+// 1) without a request; --base-url stays refused (exit 2), as it would
+// send the worker's API key elsewhere.
+func TestClusterRunFlags(t *testing.T) {
+	t.Parallel()
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a b"}`}}},
+		chattest.Reply{Text: "two words"},
+		chattest.Reply{Text: "continued"},
+		chattest.Reply{Text: `{"n":2}`},
+	)
+	e := clusterTestEnv(t, srv.URL, addr)
+	if err := appendFile(e.config, "models = [\"other-model\"]\n"); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, e, "w1")
+	r := execIn(t, e, "run", "--json", "--session", "f1", "-m", "other-model", "-s", "be brief", "--tools", "word_count", "--max-tool-calls", "1", "count a b")
+	if r.code != 0 || !strings.Contains(r.stdout, `"type":"done","session":"f1","text":"two words"`) {
+		t.Fatalf("run with flags: %+v", r)
+	}
+	reqs := srv.Requests()
+	for i, q := range reqs {
+		var names []string
+		for _, tl := range q.Tools {
+			names = append(names, tl.Function.Name)
+		}
+		if q.Model != "other-model" || len(q.Messages) == 0 || q.Messages[0].Content == nil || *q.Messages[0].Content != "be brief" || strings.Join(names, ",") != "word_count" {
+			t.Fatalf("request %d: model %q, tools %v, messages %+v", i, q.Model, names, q.Messages)
+		}
+	}
+	r = execIn(t, e, "run", "--json", "-c", "--no-tools", "again")
+	if r.code != 0 || !strings.Contains(r.stdout, `"type":"done","session":"f1","text":"continued"`) {
+		t.Fatalf("run -c: %+v", r)
+	}
+	if q := srv.Requests()[2]; len(q.Tools) != 0 || len(q.Messages) < 5 || q.Model != "test-model" {
+		t.Fatalf("run -c --no-tools: %d tools, %d messages, model %q", len(q.Tools), len(q.Messages), q.Model)
+	}
+	r = execIn(t, e, "run", "--json", "--schema", `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`, "how many")
+	if r.code != 0 || !strings.Contains(r.stdout, `"text":"{\"n\":2}"`) || len(srv.Requests()[3].ResponseFormat) == 0 {
+		t.Fatalf("run --schema: %+v (response_format %s)", r, srv.Requests()[3].ResponseFormat)
+	}
+	r = execIn(t, e, "run", "--json", "-m", "expensive-model", "x")
+	if r.code != 1 || !strings.Contains(r.stdout, `"type":"error","kind":"permission_denied"`) || !strings.Contains(r.stdout, `model \"expensive-model\" is not allowed`) {
+		t.Fatalf("run -m with a model the worker does not name: %+v", r)
+	}
+	if n := len(srv.Requests()); n != 4 {
+		t.Fatalf("%d requests, want 4: a refused model was asked", n)
+	}
+	r = execIn(t, e, "run", "--base-url", "http://127.0.0.1:1/v1", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--base-url is not supported with [cluster]") {
+		t.Fatalf("run --base-url: %+v", r)
+	}
+}
+
+// appendFile appends s to the file at path.
+func appendFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

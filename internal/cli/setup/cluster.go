@@ -19,6 +19,7 @@ import (
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
@@ -143,6 +144,23 @@ func RunDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout.Std(),
 		ApprovalTimeout:  cfg.Cluster.ApprovalTimeout.Std(),
 	}
+}
+
+// ClusterModels are the providers of [cluster] models, by name: each
+// [llm] with that model (cluster.Activities.Models), so that a worker
+// answers a run's `-m` only with a model its config names.
+func ClusterModels(cfg *config.Config) (map[string]loop.Provider, error) {
+	out := map[string]loop.Provider{}
+	for _, m := range cfg.Cluster.Models {
+		l := cfg.LLM
+		l.Model = m
+		p, err := Provider(&l)
+		if err != nil {
+			return nil, &ConfigError{fmt.Errorf("[cluster] models %q: %w", m, err)}
+		}
+		out[m] = p
+	}
+	return out, nil
 }
 
 // pgSessions opens the cluster's session store for `agrun sessions` when
