@@ -111,6 +111,10 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		if cfg, offered, err = a.settle(in.Settings); err != nil {
 			return a.endRun(ctx, in, string(registry.PermissionDenied), textsafe.Clean(err.Error(), 1024))
 		}
+		if lim := a.Loop.MaxTurns; lim > 0 && in.Turns >= lim {
+			// The worker's max_turns holds whatever the run asked for.
+			return a.endRun(ctx, in, string(loop.KindMaxTurns), fmt.Sprintf("%v (%d)", loop.ErrMaxTurns, lim))
+		}
 	}
 	// The run's budgets, less what its earlier steps used (checked first:
 	// they depend on the input alone, so a retry ends the same way).

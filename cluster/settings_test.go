@@ -35,7 +35,8 @@ func offeredTools(r chattest.Request) []string {
 // is held to the worker's config: a tool filter naming a tool the worker
 // lacks offers only what it has, a budget over the worker's is the
 // worker's, a model the worker does not allow ends the run
-// (permission_denied) without a model request.
+// (permission_denied) without a model request, and max_turns over the
+// worker's is the worker's.
 func TestRunSettingsWithinTheWorkersConfig(t *testing.T) {
 	addr := devtemporal.Start(t)
 	srv := chattest.New(t,
@@ -46,6 +47,8 @@ func TestRunSettingsWithinTheWorkersConfig(t *testing.T) {
 		// second call asked for ends the run).
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c2", Name: "a", Args: `{}`}}},
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c3", Name: "a", Args: `{}`}}},
+		// run s5: the one turn of its worker's max_turns.
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c4", Name: "a", Args: `{}`}}},
 	)
 	tool := func(name string) *fakeTool {
 		return &fakeTool{name: name, source: "wasm", perms: []permission.Permission{permission.Read}}
@@ -114,13 +117,40 @@ func TestRunSettingsWithinTheWorkersConfig(t *testing.T) {
 		t.Fatalf("run 2: %d requests; offered %v, system %q", len(reqs), offeredTools(reqs[len(reqs)-1]), firstText(reqs[len(reqs)-1]))
 	}
 
+	// A run asking for more turns than its worker's max_turns (1, on a
+	// worker of queues of its own): the worker's holds (the second
+	// request is not made).
+	a1, _ := newActivities(t, srv, tool("a"))
+	a1.Sessions, a1.Loop.MaxTurns = st, 1
+	q1 := QueuesFor("turns-")
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	werr1 := make(chan error, 1)
+	go func() { werr1 <- RunWorker(ctx1, tc, a1, WorkerOptions{Queues: q1}) }()
+	defer func() {
+		cancel1()
+		if err := <-werr1; err != nil {
+			t.Error(err)
+		}
+	}()
+	in = RunInput{Session: "s5", Prompt: "go", Queues: q1, MaxTurns: 100}
+	wr, err = tc.ExecuteWorkflow(rctx, client.StartWorkflowOptions{ID: WorkflowID("s5"), TaskQueue: q1.Sessions}, WorkflowName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wr.Get(rctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.ErrorKind != string(loop.KindMaxTurns) || len(srv.Requests()) != 5 {
+		t.Fatalf("run of 100 turns on a worker allowing 1: %+v, %d requests", res, len(srv.Requests()))
+	}
+
 	// A model the worker does not allow: refused before any request.
 	res = run("s3", &RunSettings{Model: "expensive-model"})
 	if res.ErrorKind != string(registry.PermissionDenied) || !strings.Contains(res.Error, `model "expensive-model" is not allowed`) {
 		t.Fatalf("run 3: %+v", res)
 	}
-	if n := len(srv.Requests()); n != 4 {
-		t.Fatalf("a refused model made %d more requests", n-4)
+	if n := len(srv.Requests()); n != 5 {
+		t.Fatalf("a refused model made %d more requests", n-5)
 	}
 	if _, err := st.Load(rctx, "s3", 0); err == nil {
 		t.Error("a refused run stored records")

@@ -185,6 +185,10 @@ type ModelStep struct {
 	Approved []string `json:"approved,omitempty"`
 	// Settings is the run's RunInput.Settings.
 	Settings *RunSettings `json:"settings,omitempty"`
+	// Turns counts the run's model requests before this step: a worker
+	// ends the run past its own [llm] max_turns (RunInput.MaxTurns, the
+	// starter's, only lowers it).
+	Turns int `json:"turns,omitempty"`
 }
 
 // ModelOutput is what a model step did: the session's next seq, and
