@@ -36,6 +36,11 @@ type Activities struct {
 	// ResumePending, DeferCalls, DeferDecisions, OnMessage, OnRequest and
 	// OnDecision are set by each step.
 	Loop loop.Config
+	// Models are the providers of the other models a run may ask for
+	// (RunSettings.Model; `agrun run -m`), by model name: [cluster]
+	// models, each the worker's [llm] with that model. A run asking for
+	// one not here, nor Loop's own, is refused.
+	Models map[string]loop.Provider
 	// Sessions holds the transcripts; Blobs the payloads passed by
 	// reference (nil: payloads over InlineLimit fail the step).
 	Sessions session.Store
@@ -98,7 +103,19 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	// reaches this step.
 	defer heartbeat(ctx)()
 	a.refresh(ctx, false)
-	cfg := a.Loop
+	cfg, offered := a.Loop, a.Registry
+	if !in.Final {
+		// The run's settings, within the worker's config (checked first,
+		// as the budgets: they depend on the input alone).
+		var err error
+		if cfg, offered, err = a.settle(in.Settings); err != nil {
+			return a.endRun(ctx, in, string(registry.PermissionDenied), textsafe.Clean(err.Error(), 1024))
+		}
+		if lim := a.Loop.MaxTurns; lim > 0 && in.Turns >= lim {
+			// The worker's max_turns holds whatever the run asked for.
+			return a.endRun(ctx, in, string(loop.KindMaxTurns), fmt.Sprintf("%v (%d)", loop.ErrMaxTurns, lim))
+		}
+	}
 	// The run's budgets, less what its earlier steps used (checked first:
 	// they depend on the input alone, so a retry ends the same way).
 	if lim := cfg.MaxTotalTokens; lim > 0 && !in.Final {
@@ -185,9 +202,9 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			return ModelOutput{}, err
 		}
 		if in.Final {
-			events = cyc.Run(ctx, loop.Turn{Tools: a.Registry, Results: results, AnswerOnly: true})
+			events = cyc.Run(ctx, loop.Turn{Tools: offered, Results: results, AnswerOnly: true})
 		} else {
-			events = cyc.Run(ctx, loop.Turn{Tools: a.Registry, Results: results})
+			events = cyc.Run(ctx, loop.Turn{Tools: offered, Results: results})
 		}
 	} else {
 		prompt := in.Prompt
@@ -198,7 +215,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 			}
 			prompt = string(b)
 		}
-		events = cyc.SubmitStreamWithTools(ctx, prompt, a.Registry)
+		events = cyc.SubmitStreamWithTools(ctx, prompt, offered)
 	}
 	var runErr error
 	for ev, err := range events {
@@ -256,6 +273,12 @@ func (a *Activities) Seq(ctx context.Context, session string) (int64, error) {
 // calls' results are stored (no model request), and the run's error is
 // the budget's.
 func (a *Activities) budgetSpent(ctx context.Context, in ModelStep, be *loop.BudgetError) (ModelOutput, error) {
+	return a.endRun(ctx, in, string(loop.KindOf(be)), be.Error())
+}
+
+// endRun ends a run without a model request: the last calls' results are
+// stored, and the run's error is kind and msg.
+func (a *Activities) endRun(ctx context.Context, in ModelStep, kind, msg string) (ModelOutput, error) {
 	seq := in.Seq
 	if len(in.Results) > 0 {
 		final := in
@@ -266,7 +289,7 @@ func (a *Activities) budgetSpent(ctx context.Context, in ModelStep, be *loop.Bud
 		}
 		seq = o.Seq
 	}
-	return ModelOutput{Seq: seq, ErrorKind: string(loop.KindOf(be)), Error: be.Error()}, nil
+	return ModelOutput{Seq: seq, ErrorKind: kind, Error: msg}, nil
 }
 
 // transient reports whether a run error may pass on another attempt: the

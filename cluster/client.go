@@ -45,6 +45,9 @@ type Client struct {
 // this one). A run of the same session already going on is
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
+	if err := c.Defaults.Settings.Check(); err != nil {
+		return nil, 0, err
+	}
 	recs, err := c.Sessions.Load(ctx, id, 0)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return nil, 0, err
@@ -504,4 +507,21 @@ func isUserMessage(b []byte) bool {
 	}
 	var m loop.Message
 	return json.Unmarshal(r.Message, &m) == nil && m.Role == loop.RoleUser
+}
+
+// Running reports whether a run of session id is going on in the cluster:
+// its workflow (WorkflowID, the current run after a continue-as-new) is
+// open. `agrun sessions rm`, `prune` and `compact` refuse such a session
+// (session.Guarded), as the local path refuses one another process has
+// open.
+func Running(ctx context.Context, tc client.Client, id string) (bool, error) {
+	d, err := tc.DescribeWorkflow(ctx, WorkflowID(id), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }

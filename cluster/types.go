@@ -130,6 +130,10 @@ type RunInput struct {
 	// across continue-as-new; a chat passes on a run's (RunResult.Approved)
 	// to its next.
 	Approved []string `json:"approved,omitempty"`
+	// Settings are the run's own choices (model, system prompt, tools,
+	// schema, lower budgets), which its model steps apply within their
+	// worker's config; nil: the worker's.
+	Settings *RunSettings `json:"settings,omitempty"`
 
 	// Carried across continue-as-new.
 	Turns   int          `json:"turns,omitempty"`
@@ -179,6 +183,12 @@ type ModelStep struct {
 	UsedCalls  int   `json:"used_calls,omitempty"`
 	// Approved is the run's RunInput.Approved (as the run has it now).
 	Approved []string `json:"approved,omitempty"`
+	// Settings is the run's RunInput.Settings.
+	Settings *RunSettings `json:"settings,omitempty"`
+	// Turns counts the run's model requests before this step: a worker
+	// ends the run past its own [llm] max_turns (RunInput.MaxTurns, the
+	// starter's, only lowers it).
+	Turns int `json:"turns,omitempty"`
 }
 
 // ModelOutput is what a model step did: the session's next seq, and

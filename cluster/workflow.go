@@ -82,7 +82,7 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 		}
 	}()
 	usedCalls := in.UsedCalls
-	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved}
+	step := ModelStep{Session: in.Session, Seq: in.Seq, Prompt: in.Prompt, PromptRef: in.PromptRef, Results: in.Results, UsedTokens: in.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved, Settings: in.Settings, Turns: in.Turns}
 	for {
 		mctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: in.Queues.LLM,
@@ -195,7 +195,7 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 			return res, nil
 		}
 		usedCalls += len(out.Calls)
-		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved}
+		step = ModelStep{Session: in.Session, Seq: res.Seq, Results: results, UsedTokens: res.Usage.TotalTokens, UsedCalls: usedCalls, Approved: approved, Settings: in.Settings, Turns: res.Turns}
 		if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= continueAfter || info.GetCurrentHistorySize() >= continueAfterBytes {
 			next := in
 			next.Prompt, next.PromptRef, next.Seq, next.Turns, next.Results, next.Usage = "", nil, res.Seq, res.Turns, results, res.Usage

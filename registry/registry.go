@@ -271,6 +271,22 @@ func (r *Registry) Get(name string) (Tool, bool) {
 	return e.tool, true
 }
 
+// Subset returns a registry of the tools of r whose names keep accepts,
+// with r's permission checker and limits: what a run that offers only
+// some tools (agrun run --tools on a cluster's worker) calls them with. The
+// tools are shared, not copied; later changes to r do not reach it.
+func (r *Registry) Subset(keep func(name string) bool) *Registry {
+	sub := &Registry{checker: r.checker, maxParallel: r.maxParallel, maxArgs: r.maxArgs, tools: map[string]*entry{}}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for n, e := range r.tools {
+		if keep(n) {
+			sub.tools[n] = e
+		}
+	}
+	return sub
+}
+
 // List returns the names of all tools, sorted.
 func (r *Registry) List() []string {
 	r.mu.RLock()

@@ -1,7 +1,7 @@
 package session
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"regexp"
@@ -69,34 +69,7 @@ type Pruned struct {
 	Kept int
 }
 
-// Prune removes the sessions last used before cutoff. Each is decided
-// again under its lock, so a session used since it was listed is kept,
-// and one in use by another process is skipped (ErrLocked in Skipped).
-// It fails only when the folder cannot be listed.
+// Prune removes the sessions last used before cutoff (PruneStore).
 func (st *Files) Prune(cutoff time.Time) (Pruned, error) {
-	infos, err := st.Infos()
-	if err != nil {
-		return Pruned{}, err
-	}
-	var p Pruned
-	for _, in := range infos {
-		if !in.Updated.Before(cutoff) {
-			p.Kept++
-			continue
-		}
-		ok, err := st.RemoveUnusedSince(in.ID, cutoff)
-		switch {
-		case errors.Is(err, ErrNotFound): // removed meanwhile
-		case err != nil:
-			if p.Skipped == nil {
-				p.Skipped = map[string]error{}
-			}
-			p.Skipped[in.ID] = err
-		case !ok:
-			p.Kept++ // used since it was listed
-		default:
-			p.Removed = append(p.Removed, in)
-		}
-	}
-	return p, nil
+	return PruneStore(context.Background(), st, cutoff)
 }

@@ -43,7 +43,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -597,12 +596,7 @@ func (st *Files) Infos() ([]Info, error) {
 		}
 		out = append(out, info)
 	}
-	slices.SortFunc(out, func(a, b Info) int {
-		if c := b.Updated.Compare(a.Updated); c != 0 {
-			return c
-		}
-		return strings.Compare(b.ID, a.ID)
-	})
+	SortInfos(out)
 	return out, nil
 }
 

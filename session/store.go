@@ -219,6 +219,7 @@ var _ Store = (*Files)(nil)
 type Mem struct {
 	mu       sync.Mutex
 	sessions map[string][]json.RawMessage
+	updated  map[string]time.Time // each session's last append
 }
 
 // Append writes recs at seq, seq+1, ... (see Store).
@@ -240,7 +241,9 @@ func (m *Mem) Append(ctx context.Context, session string, seq int64, recs []json
 	}
 	if m.sessions == nil {
 		m.sessions = map[string][]json.RawMessage{}
+		m.updated = map[string]time.Time{}
 	}
+	m.updated[session] = time.Now()
 	for _, r := range recs {
 		have = append(have, slices.Clone(r))
 	}
@@ -298,6 +301,7 @@ func (m *Mem) Delete(ctx context.Context, session string) error {
 		return fmt.Errorf("session %q: %w", session, ErrNotFound)
 	}
 	delete(m.sessions, session)
+	delete(m.updated, session)
 	return nil
 }
 

@@ -3,8 +3,11 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/agcore/agrun/internal/flock"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/session/sessiontest"
@@ -59,4 +62,34 @@ func TestFilesStoreRefusesOtherJSON(t *testing.T) {
 	if info, err := st.Info("s"); err != nil || info.Tokens != 3 || info.Model != "m" {
 		t.Fatalf("info %+v, %v", info, err)
 	}
+}
+
+// TestFilesAdmin: the JSON-lines files keep the Admin contract (`agrun
+// sessions rm/prune/compact/export`); a session in use is one another
+// process has open.
+func TestFilesAdmin(t *testing.T) {
+	sessiontest.RunAdmin(t, func(t *testing.T) session.Admin {
+		st, err := session.OpenFiles(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}, sessiontest.AdminOptions{Hold: func(t *testing.T, s session.Admin, id string) func() {
+		// The lock of a process that has the session open (Open itself
+		// would repair the file, making it look used now).
+		f, err := os.OpenFile(filepath.Join(s.(*session.Files).Dir(), id+".jsonl"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := flock.TryLock(f); err != nil {
+			t.Fatal(err)
+		}
+		return func() { f.Close() }
+	}})
+}
+
+// TestMemAdmin: Mem keeps the Admin contract, in use through
+// session.Guarded.
+func TestMemAdmin(t *testing.T) {
+	sessiontest.RunAdmin(t, func(t *testing.T) session.Admin { return &session.Mem{} }, sessiontest.AdminOptions{})
 }

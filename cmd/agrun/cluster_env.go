@@ -40,23 +40,3 @@ func (c *cli) openCluster(ctx context.Context, cfg *config.Config) (*clusterEnv,
 	}
 	return &clusterEnv{Cluster: sc, cfg: sc.Config, temporal: sc.Temporal, sessions: sc.Sessions, objects: sc.Objects, queues: sc.Queues}, nil
 }
-
-// sharedSessions lists the sessions of the cluster's PostgreSQL store,
-// each summarised from its records (ok false: the local store is used).
-func (c *cli) sharedSessions() ([]session.Info, bool, error) {
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return nil, false, err
-	}
-	return setup.SharedSessions(cfg)
-}
-
-// sharedRecords returns a session's records from the cluster's
-// PostgreSQL store (ok false: the local store is used).
-func (c *cli) sharedRecords(id string) ([]session.Record, bool, error) {
-	cfg, err := c.loadConfig()
-	if err != nil {
-		return nil, false, err
-	}
-	return setup.SharedRecords(cfg, id)
-}

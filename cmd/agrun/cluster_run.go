@@ -17,18 +17,16 @@ import (
 	"github.com/agcore/agrun/session"
 )
 
-// clusterUnsupported lists the run flags a run on the cluster refuses: the
-// workers' configuration decides the model, the prompt and the tools, and
-// these are not carried to them yet (docs/SCALING.md, Limits).
+// clusterUnsupported lists the run flags a run on the cluster refuses
+// (docs/SCALING.md, Limits): --base-url would send a worker's API key
+// wherever the starter says; --trace's spans are made on the workers (their
+// [telemetry]); --resource and --prompt read this process's MCP servers.
 func clusterUnsupported(o *runOptions) string {
 	for _, f := range []struct {
 		name string
 		set  bool
 	}{
-		{"-m/--model", o.set["model"]}, {"-s/--system", o.set["system"]}, {"--base-url", o.set["base-url"]},
-		{"--tools", o.tools != ""}, {"--no-tools", o.noTools}, {"-c/--continue", o.cont},
-		{"--schema", o.schemaArg != ""}, {"--trace", o.trace},
-		{"--max-tokens", o.maxTokens > 0}, {"--max-tool-calls", o.maxToolCalls > 0},
+		{"--base-url", o.set["base-url"]}, {"--trace", o.trace},
 		{"--resource", len(o.resources) > 0}, {"--prompt", o.promptRef != ""},
 	} {
 		if f.set {
@@ -36,6 +34,37 @@ func clusterUnsupported(o *runOptions) string {
 		}
 	}
 	return ""
+}
+
+// clusterSettings are the run flags a run on the cluster carries to its
+// workers, which apply them within their own config (cluster.RunSettings).
+func clusterSettings(o *runOptions) *cluster.RunSettings {
+	s := &cluster.RunSettings{Tools: o.toolNames(), NoTools: o.noTools, Schema: o.schema, MaxTotalTokens: o.maxTokens, MaxToolCalls: int(o.maxToolCalls)}
+	if o.set["model"] {
+		s.Model = o.model
+	}
+	if o.set["system"] {
+		s.System = &o.system
+	}
+	return s
+}
+
+// clusterClient starts and follows the runs of session *id on the
+// cluster, with the run flags they carry; with -c, *id becomes the
+// cluster's most recently used session.
+func (c *cli) clusterClient(ce *clusterEnv, cfg *config.Config, o *runOptions, id *string) (*cluster.Client, error) {
+	if st, ok := ce.sessions.(session.Admin); ok && o.cont {
+		latest, err := c.sessionID(st, o)
+		if err != nil {
+			return nil, err
+		}
+		if latest != "" {
+			*id = latest
+		}
+	}
+	cl := ce.Client()
+	cl.Defaults.Settings = clusterSettings(o)
+	return cl, nil
 }
 
 // runOnCluster is runOnce with [cluster]: the run is a workflow on the
@@ -58,7 +87,10 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 		return "", turnStats{}, err
 	}
 	defer ce.close()
-	cl := ce.Client()
+	cl, err := c.clusterClient(ce, cfg, o, &id)
+	if err != nil {
+		return "", turnStats{}, err
+	}
 	if o.resume != nil {
 		// --approve/--deny: the decisions go to the run that waits for
 		// them, which goes on; shown from where the session is now.
@@ -154,7 +186,10 @@ func (c *cli) chatOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.C
 		return err
 	}
 	defer ce.close()
-	cl := ce.Client()
+	cl, err := c.clusterClient(ce, cfg, o, &id)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(c.stderr, "agrun: session %s on the cluster at %s. /exit\n", id, cfg.Cluster.TemporalAddress)
 	s := &chatSession{cli: c}
 	interactive := c.isTTY(c.stdin)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -23,11 +24,12 @@ func (c *cli) sessionsCompact(args []string) error {
 		return usageOf(fs, "needs one session ID (and --keep at least 0)")
 	}
 	id := pos[0]
-	st, err := c.sessionStore()
+	st, _, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
-	before, after, err := st.Compact(id, *keep)
+	defer done()
+	before, after, err := st.CompactSession(context.Background(), id, *keep)
 	switch {
 	case errors.Is(err, session.ErrBadID):
 		return usagef("%v", err)

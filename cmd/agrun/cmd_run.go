@@ -402,11 +402,11 @@ func (c *cli) prepareRun(ctx context.Context, fs *flag.FlagSet, o *runOptions) (
 
 // sessionID is the session a run uses: --session, the most recently used
 // one with --continue, else "" (a new one).
-func (c *cli) sessionID(st *session.Files, o *runOptions) (string, error) {
+func (c *cli) sessionID(st session.Admin, o *runOptions) (string, error) {
 	if !o.cont {
 		return o.session, nil
 	}
-	infos, err := st.Infos()
+	infos, err := st.Summaries(context.Background())
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,18 +9,20 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
-// sessionStore opens the sessions folder of the config ([sessions] dir, else
-// $XDG_DATA_HOME/agrun/sessions).
-func (c *cli) sessionStore() (*session.Files, error) {
+// sessionStore opens the store `agrun sessions` works on
+// (setup.SessionAdmin): the sessions folder of the config, or the
+// cluster's PostgreSQL; where names it.
+func (c *cli) sessionStore() (st session.Admin, where string, close func(), err error) {
 	cfg, err := c.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	return c.sessionStoreFor(cfg)
+	return setup.SessionAdmin(context.Background(), cfg, c.logger())
 }
 
 // sessionCommands are the subcommands of `agrun sessions`, by name; each
@@ -56,21 +59,16 @@ func (c *cli) sessions(args []string) error {
 		i := slices.Index(args, pos[0])
 		return sub(c, slices.Delete(slices.Clone(args), i, i+1))
 	}
-	if infos, ok, err := c.sharedSessions(); ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return c.printSessionList(infos, *asJSON, "the cluster's session store")
-	}
-	st, err := c.sessionStore()
+	st, where, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
-	infos, err := st.Infos()
+	defer done()
+	infos, err := st.Summaries(context.Background())
 	if err != nil {
 		return err
 	}
-	return c.printSessionList(infos, *asJSON, st.Dir())
+	return c.printSessionList(infos, *asJSON, where)
 }
 
 // printSessionList prints the list of `agrun sessions`; where names the
@@ -123,19 +121,15 @@ func (c *cli) sessionsShow(args []string) error {
 	if err != nil {
 		return err
 	}
-	recs, shared, err := c.sharedRecords(id)
+	st, _, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
-	var st *session.Files
-	var warnings []string
-	if !shared {
-		if st, err = c.sessionStore(); err != nil {
-			return err
-		}
-		if recs, warnings, err = st.Records(id); err != nil {
-			return sessionErr(err)
-		}
+	defer done()
+	ctx := context.Background()
+	recs, warnings, err := session.RecordsOf(ctx, st, id)
+	if err != nil {
+		return sessionErr(err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
@@ -147,11 +141,7 @@ func (c *cli) sessionsShow(args []string) error {
 		writeJSONLine(c.stdout, recs)
 		return nil
 	}
-	if shared {
-		info := session.InfoOf(id, recs)
-		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens (the cluster's session store)\n", id, info.Turns,
-			safe(orDash(info.Model)), info.Tokens)
-	} else if info, err := st.Info(id); err == nil {
+	if info, err := st.Summary(ctx, id); err == nil {
 		fmt.Fprintf(c.stdout, "# session %s: %d turns, model %s, %d tokens, last used %s\n", id, info.Turns,
 			safe(orDash(info.Model)), info.Tokens, info.Updated.Local().Format(time.DateTime))
 	}
@@ -182,13 +172,14 @@ func (c *cli) sessionsRm(args []string) error {
 			return usageOf(fs, "%q: %v", id, session.ErrBadID)
 		}
 	}
-	st, err := c.sessionStore()
+	st, _, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
+	defer done()
 	failed := 0
 	for _, id := range pos {
-		if err := st.Remove(id); err != nil {
+		if _, err := st.RemoveSession(context.Background(), id, time.Time{}); err != nil {
 			failed++
 			fmt.Fprintf(c.stderr, "agrun: %s\n", rmError(id, err))
 			continue
@@ -223,24 +214,17 @@ func (c *cli) sessionsExport(args []string) error {
 	if *format != "markdown" && *format != "json" {
 		return usageOf(fs, "--format %q: want markdown or json", *format)
 	}
-	st, err := c.sessionStore()
+	st, _, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
-	info, err := st.Info(id)
-	if err != nil {
-		return sessionErr(err)
-	}
-	raw, warnings, err := st.Messages(id)
+	defer done()
+	info, msgs, warnings, err := session.ExportOf(context.Background(), st, id)
 	if err != nil {
 		return sessionErr(err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(c.stderr, "agrun: session %s: %s\n", id, w)
-	}
-	msgs, err := session.Decode[loop.Message](raw)
-	if err != nil {
-		return fmt.Errorf("session %s: %w", id, err)
 	}
 	if *format == "json" {
 		writeJSONLine(c.stdout, struct {
@@ -271,11 +255,12 @@ func (c *cli) sessionsPrune(args []string) error {
 	if err != nil {
 		return usageOf(fs, "--older-than: %v", err)
 	}
-	st, err := c.sessionStore()
+	st, _, done, err := c.sessionStore()
 	if err != nil {
 		return err
 	}
-	p, err := st.Prune(time.Now().Add(-age))
+	defer done()
+	p, err := session.PruneStore(context.Background(), st, time.Now().Add(-age))
 	if err != nil {
 		return err
 	}

@@ -80,9 +80,14 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	lc.Approver = c.serveApprover(cfg)
+	models, err := setup.ClusterModels(cfg) // what a run's -m may name
+	if err != nil {
+		return err
+	}
 	a := &cluster.Activities{
 		Registry: e.reg,
 		Loop:     lc,
+		Models:   models,
 		Sessions: ce.sessions,
 		Blobs:    ce.objects,
 	}

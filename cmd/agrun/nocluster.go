@@ -8,7 +8,6 @@ import (
 
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/internal/cli/setup"
-	"github.com/agcore/agrun/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -37,8 +36,3 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	}
 	return errNoCluster
 }
-
-// sharedSessions and sharedRecords read the cluster's session store for
-// `agrun sessions` when it is not the local one: never, in this build.
-func (c *cli) sharedSessions() ([]session.Info, bool, error)        { return nil, false, nil }
-func (c *cli) sharedRecords(string) ([]session.Record, bool, error) { return nil, false, nil }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -314,3 +315,197 @@ func isUniqueViolation(err error) bool {
 }
 
 var _ session.Store = (*Sessions)(nil)
+
+// Summaries summarises every session (session.InfoOf) in one pass over
+// the table, its last use the time of its last record's append
+// (created_at, the server's clock), most recently used first.
+func (s *Sessions) Summaries(ctx context.Context) ([]session.Info, error) {
+	rows, err := s.pool.Query(ctx, `SELECT session_id, data, created_at FROM session_events ORDER BY session_id, seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []session.Info
+	var id string
+	var recs []session.Record
+	var last time.Time
+	flush := func() {
+		if id != "" {
+			out = append(out, summary(id, recs, last))
+		}
+	}
+	for rows.Next() {
+		var sid string
+		var data []byte
+		var at time.Time
+		if err := rows.Scan(&sid, &data, &at); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		if sid != id {
+			flush()
+			id, recs, last = sid, recs[:0], time.Time{}
+		}
+		var r session.Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("list sessions: session %s: %w", sid, err)
+		}
+		recs = append(recs, r)
+		if at.After(last) {
+			last = at
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	flush()
+	session.SortInfos(out)
+	return out, nil
+}
+
+// summary is the Info of session id from its records and its last
+// append.
+func summary(id string, recs []session.Record, last time.Time) session.Info {
+	in := session.InfoOf(id, recs)
+	in.Updated = last
+	if in.Created.IsZero() {
+		in.Created = last
+	}
+	return in
+}
+
+// Summary summarises session id as Summaries does.
+func (s *Sessions) Summary(ctx context.Context, id string) (session.Info, error) {
+	if !session.ValidID(id) {
+		return session.Info{}, fmt.Errorf("%w: %q", session.ErrBadID, id)
+	}
+	var recs []session.Record
+	var last time.Time
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT data, created_at FROM session_events WHERE session_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var data []byte
+			var at time.Time
+			if err := rows.Scan(&data, &at); err != nil {
+				return err
+			}
+			var r session.Record
+			if err := json.Unmarshal(data, &r); err != nil {
+				return fmt.Errorf("record %d: %w", len(recs), err)
+			}
+			recs = append(recs, r)
+			if at.After(last) {
+				last = at
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return session.Info{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	if len(recs) == 0 {
+		return session.Info{}, fmt.Errorf("%w: session %s", session.ErrNotFound, id)
+	}
+	return summary(id, recs, last), nil
+}
+
+// RemoveSession removes session id (session.Admin) in one transaction
+// under the session's advisory lock, so that it does not interleave with
+// an Append: with a cutoff, only if its last record was appended before
+// it. PostgreSQL sees no runs: a cluster wraps the store in
+// session.Guarded, which refuses a session whose workflow runs.
+func (s *Sessions) RemoveSession(ctx context.Context, id string, cutoff time.Time) (bool, error) {
+	if !session.ValidID(id) {
+		return false, fmt.Errorf("%w: %q", session.ErrBadID, id)
+	}
+	var removed, found bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockSession(ctx, tx, id); err != nil {
+			return err
+		}
+		var last *time.Time
+		if err := tx.QueryRow(ctx, `SELECT MAX(created_at) FROM session_events WHERE session_id = $1`, id).Scan(&last); err != nil {
+			return err
+		}
+		if found = last != nil; !found || (!cutoff.IsZero() && !last.Before(cutoff)) {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM session_events WHERE session_id = $1`, id)
+		removed = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", id, err)
+	}
+	if !found {
+		return false, fmt.Errorf("%w: session %s", session.ErrNotFound, id)
+	}
+	return removed, nil
+}
+
+// CompactSession compacts session id in place (session.CompactRecords):
+// in one transaction under the session's advisory lock it reads the
+// records and rewrites those compaction changed at their seqs, so the
+// session keeps its number of records and an Append never meets half a
+// compaction. before and after are the sizes of its records' data.
+func (s *Sessions) CompactSession(ctx context.Context, id string, keep int) (before, after int64, err error) {
+	if !session.ValidID(id) {
+		return 0, 0, fmt.Errorf("%w: %q", session.ErrBadID, id)
+	}
+	var recs []json.RawMessage
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockSession(ctx, tx, id); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT seq, data FROM session_events WHERE session_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		recs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (json.RawMessage, error) {
+			var seq int64
+			var b []byte
+			err := r.Scan(&seq, &b)
+			seqs = append(seqs, seq)
+			return json.RawMessage(b), err
+		})
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return session.ErrNotFound
+		}
+		out, changed, err := session.CompactRecords(recs, keep)
+		if err != nil {
+			return err
+		}
+		for _, i := range changed {
+			if _, err := tx.Exec(ctx, `UPDATE session_events SET data = $3 WHERE session_id = $1 AND seq = $2`, id, seqs[i], []byte(out[i])); err != nil {
+				return err
+			}
+		}
+		before, after = sizeOf(recs), sizeOf(out)
+		return nil
+	})
+	if errors.Is(err, session.ErrNotFound) {
+		return 0, 0, fmt.Errorf("%w: session %s", session.ErrNotFound, id)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("session %s: %w", id, err)
+	}
+	return before, after, nil
+}
+
+// sizeOf is the size of records' data.
+func sizeOf(recs []json.RawMessage) int64 {
+	var n int64
+	for _, r := range recs {
+		n += int64(len(r))
+	}
+	return n
+}
+
+var _ session.Admin = (*Sessions)(nil)

@@ -41,6 +41,13 @@ func TestSessions(t *testing.T) {
 	sessiontest.Run(t, func(t *testing.T) session.Store { return openPG(t, pgtest.Start(t)) }, sessiontest.Options{Verbatim: true})
 }
 
+// TestSessionsAdmin runs the Admin contract (`agrun sessions
+// rm/prune/compact/export` on a cluster) against a real PostgreSQL
+// server, a session in use through session.Guarded as a cluster has it.
+func TestSessionsAdmin(t *testing.T) {
+	sessiontest.RunAdmin(t, func(t *testing.T) session.Admin { return openPG(t, pgtest.Start(t)) }, sessiontest.AdminOptions{})
+}
+
 // TestSessionsTwoProcesses: stores with pools of their own on one
 // database (as two worker processes have) race to append at the same
 // seqs; exactly one wins each, the others see written false, and every

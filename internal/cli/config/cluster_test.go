@@ -22,13 +22,15 @@ s3_endpoint = "http://127.0.0.1:9000"
 s3_path_style = true
 session_store = "postgres"
 postgres_dsn_env = "PG_DSN"
+models = ["gpt-small", "gpt-large"]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := c.Cluster
 	if !cc.Enabled() || cc.Namespace != "agents" || cc.TaskQueuePrefix != "prod-" || !cc.RetrySideEffects || cc.HeartbeatTimeout.Std() != 5*time.Second || cc.ApprovalTimeout.Std() != 15*time.Minute ||
-		cc.ModuleStore != "s3://bucket/agrun" || !cc.S3PathStyle || cc.SessionStore != "postgres" || cc.PostgresDSNEnv != "PG_DSN" {
+		cc.ModuleStore != "s3://bucket/agrun" || !cc.S3PathStyle || cc.SessionStore != "postgres" || cc.PostgresDSNEnv != "PG_DSN" ||
+		strings.Join(cc.Models, ",") != "gpt-small,gpt-large" {
 		t.Errorf("decoded %+v", cc)
 	}
 	if Default().Cluster.Enabled() {
@@ -47,6 +49,7 @@ postgres_dsn_env = "PG_DSN"
 		{"[cluster]\nheartbeat_timeout = \"-1s\"\n", "cluster.heartbeat_timeout", "", 2},
 		{"[cluster]\napproval_timeout = \"-1s\"\n", "cluster.approval_timeout", "", 2},
 		{"[cluster]\nqueues = 3\n", "cluster.queues", "unknown key", 2},
+		{"[cluster]\nmodels = [\"a\", \" \"]\n", "cluster.models", "model name", 2},
 	} {
 		_, err := Parse("agrun.toml", []byte(tc.toml))
 		var ce *Error

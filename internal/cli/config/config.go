@@ -358,6 +358,11 @@ type Cluster struct {
 	// connection string (it holds a password: never in the config);
 	// "": AGRUN_POSTGRES_DSN.
 	PostgresDSNEnv string `toml:"postgres_dsn_env"`
+	// Models are the models a run may ask for (`agrun run -m`) besides
+	// [llm] model, each through [llm]'s API, base URL and key: a worker
+	// refuses any other (a run's model is the starter's choice, the
+	// worker's config the ceiling: docs/SCALING.md).
+	Models []string `toml:"models"`
 }
 
 // Enabled reports whether the cluster is configured.
@@ -684,6 +689,11 @@ func (c *Config) check(path string, lines *lineIndex) error {
 	}
 	if e := c.Cluster.S3Endpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return errAt("must be an http:// or https:// URL", "cluster", "s3_endpoint")
+	}
+	for _, m := range c.Cluster.Models {
+		if strings.TrimSpace(m) == "" || len(m) > 200 {
+			return errAt("each must be a model name (1 to 200 bytes)", "cluster", "models")
+		}
 	}
 	if err := c.checkRegistries(errAt); err != nil {
 		return err

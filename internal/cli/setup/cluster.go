@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/agcore/agrun/cluster"
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/session"
 )
 
@@ -144,6 +146,23 @@ func RunDefaults(cfg *config.Config, q cluster.Queues) cluster.RunInput {
 	}
 }
 
+// ClusterModels are the providers of [cluster] models, by name: each
+// [llm] with that model (cluster.Activities.Models), so that a worker
+// answers a run's `-m` only with a model its config names.
+func ClusterModels(cfg *config.Config) (map[string]loop.Provider, error) {
+	out := map[string]loop.Provider{}
+	for _, m := range cfg.Cluster.Models {
+		l := cfg.LLM
+		l.Model = m
+		p, err := Provider(&l)
+		if err != nil {
+			return nil, &ConfigError{fmt.Errorf("[cluster] models %q: %w", m, err)}
+		}
+		out[m] = p
+	}
+	return out, nil
+}
+
 // pgSessions opens the cluster's session store for `agrun sessions` when
 // [cluster] session_store is "postgres" (ok false otherwise: the local
 // files are the store, read as ever).
@@ -166,53 +185,48 @@ func pgSessions(ctx context.Context, cfg *config.Config) (*pgstore.Sessions, boo
 	return pg, true, nil
 }
 
-// SharedSessions lists the sessions of cfg's cluster's PostgreSQL store,
-// each summarised from its records (ok false: the local store is used).
-func SharedSessions(cfg *config.Config) ([]session.Info, bool, error) {
-	ctx := context.Background()
+// runCheckTimeout bounds the question to Temporal whether a session's
+// run is going on (SessionAdmin).
+const runCheckTimeout = 15 * time.Second
+
+// SessionAdmin opens the store `agrun sessions` works on, and where names
+// it in messages: with [cluster] session_store = "postgres", the
+// cluster's PostgreSQL, wrapped in session.Guarded so that rm, prune and
+// compact refuse a session whose workflow runs (cluster.Running, asked
+// of [cluster] temporal_address only then: listing, show and export need
+// no Temporal); else the sessions folder. close releases it.
+func SessionAdmin(ctx context.Context, cfg *config.Config, log *slog.Logger) (st session.Admin, where string, close func(), err error) {
 	pg, ok, err := pgSessions(ctx, cfg)
-	if !ok || err != nil {
-		return nil, ok, err
-	}
-	defer pg.Close()
-	ids, err := pg.List(ctx)
 	if err != nil {
-		return nil, true, err
+		return nil, "", nil, err
 	}
-	var infos []session.Info
-	for _, id := range ids {
-		recs, err := decodeRecords(ctx, pg, id)
+	if !ok {
+		files, err := SessionStore(cfg)
 		if err != nil {
-			return nil, true, err
+			return nil, "", nil, err
 		}
-		infos = append(infos, session.InfoOf(id, recs))
+		return files, files.Dir(), func() {}, nil
 	}
-	return infos, true, nil
-}
-
-// SharedRecords returns a session's records from cfg's cluster's
-// PostgreSQL store (ok false: the local store is used).
-func SharedRecords(cfg *config.Config, id string) ([]session.Record, bool, error) {
-	ctx := context.Background()
-	pg, ok, err := pgSessions(ctx, cfg)
-	if !ok || err != nil {
-		return nil, ok, err
-	}
-	defer pg.Close()
-	recs, err := decodeRecords(ctx, pg, id)
-	return recs, true, err
-}
-
-func decodeRecords(ctx context.Context, st session.Store, id string) ([]session.Record, error) {
-	raw, err := st.Load(ctx, id, 0)
+	addr := cfg.Cluster.TemporalAddress
+	tc, err := client.NewLazyClient(client.Options{
+		HostPort:  addr,
+		Namespace: (&Cluster{Config: cfg}).Namespace(),
+		Logger:    tlog.NewStructuredLogger(slog.New(temporalLogHandler{log.Handler()})),
+	})
 	if err != nil {
-		return nil, err
+		pg.Close()
+		return nil, "", nil, fmt.Errorf("[cluster] temporal_address %s: %w", addr, err)
 	}
-	recs, err := session.DecodeRecords(raw)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
+	inUse := func(ctx context.Context, id string) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, runCheckTimeout)
+		defer cancel()
+		busy, err := cluster.Running(ctx, tc, id)
+		if err != nil {
+			return false, fmt.Errorf("cannot ask Temporal at %s ([cluster] temporal_address): %w", addr, err)
+		}
+		return busy, nil
 	}
-	return recs, nil
+	return &session.Guarded{Admin: pg, InUse: inUse}, "the cluster's session store", func() { tc.Close(); pg.Close() }, nil
 }
 
 // ClusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)

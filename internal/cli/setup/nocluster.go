@@ -10,6 +10,7 @@ import (
 	"github.com/agcore/agrun/cluster/store"
 	"github.com/agcore/agrun/internal/cli/config"
 	"github.com/agcore/agrun/server"
+	"github.com/agcore/agrun/session"
 )
 
 // This agrun is built without the cluster (the default: linking Temporal,
@@ -32,4 +33,15 @@ func ClusterErrorKind(error) (string, bool) { return "", false }
 // ServeCluster is `agrun serve` with [cluster]: not in this build.
 func ServeCluster(context.Context, *config.Config, *slog.Logger, *server.Options) (func(), error) {
 	return nil, ErrNoCluster
+}
+
+// SessionAdmin opens the store `agrun sessions` works on: in this build
+// the sessions folder, whatever [cluster] says. where names it in
+// messages; close releases it.
+func SessionAdmin(_ context.Context, cfg *config.Config, _ *slog.Logger) (st session.Admin, where string, close func(), err error) {
+	files, err := SessionStore(cfg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return files, files.Dir(), func() {}, nil
 }
