@@ -587,13 +587,21 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	conv.trace.Store(trace)
 	// MCP servers' sampling during the turn counts in its budget and
 	// its session.
-	c.samp.StartRun(conv.cycle, func(r loop.DecisionRecord) { conv.sess.RecordDecision(r) }, func(r loop.RequestInfo) { conv.sess.RecordRequest(r) })
+	// They are recorded here, on the run's goroutine (Flush at each
+	// event, EndRun), and shown to a --json reader as mcp_decision lines.
+	c.samp.StartRun(conv.cycle, func(r loop.DecisionRecord) {
+		conv.sess.RecordDecision(r)
+		if asJSON {
+			writeJSONLine(c.stdout, setup.MCPDecisionOf(r))
+		}
+	}, func(r loop.RequestInfo) { conv.sess.RecordRequest(r) })
 	defer c.samp.EndRun()
 	defer func() {
 		conv.trace.Store(nil)
 		trace.Finish(runErr)
 	}()
 	for ev, err := range conv.events(ctx, prompt, reg) {
+		c.samp.Flush()
 		if err != nil {
 			runErr = err
 			break
