@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agcore/agrun/internal/testing/mddoc"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -38,6 +39,16 @@ func TestOutputSchema(t *testing.T) {
 	toml, err := wasmtools.ParseManifestTOML([]byte("name = \"word_count\"\ndescription = \"Count words.\"\n[output_schema]\ntype = \"object\"\nrequired = [\"words\"]\n[output_schema.properties.words]\ntype = \"integer\"\n"))
 	if err != nil || string(toml.OutputSchema) != `{"properties":{"words":{"type":"integer"}},"required":["words"],"type":"object"}` {
 		t.Fatalf("TOML: %s, %v", toml.OutputSchema, err)
+	}
+
+	// guest-sdk/ABI.md's example.
+	blocks := mddoc.Read(t, "guest-sdk/ABI.md").Section(t, "## 5. Manifest").Blocks("toml")
+	if len(blocks) == 0 {
+		t.Fatal("guest-sdk/ABI.md's manifest section has no output_schema example")
+	}
+	doc, err := wasmtools.ParseManifestTOML([]byte("name = \"word_count\"\ndescription = \"Count words.\"\n" + blocks[len(blocks)-1]))
+	if err != nil || string(doc.OutputSchema) != `{"properties":{"words":{"type":"integer"}},"required":["words"],"type":"object"}` {
+		t.Errorf("guest-sdk/ABI.md's example: %s, %v", doc.OutputSchema, err)
 	}
 
 	ctx := context.Background()

@@ -242,6 +242,16 @@ func TestElicitationRecorded(t *testing.T) {
 	if dec == nil || dec.Tool != "elicitation:everything" || dec.Answer != loop.Deny || dec.By != "non-interactive" || !strings.Contains(dec.Request, "Please provide inputs") {
 		t.Errorf("run --json printed no mcp_decision for the question (%+v):\n%s", dec, r.stdout)
 	}
+	// docs/MCP.md shows this very line.
+	var doc setup.MCPDecision
+	for _, b := range mddoc.Read(t, "docs/MCP.md").Blocks("json") {
+		if strings.Contains(b, `"mcp_decision"`) && json.Unmarshal([]byte(b), &doc) != nil {
+			t.Errorf("docs/MCP.md's mcp_decision example is not JSON: %s", b)
+		}
+	}
+	if dec != nil && doc != *dec {
+		t.Errorf("docs/MCP.md shows %+v, run --json printed %+v", doc, *dec)
+	}
 	if !strings.Contains(r.stderr, "asked a question and there is no one to ask: declined") {
 		t.Errorf("stderr %q", r.stderr)
 	}
