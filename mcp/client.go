@@ -156,6 +156,9 @@ type Client struct {
 	nextCall    atomic.Int64  // progress tokens
 	refreshOnce sync.Once     // starts the refresher
 
+	rootsMu  sync.Mutex // serializes SetRoots
+	rootURIs []string   // the roots offered, as URIs
+
 	syncMu  sync.Mutex // serializes tool list updates and Sync
 	tools   []registry.Tool
 	toolGen uint64 // generation of tools: listings started later win
@@ -278,9 +281,15 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 	if o.Sample != nil {
 		c.offerSampling(so)
 	}
+	if len(o.Roots) > MaxRoots {
+		return nil, fmt.Errorf("server %q: %d roots, at most %d", serverName, len(o.Roots), MaxRoots)
+	}
 	roots, err := fileRoots(o.Roots)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", serverName, err)
+	}
+	for _, r := range roots {
+		c.rootURIs = append(c.rootURIs, r.URI)
 	}
 	if len(roots) > 0 {
 		//lint:ignore SA1019 roots are offered to servers on protocol versions before 2026-07-28 (SEP-2577 deprecates them, with a 12-month window; docs/MCP.md)

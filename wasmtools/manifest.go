@@ -74,6 +74,13 @@ type Manifest struct {
 	Permissions []permission.Permission `json:"permissions,omitempty"`
 	// Output is "json" (the default when empty) or "text".
 	Output string `json:"output,omitempty"`
+	// OutputSchema is the JSON Schema of the tool's result (extending
+	// design.md's manifest; optional): an object schema that compiles,
+	// bounded as Parameters is, with Output "json". A result that does
+	// not match it fails the call (execution_failed); `agrun mcp serve`
+	// advertises it as the tool's outputSchema and sends the result as
+	// structuredContent. Empty: none.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // ErrInvalidManifest is wrapped by every manifest error: errors.Is(err,
@@ -107,7 +114,7 @@ func manifestErr(field, format string, args ...any) error {
 }
 
 // manifestFields are the keys a manifest may have, exactly so spelled.
-var manifestFields = []string{"name", "version", "description", "parameters", "permissions", "output"}
+var manifestFields = []string{"name", "version", "description", "parameters", "permissions", "output", "output_schema"}
 
 // ParseManifest decodes a manifest from JSON, strictly: the document must be
 // one JSON object of at most MaxManifestBytes; unknown fields (matched
@@ -162,6 +169,8 @@ func ParseManifest(data []byte) (Manifest, error) {
 			err = json.Unmarshal(raw, &m.Output)
 		case "parameters":
 			m.Parameters = raw
+		case "output_schema":
+			m.OutputSchema = raw
 		case "permissions":
 			var ss []string
 			if err = json.Unmarshal(raw, &ss); err == nil {
@@ -220,6 +229,12 @@ func (m Manifest) normalized() Manifest {
 			m.Parameters = buf.Bytes()
 		}
 	}
+	if len(m.OutputSchema) > 0 {
+		var buf bytes.Buffer
+		if json.Compact(&buf, m.OutputSchema) == nil {
+			m.OutputSchema = buf.Bytes()
+		}
+	}
 	if m.Permissions == nil {
 		m.Permissions = []permission.Permission{}
 	}
@@ -272,7 +287,15 @@ func (m Manifest) Validate() error {
 	if _, err := registry.CompileSchema(m.Parameters); err != nil {
 		return &ManifestError{Field: "parameters", Err: err}
 	}
-	if n := len(m.Parameters) + len(m.Description) + len(m.Version) + len(m.Name); n > MaxManifestBytes {
+	if len(bytes.TrimSpace(m.OutputSchema)) > 0 {
+		if m.Output == OutputText {
+			return manifestErr("output_schema", `a tool with output = "text" returns a string, which no object schema matches: use output = "json"`)
+		}
+		if _, err := registry.CompileSchema(m.OutputSchema); err != nil {
+			return &ManifestError{Field: "output_schema", Err: err}
+		}
+	}
+	if n := len(m.Parameters) + len(m.OutputSchema) + len(m.Description) + len(m.Version) + len(m.Name); n > MaxManifestBytes {
 		return manifestErr("", "%d bytes, at most %d", n, MaxManifestBytes)
 	}
 	return nil
@@ -410,11 +433,13 @@ func ParseManifestTOML(data []byte) (Manifest, error) {
 			return Manifest{}, manifestErr("", "unknown key %q (known: %s)", textsafe.Truncate(k, 64), strings.Join(manifestFields, ", "))
 		}
 	}
-	if s, ok := doc["parameters"].(string); ok {
-		if !json.Valid([]byte(s)) {
-			return Manifest{}, manifestErr("parameters", "the string is not valid JSON")
+	for _, k := range []string{"parameters", "output_schema"} {
+		if s, ok := doc[k].(string); ok {
+			if !json.Valid([]byte(s)) {
+				return Manifest{}, manifestErr(k, "the string is not valid JSON")
+			}
+			doc[k] = json.RawMessage(s)
 		}
-		doc["parameters"] = json.RawMessage(s)
 	}
 	for k, v := range doc {
 		if err := checkTOMLValue(v, 0); err != nil {

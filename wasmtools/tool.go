@@ -111,6 +111,7 @@ type Tool struct {
 	name   string
 	man    Manifest
 	params json.RawMessage
+	out    *registry.Schema // the manifest's output_schema; nil: none
 	caps   Capabilities
 	unused []Unused
 	limits runtime.Limits
@@ -118,7 +119,7 @@ type Tool struct {
 	call   *pluginCall     // a tool of an MCP-style plug-in (mcpplugin.go); nil otherwise
 }
 
-var _ registry.Tool = (*Tool)(nil)
+var _ registry.Presented = (*Tool)(nil)
 
 // Load compiles wasm and reads its manifest from the agrun.manifest custom
 // section. It fails if the pin in grant does not match, the manifest is
@@ -158,6 +159,7 @@ func LoadWithManifest(ctx context.Context, rt *runtime.Runtime, wasm []byte, m M
 	// As ParseManifest returns it: Manifest() then reads the same whichever
 	// way the tool was loaded, and the caller's slices are not shared.
 	m.Parameters = slices.Clone(m.Parameters)
+	m.OutputSchema = slices.Clone(m.OutputSchema)
 	m.Permissions = slices.Clone(m.Permissions)
 	return load(ctx, rt, wasm, m.normalized(), grant)
 }
@@ -194,7 +196,14 @@ func load(ctx context.Context, rt *runtime.Runtime, wasm []byte, m Manifest, g G
 	if len(bytes.TrimSpace(params)) == 0 {
 		params = defaultParameters
 	}
-	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, caps: capabilities(m.Permissions, g), unused: unused(m.Permissions, g), limits: g.Limits}, nil
+	var out *registry.Schema
+	if len(m.OutputSchema) > 0 {
+		if out, err = registry.CompileSchema(m.OutputSchema); err != nil { // checked by Validate: not reached
+			mod.Close(context.Background())
+			return nil, &ManifestError{Field: "output_schema", Err: err}
+		}
+	}
+	return &Tool{rt: rt, mod: mod, name: m.Name, man: m, params: params, out: out, caps: capabilities(m.Permissions, g), unused: unused(m.Permissions, g), limits: g.Limits}, nil
 }
 
 // checkGrant refuses a grant that would fail every call (or never match)
@@ -312,6 +321,13 @@ func (t *Tool) Description() string { return t.man.Description }
 // Parameters implements registry.Tool.
 func (t *Tool) Parameters() json.RawMessage { return t.params }
 
+// Title implements registry.Presented: a manifest has no title, so "".
+func (t *Tool) Title() string { return "" }
+
+// OutputSchema implements registry.Presented: the manifest's
+// output_schema (nil if none). Every result of the tool matches it.
+func (t *Tool) OutputSchema() json.RawMessage { return slices.Clone(t.man.OutputSchema) }
+
 // Permissions implements registry.Tool: what the manifest declares.
 func (t *Tool) Permissions() []permission.Permission { return slices.Clone(t.man.Permissions) }
 
@@ -321,6 +337,7 @@ func (t *Tool) Permissions() []permission.Permission { return slices.Clone(t.man
 func (t *Tool) Manifest() Manifest {
 	m := t.man
 	m.Parameters = slices.Clone(m.Parameters)
+	m.OutputSchema = slices.Clone(m.OutputSchema)
 	m.Permissions = slices.Clone(m.Permissions)
 	return m
 }
@@ -434,6 +451,14 @@ func (t *Tool) result(ctx context.Context, out *runtime.Output, err error) (json
 		// as is. Outside strings a valid document is ASCII, so the invalid
 		// bytes sit inside strings: replacing them keeps it valid.
 		res = bytes.ToValidUTF8(res, []byte("\uFFFD"))
+	}
+	if t.out != nil {
+		// The manifest promises the result's shape: a result that breaks
+		// the promise is the tool's failure, not a result (the schema's
+		// validation is bounded by registry.MaxValidationSteps).
+		if err := t.out.ValidateJSON(ctx, res); err != nil {
+			return nil, registry.Errorf(registry.ExecutionFailed, t.name, "the tool's output does not match its output_schema: %s", textsafe.Clean(err.Error(), 300))
+		}
 	}
 	return json.RawMessage(res), nil
 }

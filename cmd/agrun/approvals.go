@@ -63,16 +63,16 @@ func workDir() string {
 
 // answers returns how a question is answered: chat's line reader, or
 // lines read from stdin when it is a terminal; nil when no one can be
-// asked.
+// asked. Approvals, MCP servers' questions and sampling requests ask
+// from several goroutines at once: stdin gets one reader, made once
+// (under c.inMu), so that a line is never taken by another's.
 func (c *cli) answers() func(ctx context.Context) (string, error) {
-	if c.lineIn != nil {
-		return c.lineIn
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	if c.lineIn == nil && c.isTTY(c.stdin) {
+		lines, errs := readLinesFrom(c.stdin)
+		c.lineIn = func(ctx context.Context) (string, error) { return nextLine(ctx, lines, errs) }
 	}
-	if !c.isTTY(c.stdin) {
-		return nil
-	}
-	lines, errs := readLinesFrom(c.stdin)
-	c.lineIn = func(ctx context.Context) (string, error) { return nextLine(ctx, lines, errs) }
 	return c.lineIn
 }
 

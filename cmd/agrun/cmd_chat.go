@@ -81,22 +81,14 @@ func (s *chatSession) loop(ctx context.Context) error {
 	interactive := s.isTTY(s.stdin)
 	lines, readErr := s.readLines(ctx)
 	if interactive { // approval questions read the same lines (approvals.go)
+		s.inMu.Lock()
 		s.lineIn = func(ctx context.Context) (string, error) { return nextLine(ctx, lines, readErr) }
+		s.inMu.Unlock()
 	}
 	for {
-		if interactive {
-			fmt.Fprint(s.stderr, "> ")
-		}
-		var line string
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.interrupts:
-			fmt.Fprintln(s.stderr)
-			return nil // Ctrl-C at the prompt ends the session
-		case err := <-readErr:
-			return err // EOF (nil) or a read error
-		case line = <-lines:
+		line, end, err := s.prompt(ctx, interactive, lines, readErr)
+		if end {
+			return err
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -114,6 +106,28 @@ func (s *chatSession) loop(ctx context.Context) error {
 			}
 			fmt.Fprintf(s.stderr, "agrun: %s\n", safe(err.Error()))
 		}
+	}
+}
+
+// prompt reads the next line at the "> " prompt as an answer is read:
+// holding c.asking, so that an MCP server's question between turns
+// waits and takes none of its lines. end: the session ends (err: why).
+func (s *chatSession) prompt(ctx context.Context, interactive bool, lines chan string, readErr chan error) (line string, end bool, err error) {
+	s.asking.Lock()
+	defer s.asking.Unlock()
+	if interactive {
+		fmt.Fprint(s.stderr, "> ")
+	}
+	select {
+	case <-ctx.Done():
+		return "", true, nil
+	case <-s.interrupts:
+		fmt.Fprintln(s.stderr)
+		return "", true, nil // Ctrl-C at the prompt ends the session
+	case err := <-readErr:
+		return "", true, err // EOF (nil) or a read error
+	case line = <-lines:
+		return line, false, nil
 	}
 }
 

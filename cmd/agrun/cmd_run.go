@@ -493,13 +493,21 @@ func (c *cli) turn(ctx context.Context, conv *conversation, reg *registry.Regist
 	conv.Trace.Store(trace)
 	// MCP servers' sampling during the turn counts in its budget and
 	// its session.
-	c.samp.StartRun(conv.Cycle, func(r loop.DecisionRecord) { conv.Session.RecordDecision(r) }, func(r loop.RequestInfo) { conv.Session.RecordRequest(r) })
+	// They are recorded here, on the run's goroutine (Flush at each
+	// event, EndRun), and shown to a --json reader as mcp_decision lines.
+	c.samp.StartRun(conv.Cycle, func(r loop.DecisionRecord) {
+		conv.Session.RecordDecision(r)
+		if asJSON {
+			writeJSONLine(c.stdout, setup.MCPDecisionOf(r))
+		}
+	}, func(r loop.RequestInfo) { conv.Session.RecordRequest(r) })
 	defer c.samp.EndRun()
 	defer func() {
 		conv.Trace.Store(nil)
 		trace.Finish(runErr)
 	}()
 	for ev, err := range conv.events(ctx, prompt, reg) {
+		c.samp.Flush()
 		if err != nil {
 			runErr = err
 			break

@@ -16,12 +16,14 @@ import (
 // elicit answers an MCP server's question for the person (elicitation,
 // form mode) at the terminal, as an approval is asked: the server's name
 // and message (cleaned by package mcp, escaped here), then each field.
-// Without a terminal the question is declined, and said on stderr.
+// Without a terminal, and in run --json, no one is asked: the question
+// is declined (setup.ErrNoOneToAsk: the Sampler records it so), and said
+// on stderr.
 func (c *cli) elicit(ctx context.Context, q *mcp.Elicitation) (*mcp.ElicitAnswer, error) {
 	read := c.answers()
-	if read == nil {
-		fmt.Fprintf(c.stderr, "agrun: warning: MCP server %s asked a question and there is no terminal to ask: declined (%s)\n", safe(q.Server), safe(firstLine(q.Message, 200)))
-		return &mcp.ElicitAnswer{Action: "decline"}, nil
+	if read == nil || c.deferApprovals {
+		fmt.Fprintf(c.stderr, "agrun: warning: MCP server %s asked a question and there is no one to ask: declined (%s)\n", safe(q.Server), safe(firstLine(q.Message, 200)))
+		return &mcp.ElicitAnswer{Action: "decline"}, setup.ErrNoOneToAsk
 	}
 	// One exchange at a time (an approval waiting for an answer is
 	// answered first), and the server's text set off line by line, so

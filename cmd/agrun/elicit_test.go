@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +84,7 @@ func TestElicitation(t *testing.T) {
 		t.Errorf("n: %q", r.stdout)
 	}
 	r = e.run("", "call", "shop__order", "{}").wantCode(t, exitOK)
-	if !strings.Contains(r.stdout, `decline`) || !strings.Contains(r.stderr, "no terminal to ask: declined") {
+	if !strings.Contains(r.stdout, `decline`) || !strings.Contains(r.stderr, "no one to ask: declined") {
 		t.Errorf("without a terminal: stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }
@@ -291,5 +294,83 @@ func TestMCPServeAsksApproval(t *testing.T) {
 	cl = connect(nil, nil)
 	if _, err := cl.CallTool(ctx, "write_note", json.RawMessage(`{"name":"n2","text":"x"}`)); err == nil || !strings.Contains(err.Error(), "offers no form elicitation") {
 		t.Errorf("no elicitation: %v", err)
+	}
+}
+
+// TestAnswersOneReaderOfStdin: an approval, three MCP servers' questions
+// and a sampling request all ask the person at once, from their own
+// goroutines, on a terminal's stdin: stdin has one reader and each
+// exchange is whole, so every answer, typed for the question on the
+// screen, reaches that question (run with -race: the reader is made
+// once).
+func TestAnswersOneReaderOfStdin(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var stderr lockedBuf
+	c := &cli{stdin: pr, stderr: &stderr, terminal: func(any) bool { return true }}
+	cfg, err := config.Parse("agrun.toml", []byte("[approvals]\nask = [\"shell\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := map[string]string{}
+	put := func(k, v string) { mu.Lock(); got[k] = v; mu.Unlock() }
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		d, err := (&setup.Approver{Config: cfg, Ask: c.askPerson}).Approve(ctx, loop.ApprovalRequest{CallID: "1", Tool: "shell_exec", Arguments: `{}`})
+		put("approval", string(d.Answer)+" "+d.Reason+" "+fmt.Sprint(err))
+	}()
+	for _, srv := range []string{"e1", "e2", "e3"} {
+		go func() {
+			defer wg.Done()
+			a, err := c.elicit(ctx, &mcp.Elicitation{Server: srv, Message: "Your name?", Fields: []mcp.ElicitField{{Name: "v", Type: "string", Required: true}}})
+			if err != nil {
+				put(srv, err.Error())
+				return
+			}
+			put(srv, a.Action+" "+fmt.Sprint(a.Content["v"]))
+		}()
+	}
+	go func() {
+		defer wg.Done()
+		ok, err := c.askSampling(ctx, &setup.SamplingQuestion{SamplingRequest: &mcp.SamplingRequest{Server: "samp", MaxTokens: 10, Messages: []mcp.SamplingMessage{{Role: "user", Text: "hi"}}}, Budget: 100})
+		put("samp", fmt.Sprint(ok, err))
+	}()
+
+	// The person: reads the screen, and answers the question on it.
+	head := regexp.MustCompile(`agrun: (shell_exec wants to|MCP server (\w+) asks agrun's model|MCP server (\w+) asks:)`)
+	pos := 0
+	for answered := 0; answered < 5; answered++ {
+		var m []int
+		for m == nil {
+			if ctx.Err() != nil {
+				t.Fatalf("after %d answers, no question on the screen:\n%s", answered, stderr.String())
+			}
+			s := stderr.String()
+			if m = head.FindStringSubmatchIndex(s[pos:]); m == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		s := stderr.String()[pos:]
+		pos += m[1]
+		switch {
+		case m[4] >= 0: // sampling
+			io.WriteString(pw, "y\n")
+		case m[6] >= 0:
+			io.WriteString(pw, "y\n"+s[m[6]:m[7]]+"\n")
+		default:
+			io.WriteString(pw, "n\nbecause I said so\n")
+		}
+	}
+	wg.Wait()
+	want := map[string]string{"approval": "deny because I said so <nil>", "e1": "accept e1", "e2": "accept e2", "e3": "accept e3", "samp": "true <nil>"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s got %q, want %q (a line typed for another question)", k, got[k], v)
+		}
 	}
 }

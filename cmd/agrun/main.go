@@ -115,6 +115,7 @@ type cli struct {
 	// reader, or stdin's once it is found to be a terminal. terminal, if
 	// set, replaces isTerminal (tests drive the prompt with a fake one).
 	lineIn   func(ctx context.Context) (string, error)
+	inMu     sync.Mutex // guards lineIn
 	terminal func(any) bool
 	// asking is held for a whole exchange with the person at the
 	// terminal (an approval, an MCP server's question): one at a time, so

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/cli/config"
+	"github.com/agcore/agrun/internal/cli/setup"
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/mddoc"
+	"github.com/agcore/agrun/loop"
 )
 
 // everythingSection is an [mcp.everything] section running the npm
@@ -211,5 +213,55 @@ func TestMCPLoginRefusesMachineClient(t *testing.T) {
 	r := e.run("", "mcp", "login", "ci").wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "uses the client credentials grant: agrun authorizes itself when it connects, there is no login") {
 		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+// TestElicitationRecorded: server-everything (a real MCP server process)
+// asks a question while its tool runs in `agrun run --json`: no one is
+// asked (not even on a terminal), the server gets "decline", the
+// decision is printed as an mcp_decision line on stdout, and the
+// session records it like an approval decided by "non-interactive".
+func TestElicitationRecorded(t *testing.T) {
+	t.Parallel()
+	llm := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "everything__trigger-elicitation-request", Args: "{}"}}},
+		chattest.Reply{Text: "done"},
+	)
+	e := newTestEnv(t, llm.URL, everythingSection(t, ""))
+	r := e.runTTY("y\n", "run", "--json", "ask me").wantCode(t, exitOK)
+	if got := sampledResult(llm.Requests(), "call_1"); !strings.Contains(got, "decline") {
+		t.Errorf("the server's tool result %q does not say it was declined (stderr %q)", got, r.stderr)
+	}
+	var dec *setup.MCPDecision
+	for line := range strings.SplitSeq(r.stdout, "\n") {
+		var d setup.MCPDecision
+		if json.Unmarshal([]byte(line), &d) == nil && d.Type == "mcp_decision" {
+			dec = &d
+		}
+	}
+	if dec == nil || dec.Tool != "elicitation:everything" || dec.Answer != loop.Deny || dec.By != "non-interactive" || !strings.Contains(dec.Request, "Please provide inputs") {
+		t.Errorf("run --json printed no mcp_decision for the question (%+v):\n%s", dec, r.stdout)
+	}
+	// docs/MCP.md shows this very line.
+	var doc setup.MCPDecision
+	for _, b := range mddoc.Read(t, "docs/MCP.md").Blocks("json") {
+		if strings.Contains(b, `"mcp_decision"`) && json.Unmarshal([]byte(b), &doc) != nil {
+			t.Errorf("docs/MCP.md's mcp_decision example is not JSON: %s", b)
+		}
+	}
+	if dec != nil && doc != *dec {
+		t.Errorf("docs/MCP.md shows %+v, run --json printed %+v", doc, *dec)
+	}
+	if !strings.Contains(r.stderr, "asked a question and there is no one to ask: declined") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	sess, _ := os.ReadDir(filepath.Join(e.dir, "sessions"))
+	var recorded bool
+	for _, f := range sess {
+		b, _ := os.ReadFile(filepath.Join(e.dir, "sessions", f.Name()))
+		recorded = recorded || (strings.Contains(string(b), `"tool":"elicitation:everything"`) && strings.Contains(string(b), `"by":"non-interactive"`))
+	}
+	if !recorded {
+		t.Error("the session does not record the declined question")
 	}
 }

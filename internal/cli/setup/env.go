@@ -341,7 +341,7 @@ func (e *Env) loadMCP(ctx context.Context, name string, s config.MCPServer) {
 		e.fail("mcp:"+name, err)
 		return
 	}
-	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Elicit, ResourceTool: s.Resources, Progress: e.hooks.Progress, Observe: e.observeMCP,
+	cl, err := mcp.NewClient(name, tr, &mcp.ClientOptions{Timeout: s.Timeout.Std(), Permissions: s.Permissions, Logger: e.Log, Roots: s.Roots, Elicit: e.hooks.Sampler.Elicit(e.hooks.Elicit), ResourceTool: s.Resources, Progress: e.hooks.Progress, Observe: e.observeMCP,
 		Sample: e.hooks.Sampler.For(name, s), SamplingMaxTokens: s.SamplingMaxTokens})
 	if err != nil {
 		e.fail("mcp:"+name, err)

@@ -22,6 +22,13 @@ import (
 // both bounds apply to the whole process instead. A server whose
 // sampling is "ask" (the default) is served only when Ask says yes.
 //
+// What a request records in the run (who decided, the model request it
+// made: for the session and `agrun sessions show`) is made on the MCP
+// SDK's goroutines, while the run's loop writes the same session; so it
+// is queued, and the run's own goroutine hands it over (Flush, at each of
+// the run's events, and EndRun), in the order it happened. The
+// elicitation decisions of the servers (Elicit) are recorded the same way.
+//
 // A Sampler is safe for concurrent use.
 type Sampler struct {
 	cfg *config.Config
@@ -32,10 +39,23 @@ type Sampler struct {
 	cycle      *loop.Cycle               // the run in progress; nil outside a run
 	onDecision func(loop.DecisionRecord) // the run's record of decisions
 	onRequest  func(loop.RequestInfo)    // the run's record of model requests
+	queue      []queued                  // records made since the last Flush
+	dropped    int                       // records over maxQueued since the last Flush
 	used       map[string]int64          // server -> sampling tokens this run (or process)
 	process    int64                     // every server's, outside runs ([llm] max_total_tokens)
 	provider   func(int64) (loop.Provider, error)
 }
+
+// queued is one record waiting for Flush: a decision or a request.
+type queued struct {
+	decision *loop.DecisionRecord
+	request  *loop.RequestInfo
+}
+
+// maxQueued bounds the records kept between two Flushes (the servers'
+// rates bound them anyway: 10 requests a minute each); beyond it they
+// are counted and dropped, and the next Flush records that they were.
+const maxQueued = 1024
 
 // SamplingQuestion is what the person is asked about a sampling request
 // (Sampler's ask): the request, and the budget it would spend from.
@@ -79,14 +99,56 @@ func (s *Sampler) StartRun(cycle *loop.Cycle, onDecision func(loop.DecisionRecor
 	s.used = map[string]int64{}
 }
 
-// EndRun ends what StartRun began.
-func (s *Sampler) EndRun() {
+// Flush hands what was recorded since the last Flush to the run's
+// record (StartRun's onDecision and onRequest), on the caller's
+// goroutine: the run's own, between its events, so that the records
+// never race the loop's writes to the session.
+func (s *Sampler) Flush() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
+	q, dropped, onDecision, onRequest := s.queue, s.dropped, s.onDecision, s.onRequest
+	s.queue, s.dropped = nil, 0
+	s.mu.Unlock()
+	for _, r := range q {
+		switch {
+		case r.decision != nil && onDecision != nil:
+			onDecision(*r.decision)
+		case r.request != nil && onRequest != nil:
+			onRequest(*r.request)
+		}
+	}
+	if dropped > 0 && onDecision != nil {
+		onDecision(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{Tool: "mcp"}, Decision: loop.Decision{Answer: loop.Deny, By: "agrun",
+			Reason: fmt.Sprintf("%d records of MCP servers' requests were not kept: over %d since the run's last event", dropped, maxQueued)}, Time: time.Now().UTC()})
+	}
+}
+
+// EndRun ends what StartRun began: what is queued is flushed (on the
+// caller's goroutine, as Flush), and later records are not the run's.
+func (s *Sampler) EndRun() {
+	if s == nil {
+		return
+	}
+	s.Flush()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cycle, s.onDecision, s.onRequest = nil, nil, nil
+	s.queue, s.dropped = nil, 0
+}
+
+// enqueue queues r for the run's record (Flush); outside a run (no
+// record) it is dropped. The caller holds s.mu.
+func (s *Sampler) enqueue(r queued) {
+	if (r.decision != nil && s.onDecision == nil) || (r.request != nil && s.onRequest == nil) {
+		return
+	}
+	if len(s.queue) >= maxQueued {
+		s.dropped++
+		return
+	}
+	s.queue = append(s.queue, r)
 }
 
 // For returns the mcp.ClientOptions.Sample of [mcp.name]; nil when its
@@ -111,19 +173,26 @@ func (s *Sampler) refused(r *mcp.SamplingRequest, by, reason string) error {
 	return &mcp.SamplingRefused{Reason: reason}
 }
 
-// record hands a decision about r to the run's record.
+// record queues a decision about r for the run's record.
 func (s *Sampler) record(r *mcp.SamplingRequest, d loop.Decision) {
-	s.mu.Lock()
-	rec := s.onDecision
-	s.mu.Unlock()
-	if rec == nil {
-		return
-	}
 	last := ""
 	if n := len(r.Messages); n > 0 {
 		last = textsafe.Truncate(r.Messages[n-1].Text, 2<<10)
 	}
-	rec(loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{Tool: "sampling:" + r.Server, Arguments: last}, Decision: d, Time: time.Now().UTC()})
+	s.decided("sampling:"+r.Server, last, d)
+}
+
+// decided queues a decision about an MCP server's request (tool is
+// "sampling:SERVER" or "elicitation:SERVER"; what, the request's text,
+// already cleaned) for the run's record. A nil Sampler records nothing.
+func (s *Sampler) decided(tool, what string, d loop.Decision) {
+	if s == nil {
+		return
+	}
+	rec := loop.DecisionRecord{ApprovalRequest: loop.ApprovalRequest{Tool: tool, Arguments: what}, Decision: d, Time: time.Now().UTC()}
+	s.mu.Lock()
+	s.enqueue(queued{decision: &rec})
+	s.mu.Unlock()
 }
 
 // left is what the budgets leave for a request of server: the tokens
@@ -233,15 +302,13 @@ func (s *Sampler) complete(ctx context.Context, r *mcp.SamplingRequest) (*mcp.Sa
 func (s *Sampler) count(server string, u loop.Usage, info loop.RequestInfo) {
 	s.mu.Lock()
 	s.used[server] += u.Total()
-	cycle, onRequest := s.cycle, s.onRequest
+	cycle := s.cycle
 	if cycle == nil {
 		s.process += u.Total()
 	}
+	s.enqueue(queued{request: &info})
 	s.mu.Unlock()
 	if cycle != nil {
-		cycle.Spend(u)
-	}
-	if onRequest != nil {
-		onRequest(info)
+		cycle.Spend(u) // safe from any goroutine, and checked before the run's next request
 	}
 }
