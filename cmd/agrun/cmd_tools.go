@@ -253,7 +253,7 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 			infos = []toolInfo{}
 		}
 		writeJSONLine(c.stdout, infos)
-		return nil
+		return setup.MCPDown(infos)
 	}
 	// The table stays one line per tool: long reasons and descriptions
 	// are cut (--json has them whole).
@@ -264,5 +264,5 @@ func (c *cli) tools(ctx context.Context, args []string) error {
 	if cut {
 		fmt.Fprintln(c.stdout, "(reasons cut to fit: `agrun tools --json` has them whole)")
 	}
-	return nil
+	return setup.MCPDown(infos)
 }

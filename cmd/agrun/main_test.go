@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,6 +291,47 @@ func TestToolsDeniedByPolicy(t *testing.T) {
 	r = e.run("", "call", "read_file", `{"path":"/docs/hello.txt"}`).wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "permission_denied") || !strings.Contains(r.stderr, `needs "filesystem": filesystem is not in [permissions] allowed`) {
 		t.Fatalf("denied call: %+v", r)
+	}
+}
+
+// TestToolsExitWhenMCPDown: a configured MCP server that cannot be
+// reached makes `agrun tools` (table and --json) exit 1 naming it on
+// stderr, its stdout still the whole listing; a WASM tool that fails to
+// load leaves the exit code 0 (docs/MCP.md, "When a server misbehaves").
+func TestToolsExitWhenMCPDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a port nothing listens on
+	e := newTestEnv(t, "", "\n[mcp.remote]\nurl = \"http://"+addr+"/mcp\"\n\n[tools.gone]\nwasm = \"missing.wasm\"\n")
+	r := e.run("", "tools", "--json").wantCode(t, exitFailure)
+	var infos []toolInfo
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil {
+		t.Fatalf("--json's stdout is not the listing: %v\n%s", err, r.stdout)
+	}
+	var remote, wc bool
+	for _, ti := range infos {
+		remote = remote || (ti.Name == "remote__*" && ti.Error != "")
+		wc = wc || ti.Name == "word_count"
+	}
+	if !remote || !wc {
+		t.Fatalf("the listing lacks the broken server or the working tools: %s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "MCP server remote cannot be used") || strings.Contains(r.stderr, "gone") {
+		t.Fatalf("stderr should name the server (and only it): %q", r.stderr)
+	}
+	r = e.run("", "tools").wantCode(t, exitFailure)
+	if !strings.Contains(r.stdout, "remote__*") || !strings.Contains(r.stderr, "MCP server remote cannot be used") {
+		t.Fatalf("the table: %+v", r)
+	}
+
+	w := newTestEnv(t, "", "\n[tools.gone]\nwasm = \"missing.wasm\"\n")
+	r = w.run("", "tools", "--json").wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `"gone"`) {
+		t.Fatalf("the broken WASM tool is not listed: %s", r.stdout)
 	}
 }
 

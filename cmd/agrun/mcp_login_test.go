@@ -119,7 +119,7 @@ func TestMCPLogin(t *testing.T) {
 	srv := newOAuthServer(t)
 	e := newTestEnv(t, "", "\n[mcp.secure]\nurl = \""+srv.URL+"/mcp\"\noauth = {}\n")
 
-	r := e.run("", "tools", "--json").wantCode(t, exitOK)
+	r := e.run("", "tools", "--json").wantCode(t, exitFailure) // a server that cannot be used
 	if !strings.Contains(r.stdout, "secure__*") || !strings.Contains(r.stdout, "agrun mcp login secure") {
 		t.Fatalf("before the login: %s", r.stdout)
 	}
@@ -209,7 +209,7 @@ func TestMCPDocConfig(t *testing.T) {
 		t.Fatalf("the example's oauth and headers_env: %+v", cfg.MCP)
 	}
 	e := newTestEnv(t, "", "\n[mcp.remote]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders_env = { Authorization = \"AGRUN_TEST_UNSET_AUTH\" }\n")
-	r := e.run("", "tools", "--json").wantCode(t, exitOK)
+	r := e.run("", "tools", "--json").wantCode(t, exitFailure)
 	if !strings.Contains(r.stdout, "AGRUN_TEST_UNSET_AUTH is not set") {
 		t.Fatalf("an unset headers_env variable: %s", r.stdout)
 	}

@@ -67,6 +67,28 @@ func (e *Env) ToolInfos(explain func(name string, err error) string) []ToolInfo 
 	return out
 }
 
+// MCPDown is `agrun tools`'s outcome for infos: nil, or an error naming
+// the configured MCP servers that could not be used (not reachable, a
+// failed handshake, a login needed, a header variable unset), for exit
+// code 1. Design.md's exit codes: 1 is "a tool/run failure", which a
+// server that cannot be reached is; the listing itself is whole (stdout
+// keeps its shape, --json included), so a script that checks the exit
+// code learns that not every configured tool can run. A WASM tool that
+// fails to load keeps exit 0 (its row says why): the operator's files,
+// not a server that may come back.
+func MCPDown(infos []ToolInfo) error {
+	var down []string
+	for _, ti := range infos {
+		if s, ok := strings.CutPrefix(ti.Source, "mcp:"); ok && ti.Error != "" {
+			down = append(down, s)
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	return fmt.Errorf("MCP server %s cannot be used (the listing says why)", strings.Join(down, ", "))
+}
+
 // WriteToolTable writes infos as the table `agrun tools` prints: name,
 // source, permissions, status (ok; broken or denied, with why; the
 // warnings) and description, one line per tool. Long reasons and
