@@ -13,7 +13,7 @@ const MaxRoots = 256
 // ErrNoRootsCapability is SetRoots's error for a Client made without
 // ClientOptions.Roots: it declared no roots capability, so a server
 // would neither ask for roots nor hear that they changed.
-var ErrNoRootsCapability = errors.New("mcp: the client declared no roots capability (no ClientOptions.Roots)")
+var ErrNoRootsCapability = errors.New("the client declared no roots capability (no ClientOptions.Roots)")
 
 // SetRoots replaces the roots the client offers its server (absolute
 // directory paths, as ClientOptions.Roots) and, when they changed, tells
@@ -28,7 +28,7 @@ func (c *Client) SetRoots(dirs []string) error {
 		return ErrNoRootsCapability
 	}
 	if len(dirs) > MaxRoots {
-		return fmt.Errorf("mcp: %d roots, at most %d", len(dirs), MaxRoots)
+		return fmt.Errorf("%d roots given, at most %d", len(dirs), MaxRoots)
 	}
 	roots, err := fileRoots(dirs)
 	if err != nil {
