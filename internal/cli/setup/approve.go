@@ -114,7 +114,7 @@ func MCPApproval(cfg *config.Config, cwd string) func(mcp.ApprovalCall) mcp.Appr
 			return mcp.Approval{}
 		}
 		req := loop.ApprovalRequest{Tool: call.Tool, Arguments: textsafe.CleanBytes(call.Arguments, 2*MaxQuestionArgs), Grant: call.Grant}
-		return mcp.Approval{Ask: true, Question: "agrun: " + DescribeCall(req, cwd)}
+		return mcp.Approval{Ask: true, Question: DescribeCall(req, cwd)} // DescribeCall begins "agrun: "
 	}
 }
 
