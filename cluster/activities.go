@@ -104,6 +104,13 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	defer heartbeat(ctx)()
 	a.refresh(ctx, false)
 	cfg, offered := a.Loop, a.Registry
+	if !in.Final && (in.Turns < 0 || in.UsedTokens < 0 || in.UsedCalls < len(in.Results)) {
+		// The counters the budgets below subtract from come from the
+		// workflow's input, which whoever starts one writes: a negative
+		// one would lift the worker's max_turns and budgets. The workflow
+		// never makes one.
+		return a.endRun(ctx, in, string(registry.PermissionDenied), "the run's turn, token or call counts are not valid (negative)")
+	}
 	if !in.Final {
 		// The run's settings, within the worker's config (checked first,
 		// as the budgets: they depend on the input alone).

@@ -55,6 +55,15 @@ func (s *RunSettings) Check() error {
 	if len(s.Schema) > MaxSettingBytes {
 		return fmt.Errorf("the schema is %d bytes, over %d", len(s.Schema), MaxSettingBytes)
 	}
+	if len(s.Schema) > 0 {
+		// Compiled here, so that a schema that does not compile ends the
+		// run as a refused setting (permission_denied, its text cleaned
+		// and capped) rather than failing the step with the validator's
+		// text repeated in Temporal's wrapping.
+		if _, err := registry.CompileSchema(s.Schema); err != nil {
+			return fmt.Errorf("the schema: %s", textsafe.Clean(err.Error(), 512))
+		}
+	}
 	if len(s.Tools) > maxToolNames {
 		return fmt.Errorf("%d tool names, over %d", len(s.Tools), maxToolNames)
 	}

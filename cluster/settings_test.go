@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
@@ -172,4 +173,66 @@ func firstText(r chattest.Request) string {
 		return ""
 	}
 	return *r.Messages[0].Content
+}
+
+// TestForgedCountersAreRefused: a model step whose input claims negative
+// counters (a workflow started by hand: the input is the starter's) would
+// have lifted the worker's max_turns and budgets, which subtract from
+// them; it ends the run, permission_denied, without a model request —
+// and a step at the limit ends it as spent.
+func TestForgedCountersAreRefused(t *testing.T) {
+	step := func(t *testing.T, in ModelStep, set func(*Activities)) (ModelOutput, int) {
+		srv := chattest.New(t, chattest.Reply{Text: "answered"})
+		a, _ := newActivities(t, srv)
+		set(a)
+		env := quietSuite().NewTestActivityEnvironment()
+		env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+		v, err := env.ExecuteActivity(ModelActivity, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out ModelOutput
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out, len(srv.Requests())
+	}
+	for _, c := range []struct {
+		name          string
+		set           func(*Activities)
+		spent, forged ModelStep
+	}{
+		{"max_turns", func(a *Activities) { a.Loop.MaxTurns = 2 },
+			ModelStep{Session: "s", Prompt: "hi", Turns: 2}, ModelStep{Session: "s", Prompt: "hi", Turns: -1 << 30}},
+		{"max_total_tokens", func(a *Activities) { a.Loop.MaxTotalTokens = 100 },
+			ModelStep{Session: "s", Prompt: "hi", UsedTokens: 100}, ModelStep{Session: "s", Prompt: "hi", UsedTokens: -1 << 40}},
+		{"max_tool_calls", func(a *Activities) { a.Loop.MaxToolCalls = 1 },
+			ModelStep{Session: "s", Prompt: "hi", UsedCalls: 1}, ModelStep{Session: "s", Prompt: "hi", UsedCalls: -1 << 30}},
+		{"results beyond the calls", func(a *Activities) { a.Loop.MaxToolCalls = 1 },
+			ModelStep{Session: "s", Prompt: "hi", UsedCalls: 1}, ModelStep{Session: "s", Prompt: "hi", UsedCalls: 0, Results: []ToolResult{{ID: "x"}, {ID: "y"}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if out, n := step(t, c.spent, c.set); n != 0 || out.ErrorKind == "" {
+				t.Fatalf("at the limit: %d model requests, kind %q", n, out.ErrorKind)
+			}
+			out, n := step(t, c.forged, c.set)
+			if n != 0 || out.ErrorKind != string(registry.PermissionDenied) || !strings.Contains(out.Error, "not valid") {
+				t.Fatalf("forged counters: %d model requests, %+v", n, out)
+			}
+		})
+	}
+}
+
+// TestSettingsSchemaMustCompile: a run's schema that does not compile is
+// refused by Check (Client.Start and the worker's step alike), its
+// message cleaned and capped, not left to fail the step later.
+func TestSettingsSchemaMustCompile(t *testing.T) {
+	s := &RunSettings{Schema: []byte(`{"type":"object","properties":{"a":{"type":"nope","pattern":"\u001b[31m"}}}`)}
+	err := s.Check()
+	if err == nil || !strings.HasPrefix(err.Error(), "the schema: ") || strings.ContainsRune(err.Error(), 0x1b) || len(err.Error()) > 600 {
+		t.Fatalf("a schema that does not compile: %v", err)
+	}
+	if err := (&RunSettings{Schema: []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)}).Check(); err != nil {
+		t.Fatalf("a good schema: %v", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -266,4 +267,52 @@ func appendFile(path, s string) error {
 		err = cerr
 	}
 	return err
+}
+
+// TestClusterSessionsInUseOnFiles: with [cluster] and the default
+// session store (the sessions folder), a session whose run waits on the
+// cluster for a yes is in use although no worker holds its file (they
+// lock it only while they append): rm and compact refuse it (exit 1,
+// the file kept), as on PostgreSQL.
+func TestClusterSessionsInUseOnFiles(t *testing.T) {
+	t.Parallel()
+	addr := devtemporal.Start(t)
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_w", Name: "write_note", Args: `{"name":"n1","text":"hi"}`}}},
+		chattest.Reply{Text: "denied, fine"},
+	)
+	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
+[approvals]
+ask = ["write"]
+
+[cluster]
+temporal_address = %q
+task_queue_prefix = "filesessions-"
+module_store = "objects"
+`, addr))
+	startWorker(t, e, "w1")
+	if r := execIn(t, e, "run", "--json", "--session", "fs3", "write a note"); r.code != exitApproval {
+		t.Fatalf("run fs3: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	file := filepath.Join(e.dir, "sessions", "fs3.jsonl")
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the run's session file: %v", err)
+	}
+	r := execIn(t, e, "sessions", "rm", "fs3")
+	if r.code != 1 || !strings.Contains(r.stderr, "agrun: session fs3 is in use by another agrun process: not removed") {
+		t.Fatalf("rm of a session whose run waits: %+v", r)
+	}
+	if r := execIn(t, e, "sessions", "compact", "fs3"); r.code != 1 || !strings.Contains(r.stderr, "in use") {
+		t.Fatalf("compact of a session whose run waits: %+v", r)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("a session in use lost its file: %v", err)
+	}
+	// Decided, the run ends, and the session can go.
+	if r := execIn(t, e, "run", "--json", "--session", "fs3", "--deny", "call_w:no"); r.code != 0 {
+		t.Fatalf("deny: %+v", r)
+	}
+	if r := execIn(t, e, "sessions", "rm", "fs3"); r.code != 0 {
+		t.Fatalf("rm after the run: %+v", r)
+	}
 }

@@ -194,18 +194,28 @@ const runCheckTimeout = 15 * time.Second
 // cluster's PostgreSQL, wrapped in session.Guarded so that rm, prune and
 // compact refuse a session whose workflow runs (cluster.Running, asked
 // of [cluster] temporal_address only then: listing, show and export need
-// no Temporal); else the sessions folder. close releases it.
+// no Temporal); else the sessions folder, guarded the same way when
+// [cluster] is on (its workers hold a session's file only while they
+// append). close releases it.
 func SessionAdmin(ctx context.Context, cfg *config.Config, log *slog.Logger) (st session.Admin, where string, close func(), err error) {
 	pg, ok, err := pgSessions(ctx, cfg)
 	if err != nil {
 		return nil, "", nil, err
 	}
+	var admin session.Admin = pg
+	where, closeStore := "the cluster's session store", func() { pg.Close() }
 	if !ok {
 		files, err := SessionStore(cfg)
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return files, files.Dir(), func() {}, nil
+		if !cfg.Cluster.Enabled() {
+			return files, files.Dir(), func() {}, nil
+		}
+		// The cluster's workers lock a session file only while they
+		// append, so a run waiting for an approval or between steps
+		// does not hold it: ask Temporal, as for PostgreSQL.
+		admin, where, closeStore = files, files.Dir(), func() {}
 	}
 	addr := cfg.Cluster.TemporalAddress
 	tc, err := client.NewLazyClient(client.Options{
@@ -214,7 +224,7 @@ func SessionAdmin(ctx context.Context, cfg *config.Config, log *slog.Logger) (st
 		Logger:    tlog.NewStructuredLogger(slog.New(temporalLogHandler{log.Handler()})),
 	})
 	if err != nil {
-		pg.Close()
+		closeStore()
 		return nil, "", nil, fmt.Errorf("[cluster] temporal_address %s: %w", addr, err)
 	}
 	inUse := func(ctx context.Context, id string) (bool, error) {
@@ -226,7 +236,7 @@ func SessionAdmin(ctx context.Context, cfg *config.Config, log *slog.Logger) (st
 		}
 		return busy, nil
 	}
-	return &session.Guarded{Admin: pg, InUse: inUse}, "the cluster's session store", func() { tc.Close(); pg.Close() }, nil
+	return &session.Guarded{Admin: admin, InUse: inUse}, where, func() { tc.Close(); closeStore() }, nil
 }
 
 // ClusterObjects opens [cluster] module_store: S3 (s3://bucket/prefix)
