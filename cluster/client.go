@@ -300,7 +300,7 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 				cctx, cancel := context.WithTimeout(bg, CancelWait)
 				// The workflow's current run: the one followed, after any
 				// continue-as-new (the first run's id is closed by then).
-				err := c.Temporal.CancelWorkflow(cctx, run.GetID(), "")
+				err := c.CancelRun(cctx, run)
 				if err == nil {
 					select {
 					case <-done:
@@ -433,6 +433,40 @@ func (c *Client) Cancel(ctx context.Context, session string) error {
 		return nil
 	}
 	return err
+}
+
+// CancelRun cancels run — the workflow's current execution if it is one
+// that run's chain of continue-as-new began, so a run of the same session
+// started after run ended is never the one cancelled (a client that
+// leaves just as its run ends, while another starts). A run already over
+// is no error.
+func (c *Client) CancelRun(ctx context.Context, run client.WorkflowRun) error {
+	for range 2 {
+		desc, err := c.Temporal.DescribeWorkflow(ctx, run.GetID(), "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		info := desc.RawResponse.GetWorkflowExecutionInfo()
+		// A handle without a run id (GetWorkflow(id, "")) names the
+		// current run, whichever it is.
+		if first := info.GetFirstRunId(); first != "" && run.GetRunID() != "" && first != run.GetRunID() {
+			return nil // another run's: run is over
+		}
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return nil
+		}
+		err = c.Temporal.CancelWorkflow(ctx, run.GetID(), info.GetExecution().GetRunId())
+		if err == nil || !errors.As(err, &nf) {
+			return err
+		}
+		// That execution closed meanwhile (it continued as new, or
+		// ended): look again once.
+	}
+	return nil
 }
 
 // Decide answers calls of session's running run that wait for a

@@ -208,3 +208,56 @@ func TestCallsOfACancelledStepAreNotRun(t *testing.T) {
 		t.Fatalf("ran %d, result %+v, history %s", ran.Load(), res, b)
 	}
 }
+
+// TestCancelRunSparesALaterRun: cancelling a run that has ended (a
+// client that leaves just as its run ends) does not cancel the run of the
+// same session started after it; cancelling a run in progress does.
+func TestCancelRunSparesALaterRun(t *testing.T) {
+	addr := devtemporal.Start(t)
+	second, third := make(chan struct{}), make(chan struct{})
+	srv := chattest.New(t,
+		chattest.Reply{Text: "one"},
+		chattest.Reply{Text: "two", Delay: 2 * time.Second, Started: second},
+		chattest.Reply{Text: "three", Delay: 5 * time.Second, Started: third},
+	)
+	a, st := newActivities(t, srv)
+	tc := devtemporal.Client(t, addr)
+	q := QueuesFor("cancelrun-")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wctx, wstop := context.WithCancel(ctx)
+	werr := make(chan error, 1)
+	go func() { werr <- RunWorker(wctx, tc, a, WorkerOptions{Queues: q}) }()
+	defer func() { wstop(); <-werr }()
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+	r1, _, err := cl.Start(ctx, "k", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res RunResult
+	if err := r1.Get(ctx, &res); err != nil || res.ErrorKind != "" {
+		t.Fatalf("the first run: %+v %v", res, err)
+	}
+	r2, _, err := cl.Start(ctx, "k", "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-second
+	if err := cl.CancelRun(ctx, r1); err != nil {
+		t.Fatalf("cancelling the ended run: %v", err)
+	}
+	if err := r2.Get(ctx, &res); err != nil || res.ErrorKind != "" || string(res.Text.Data) != "two" {
+		t.Fatalf("the later run was touched by the ended run's cancel: %+v %v", res, err)
+	}
+	r3, _, err := cl.Start(ctx, "k", "third")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-third
+	if err := cl.CancelRun(ctx, r3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r3.Get(ctx, &res); err != nil || res.ErrorKind != "cancelled" {
+		t.Fatalf("the run in progress was not cancelled: %+v %v", res, err)
+	}
+}

@@ -76,7 +76,7 @@ func (c *ClusterRuns) Start(ctx context.Context, id, prompt string) (iter.Seq2[l
 			if !ended { // the caller left: the run does not outlive it
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
 				defer cancel()
-				if err := c.Client.Cancel(cctx, id); err != nil {
+				if err := c.Client.CancelRun(cctx, run); err != nil {
 					c.log().Warn("cancelling a run whose client left", "session", id, "error", err)
 				}
 			}
