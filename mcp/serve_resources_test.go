@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -152,3 +153,52 @@ func TestRepublisherKeepsWhatAFailedUpstreamServed(t *testing.T) {
 type discardLog struct{}
 
 func (discardLog) Warn(string, ...any) {}
+
+// TestClientResourcesListChanged: with ResourceTool, a server's
+// notifications/resources/list_changed rebuilds the NAME__read_resource
+// tool of a Synced registry, so the model sees a resource added after the
+// connection (and can read it).
+func TestClientResourcesListChanged(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
+	text := func(s string) sdk.ResourceHandler {
+		return func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: s}}}, nil
+		}
+	}
+	up.AddResource(&sdk.Resource{URI: "docs://first", Name: "first"}, text("one"))
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("docs", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{ResourceTool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	reg := registry.New()
+	if err := cl.Sync(reg); err != nil {
+		t.Fatal(err)
+	}
+	desc := func() string {
+		tl, ok := reg.Get("docs__read_resource")
+		if !ok {
+			return ""
+		}
+		return tl.Description()
+	}
+	if d := desc(); !strings.Contains(d, "docs://first") || strings.Contains(d, "docs://second") {
+		t.Fatalf("before the change: %q", d)
+	}
+	up.AddResource(&sdk.Resource{URI: "docs://second", Name: "second"}, text("two"))
+	eventually(t, "docs://second in the read_resource tool", func() bool { return strings.Contains(desc(), "docs://second") })
+	inv := reg.Invoke(ctx, "docs__read_resource", json.RawMessage(`{"uri":"docs://second"}`))
+	if inv.Err != nil || !strings.Contains(string(inv.Output), "two") {
+		t.Fatalf("reading the new resource: %s, %v", inv.Output, inv.Err)
+	}
+}
