@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,50 @@ func TestClientResourcesListChanged(t *testing.T) {
 	inv := reg.Invoke(ctx, "docs__read_resource", json.RawMessage(`{"uri":"docs://second"}`))
 	if inv.Err != nil || !strings.Contains(string(inv.Output), "two") {
 		t.Fatalf("reading the new resource: %s, %v", inv.Output, inv.Err)
+	}
+}
+
+// TestReadResourceBounded: a resource's text larger than
+// MaxResourceTextBytes reaches agrun cut to it, cleaned of terminal
+// escapes (Bad input: resources are bounded and cleaned).
+func TestReadResourceBounded(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "big"}, nil)
+	huge := "\x1b[2J" + strings.Repeat("x", 2*MaxResourceTextBytes)
+	up.AddResource(&sdk.Resource{URI: "big://huge", Name: "huge"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: huge}}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("big", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	text, err := cl.ReadResource(ctx, "big://huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(text) > MaxResourceTextBytes || len(text) < MaxResourceTextBytes/2 {
+		t.Errorf("read %d bytes, want at most %d (and most of it)", len(text), MaxResourceTextBytes)
+	}
+	if strings.Contains(text, "\x1b") {
+		t.Error("the escape sequence reached agrun")
+	}
+
+	// A listing longer than MaxResources is an error, not a truncation
+	// nobody sees.
+	for i := range MaxResources {
+		up.AddResource(&sdk.Resource{URI: fmt.Sprintf("big://r%d", i), Name: "r"}, nil)
+	}
+	if rs, err := cl.Resources(ctx); err == nil {
+		t.Errorf("%d resources listed, want an error past %d", len(rs), MaxResources)
 	}
 }
