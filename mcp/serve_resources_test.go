@@ -248,3 +248,57 @@ func TestReadResourceBounded(t *testing.T) {
 		t.Errorf("%d resources listed, want an error past %d", len(rs), MaxResources)
 	}
 }
+
+// TestGetPromptBounded: a prompt's messages reach agrun cleaned and, all
+// of them together, cut to MaxResourceTextBytes; a listing of more than
+// MaxPrompts prompts is an error (Bad input: prompts are bounded and
+// cleaned).
+func TestGetPromptBounded(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "big"}, nil)
+	part := "\x1b]0;pwned\a" + strings.Repeat("y", MaxResourceTextBytes*3/4)
+	up.AddPrompt(&sdk.Prompt{Name: "huge"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{
+			{Role: "user", Content: &sdk.TextContent{Text: part}},
+			{Role: "assistant", Content: &sdk.TextContent{Text: part}},
+			{Role: "user", Content: &sdk.TextContent{Text: part}},
+		}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("big", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	msgs, err := cl.GetPrompt(ctx, "huge", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, m := range msgs {
+		total += len(m.Text)
+		if strings.Contains(m.Text, "\x1b") || strings.Contains(m.Text, "\a") {
+			t.Errorf("a control character reached agrun in a %s message", m.Role)
+		}
+	}
+	if total > MaxResourceTextBytes || total < MaxResourceTextBytes/2 {
+		t.Errorf("the messages hold %d bytes, want at most %d (and most of it)", total, MaxResourceTextBytes)
+	}
+
+	for i := range MaxPrompts {
+		up.AddPrompt(&sdk.Prompt{Name: fmt.Sprintf("p%d", i)}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{}, nil
+		})
+	}
+	if ps, err := cl.Prompts(ctx); err == nil {
+		t.Errorf("%d prompts listed, want an error past %d", len(ps), MaxPrompts)
+	}
+}
