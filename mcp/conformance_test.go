@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agcore/agrun/registry"
 )
 
@@ -39,6 +41,36 @@ func conformanceRegistry(t *testing.T) *registry.Registry {
 	return reg
 }
 
+// conformanceUpstream is an upstream MCP server whose resources agrun
+// re-serves (ServerOptions.Upstreams, `serve_resources`) as the suite's
+// resource scenarios ask: the proxy half of `agrun mcp serve`. The
+// scenarios' blob, template and subscription resources are left out:
+// agrun re-serves a blob as a placeholder, and neither templates nor
+// subscriptions (see testdata/conformance-baseline.yml).
+func conformanceUpstream(t *testing.T) *Client {
+	up := sdk.NewServer(&sdk.Implementation{Name: "test"}, nil)
+	up.AddResource(&sdk.Resource{URI: "test://static-text", Name: "static-text", Description: "a static text resource", MIMEType: "text/plain"},
+		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "This is the content of the static text resource."}}}, nil
+		})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cl, err := NewClient("test", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(ctx) })
+	return cl
+}
+
 // TestConformance runs the official conformance suite
 // (@modelcontextprotocol/conformance, installed by scripts/setup-npm.sh)
 // in server mode against NewHTTPHandler: every scenario of the suite, with
@@ -59,7 +91,10 @@ func TestConformance(t *testing.T) {
 	}
 	// The suite opens a session per scenario, all from one address, and
 	// closes none: more than DefaultMaxSessionsPerClient.
-	srv := &http.Server{Handler: NewHTTPHandler(conformanceRegistry(t), &ServerOptions{MaxSessionsPerClient: DefaultMaxSessions})}
+	srv := &http.Server{Handler: NewHTTPHandler(conformanceRegistry(t), &ServerOptions{
+		MaxSessionsPerClient: DefaultMaxSessions,
+		Upstreams:            []*Client{conformanceUpstream(t)},
+	})}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"

@@ -5,6 +5,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -136,5 +137,21 @@ func TestSampling(t *testing.T) {
 	_, err = c.CallTool(ctx, "sample", json.RawMessage(`{"which":"plain"}`))
 	if err == nil || !strings.Contains(err.Error(), "sampling request refused by agrun: the user declined it") {
 		t.Errorf("a refusal from Sample: %v", err)
+	}
+
+	// The rate: MaxSamplingsPerMinute requests reach Sample in a minute
+	// (the two above included); the next is refused without reaching it.
+	refuse = false
+	for i := 2; i < MaxSamplingsPerMinute; i++ {
+		if _, err := c.CallTool(ctx, "sample", json.RawMessage(`{"which":"plain"}`)); err != nil {
+			t.Fatalf("request %d, within the rate: %v", i+1, err)
+		}
+	}
+	_, err = c.CallTool(ctx, "sample", json.RawMessage(`{"which":"plain"}`))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d times a minute", MaxSamplingsPerMinute)) {
+		t.Errorf("past the rate: %v, want refused", err)
+	}
+	if len(got) != MaxSamplingsPerMinute {
+		t.Errorf("Sample called %d times, want %d", len(got), MaxSamplingsPerMinute)
 	}
 }

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -152,3 +154,151 @@ func TestRepublisherKeepsWhatAFailedUpstreamServed(t *testing.T) {
 type discardLog struct{}
 
 func (discardLog) Warn(string, ...any) {}
+
+// TestClientResourcesListChanged: with ResourceTool, a server's
+// notifications/resources/list_changed rebuilds the NAME__read_resource
+// tool of a Synced registry, so the model sees a resource added after the
+// connection (and can read it).
+func TestClientResourcesListChanged(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
+	text := func(s string) sdk.ResourceHandler {
+		return func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: s}}}, nil
+		}
+	}
+	up.AddResource(&sdk.Resource{URI: "docs://first", Name: "first"}, text("one"))
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("docs", SDKTransport{New: func() sdk.Transport { return ct }}, &ClientOptions{ResourceTool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	reg := registry.New()
+	if err := cl.Sync(reg); err != nil {
+		t.Fatal(err)
+	}
+	desc := func() string {
+		tl, ok := reg.Get("docs__read_resource")
+		if !ok {
+			return ""
+		}
+		return tl.Description()
+	}
+	if d := desc(); !strings.Contains(d, "docs://first") || strings.Contains(d, "docs://second") {
+		t.Fatalf("before the change: %q", d)
+	}
+	up.AddResource(&sdk.Resource{URI: "docs://second", Name: "second"}, text("two"))
+	eventually(t, "docs://second in the read_resource tool", func() bool { return strings.Contains(desc(), "docs://second") })
+	inv := reg.Invoke(ctx, "docs__read_resource", json.RawMessage(`{"uri":"docs://second"}`))
+	if inv.Err != nil || !strings.Contains(string(inv.Output), "two") {
+		t.Fatalf("reading the new resource: %s, %v", inv.Output, inv.Err)
+	}
+}
+
+// TestReadResourceBounded: a resource's text larger than
+// MaxResourceTextBytes reaches agrun cut to it, cleaned of terminal
+// escapes (Bad input: resources are bounded and cleaned).
+func TestReadResourceBounded(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "big"}, nil)
+	huge := "\x1b[2J" + strings.Repeat("x", 2*MaxResourceTextBytes)
+	up.AddResource(&sdk.Resource{URI: "big://huge", Name: "huge"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: huge}}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("big", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	text, err := cl.ReadResource(ctx, "big://huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(text) > MaxResourceTextBytes || len(text) < MaxResourceTextBytes/2 {
+		t.Errorf("read %d bytes, want at most %d (and most of it)", len(text), MaxResourceTextBytes)
+	}
+	if strings.Contains(text, "\x1b") {
+		t.Error("the escape sequence reached agrun")
+	}
+
+	// A listing longer than MaxResources is an error, not a truncation
+	// nobody sees.
+	for i := range MaxResources {
+		up.AddResource(&sdk.Resource{URI: fmt.Sprintf("big://r%d", i), Name: "r"}, nil)
+	}
+	if rs, err := cl.Resources(ctx); err == nil {
+		t.Errorf("%d resources listed, want an error past %d", len(rs), MaxResources)
+	}
+}
+
+// TestGetPromptBounded: a prompt's messages reach agrun cleaned and, all
+// of them together, cut to MaxResourceTextBytes; a listing of more than
+// MaxPrompts prompts is an error (Bad input: prompts are bounded and
+// cleaned).
+func TestGetPromptBounded(t *testing.T) {
+	up := sdk.NewServer(&sdk.Implementation{Name: "big"}, nil)
+	part := "\x1b]0;pwned\a" + strings.Repeat("y", MaxResourceTextBytes*3/4)
+	up.AddPrompt(&sdk.Prompt{Name: "huge"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{
+			{Role: "user", Content: &sdk.TextContent{Text: part}},
+			{Role: "assistant", Content: &sdk.TextContent{Text: part}},
+			{Role: "user", Content: &sdk.TextContent{Text: part}},
+		}}, nil
+	})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := up.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cl, err := NewClient("big", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	msgs, err := cl.GetPrompt(ctx, "huge", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, m := range msgs {
+		total += len(m.Text)
+		if strings.Contains(m.Text, "\x1b") || strings.Contains(m.Text, "\a") {
+			t.Errorf("a control character reached agrun in a %s message", m.Role)
+		}
+	}
+	if total > MaxResourceTextBytes || total < MaxResourceTextBytes/2 {
+		t.Errorf("the messages hold %d bytes, want at most %d (and most of it)", total, MaxResourceTextBytes)
+	}
+
+	for i := range MaxPrompts {
+		up.AddPrompt(&sdk.Prompt{Name: fmt.Sprintf("p%d", i)}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{}, nil
+		})
+	}
+	if ps, err := cl.Prompts(ctx); err == nil {
+		t.Errorf("%d prompts listed, want an error past %d", len(ps), MaxPrompts)
+	}
+}

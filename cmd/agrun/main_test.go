@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -332,6 +334,24 @@ func TestToolsExitWhenMCPDown(t *testing.T) {
 	r = w.run("", "tools", "--json").wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, `"gone"`) {
 		t.Fatalf("the broken WASM tool is not listed: %s", r.stdout)
+	}
+}
+
+// TestToolsHintOn401: a server that answers 401 to a configuration
+// without oauth makes `agrun tools` say what to do (oauth and `agrun mcp
+// login`, or headers_env), not only "Unauthorized" (issue 30).
+func TestToolsHintOn401(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	e := newTestEnv(t, "", "\n[mcp.locked]\nurl = \""+srv.URL+"/mcp\"\n")
+	r := e.run("", "tools", "--json").wantCode(t, exitFailure)
+	for _, want := range []string{"401", "add oauth = {} to [mcp.locked]", "agrun mcp login locked", "headers_env"} {
+		if !strings.Contains(r.stdout+r.stderr, want) {
+			t.Errorf("no %q in what agrun tools said:\nstdout %s\nstderr %s", want, r.stdout, r.stderr)
+		}
 	}
 }
 
