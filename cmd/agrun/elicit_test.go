@@ -248,6 +248,7 @@ func TestProgressLines(t *testing.T) {
 // yes, is refused on no or when the client offers no elicitation, and
 // approve = "never" refuses unasked; a call that needs no yes runs.
 func TestMCPServeAsksApproval(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "\n[approvals]\nask = [\"write\"]\n")
 	cfg, _ := os.ReadFile(e.config)
 	os.WriteFile(e.config, []byte(strings.Replace(string(cfg), "[tools.sum_c]\n", "[tools.sum_c]\napprove = \"never\"\n", 1)), 0o644)

@@ -15,6 +15,7 @@ import (
 // TestCallPluginREADME runs README's "Use Extism and hyper-mcp plug-ins" as written: its
 // [tools.count_vowels] in an agrun.toml, its agrun call, its output.
 func TestCallPluginREADME(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism and hyper-mcp plug-ins")
 	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
 	if len(tomls) == 0 || len(shs) == 0 {
