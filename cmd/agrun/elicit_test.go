@@ -110,9 +110,9 @@ func docsServer(t *testing.T) string {
 // resources to the model as NAME__read_resource; a wrong reference is a
 // usage error.
 func TestRunResourceAndPrompt(t *testing.T) {
+	t.Parallel()
 	url := docsServer(t)
 	model := chattest.New(t, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"})
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, model.URL, "\n[mcp.docs]\nurl = \""+url+"\"\nresources = true\npermissions = [\"read\"]\n")
 
 	e.run("", "run", "--resource", "docs:file:///guide.md", "summarize the guide").wantCode(t, exitOK)

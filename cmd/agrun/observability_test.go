@@ -769,6 +769,7 @@ func TestAuditReportCannotBeForged(t *testing.T) {
 // parent is that execute_tool span, the trace context having crossed in
 // params._meta; each side records its operation duration.
 func TestMCPTelemetryOverOTLP(t *testing.T) {
+	t.Parallel()
 	rcv, url := newOTLPReceiver(t)
 	tel := fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\n", url)
 	up := newTestEnv(t, "", tel)
@@ -776,7 +777,6 @@ func TestMCPTelemetryOverOTLP(t *testing.T) {
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "up__word_count", Args: `{"text":"a b c"}`}}},
 		chattest.Reply{Text: "Three."},
 	)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, tel+fmt.Sprintf("\n[mcp.up]\ncommand = %q\nargs = [\"-c\", %q, \"mcp\", \"serve\"]\npermissions = [\"read\"]\n", binary(t), up.config))
 	e.run("", "run", "count: a b c").wantCode(t, exitOK)
 	if m := toolMessage(t, srv, 1, "call_1"); !strings.Contains(m, `"words":3`) {

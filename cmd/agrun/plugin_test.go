@@ -113,6 +113,7 @@ func TestCallPluginFile(t *testing.T) {
 // with the line removed, running them), and in `agrun audit`, where the
 // [plugins.kit] grant is compared with the calls of all its tools.
 func TestMCPPluginREADME(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism and hyper-mcp plug-ins")
 	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
 	if len(tomls) < 2 || len(shs) < 2 {
@@ -131,7 +132,6 @@ func TestMCPPluginREADME(t *testing.T) {
 		}},
 		chattest.Reply{Text: "2 words; desserts."},
 	)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, "\n"+block)
 
 	r := e.run("", "tools", "--json").wantCode(t, exitOK)
