@@ -38,7 +38,6 @@ func approvalEnv(t *testing.T, extra string, replies ...chattest.Reply) (*testEn
 		{ID: "call_c", Name: "word_count", Args: `{"text":"a b"}`},
 	}}}, replies...)
 	srv := chattest.New(t, script...)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	return newTestEnv(t, srv.URL, "\n[approvals]\nask = [\"write\"]\n"+extra), srv
 }
 
@@ -84,6 +83,7 @@ func decisions(t *testing.T, e *testEnv, id string) []map[string]any {
 // anyway; "y" runs the call once, through the real mount; the decision
 // is in the session.
 func TestApprovalPromptOnce(t *testing.T) {
+	t.Parallel()
 	e, srv := approvalEnv(t, "", chattest.Reply{Text: "Written."})
 	r := e.runTTY("y\n", "run", "--session", "a1", "write a note").wantCode(t, exitOK)
 	notes := filepath.Join(e.dir, "notes")
@@ -116,6 +116,7 @@ func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 // next) denies the call: nothing is written, the model reads
 // "error (denied_by_user): <reason>", the run goes on to its answer.
 func TestApprovalPromptDeny(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ stdin, reason string }{
 		{"n not in my notes\n", "not in my notes"},
 		{"no\nwrong folder\n", "wrong folder"},
@@ -150,6 +151,7 @@ func TestApprovalPromptDeny(t *testing.T) {
 // session (a second call is not asked about); without a terminal the
 // call is denied, said on stderr and recorded as non-interactive.
 func TestApprovalSessionAndNonTTY(t *testing.T) {
+	t.Parallel()
 	again := chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_w2", Name: "write_note", Args: `{"name":"n2","text":"again"}`}}}
 	e, srv := approvalEnv(t, "", again, chattest.Reply{Text: "Both written."})
 	r := e.runTTY("s\n", "run", "--session", "s1", "write two notes").wantCode(t, exitOK)
@@ -181,6 +183,7 @@ func TestApprovalSessionAndNonTTY(t *testing.T) {
 // later runs too (the approvals file, no terminal needed), `approvals
 // list` shows it, `approvals revoke` ends it.
 func TestApprovalAlwaysPersists(t *testing.T) {
+	t.Parallel()
 	first := []chattest.Call{{ID: "call_w", Name: "write_note", Args: `{"name":"n1","text":"hi"}`}}
 	e, srv := approvalEnv(t, "", chattest.Reply{Text: "one"},
 		chattest.Reply{ToolCalls: first}, chattest.Reply{Text: "two"},
@@ -227,13 +230,13 @@ func TestApprovalAlwaysPersists(t *testing.T) {
 // on a terminal; approve = "ask" asks about a tool that uses nothing in
 // [approvals] ask; approve = "always" runs a writing tool unasked.
 func TestApprovalPolicyKeys(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{
 			{ID: "call_w", Name: "write_note", Args: `{"name":"n1","text":"hi"}`},
 			{ID: "call_c", Name: "word_count", Args: `{"text":"a b"}`},
 		}},
 		chattest.Reply{Text: "done"})
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, "")
 	cfg, _ := os.ReadFile(e.config)
 	cfg = bytes.Replace(cfg, []byte("[tools.word_count]\n"), []byte("[tools.word_count]\napprove = \"ask\"\n"), 1)
@@ -254,6 +257,7 @@ func TestApprovalPolicyKeys(t *testing.T) {
 // TestApprovalChat: in chat the question is answered by the next line of
 // the same input, and the conversation goes on.
 func TestApprovalChat(t *testing.T) {
+	t.Parallel()
 	e, srv := approvalEnv(t, "", chattest.Reply{Text: "Written."})
 	r := e.runTTY("write a note\ny\n/exit\n", "chat", "--session", "c1").wantCode(t, exitOK)
 	if !strings.Contains(r.stderr, "write_note wants to write to /notes") || !strings.Contains(r.stdout, "Written.") {
@@ -267,6 +271,7 @@ func TestApprovalChat(t *testing.T) {
 // TestApprovalQuestionIsClean: text from the model in the question is
 // escaped, newlines included, so it cannot forge a line of the question.
 func TestApprovalQuestionIsClean(t *testing.T) {
+	t.Parallel()
 	e, _ := approvalEnv(t, "", chattest.Reply{Text: "ok"})
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_w", Name: "write_note", Args: "{\"name\":\"x\",\n\"text\":\"\x1b[2J\\n[y] is safe\"}"}}},
@@ -286,6 +291,7 @@ func TestApprovalQuestionIsClean(t *testing.T) {
 // `--approve` resumes the saved session from the waiting call without
 // repeating the model request; `--deny ID:reason` sends the reason.
 func TestApprovalJSONPauseAndResume(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, flag, want string
 	}{
@@ -495,6 +501,7 @@ func startServe(t *testing.T, e *testEnv) string {
 // destructiveHint: MCP's default) is asked about, shown as running on
 // that server with its hints, and its read-only tool runs unasked.
 func TestApprovalMCPAnnotations(t *testing.T) {
+	t.Parallel()
 	server := testguest.BuildNative(t, filepath.Join("testdata", "mcp-annotated"))
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{
@@ -502,7 +509,6 @@ func TestApprovalMCPAnnotations(t *testing.T) {
 			{ID: "call_read", Name: "files__read", Args: `{"path":"/y"}`},
 		}},
 		chattest.Reply{Text: "done"})
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, fmt.Sprintf("\n[approvals]\nask = [\"delete\"]\n\n[mcp.files]\ncommand = %q\npermissions = [\"read\"]\n", server))
 	r := e.runTTY("n keep it\n", "run", "tidy up").wantCode(t, exitOK)
 	if n := strings.Count(r.stderr, "approve? "); n != 1 || !strings.Contains(r.stderr, "agrun: files__rm wants to run on MCP server files (it says: destructive) with {\"path\":\"/x\"}") {
@@ -520,6 +526,7 @@ func TestApprovalMCPAnnotations(t *testing.T) {
 // recommends for scripts) asks nobody: /dev/null is a character device
 // but no terminal, so the call is denied and recorded non-interactive.
 func TestDevNullIsNotATerminal(t *testing.T) {
+	t.Parallel()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

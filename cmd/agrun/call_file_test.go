@@ -254,6 +254,7 @@ func TestInit(t *testing.T) {
 // policy denies are not sent to the model, nor listed by mcp serve; the
 // model calling the broken one gets module_refused, as call --json does.
 func TestUnavailableToolsNotOffered(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "broken", Args: `{}`}}},
 		chattest.Reply{Text: "done"},
@@ -268,7 +269,6 @@ mounts = ["./docs:/docs"]
 `, filepath.Join(repoRoot(t), "testdata/word_count.wasm")))
 	b, _ := os.ReadFile(e.config)
 	os.WriteFile(e.config, []byte(strings.Replace(string(b), `allowed = ["read", "network", "filesystem", "write"]`, `allowed = ["read", "network", "write"]`, 1)), 0o644)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	r := e.run("", "run", "go").wantCode(t, exitOK)
 	for _, want := range []string{"tool broken not available: the tool failed to load", "tool read_file not offered", "filesystem is not in [permissions] allowed",
 		`warning: tool wc_mounted: [tools.wc_mounted] mounts has no effect: the tool does not declare "filesystem"`} {

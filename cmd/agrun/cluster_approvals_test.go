@@ -54,6 +54,7 @@ func approvalScript(answer string) []chattest.Reply {
 // the session, no model request is repeated; a second --approve is
 // refused (nothing waits).
 func TestClusterApprovalJSONPauseAndResume(t *testing.T) {
+	t.Parallel()
 	e, srv := clusterApprovalEnv(t, "10m", append([]chattest.Reply{{Text: "Finished."}}, approvalScript("Finished again.")...)...)
 	for i, tc := range []struct {
 		name, session, flag, want, done, by string
@@ -129,6 +130,7 @@ func TestClusterApprovalJSONPauseAndResume(t *testing.T) {
 // lists it), so that the next run's call is not asked about; without a
 // terminal the call is denied, said on stderr, and the model told why.
 func TestClusterApprovalOnTheTerminal(t *testing.T) {
+	t.Parallel()
 	var script []chattest.Reply
 	script = append(script, chattest.Reply{Text: "Written."})
 	for _, a := range []string{"Denied.", "Always.", "Again."} {
@@ -185,6 +187,7 @@ func TestClusterApprovalOnTheTerminal(t *testing.T) {
 // the run goes on without `run --approve`, the model is told, the
 // decision is recorded by "timeout", and a late --approve is refused.
 func TestClusterApprovalTimeoutDenies(t *testing.T) {
+	t.Parallel()
 	e, srv := clusterApprovalEnv(t, "2s", chattest.Reply{Text: "Gave up."})
 	e.run("", "run", "--json", "--session", "to", "write a note").wantCode(t, exitApproval)
 	deadline := time.Now().Add(time.Minute)

@@ -57,6 +57,7 @@ func (e *testEnv) sessionFile(id string) string {
 }
 
 func TestRunCutOffStream(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{Text: "Half a sent", Cut: true},
 		chattest.Reply{Text: "Whole sentence."},
@@ -103,6 +104,7 @@ func TestRunCutOffToolCallIsNotRun(t *testing.T) {
 }
 
 func TestRunRetryAfter(t *testing.T) {
+	t.Parallel()
 	slow := `{"error":{"message":"slow down","type":"rate_limit"}}`
 	srv := chattest.New(t,
 		chattest.Reply{Status: 429, Body: slow, Header: map[string]string{"Retry-After": "1"}},
@@ -143,6 +145,7 @@ func TestRunRetryEventJSON(t *testing.T) {
 }
 
 func TestRunStalledStream(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Text: "I was say", Stall: true})
 	e := newTestEnv(t, srv.URL, "")
 	b, _ := os.ReadFile(e.config)
@@ -326,6 +329,7 @@ max_tool_calls = 7
 
 // Ctrl-C mid-stream keeps what was shown, marked interrupted, in the session.
 func TestRunInterruptedKeepsPartialReply(t *testing.T) {
+	t.Parallel()
 	gone := make(chan struct{})
 	srv := chattest.New(t, chattest.Reply{Text: "I was saying", Stall: true, Gone: gone},
 		chattest.Reply{Text: "Go on then.", Check: func(t testing.TB, got chattest.Request) {

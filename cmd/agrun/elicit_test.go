@@ -110,9 +110,9 @@ func docsServer(t *testing.T) string {
 // resources to the model as NAME__read_resource; a wrong reference is a
 // usage error.
 func TestRunResourceAndPrompt(t *testing.T) {
+	t.Parallel()
 	url := docsServer(t)
 	model := chattest.New(t, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"}, chattest.Reply{Text: "ok"})
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, model.URL, "\n[mcp.docs]\nurl = \""+url+"\"\nresources = true\npermissions = [\"read\"]\n")
 
 	e.run("", "run", "--resource", "docs:file:///guide.md", "summarize the guide").wantCode(t, exitOK)
@@ -248,6 +248,7 @@ func TestProgressLines(t *testing.T) {
 // yes, is refused on no or when the client offers no elicitation, and
 // approve = "never" refuses unasked; a call that needs no yes runs.
 func TestMCPServeAsksApproval(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "\n[approvals]\nask = [\"write\"]\n")
 	cfg, _ := os.ReadFile(e.config)
 	os.WriteFile(e.config, []byte(strings.Replace(string(cfg), "[tools.sum_c]\n", "[tools.sum_c]\napprove = \"never\"\n", 1)), 0o644)

@@ -78,7 +78,6 @@ func TestGlobalFlagsAfterTheCommand(t *testing.T) {
 	// run: -c after the command is --continue; --config names the config.
 	srv := chattest.New(t, chattest.Reply{Text: "first"}, chattest.Reply{Text: "second"})
 	e = newTestEnv(t, srv.URL, "")
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	runIn(t, "", "run", "--session", "s1", "hello", "--config", e.config).wantCode(t, exitOK)
 	r := runIn(t, "", "run", "--config", e.config, "-c", "and then?").wantCode(t, exitOK)
 	if !strings.Contains(r.stderr, "agrun: session s1\n") {

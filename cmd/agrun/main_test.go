@@ -576,6 +576,7 @@ func TestChatThroughPipe(t *testing.T) {
 
 // TestSessionLocked: a session used by another process is refused.
 func TestSessionLocked(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	started := make(chan struct{})
 	srv := chattest.New(t, chattest.Reply{Text: "slow", Hold: hold, Started: started}, chattest.Reply{Text: "ok"})
@@ -610,6 +611,7 @@ func binary(t *testing.T) string {
 // TestMCPServerTools: an MCP server from the config contributes
 // <server>__<tool> tools that list and call like any other.
 func TestMCPServerTools(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("SKIPPED: node is not installed: the MCP reference server cannot run and this test did NOT run; run scripts/setup-npm.sh (scripts/test.sh does)")

@@ -481,6 +481,7 @@ func TestTelemetryFailedRequestOverOTLP(t *testing.T) {
 // schema is an agrun.schema_retry event of the run's span; under
 // --schema every span says gen_ai.output.type json.
 func TestTelemetryRetryEventsOverOTLP(t *testing.T) {
+	t.Parallel()
 	rcv, url := newOTLPReceiver(t)
 	overflow := chattest.Reply{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 1000 tokens. However, your messages resulted in 5000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`}
 	srv := chattest.New(t,
@@ -534,6 +535,7 @@ func TestTelemetryRetryEventsOverOTLP(t *testing.T) {
 // the tools offered as gen_ai.tool.definitions; a continued session's
 // history opens the next run's input.
 func TestTelemetryCaptureContentOverOTLP(t *testing.T) {
+	t.Parallel()
 	rcv, url := newOTLPReceiver(t)
 	srv := chattest.New(t,
 		chattest.Reply{Reasoning: "The tool counts.", ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"a b c"}`}}},
@@ -672,6 +674,7 @@ func TestTelemetryBadHeaders(t *testing.T) {
 // with no endpoint configured: the run, its requests with tokens, the
 // tool call under it.
 func TestRunTrace(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "word_count", Args: `{"text":"a b"}`}, {ID: "call_2", Name: "nosuch", Args: `{}`}}},
 		chattest.Reply{Text: "Two."},
@@ -766,6 +769,7 @@ func TestAuditReportCannotBeForged(t *testing.T) {
 // parent is that execute_tool span, the trace context having crossed in
 // params._meta; each side records its operation duration.
 func TestMCPTelemetryOverOTLP(t *testing.T) {
+	t.Parallel()
 	rcv, url := newOTLPReceiver(t)
 	tel := fmt.Sprintf("\n[telemetry]\notlp_endpoint = %q\n", url)
 	up := newTestEnv(t, "", tel)
@@ -773,7 +777,6 @@ func TestMCPTelemetryOverOTLP(t *testing.T) {
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "up__word_count", Args: `{"text":"a b c"}`}}},
 		chattest.Reply{Text: "Three."},
 	)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, tel+fmt.Sprintf("\n[mcp.up]\ncommand = %q\nargs = [\"-c\", %q, \"mcp\", \"serve\"]\npermissions = [\"read\"]\n", binary(t), up.config))
 	e.run("", "run", "count: a b c").wantCode(t, exitOK)
 	if m := toolMessage(t, srv, 1, "call_1"); !strings.Contains(m, `"words":3`) {

@@ -52,6 +52,7 @@ func TestPullIntoClusterStore(t *testing.T) {
 // local [oci] dir), offered to the model as kit__TOOL, and a run's call
 // of it runs on the worker.
 func TestClusterRunUsesAPulledPlugin(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	host, stop := startRegistry(t)
 	srv := chattest.New(t,
@@ -74,7 +75,6 @@ func TestClusterRunUsesAPulledPlugin(t *testing.T) {
 	stop() // the worker cannot reach the registry
 	cfg, _ = os.ReadFile(e.config)
 	os.WriteFile(e.config, append(cfg, []byte("\n[plugins.kit]\n"+line[1]+"\n")...), 0o644)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	startWorker(t, e, "w1")
 	r = e.run("", "run", "--json", "--session", "pk1", "reverse it")
 	if r.code != 0 || !strings.Contains(r.stdout, `"name":"kit__reverse","output":"desserts"`) || !strings.Contains(r.stdout, `"text":"reversed"`) {

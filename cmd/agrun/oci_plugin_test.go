@@ -23,6 +23,7 @@ import (
 // call runs (approve = "ask", answered on a terminal), and in `agrun
 // audit`, whose block to paste keeps the oci source.
 func TestPulledPluginLikeAnyTool(t *testing.T) {
+	t.Parallel()
 	host, stop := startRegistry(t)
 	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("hello from " + r.URL.Path))
@@ -37,7 +38,6 @@ func TestPulledPluginLikeAnyTool(t *testing.T) {
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_f", Name: "fetch", Args: fmt.Sprintf(`{"url":%q}`, peer.URL+"/m")}}},
 		chattest.Reply{Text: "Fetched."},
 	)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, "\n[oci]\ndir = \"modules\"\n")
 	e.run("", "push", filepath.Join(repoRoot(t), "testdata", "plugins", "count_vowels.wasm"), host+"/plugins/cv:1").wantCode(t, exitOK)
 	r := e.run("", "pull", host+"/plugins/cv:1").wantCode(t, exitOK)

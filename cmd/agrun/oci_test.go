@@ -206,6 +206,7 @@ func TestServeOCIOptions(t *testing.T) {
 // pinned as [plugins.NAME] oci = the line pull prints, and its tools are
 // listed and called offline.
 func TestPullPlugin(t *testing.T) {
+	t.Parallel()
 	host, stop := startRegistry(t)
 	e := newTestEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
 	e.run("", "push", filepath.Join(repoRoot(t), "testdata", "plugins", "textkit.wasm"), host+"/plugins/textkit:1").wantCode(t, exitOK)

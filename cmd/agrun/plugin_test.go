@@ -15,6 +15,7 @@ import (
 // TestCallPluginREADME runs README's "Use Extism and hyper-mcp plug-ins" as written: its
 // [tools.count_vowels] in an agrun.toml, its agrun call, its output.
 func TestCallPluginREADME(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism and hyper-mcp plug-ins")
 	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
 	if len(tomls) == 0 || len(shs) == 0 {
@@ -112,6 +113,7 @@ func TestCallPluginFile(t *testing.T) {
 // with the line removed, running them), and in `agrun audit`, where the
 // [plugins.kit] grant is compared with the calls of all its tools.
 func TestMCPPluginREADME(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "README.md").Section(t, "## Use Extism and hyper-mcp plug-ins")
 	tomls, shs := sec.Blocks("toml"), sec.Blocks("sh")
 	if len(tomls) < 2 || len(shs) < 2 {
@@ -130,7 +132,6 @@ func TestMCPPluginREADME(t *testing.T) {
 		}},
 		chattest.Reply{Text: "2 words; desserts."},
 	)
-	t.Setenv("AGRUN_TEST_KEY", "k")
 	e := newTestEnv(t, srv.URL, "\n"+block)
 
 	r := e.run("", "tools", "--json").wantCode(t, exitOK)

@@ -275,6 +275,7 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 // --json the last line is an error of kind "interrupted". The session
 // keeps what was recorded before.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	stall := chattest.Reply{Chunks: []string{chattest.TextChunk("partial ans")}, Stall: true}
 	srv := chattest.New(t, chattest.Reply{Text: "earlier"}, stall, stall)
 	e := newTestEnv(t, srv.URL, "")

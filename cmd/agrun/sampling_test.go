@@ -73,6 +73,7 @@ func listsTool(t *testing.T, e *testEnv, name string) bool {
 // text reaches the server (its tool result); with "deny" the capability
 // is not declared, so the server offers no sampling tool.
 func TestSamplingAllow(t *testing.T) {
+	t.Parallel()
 	llm := chattest.New(t,
 		sampleCall("call_1", "say hi", 1000000),
 		chattest.Reply{Text: "Hello from agrun's model", Check: func(t testing.TB, got chattest.Request) {
@@ -104,6 +105,7 @@ func TestSamplingAllow(t *testing.T) {
 // terminal, and in run --json (even on one), it is declined unasked and
 // said on stderr, and the session records the decline.
 func TestSamplingAsk(t *testing.T) {
+	t.Parallel()
 	llm := chattest.New(t,
 		sampleCall("call_1", "hi\x1b]0;pwned\x07", 10), chattest.Reply{Text: "model text"}, chattest.Reply{Text: "done"},
 		sampleCall("call_2", "again", 10), chattest.Reply{Text: "done"},
@@ -155,6 +157,7 @@ func TestSamplingAsk(t *testing.T) {
 // the run's 15 tokens and the sampling's 30 end it, where 15 alone would
 // not); a request over 64 KiB of text is refused unasked.
 func TestSamplingBudgets(t *testing.T) {
+	t.Parallel()
 	big := &chattest.Usage{PromptTokens: 20, CompletionTokens: 10, TotalTokens: 30}
 	llm := chattest.New(t,
 		sampleCall("call_1", "first", 10), chattest.Reply{Text: "one", Usage: big},

@@ -86,6 +86,7 @@ func TestSignToolExample(t *testing.T) {
 // TestRequireSignature: through the CLI, each case of a tool pulled from
 // a registry with [trust] require_signature, and the per-tool override.
 func TestRequireSignature(t *testing.T) {
+	t.Parallel()
 	host, _ := startRegistry(t)
 	e := newTestEnv(t, "", "")
 	key := signtest.NewKey(t)
