@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
 	"github.com/agcore/agrun/internal/testing/devtemporal"
+	"github.com/agcore/agrun/server"
 )
 
 // offered is the names of the tools the model was offered in request i.
@@ -45,6 +47,8 @@ func TestServeClusterTenantTools(t *testing.T) {
 		chattest.Reply{Text: "acme done."},
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_g", Name: "get_weather", Args: args}}},
 		chattest.Reply{Text: "globex done."},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_h", Name: "get_weather", Args: args}}},
+		chattest.Reply{Text: "globex's own."},
 	)
 	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
 [serve.tenants.acme]
@@ -89,7 +93,9 @@ module_store = "objects"
 	}
 
 	// globex's run (whose own ceiling would allow the host): not offered
-	// acme's tool, and its call is not found (what a tool no tenant uploaded answers).
+	// acme's tool, and its call is not found (what a tool no tenant uploaded answers);
+// globex's own upload of the name runs with globex's ceiling (its host
+// allowed).
 	st, events, body, _ = streamRun(t, a, globex, `{"prompt":"weather?","session":"s1"}`)
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
@@ -103,5 +109,26 @@ module_store = "objects"
 	}
 	if names := offered(t, srv, 2); slices.Contains(names, "get_weather") || !slices.Contains(names, "word_count") {
 		t.Errorf("globex's run was offered %v", names)
+	}
+
+	// globex's own upload of the name: run with globex's ceiling, which
+	// allows the host (the request is made, and fails to connect).
+	if st, body := httpAs(t, globex, "POST", a+"/v1/tools", "application/wasm", gw); st != http.StatusCreated {
+		t.Fatalf("globex's upload: %d %s", st, body)
+	}
+	// The worker reads globex's records at most every UploadsRefresh, and
+	// it read them for the run just above.
+	time.Sleep(server.UploadsRefresh + 500*time.Millisecond)
+	st, events, body, _ = streamRun(t, a, globex, `{"prompt":"weather?","session":"s2"}`)
+	if st != http.StatusOK {
+		t.Fatalf("POST /v1/runs: %d %s", st, body)
+	}
+	seen = nil
+	if ev := until(t, events, "tool_completed", &seen); ev.data["id"] != "call_h" || ev.data["is_error"] != true ||
+		ev.data["error_kind"] == "permission_denied" || ev.data["error_kind"] == "not_found" || strings.Contains(ev.raw, "not in the allowed hosts") {
+		t.Fatalf("globex's call of its own tool: %s", ev.raw)
+	}
+	if ev := until(t, events, "done", &seen); ev.data["text"] != "globex's own." {
+		t.Fatalf("done: %s", ev.raw)
 	}
 }
