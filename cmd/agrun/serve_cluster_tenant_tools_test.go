@@ -94,8 +94,8 @@ module_store = "objects"
 
 	// globex's run (whose own ceiling would allow the host): not offered
 	// acme's tool, and its call is not found (what a tool no tenant uploaded answers);
-// globex's own upload of the name runs with globex's ceiling (its host
-// allowed).
+	// globex's own upload of the name runs with globex's ceiling (its host
+	// allowed).
 	st, events, body, _ = streamRun(t, a, globex, `{"prompt":"weather?","session":"s1"}`)
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
