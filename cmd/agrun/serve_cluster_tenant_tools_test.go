@@ -37,7 +37,8 @@ func offered(t *testing.T, srv *chattest.Server, i int) []string {
 // on an `agrun worker`, which loads it with acme's ceiling from its own
 // config (no network: the call is refused by the sandbox, as serve's own
 // call is). globex's run through serve is not offered it, and a call
-// naming it is not_found.
+// naming it is not_found; globex's own upload of the name runs with
+// globex's ceiling (its host allowed).
 func TestServeClusterTenantTools(t *testing.T) {
 	t.Parallel()
 	addr := devtemporal.Start(t)
@@ -93,9 +94,8 @@ module_store = "objects"
 	}
 
 	// globex's run (whose own ceiling would allow the host): not offered
-	// acme's tool, and its call is not found (what a tool no tenant uploaded answers);
-	// globex's own upload of the name runs with globex's ceiling (its host
-	// allowed).
+	// acme's tool, and its call is not found (what a tool no tenant
+	// uploaded answers).
 	st, events, body, _ = streamRun(t, a, globex, `{"prompt":"weather?","session":"s1"}`)
 	if st != http.StatusOK {
 		t.Fatalf("POST /v1/runs: %d %s", st, body)
