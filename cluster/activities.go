@@ -63,6 +63,28 @@ type Activities struct {
 	// worker's approvals file, which its Approver reads. An error is
 	// logged; the decision stands for the run.
 	Remember func(ctx context.Context, tool string, g registry.Grant, session string) error
+	// Tenants, if set, gives the tools offered to the runs of an agrun
+	// serve tenant (RunSettings.Tenant, ToolStep.Tenant): a registry
+	// (cmd/agrun: Registry's tools plus the tenant's uploads, at the
+	// tenant's ceiling in the worker's config) and the refresh that
+	// keeps it up to date, as Refresh does Registry. A nil registry
+	// (no such tenant here) leaves the run with Registry and Refresh;
+	// so does a run of no tenant.
+	Tenants func(tenant string) (reg *registry.Registry, refresh func(ctx context.Context, force bool) error)
+}
+
+// forTenant is a, or a copy of it serving the runs of tenant (Tenants).
+func (a *Activities) forTenant(tenant string) *Activities {
+	if tenant == "" || a.Tenants == nil {
+		return a
+	}
+	reg, refresh := a.Tenants(tenant)
+	if reg == nil {
+		return a
+	}
+	b := *a
+	b.Registry, b.Refresh = reg, refresh
+	return &b
 }
 
 // refresh calls Refresh.
@@ -102,6 +124,7 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	// time too; the heartbeat is also how a cancelled run's cancellation
 	// reaches this step.
 	defer heartbeat(ctx)()
+	a = a.forTenant(in.Settings.tenant())
 	a.refresh(ctx, false)
 	cfg, offered := a.Loop, a.Registry
 	if !in.Final && (in.Turns < 0 || in.UsedTokens < 0 || in.UsedCalls < len(in.Results)) {
@@ -447,6 +470,7 @@ func (a *Activities) invocations(ctx context.Context, results []ToolResult) (map
 // call is a result (its kind and message), not an activity error.
 func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) {
 	defer heartbeat(ctx)()
+	a = a.forTenant(in.Tenant)
 	a.refresh(ctx, false)
 	args, err := a.blobs().get(ctx, in.Call.Args)
 	if err != nil {

@@ -45,14 +45,29 @@ type Client struct {
 // this one). A run of the same session already going on is
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
-	if err := c.Defaults.Settings.Check(); err != nil {
+	return c.StartTenant(ctx, "", id, prompt)
+}
+
+// StartTenant is Start for a run of agrun serve's tenant (RunSettings.Tenant;
+// "" is Start): its workers offer it the tools their config gives that
+// tenant's runs.
+func (c *Client) StartTenant(ctx context.Context, tenant, id, prompt string) (client.WorkflowRun, int64, error) {
+	in := c.Defaults
+	if tenant != "" {
+		st := RunSettings{}
+		if in.Settings != nil {
+			st = *in.Settings
+		}
+		st.Tenant = tenant
+		in.Settings = &st
+	}
+	if err := in.Settings.Check(); err != nil {
 		return nil, 0, err
 	}
 	recs, err := c.Sessions.Load(ctx, id, 0)
 	if err != nil && !errors.Is(err, session.ErrNotFound) {
 		return nil, 0, err
 	}
-	in := c.Defaults
 	in.Session, in.Prompt, in.Seq = id, prompt, int64(len(recs))
 	if len(prompt) > DefaultInlineLimit {
 		p, err := blobs{store: c.Blobs}.put(ctx, []byte(prompt))

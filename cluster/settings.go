@@ -37,6 +37,23 @@ type RunSettings struct {
 	// value than the worker's is the worker's).
 	MaxTotalTokens int64 `json:"max_total_tokens,omitempty"`
 	MaxToolCalls   int   `json:"max_tool_calls,omitempty"`
+	// Tenant, if set, is the agrun serve tenant the run is for (serve
+	// sets it on the runs it starts, from the caller's token): its model
+	// steps and calls are offered the tools the worker's config gives
+	// that tenant's runs (Activities.Tenants: its uploaded tools, with
+	// the ceiling of the worker's [serve.tenants.NAME.uploads]). Whoever
+	// starts a workflow can name any tenant, so it gets no more than
+	// that tenant's ceiling; a name the worker's config has no tenant
+	// of gets the worker's tools alone.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// tenant is s's Tenant ("" for nil).
+func (s *RunSettings) tenant() string {
+	if s == nil {
+		return ""
+	}
+	return s.Tenant
 }
 
 // MaxSettingBytes bounds RunSettings.System and Schema: the registry caps a
@@ -63,6 +80,9 @@ func (s *RunSettings) Check() error {
 		if _, err := registry.CompileSchema(s.Schema); err != nil {
 			return fmt.Errorf("the schema: %s", textsafe.Clean(err.Error(), 512))
 		}
+	}
+	if len(s.Tenant) > 64 {
+		return fmt.Errorf("the tenant name is %d bytes, over 64", len(s.Tenant))
 	}
 	if len(s.Tools) > maxToolNames {
 		return fmt.Errorf("%d tool names, over %d", len(s.Tools), maxToolNames)

@@ -236,6 +236,9 @@ type ToolStep struct {
 	// RetrySideEffects is the run's setting: a retried attempt of a call
 	// whose tool has side effects here is not run without it.
 	RetrySideEffects bool `json:"retry_side_effects,omitempty"`
+	// Tenant is the run's RunSettings.Tenant: the call runs among the
+	// tools the worker offers that tenant's runs (Activities.Tenants).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // ToolResult is what one tool call returned: its output, or the kind and

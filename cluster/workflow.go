@@ -164,7 +164,7 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 				WaitForCancellation:    true,
 				RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
 			})
-			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects})
+			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects, Tenant: in.Settings.tenant()})
 		}
 		// The calls that need no decision run at once; those that wait
 		// for a person's run as each is decided (its decision stored

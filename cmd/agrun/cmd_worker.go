@@ -98,9 +98,30 @@ func (c *cli) worker(ctx context.Context, args []string) error {
 	a.Remember = func(_ context.Context, tool string, g registry.Grant, sess string) error {
 		return standing.Add(session.StandingApproval{Tool: tool, Grant: g, Time: time.Now().UTC(), By: "user", Session: sess})
 	}
+	shared := server.NewSharedStore(ce.objects, 0)
 	if len(cfg.Serve.Tenants) == 0 {
-		a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, server.NewSharedStore(ce.objects, 0), c.logger()).Refresh
-	} // With tenants, an upload is its tenant's own: the runs a worker serves (agrun run's, the operator's) are no tenant's, so they are offered none (docs/SCALING.md).
+		a.Refresh = server.NewUploads(e.reg, e.rt, serveOptions(cfg.Serve).Uploads, shared, c.logger()).Refresh
+	} else {
+		// With tenants, an upload is its tenant's own: a run of no tenant
+		// (agrun run's, the operator's) is offered none, a run serve
+		// started for tenant T (RunSettings.Tenant) T's, loaded with T's
+		// ceiling from this worker's config, never the workflow's input
+		// (docs/SCALING.md).
+		ts := shared.(server.TenantSharedStore)
+		byTenant := map[string]*server.Uploads{}
+		regs := map[string]*registry.Registry{}
+		for name, t := range cfg.Serve.Tenants {
+			regs[name] = e.reg.Subset(func(string) bool { return true })
+			byTenant[name] = server.NewUploads(regs[name], e.rt, setup.UploadsGrant(t.Uploads), ts.ForTenant(name), c.logger().With("tenant", name))
+		}
+		a.Tenants = func(name string) (*registry.Registry, func(context.Context, bool) error) {
+			u, ok := byTenant[name]
+			if !ok {
+				return nil, nil
+			}
+			return regs[name], u.Refresh
+		}
+	}
 	fmt.Fprintf(c.stderr, "agrun: worker serving %s on %s (namespace %s, tools: %d)\n",
 		strings.Join(serve, ","), cfg.Cluster.TemporalAddress, ce.namespace(), e.Loaded())
 	err = cluster.RunWorker(ctx, ce.temporal, a, cluster.WorkerOptions{Queues: ce.queues, Serve: serve, Concurrency: n, Identity: *identity})

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/agcore/agrun/cluster"
@@ -38,7 +39,7 @@ func ServeCluster(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 	}
 	opts.SharedStore = server.NewSharedStore(ce.Objects, 0)
 	opts.Runs = &ClusterRuns{Client: &cluster.Client{Temporal: ce.Temporal, Sessions: ce.Sessions, Blobs: ce.Objects,
-		Defaults: RunDefaults(cfg, ce.Queues), Logger: log}, Log: log}
+		Defaults: RunDefaults(cfg, ce.Queues), Logger: log}, Log: log, Tenants: len(cfg.Serve.Tenants) > 0}
 	return ce.Close, nil
 }
 
@@ -53,6 +54,11 @@ type ClusterRuns struct {
 	// Log receives the warning of a run that no worker serves (nil:
 	// slog.Default()).
 	Log *slog.Logger
+	// Tenants: the server has [serve.tenants], so a session's name is
+	// TENANT.ID and its run is started as that tenant's
+	// (cluster.Client.StartTenant): the workers offer it the tenant's
+	// uploaded tools, at the ceiling of their own config.
+	Tenants bool
 }
 
 // cancelWait bounds the cancellation of a run whose caller stopped
@@ -63,7 +69,11 @@ const cancelWait = 10 * time.Second
 // followed (cluster.Client.Follow) until it ends. A caller that stops
 // ranging early cancels it on the cluster, as an ended ctx does.
 func (c *ClusterRuns) Start(ctx context.Context, id, prompt string) (iter.Seq2[loop.Event, error], error) {
-	run, from, err := c.Client.Start(ctx, id, prompt)
+	tenant := ""
+	if c.Tenants {
+		tenant, _, _ = strings.Cut(id, ".") // a tenant's name holds no dot
+	}
+	run, from, err := c.Client.StartTenant(ctx, tenant, id, prompt)
 	if errors.Is(err, cluster.ErrSessionBusy) {
 		return nil, fmt.Errorf("%w: %w", server.ErrRunBusy, err)
 	}
