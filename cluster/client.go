@@ -173,6 +173,20 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 		own := c.Temporal.GetWorkflow(bg, run.GetID(), run.GetRunID())
 		go func() { done <- own.Get(bg, &res) }()
 		var replay session.Replay
+		// The reply's text live, if the session store carries it
+		// (LiveBus): shown as it comes, reconciled with the stored reply
+		// (liveView).
+		var live <-chan []byte
+		view := liveView{seq: -1}
+		if bus, ok := c.Sessions.(LiveBus); ok {
+			lctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			var err error
+			if live, err = bus.Listen(lctx, id); err != nil {
+				log.Warn("listening for the reply's text: replies arrive whole", "session", id, "err", err)
+				live = nil
+			}
+		}
 		// known: next is where the run's records begin (the run's
 		// MemoSeq), or the run is of a worker that does not publish it;
 		// got: a record of the run was read.
@@ -230,8 +244,9 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 			if err != nil {
 				return true, err
 			}
+			base := next
 			next += int64(len(recs))
-			for _, b := range recs {
+			for i, b := range recs {
 				if !started {
 					// A run of a worker that does not publish its seq:
 					// its records begin with its prompt; records before
@@ -246,8 +261,14 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 					if _, ok := ev.(*loop.ToolExecutionStarted); ok {
 						mayWait = true
 					}
-					if !yield(ev, nil) {
-						return false, nil
+					evs := []loop.Event{ev}
+					if td, ok := ev.(*loop.TextDelta); ok {
+						evs = view.stored(base+int64(i), td.Text)
+					}
+					for _, ev := range evs {
+						if !yield(ev, nil) {
+							return false, nil
+						}
 					}
 				}
 			}
@@ -274,6 +295,18 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 					yield(nil, &RunError{Kind: res.ErrorKind, Message: textsafe.Clean(res.Error, 4096)})
 				}
 				return
+			case b, ok := <-live:
+				if !ok {
+					live = nil // lost: the records go on
+					continue
+				}
+				var d liveDelta
+				if json.Unmarshal(b, &d) != nil || d.Session != id {
+					continue
+				}
+				if ev := view.take(d, next); ev != nil && !yield(ev, nil) {
+					return
+				}
 			case <-tick.C:
 				more, err := drain()
 				if !more {
