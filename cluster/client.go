@@ -139,8 +139,12 @@ const CancelWait = 10 * time.Second
 // read, used only for a run of a worker that does not publish its own,
 // MemoSeq): the records the workers append to the session store from the
 // run's seq on, replayed as the
-// loop's events (session.Replay; a model reply arrives whole, not token
-// by token), plus Waiting and Cancelling. It ends when the run does: with
+// loop's events (session.Replay), plus Waiting and Cancelling. A model
+// reply's text comes live as the model writes it when the session store
+// is a LiveBus (PostgreSQL), reconciled with the reply stored: the text
+// deltas yielded for a reply concatenate to the stored reply, but for a
+// ReplyRestated, after which the reply follows whole; with another
+// store, a reply arrives whole. It ends when the run does: with
 // a *RunError if the run ended without an answer, or an error if it
 // could not be followed. When ctx ends, the run is cancelled on the
 // cluster (its steps see the cancellation at their next heartbeat),
