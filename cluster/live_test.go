@@ -172,3 +172,50 @@ func TestLiveTextOfARetryThatWroteOtherwise(t *testing.T) {
 		t.Fatalf("shown %q, stored %q (events %v)", text, stored, evs)
 	}
 }
+
+// BenchmarkLive measures the live side channel on a real PostgreSQL
+// (docs/SCALING.md, "Live text"):
+//
+//	go test -run '^$' -bench Live -benchtime 200x ./cluster
+//
+// bus: a batch from Notify to a listener's channel (what LISTEN/NOTIFY
+// adds); delta: a model's text delta from the step (livePub) to the
+// listener, batching included (a delta that opens a batch waits
+// liveEvery for more).
+func BenchmarkLive(b *testing.B) {
+	pg, err := pgstore.New(context.Background(), pgtest.Start(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pg.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := pg.Listen(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bus", func(b *testing.B) {
+		var total time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if err := pg.Notify(ctx, "bench", []byte(`{"text":"x"}`)); err != nil {
+				b.Fatal(err)
+			}
+			<-ch
+			total += time.Since(t0)
+		}
+		b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/batch")
+	})
+	b.Run("delta", func(b *testing.B) {
+		p := newLivePub(ctx, pg, "bench", 0)
+		defer p.close()
+		var total time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			p.add(false, "token ")
+			<-ch
+			total += time.Since(t0)
+		}
+		b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/delta")
+	})
+}

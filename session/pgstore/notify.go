@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 )
 
@@ -57,10 +56,7 @@ func (s *Sessions) Listen(ctx context.Context, id string) (<-chan []byte, error)
 		for {
 			n, err := conn.WaitForNotification(ctx)
 			if err != nil {
-				if !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-					return // the connection is lost: the stream ends, the record stays
-				}
-				return
+				return // ctx ended, or the connection is lost: the stream ends, the record stays
 			}
 			select {
 			case out <- []byte(n.Payload):
