@@ -308,6 +308,20 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 				if json.Unmarshal(b, &d) != nil || d.Session != id {
 					continue
 				}
+				if d.Seq > next {
+					// The records before the step are stored (the step
+					// read them): shown first, in order.
+					more, err := drain()
+					if !more {
+						return
+					}
+					if err != nil {
+						continue // not shown out of order
+					}
+				}
+				if d.Seq > next {
+					continue
+				}
 				if ev := view.take(d, next); ev != nil && !yield(ev, nil) {
 					return
 				}
