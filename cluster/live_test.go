@@ -10,6 +10,7 @@ import (
 	"github.com/agcore/agrun/internal/testing/devtemporal"
 	"github.com/agcore/agrun/internal/testing/pgtest"
 	"github.com/agcore/agrun/loop"
+	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/session/pgstore"
 )
 
@@ -68,6 +69,10 @@ func TestLiveViewNeverShowsTextTwice(t *testing.T) {
 // liveRun runs prompt on a real Temporal server and PostgreSQL and
 // returns the events Follow yielded and the reply stored.
 func liveRun(t *testing.T, script ...chattest.Reply) ([]loop.Event, string) {
+	return liveRunWith(t, nil, script...)
+}
+
+func liveRunWith(t *testing.T, tools []registry.Tool, script ...chattest.Reply) ([]loop.Event, string) {
 	addr := devtemporal.Start(t)
 	pg, err := pgstore.New(context.Background(), pgtest.Start(t))
 	if err != nil {
@@ -75,7 +80,7 @@ func liveRun(t *testing.T, script ...chattest.Reply) ([]loop.Event, string) {
 	}
 	t.Cleanup(pg.Close)
 	srv := chattest.New(t, script...)
-	a, _ := newActivities(t, srv)
+	a, _ := newActivities(t, srv, tools...)
 	a.Records, a.Sessions = nil, pg
 	tc := devtemporal.Client(t, addr)
 	q := QueuesFor("live-")
@@ -142,6 +147,33 @@ func TestLiveTextOnTheCluster(t *testing.T) {
 	text, n, restated := shownText(evs)
 	if text != stored || stored != "The quick brown fox jumps." || n < 3 || restated {
 		t.Fatalf("shown %q in %d deltas (restated %v), stored %q", text, n, restated, stored)
+	}
+}
+
+// TestLiveTextAfterAToolCall: the live text of the reply after a tool
+// call comes after the records of the step that asked for the call (its
+// turn_complete and tool_started); the call's tool_completed is stored
+// with the next step's records, so it comes when that step is stored,
+// after its live text (docs/SCALING.md, Live text).
+func TestLiveTextAfterAToolCall(t *testing.T) {
+	evs, stored := liveRunWith(t, []registry.Tool{&fakeTool{name: "t", source: "wasm"}},
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}}, paced("Done ", "with ", "it."))
+	text, n, _ := shownText(evs)
+	started, completed := -1, -1
+	for i, ev := range evs {
+		switch ev.(type) {
+		case *loop.ToolExecutionStarted:
+			started = i
+		case *loop.ToolExecutionCompleted:
+			completed = i
+		case *loop.TextDelta:
+			if started < 0 {
+				t.Fatalf("a text delta before the call's start: %s", eventsOf(evs))
+			}
+		}
+	}
+	if completed < 0 || text != stored || stored != "Done with it." || n < 2 {
+		t.Fatalf("shown %q in %d deltas, stored %q, events %s", text, n, stored, eventsOf(evs))
 	}
 }
 
@@ -218,4 +250,16 @@ func BenchmarkLive(b *testing.B) {
 		}
 		b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/delta")
 	})
+}
+
+func eventsOf(evs []loop.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(ev.EventType())
+		if d, ok := ev.(*loop.TextDelta); ok {
+			b.WriteString("(" + d.Text + ")")
+		}
+		b.WriteString(" ")
+	}
+	return b.String()
 }

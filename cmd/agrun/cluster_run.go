@@ -157,6 +157,11 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id
 		case *cluster.Waiting:
 			fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done in %s (is `agrun worker` running for %s?)\n",
 				ev.For.Round(time.Second), ce.Addr())
+		case *loop.TextDelta, *loop.ReasoningDelta:
+			// Live text of a step: the calls before it have run (their
+			// tool_completed comes with the step's records).
+			p.prog.doneAll()
+			p.show(ev)
 		case *cluster.ReplyRestated:
 			// The reply streamed live is not the one stored (its step was
 			// retried and wrote otherwise): the stored one follows whole.
