@@ -18,7 +18,7 @@ import (
 // is used as one by Activities and Client; with any other, replies
 // arrive whole. Implementations are safe for concurrent use.
 type LiveBus interface {
-	// Notify sends payload (at most liveMax bytes) to the session's
+	// Notify sends payload (under NOTIFY's 8000 bytes) to the session's
 	// listeners now; nothing is kept.
 	Notify(ctx context.Context, session string, payload []byte) error
 	// Listen yields the session's payloads until ctx ends (then the
