@@ -263,3 +263,25 @@ func eventsOf(evs []loop.Event) string {
 	}
 	return b.String()
 }
+
+// TestLiveReasoning: a reply's reasoning streams live too (shown by
+// agrun run --show-reasoning); the record keeps it but Follow does not
+// replay it, so reasoning a follower missed live is not shown.
+func TestLiveReasoning(t *testing.T) {
+	// Paced: reasoning is not replayed from the record, so only what
+	// streams before the step is stored is shown.
+	evs, stored := liveRun(t, chattest.Reply{Chunks: []string{
+		chattest.ReasoningChunk("reasoning_content", "thinking "), chattest.ReasoningChunk("reasoning_content", "it over"),
+		chattest.TextChunk("Yes."), chattest.FinishChunk("stop"),
+	}, ChunkEvery: 150 * time.Millisecond})
+	var reasoning string
+	for _, ev := range evs {
+		if r, ok := ev.(*loop.ReasoningDelta); ok {
+			reasoning += r.Text
+		}
+	}
+	text, _, _ := shownText(evs)
+	if reasoning != "thinking it over" || text != stored || stored != "Yes." {
+		t.Fatalf("reasoning %q, shown %q, stored %q: %s", reasoning, text, stored, eventsOf(evs))
+	}
+}
