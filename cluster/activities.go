@@ -247,16 +247,25 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 		}
 		events = cyc.SubmitStreamWithTools(ctx, prompt, offered)
 	}
+	// The reply's text streams live to those following the session (a
+	// side channel of the session store's, when it has one: LiveBus),
+	// best effort; what is stored below is the reply.
+	var live *livePub
+	if bus, ok := a.Sessions.(LiveBus); ok && !in.Final {
+		live = newLivePub(ctx, bus, in.Session, in.Seq)
+	}
 	var runErr error
 	for ev, err := range events {
 		if err != nil {
 			runErr = err
 			break
 		}
+		live.event(ev)
 		if tc, ok := ev.(*loop.ToolExecutionCompleted); ok {
 			keep(a.records().Call(tc))
 		}
 	}
+	live.close()
 	if recErr != nil {
 		return ModelOutput{}, permanent(recErr)
 	}

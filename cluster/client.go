@@ -154,8 +154,12 @@ const CancelWait = 10 * time.Second
 // read, used only for a run of a worker that does not publish its own,
 // MemoSeq): the records the workers append to the session store from the
 // run's seq on, replayed as the
-// loop's events (session.Replay; a model reply arrives whole, not token
-// by token), plus Waiting and Cancelling. It ends when the run does: with
+// loop's events (session.Replay), plus Waiting and Cancelling. A model
+// reply's text comes live as the model writes it when the session store
+// is a LiveBus (PostgreSQL), reconciled with the reply stored: the text
+// deltas yielded for a reply concatenate to the stored reply, but for a
+// ReplyRestated, after which the reply follows whole; with another
+// store, a reply arrives whole. It ends when the run does: with
 // a *RunError if the run ended without an answer, or an error if it
 // could not be followed. When ctx ends, the run is cancelled on the
 // cluster (its steps see the cancellation at their next heartbeat),
@@ -188,6 +192,20 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 		own := c.Temporal.GetWorkflow(bg, run.GetID(), run.GetRunID())
 		go func() { done <- own.Get(bg, &res) }()
 		var replay session.Replay
+		// The reply's text live, if the session store carries it
+		// (LiveBus): shown as it comes, reconciled with the stored reply
+		// (liveView).
+		var live <-chan []byte
+		view := liveView{seq: -1}
+		if bus, ok := c.Sessions.(LiveBus); ok {
+			lctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			var err error
+			if live, err = bus.Listen(lctx, id); err != nil {
+				log.Warn("listening for the reply's text: replies arrive whole", "session", id, "err", err)
+				live = nil
+			}
+		}
 		// known: next is where the run's records begin (the run's
 		// MemoSeq), or the run is of a worker that does not publish it;
 		// got: a record of the run was read.
@@ -245,8 +263,9 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 			if err != nil {
 				return true, err
 			}
+			base := next
 			next += int64(len(recs))
-			for _, b := range recs {
+			for i, b := range recs {
 				if !started {
 					// A run of a worker that does not publish its seq:
 					// its records begin with its prompt; records before
@@ -261,8 +280,14 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 					if _, ok := ev.(*loop.ToolExecutionStarted); ok {
 						mayWait = true
 					}
-					if !yield(ev, nil) {
-						return false, nil
+					evs := []loop.Event{ev}
+					if td, ok := ev.(*loop.TextDelta); ok {
+						evs = view.stored(base+int64(i), td.Text)
+					}
+					for _, ev := range evs {
+						if !yield(ev, nil) {
+							return false, nil
+						}
 					}
 				}
 			}
@@ -289,6 +314,32 @@ func (c *Client) follow(ctx context.Context, run client.WorkflowRun, id string, 
 					yield(nil, &RunError{Kind: res.ErrorKind, Message: textsafe.Clean(res.Error, 4096)})
 				}
 				return
+			case b, ok := <-live:
+				if !ok {
+					live = nil // lost: the records go on
+					continue
+				}
+				var d liveDelta
+				if json.Unmarshal(b, &d) != nil || d.Session != id {
+					continue
+				}
+				if d.Seq > next {
+					// The records before the step are stored (the step
+					// read them): shown first, in order.
+					more, err := drain()
+					if !more {
+						return
+					}
+					if err != nil {
+						continue // not shown out of order
+					}
+				}
+				if d.Seq > next {
+					continue
+				}
+				if ev := view.take(d, next); ev != nil && !yield(ev, nil) {
+					return
+				}
 			case <-tick.C:
 				more, err := drain()
 				if !more {

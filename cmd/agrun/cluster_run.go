@@ -114,8 +114,10 @@ func (c *cli) runOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.Co
 
 // follow shows a cluster run as the local path shows one — text on
 // stdout, a line per tool call on stderr, or the same JSON events — from
-// the records the workers append to the session store (a model reply
-// arrives whole, not token by token), until the run ends. Calls that wait
+// the records the workers append to the session store, with a reply's
+// text live as its model writes it when the store carries it
+// (cluster.LiveBus: PostgreSQL; otherwise a reply arrives whole), until
+// the run ends. Calls that wait
 // for a person's yes are asked about as locally: on the terminal, denied
 // without one, or (run --json) shown as approval_required events, and
 // then follow returns an *loop.ApprovalPendingError, leaving the run
@@ -155,6 +157,21 @@ func (c *cli) follow(ctx context.Context, ce *clusterEnv, cl *cluster.Client, id
 		case *cluster.Waiting:
 			fmt.Fprintf(c.stderr, "agrun: waiting for a worker: no step of the run has been done in %s (is `agrun worker` running for %s?)\n",
 				ev.For.Round(time.Second), ce.Addr())
+		case *loop.TextDelta, *loop.ReasoningDelta:
+			// Live text of a step: the calls before it have run (their
+			// tool_completed comes with the step's records).
+			p.prog.doneAll()
+			p.show(ev)
+		case *cluster.ReplyRestated:
+			// The reply streamed live is not the one stored (its step was
+			// retried and wrote otherwise): the stored one follows whole.
+			p.final.Reset()
+			if asJSON {
+				p.show(ev)
+			} else {
+				p.newline()
+				fmt.Fprintln(c.stderr, "agrun: the step was retried and its reply differs from the text above, which is discarded; the reply as stored:")
+			}
 		case *cluster.Cancelling:
 			fmt.Fprintf(c.stderr, "agrun: cancelling the run on the cluster (waiting up to %s for it to stop)\n", cluster.CancelWait)
 		default:

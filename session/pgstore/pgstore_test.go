@@ -170,3 +170,42 @@ func TestExample(t *testing.T) {
 	t.Setenv("AGRUN_EXAMPLE_DSN", pgtest.Start(t))
 	require.Stdout(t, Example, "user: hello\nassistant: hi there\n")
 }
+
+// TestNotifyListen: a listener gets the payloads sent for its session,
+// in order, and none of another session's; a payload over
+// MaxNotifyPayload is refused; the channel closes when ctx ends.
+func TestNotifyListen(t *testing.T) {
+	s := openPG(t, pgtest.Start(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.Listen(ctx, "a-session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct{ id, text string }{{"a-session", "one"}, {"other", "not mine"}, {"a-session", "two"}} {
+		if err := s.Notify(ctx, p.id, []byte(p.text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"one", "two"} {
+		select {
+		case got := <-ch:
+			if string(got) != want {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %q", want)
+		}
+	}
+	if err := s.Notify(ctx, "a-session", make([]byte, pgstore.MaxNotifyPayload+1)); err == nil {
+		t.Fatal("an oversized payload was sent")
+	}
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Fatal("a payload after the end")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the channel stayed open after ctx ended")
+	}
+}

@@ -45,7 +45,8 @@ func ServeCluster(ctx context.Context, cfg *config.Config, log *slog.Logger, opt
 
 // ClusterRuns is server.Runs over a cluster.Client: a run is the session
 // workflow that `agrun run` on the cluster starts, shown from the records
-// the workers append (a reply arrives whole: no token deltas), its
+// the workers append (a reply's text live as its model writes it when
+// the session store is PostgreSQL, cluster.LiveBus; else whole), its
 // approvals the workflow's DecideUpdate. It is safe for concurrent use.
 type ClusterRuns struct {
 	// Client starts, follows, describes and decides the runs; its
@@ -122,6 +123,11 @@ func (c *ClusterRuns) Start(ctx context.Context, id, prompt string) (iter.Seq2[l
 				continue
 			case *cluster.Cancelling:
 				continue
+			case *cluster.ReplyRestated:
+				// The text streamed live is void: the API's retry event
+				// says so to a client (docs/API.md), and the reply as
+				// stored follows whole.
+				ev = &loop.Retry{Attempt: 1, Max: 1, Reason: "the model step was retried on the cluster and its reply differs from the text streamed; the reply follows as stored"}
 			}
 			if !yield(ev, nil) {
 				return

@@ -26,6 +26,7 @@
 package chattest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/agcore/agrun/internal/testing/scripted"
@@ -121,6 +122,10 @@ type Reply struct {
 	// Chunks, a streamed reply sends its text (not its finish_reason) and
 	// then stalls the same way.
 	Stall bool
+	// ChunkEvery, with Chunks, waits this long before each chunk after
+	// the first (a model writing at its pace; the client going away ends
+	// the wait and the reply).
+	ChunkEvery time.Duration
 	// Events, if set, is the reply instead: a whole text/event-stream body
 	// written as is (a recorded provider stream, say).
 	Events string
@@ -310,7 +315,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, rep.Events)
 	case rep.Chunks != nil:
-		writeChunks(w, rep.Chunks, !rep.Stall)
+		writeChunks(r.Context(), w, rep.Chunks, !rep.Stall, rep.ChunkEvery)
 		if rep.Stall {
 			<-r.Context().Done()
 			gone()
@@ -358,10 +363,17 @@ func ReasoningChunk(field, text string) string {
 // FinishChunk is a chunk with an empty delta and this finish_reason.
 func FinishChunk(finish string) string { return Chunk(`{}`, finish) }
 
-func writeChunks(w http.ResponseWriter, chunks []string, done bool) {
+func writeChunks(ctx context.Context, w http.ResponseWriter, chunks []string, done bool, every time.Duration) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl, _ := w.(http.Flusher)
-	for _, c := range chunks {
+	for i, c := range chunks {
+		if i > 0 && every > 0 {
+			select {
+			case <-time.After(every):
+			case <-ctx.Done():
+				return
+			}
+		}
 		fmt.Fprintf(w, "data: %s\n\n", c)
 		if fl != nil {
 			fl.Flush()
