@@ -45,20 +45,26 @@ type Client struct {
 // this one). A run of the same session already going on is
 // ErrSessionBusy.
 func (c *Client) Start(ctx context.Context, id, prompt string) (client.WorkflowRun, int64, error) {
-	return c.StartTenant(ctx, "", id, prompt)
+	return c.StartServed(ctx, "", id, prompt, nil)
 }
 
-// StartTenant is Start for a run of agrun serve's tenant (RunSettings.Tenant;
-// "" is Start): its workers offer it the tools their config gives that
-// tenant's runs.
-func (c *Client) StartTenant(ctx context.Context, tenant, id, prompt string) (client.WorkflowRun, int64, error) {
+// StartServed is Start for a run of agrun serve: of its tenant
+// (RunSettings.Tenant, "": none), whose workers offer it the tools their
+// config gives that tenant's runs, and with the answer schema the client
+// asked for (RunSettings.Schema, nil: the Defaults').
+func (c *Client) StartServed(ctx context.Context, tenant, id, prompt string, schema json.RawMessage) (client.WorkflowRun, int64, error) {
 	in := c.Defaults
-	if tenant != "" {
+	if tenant != "" || len(schema) > 0 {
 		st := RunSettings{}
 		if in.Settings != nil {
 			st = *in.Settings
 		}
-		st.Tenant = tenant
+		if tenant != "" {
+			st.Tenant = tenant
+		}
+		if len(schema) > 0 {
+			st.Schema = schema
+		}
 		in.Settings = &st
 	}
 	if err := in.Settings.Check(); err != nil {

@@ -43,8 +43,10 @@ type Runs interface {
 	// (Decide). The sequence ends when the run does: with a *RunError
 	// if it ended without an answer. When ctx ends, or the caller stops
 	// ranging early, the run is cancelled. A run of session already in
-	// progress is ErrRunBusy.
-	Start(ctx context.Context, session, prompt string) (iter.Seq2[loop.Event, error], error)
+	// progress is ErrRunBusy. schema, if set, is the answer schema the
+	// client asked for (checked by the server before Start): the run's
+	// final answer must match it.
+	Start(ctx context.Context, session, prompt string, schema json.RawMessage) (iter.Seq2[loop.Event, error], error)
 	// Run returns session's run in progress: ErrNoRun if there is none.
 	Run(ctx context.Context, session string) (RunInfo, error)
 	// Decide gives d about call callID of session's run in progress and
@@ -149,17 +151,19 @@ func (s *Server) clusterRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Schema) > 0 {
-		// The workers' [llm] decides how a run answers; a schema is
-		// not carried to them.
-		s.writeError(w, errorf(http.StatusNotImplemented, KindNotSupported, `"schema" is not supported in cluster mode: the workers' configuration decides the answer's form (docs/SCALING.md)`))
-		return
+		// Checked here as a local run's is (loop.New), so a refused one
+		// is a 400 before anything starts; the workers check it again.
+		if _, err := registry.CompileSchema(req.Schema); err != nil {
+			s.writeError(w, errorf(http.StatusBadRequest, KindBadRequest, "schema (the root must be an object schema): %s", textsafe.Clean(err.Error(), 1024)))
+			return
+		}
 	}
 	key, err := runSession(tn, id)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	events, err := s.runs.Start(r.Context(), key, req.Prompt)
+	events, err := s.runs.Start(r.Context(), key, req.Prompt, req.Schema)
 	switch {
 	case errors.Is(err, ErrRunBusy):
 		s.writeError(w, errorf(http.StatusConflict, KindSessionLocked, "session %q is in use by another run", id))
@@ -230,6 +234,13 @@ func (s *Server) clusterRun(w http.ResponseWriter, r *http.Request) {
 		}
 		sw.send("error", errorEvent{Type: "error", Kind: kind, Message: msg, Session: id})
 		return
+	}
+	if len(req.Schema) > 0 && json.Valid([]byte(final.String())) {
+		// The worker's loop checked the answer against the schema (one
+		// that does not match ends the run, invalid_output); its
+		// structured_output events are not in the session's records, so
+		// the checked answer's is sent here, as a local run's last.
+		sw.send("structured_output", &loop.StructuredOutput{Output: json.RawMessage(final.String()), Valid: true})
 	}
 	sw.send("done", doneEvent{Type: "done", Session: id, Text: final.String(), Truncated: lastReason == "length", Usage: usage})
 }

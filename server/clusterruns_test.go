@@ -42,7 +42,7 @@ func (r *scriptedRuns) set(f func(r *scriptedRuns)) {
 	r.mu.Unlock()
 }
 
-func (r *scriptedRuns) Start(_ context.Context, session, _ string) (iter.Seq2[loop.Event, error], error) {
+func (r *scriptedRuns) Start(_ context.Context, session, _ string, _ json.RawMessage) (iter.Seq2[loop.Event, error], error) {
 	r.saw(session)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -47,7 +47,7 @@ const (
 	KindInternal         Kind = "internal"               // the server failed (disk, ...)
 	KindMethodNotAllowed Kind = "method_not_allowed"     // a method the endpoint does not answer (Allow says which)
 	KindConflict         Kind = "conflict"               // the call was already decided
-	KindNotSupported     Kind = "not_supported"          // what cluster mode does not do: runs without Options.Runs, a run's schema (501; docs/SCALING.md)
+	KindNotSupported     Kind = "not_supported"          // what cluster mode does not do: runs on a shared store without Options.Runs (501; docs/SCALING.md)
 	KindQuotaExceeded    Kind = "quota_exceeded"         // a tenant's quota (max_modules, max_storage, max_concurrent_calls, calls_per_minute)
 )
 

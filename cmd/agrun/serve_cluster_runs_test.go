@@ -133,8 +133,9 @@ func sameAsMissing(t *testing.T, token, method, base, path, id, missing, body st
 // approval_timeout is 5s, an undecided call is denied and the model told
 // so. A client that hangs up cancels its run on the cluster; the
 // session's next run goes on from it. Another tenant's run, session and
-// approval answer exactly what missing ones do; a schema is 501
-// not_supported.
+// approval answer exactly what missing ones do. A run with a schema
+// carries it to the workers: its answer comes as structured_output and
+// done; a schema that does not compile is 400.
 func TestServeClusterRuns(t *testing.T) {
 	t.Parallel()
 	addr := devtemporal.Start(t)
@@ -147,6 +148,7 @@ func TestServeClusterRuns(t *testing.T) {
 		chattest.Reply{Text: "Gave up."},
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_x", Name: "write_note", Args: `{"name":"n3","text":"gone"}`}}},
 		chattest.Reply{Text: "Back."},
+		chattest.Reply{Text: `{"words":3}`},
 	)
 	clusterTOML := `
 [approvals]
@@ -340,8 +342,23 @@ module_store = "objects"
 	}
 
 	// What cluster mode refuses, and ids that name nothing.
-	if st, body := httpAs(t, acme, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"x","schema":{"type":"object"}}`)); st != http.StatusNotImplemented || !strings.Contains(body, `"not_supported"`) {
-		t.Errorf("a run with a schema: %d %s", st, body)
+	schema := `{"type":"object","properties":{"words":{"type":"integer"}},"required":["words"],"additionalProperties":false}`
+	st, events, body, _ = streamRun(t, a, acme, `{"prompt":"count, as JSON","session":"j1","schema":`+schema+`}`)
+	if st != http.StatusOK {
+		t.Fatalf("a run with a schema: %d %s", st, body)
+	}
+	seen = nil
+	if ev := until(t, events, "structured_output", &seen); ev.data["valid"] != true || !strings.Contains(ev.raw, `"output":{"words":3}`) {
+		t.Fatalf("structured_output: %s", ev.raw)
+	}
+	if ev := until(t, events, "done", &seen); ev.data["text"] != `{"words":3}` {
+		t.Fatalf("done of the run with a schema: %s", ev.raw)
+	}
+	if rf := srv.Requests()[8].ResponseFormat; !strings.Contains(string(rf), `"words"`) {
+		t.Errorf("the model was not asked for the schema: %s", rf)
+	}
+	if st, body := httpAs(t, acme, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"x","schema":{"type":"nope"}}`)); st != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) {
+		t.Errorf("a run with a schema that does not compile: %d %s", st, body)
 	}
 	if st, body := httpAs(t, acme, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"x","session":"`+strings.Repeat("x", 60)+`"}`)); st != http.StatusBadRequest || !strings.Contains(body, "at most 59 characters") {
 		t.Errorf("a session id too long for the tenant: %d %s", st, body)
@@ -349,7 +366,7 @@ module_store = "objects"
 	if st, body := httpAs(t, acme, "GET", a+"/v1/runs/nosuch", "", nil); st != http.StatusNotFound || !strings.Contains(body, `no run in progress on session \"nosuch\"`) {
 		t.Errorf("GET /v1/runs/nosuch: %d %s", st, body)
 	}
-	if n := len(srv.Requests()); n != 8 {
-		t.Errorf("%d model requests, want 8", n)
+	if n := len(srv.Requests()); n != 9 {
+		t.Errorf("%d model requests, want 9", n)
 	}
 }

@@ -147,16 +147,16 @@ session_store = "postgres"
 	}
 	// Runs are served through the cluster (TestServeClusterRuns runs
 	// them): an unknown run and session are looked up there, in the
-	// PostgreSQL session store; what cluster mode does not do is a clear
-	// 501.
+	// PostgreSQL session store; a schema that does not compile is
+	// refused before anything starts, as locally.
 	if st, body := httpDo(t, "GET", b+"/v1/runs/nosuch", "", nil); st != http.StatusNotFound || !strings.Contains(body, `no run in progress on session \"nosuch\"`) {
 		t.Errorf("GET /v1/runs/nosuch in cluster mode: %d %s", st, body)
 	}
 	if st, body := httpDo(t, "GET", a+"/v1/sessions/nosuch", "", nil); st != http.StatusNotFound || !strings.Contains(body, `no session \"nosuch\"`) {
 		t.Errorf("GET /v1/sessions/nosuch in cluster mode: %d %s", st, body)
 	}
-	if st, body := httpDo(t, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"hi","schema":{"type":"object"}}`)); st != http.StatusNotImplemented || !strings.Contains(body, `"not_supported"`) || !strings.Contains(body, "SCALING.md") {
-		t.Errorf("POST /v1/runs with a schema in cluster mode: %d %s", st, body)
+	if st, body := httpDo(t, "POST", a+"/v1/runs", "application/json", []byte(`{"prompt":"hi","schema":{"type":"nope"}}`)); st != http.StatusBadRequest || !strings.Contains(body, `"bad_request"`) || !strings.Contains(body, "schema") {
+		t.Errorf("POST /v1/runs with a bad schema in cluster mode: %d %s", st, body)
 	}
 	// Both replicas ran on one data_dir, which neither locked.
 	if _, err := os.Stat(filepath.Join(dir, "served", "lock")); err == nil {

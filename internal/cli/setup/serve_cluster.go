@@ -57,7 +57,7 @@ type ClusterRuns struct {
 	Log *slog.Logger
 	// Tenants: the server has [serve.tenants], so a session's name is
 	// TENANT.ID and its run is started as that tenant's
-	// (cluster.Client.StartTenant): the workers offer it the tenant's
+	// (cluster.Client.StartServed): the workers offer it the tenant's
 	// uploaded tools, at the ceiling of their own config.
 	Tenants bool
 }
@@ -69,12 +69,12 @@ const cancelWait = 10 * time.Second
 // Start implements server.Runs: the workflow is started, and its events
 // followed (cluster.Client.Follow) until it ends. A caller that stops
 // ranging early cancels it on the cluster, as an ended ctx does.
-func (c *ClusterRuns) Start(ctx context.Context, id, prompt string) (iter.Seq2[loop.Event, error], error) {
+func (c *ClusterRuns) Start(ctx context.Context, id, prompt string, schema json.RawMessage) (iter.Seq2[loop.Event, error], error) {
 	tenant := ""
 	if c.Tenants {
 		tenant, _, _ = strings.Cut(id, ".") // a tenant's name holds no dot
 	}
-	run, from, err := c.Client.StartTenant(ctx, tenant, id, prompt)
+	run, from, err := c.Client.StartServed(ctx, tenant, id, prompt, schema)
 	if errors.Is(err, cluster.ErrSessionBusy) {
 		return nil, fmt.Errorf("%w: %w", server.ErrRunBusy, err)
 	}
