@@ -263,3 +263,12 @@ func (c *cli) chatOnCluster(ctx context.Context, fs *flag.FlagSet, cfg *config.C
 		}
 	}
 }
+
+// doneAll takes every call for done (on the cluster, a reply's live
+// text means the calls before it have run; their results come with the
+// reply's records).
+func (p *progress) doneAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.running)
+}

@@ -792,15 +792,6 @@ func (p *progress) done(id string) {
 	delete(p.running, id)
 }
 
-// doneAll takes every call for done (on the cluster, a reply's live
-// text means the calls before it have run; their results come with the
-// reply's records).
-func (p *progress) doneAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	clear(p.running)
-}
-
 func (p *progress) stop() { p.once.Do(func() { close(p.quit) }) }
 
 func (p *progress) loop() {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the test server samples as servers on protocol versions before 2026-07-28 do (SEP-2577 deprecates sampling)
+
 package setup
 
 import (
