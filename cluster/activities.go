@@ -127,6 +127,11 @@ func (a *Activities) Model(ctx context.Context, in ModelStep) (ModelOutput, erro
 	a = a.forTenant(in.Settings.tenant())
 	a.refresh(ctx, false)
 	cfg, offered := a.Loop, a.Registry
+	if in.Seq < 0 {
+		// Where the step's records go, from the input too: a negative one
+		// would index the session's records below zero.
+		return ModelOutput{}, permanent(fmt.Errorf("the step's seq %d is negative", in.Seq))
+	}
 	if !in.Final && (in.Turns < 0 || in.UsedTokens < 0 || in.UsedCalls < len(in.Results)) {
 		// The counters the budgets below subtract from come from the
 		// workflow's input, which whoever starts one writes: a negative

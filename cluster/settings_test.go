@@ -175,7 +175,8 @@ func firstText(r chattest.Request) string {
 	return *r.Messages[0].Content
 }
 
-// TestForgedCountersAreRefused: a model step whose input claims negative
+// TestForgedCountersAreRefused: a model step whose input claims a negative
+// seq fails for good, and one whose input claims negative
 // counters (a workflow started by hand: the input is the starter's) would
 // have lifted the worker's max_turns and budgets, which subtract from
 // them; it ends the run, permission_denied, without a model request —
@@ -196,6 +197,12 @@ func TestForgedCountersAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		return out, len(srv.Requests())
+	}
+	env := quietSuite().NewTestActivityEnvironment()
+	a, _ := newActivities(t, chattest.New(t))
+	env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
+	if _, err := env.ExecuteActivity(ModelActivity, ModelStep{Session: "s", Prompt: "hi", Seq: -1, Final: true}); err == nil || !strings.Contains(err.Error(), "seq -1 is negative") {
+		t.Fatalf("a negative seq: %v", err)
 	}
 	for _, c := range []struct {
 		name          string
