@@ -125,10 +125,16 @@ func (st *Files) Append(ctx context.Context, id string, seq int64, recs []json.R
 	var s *Session
 	var err error
 	// Another process may hold the session for an instant (a reader
-	// does not lock; a writer does): wait for it a little.
-	for wait := 10 * time.Millisecond; ; wait *= 2 {
+	// does not lock; a writer or a compaction does): wait for it up to
+	// about 2 s. The lock is tried without blocking, so the retries are
+	// kept close (at most 20 ms apart): with widely spaced ones, a holder
+	// that takes the lock again and again (compactions one after another)
+	// would be found holding it at each of the few tries, and the append
+	// would fail although the lock was free most of the time.
+	deadline := time.Now().Add(2 * time.Second)
+	for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
 		s, _, _, err = st.Open(id)
-		if !errors.Is(err, ErrLocked) || wait > 2*time.Second || ctx.Err() != nil {
+		if !errors.Is(err, ErrLocked) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		select {
