@@ -541,6 +541,41 @@ func (a *Activities) Tool(ctx context.Context, in ToolStep) (ToolResult, error) 
 	return a.result(ctx, inv)
 }
 
+// localCall is what LocalToolActivity answers: the call's result if this
+// worker ran it, else Ran false (it does not serve the call's queue, or
+// local calls are off), and the workflow hands the call to its queue.
+type localCall struct {
+	Ran    bool       `json:"ran"`
+	Result ToolResult `json:"result"`
+}
+
+// localTool is LocalToolActivity on a worker that serves the queues in
+// slots (WorkerOptions.Serve names), each with that many local calls at
+// once: Tool, run in the workflow worker's process, for the calls of
+// those queues while a slot is free. A call of another queue, or of one
+// whose slots are taken, is not run (Ran false): it goes to its queue,
+// where any worker serving it may take it. Whether it ran is part of the
+// recorded result, so a replay on any worker takes the same branch.
+func (a *Activities) localTool(slots map[string]int) func(context.Context, ToolStep) (localCall, error) {
+	free := map[string]chan struct{}{}
+	for q, n := range slots {
+		if n > 0 {
+			free[q] = make(chan struct{}, n)
+		}
+	}
+	return func(ctx context.Context, in ToolStep) (localCall, error) {
+		sem := free[serveOf(in.Call.Source)]
+		select {
+		case sem <- struct{}{}: // a nil sem (not served) is never ready
+		default:
+			return localCall{}, nil
+		}
+		defer func() { <-sem }()
+		r, err := a.Tool(ctx, in)
+		return localCall{Ran: true, Result: r}, err
+	}
+}
+
 // unapproved says why the session's records recs do not approve the call
 // (id, tool, args), or "" if they do: the call must be one that the
 // session's last model reply asked for, with these very arguments, not

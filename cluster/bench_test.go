@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -27,10 +28,13 @@ import (
 // model turns that each ask for one call of an instant tool, then an
 // answer — through the loop in process and through the cluster (a real
 // Temporal dev server, one worker in process, sessions in memory); the
-// difference per call is the cluster's overhead per tool call.
+// difference per call is the cluster's overhead per tool call, with the
+// calls run where the workflow task runs (local, the default) and as
+// activity tasks on their queue (queued: WorkerOptions.QueuedCalls).
 // BenchmarkClusterWorkers runs sessions whose one call takes 200 ms of
 // waiting (a slow tool: I/O, a remote API) on 1, 2 and 4 workers of one
-// activity slot each, all sessions started at once: sessions per minute.
+// activity slot each (and one local call slot, unless queued), all
+// sessions started at once: sessions per minute.
 
 // benchScript is the replies of n sessions of calls tool turns each.
 func benchScript(n, calls int) []chattest.Reply {
@@ -82,16 +86,16 @@ func benchCluster(b *testing.B) client.Client {
 	return tc
 }
 
-// startWorkers runs n workers of one activity slot each until the
-// benchmark ends.
-func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n, slots int) {
+// startWorkers runs n workers of slots activity slots each until the
+// benchmark ends; queued: WorkerOptions.QueuedCalls.
+func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n, slots int, queued bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := RunWorker(ctx, tc, a, WorkerOptions{Queues: q, Concurrency: slots, Identity: fmt.Sprintf("w%d", i)}); err != nil {
+			if err := RunWorker(ctx, tc, a, WorkerOptions{Queues: q, Concurrency: slots, Identity: fmt.Sprintf("w%d", i), QueuedCalls: queued}); err != nil {
 				b.Error(err)
 			}
 		}()
@@ -102,47 +106,73 @@ func startWorkers(b *testing.B, tc client.Client, a *Activities, q Queues, n, sl
 func BenchmarkClusterRun(b *testing.B) {
 	tc := benchCluster(b)
 	for _, calls := range []int{1, 5} {
-		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {
-			srv := chattest.New(b, benchScript(b.N, calls)...)
-			a, st := newActivities(b, srv, benchTool(0))
-			q := QueuesFor(fmt.Sprintf("bench%d-", calls))
-			startWorkers(b, tc, a, q, 1, 8)
-			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, MaxTurns: calls + 1}}
-			b.ResetTimer()
-			for i := range b.N {
-				res, err := cl.Run(context.Background(), fmt.Sprintf("s%d-%d", calls, i), "go")
-				if err != nil || res.ErrorKind != "" {
-					b.Fatalf("%+v %v", res, err)
+		for _, dispatch := range []string{"local", "queued"} {
+			b.Run(fmt.Sprintf("calls=%d/%s", calls, dispatch), func(b *testing.B) {
+				srv := chattest.New(b, benchScript(b.N, calls)...)
+				a, st := newActivities(b, srv, benchTool(0))
+				q := QueuesFor(fmt.Sprintf("bench%d%s-", calls, dispatch))
+				startWorkers(b, tc, a, q, 1, 8, dispatch == "queued")
+				cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q, MaxTurns: calls + 1}}
+				b.ResetTimer()
+				for i := range b.N {
+					res, err := cl.Run(context.Background(), fmt.Sprintf("s%d%s-%d", calls, dispatch, i), "go")
+					if err != nil || res.ErrorKind != "" {
+						b.Fatalf("%+v %v", res, err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls)/1000, "ms/call")
-		})
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*calls)/1000, "ms/call")
+				b.ReportMetric(medianGap(srv.Requests()), "ms/call-gap")
+			})
+		}
 	}
+}
+
+// medianGap is the median time, in ms, from the model server's answer
+// asking for a call to the next request of the session (the one carrying
+// the call's result): a tool call's whole cost as the model server sees
+// it, what issue 28 measures. The sessions run one after another, so a
+// request's predecessor is its session's.
+func medianGap(reqs []chattest.Request) float64 {
+	var gaps []float64
+	for i := 1; i < len(reqs); i++ {
+		m := reqs[i].Messages
+		if len(m) == 0 || m[len(m)-1].Role != "tool" || reqs[i-1].Answered.IsZero() {
+			continue
+		}
+		gaps = append(gaps, float64(reqs[i].Received.Sub(reqs[i-1].Answered).Microseconds())/1000)
+	}
+	if len(gaps) == 0 {
+		return 0
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)/2]
 }
 
 func BenchmarkClusterWorkers(b *testing.B) {
 	tc := benchCluster(b)
-	for _, workers := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			srv := chattest.New(b, benchScript(b.N, 1)...)
-			a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
-			q := QueuesFor(fmt.Sprintf("pool%d-", workers))
-			startWorkers(b, tc, a, q, workers, 1)
-			cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for i := range b.N {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res, err := cl.Run(context.Background(), fmt.Sprintf("p%d-%d", workers, i), "go")
-					if err != nil || res.ErrorKind != "" {
-						b.Errorf("%+v %v", res, err)
-					}
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "sessions/min")
-		})
+	for _, dispatch := range []string{"local", "queued"} {
+		for _, workers := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/workers=%d", dispatch, workers), func(b *testing.B) {
+				srv := chattest.New(b, benchScript(b.N, 1)...)
+				a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
+				q := QueuesFor(fmt.Sprintf("pool%s%d-", dispatch, workers))
+				startWorkers(b, tc, a, q, workers, 1, dispatch == "queued")
+				cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for i := range b.N {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res, err := cl.Run(context.Background(), fmt.Sprintf("p%s%d-%d", dispatch, workers, i), "go")
+						if err != nil || res.ErrorKind != "" {
+							b.Errorf("%+v %v", res, err)
+						}
+					}()
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "sessions/min")
+			})
+		}
 	}
 }

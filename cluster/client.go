@@ -92,6 +92,7 @@ func (c *Client) StartServed(ctx context.Context, tenant, id, prompt string, sch
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without it the SDK hands back the running run's handle.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowTaskTimeout:                      workflowTaskTimeout(in.HeartbeatTimeout),
 	}, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -630,4 +631,17 @@ func Running(ctx context.Context, tc client.Client, id string) (bool, error) {
 		return false, err
 	}
 	return d.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// workflowTaskTimeout is a run's workflow task timeout: the heartbeat
+// timeout (default 20 s), within Temporal's 10 s default and its 120 s
+// ceiling. A local call (LocalToolActivity) runs inside a workflow task,
+// so this is how long a lost worker goes unnoticed there, as the
+// heartbeat timeout is for an activity task; the SDK keeps a longer call's
+// task alive by completing it every 0.8 × this and taking the next.
+func workflowTaskTimeout(hb time.Duration) time.Duration {
+	if hb <= 0 {
+		hb = 20 * time.Second
+	}
+	return min(max(hb, 10*time.Second), 120*time.Second)
 }

@@ -23,6 +23,10 @@ const (
 	// SeqActivity reads a session's next record (Activities.Seq): a
 	// local activity of the workflow worker, the first thing a run does.
 	SeqActivity = "agrun.seq"
+	// LocalToolActivity runs a tool call as a local activity of the
+	// workflow worker, if that worker serves the call's queue (else it
+	// answers so, and the call goes to the queue as a ToolActivity).
+	LocalToolActivity = "agrun.tool.local"
 )
 
 // MemoSeq is the workflow memo field holding the seq a run's records
@@ -77,6 +81,18 @@ func (q Queues) forSource(source string) string {
 		return q.MCP
 	}
 	return q.LLM
+}
+
+// serveOf is the WorkerOptions.Serve name of a call's queue, by its
+// grant's source (as forSource).
+func serveOf(source string) string {
+	switch source {
+	case "wasm":
+		return ServeWASM
+	case "mcp":
+		return ServeMCP
+	}
+	return ServeLLM
 }
 
 // WorkflowID is the Temporal workflow id of a session: one run of a

@@ -27,11 +27,20 @@ type WorkerOptions struct {
 	// light, and a pool of any shape then runs sessions.
 	Serve []string
 	// Concurrency bounds the activities this worker runs at once, per
-	// queue (0: 8). The sandbox's own bound (runtime MaxInstances) still
-	// holds below it.
+	// queue (0: 8), and as many local calls per queue besides (a call
+	// finding them all busy goes to its queue). The sandbox's own bound
+	// (runtime MaxInstances) still holds below it.
 	Concurrency int
 	// Identity names the worker in Temporal (empty: the SDK's pid@host).
 	Identity string
+	// QueuedCalls turns off local calls: every tool call is an activity
+	// task on its tool's queue, taken by any worker serving it. By default
+	// a call that may be run again (its tool has no side effects, or the
+	// run retries side effects) runs as a local activity of the worker
+	// that runs the session's workflow task, when that worker serves the
+	// tool's queue — one round trip through Temporal per call instead of
+	// three (docs/SCALING.md, "Local calls").
+	QueuedCalls bool
 }
 
 // RunWorker serves the session workflow and the activities of a on c until
@@ -73,9 +82,20 @@ func RunWorker(ctx context.Context, c client.Client, a *Activities, o WorkerOpti
 	// activity (SeqActivity), and no activity task of its queue.
 	sopts := opts
 	sopts.LocalActivityWorkerOnly = true
+	// Local calls: up to n at once per queue it serves (localTool), the
+	// rest handed to their queues; room besides for the instant answers
+	// "not here" and SeqActivity.
+	sopts.MaxConcurrentLocalActivityExecutionSize = n * (len(serve) + 1)
 	sw := worker.New(c, o.Queues.Sessions, sopts)
 	sw.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
 	sw.RegisterActivityWithOptions(a.Seq, activity.RegisterOptions{Name: SeqActivity})
+	local := map[string]int{}
+	if !o.QueuedCalls {
+		for _, s := range serve {
+			local[s] = n
+		}
+	}
+	sw.RegisterActivityWithOptions(a.localTool(local), activity.RegisterOptions{Name: LocalToolActivity})
 	ws = append(ws, sw)
 	done := map[string]bool{}
 	for _, s := range serve {

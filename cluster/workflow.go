@@ -156,15 +156,45 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 			if c.SideEffects && !in.RetrySideEffects {
 				n = 1
 			}
+			retry := &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}}
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 				TaskQueue:              in.Queues.forSource(c.Source),
 				ScheduleToStartTimeout: scheduleToStart,
 				StartToCloseTimeout:    timeout,
 				HeartbeatTimeout:       hb,
 				WaitForCancellation:    true,
-				RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: int32(n), NonRetryableErrorTypes: []string{errPermanent}},
+				RetryPolicy:            retry,
 			})
-			futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects, Tenant: in.Settings.tenant()})
+			ts := ToolStep{Session: in.Session, Call: c, RetrySideEffects: in.RetrySideEffects, Tenant: in.Settings.tenant()}
+			if c.SideEffects && !in.RetrySideEffects || workflow.GetVersion(ctx, versionLocalCalls, workflow.DefaultVersion, 1) != 1 {
+				// A call that must not run twice stays an activity task:
+				// a lost worker's attempt is then known to Temporal (the
+				// model is told, lostResult), where a local activity of a
+				// lost worker would be run again by the next one.
+				futures[i] = workflow.ExecuteActivity(actx, ToolActivity, ts)
+				return
+			}
+			// Any other call runs where the workflow task runs if that
+			// worker serves the call's queue (LocalToolActivity), else on
+			// the queue: one round trip through the server fewer.
+			f, set := workflow.NewFuture(ctx)
+			futures[i] = f
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout:    timeout,
+				ScheduleToCloseTimeout: time.Duration(n) * (timeout + retry.InitialInterval),
+				RetryPolicy:            retry,
+			})
+			workflow.Go(ctx, func(gctx workflow.Context) {
+				var lc localCall
+				err := workflow.ExecuteLocalActivity(lctx, LocalToolActivity, ts).Get(gctx, &lc)
+				if err != nil || lc.Ran {
+					set.Set(lc.Result, err)
+					return
+				}
+				var r ToolResult
+				err = workflow.ExecuteActivity(actx, ToolActivity, ts).Get(gctx, &r)
+				set.Set(r, err)
+			})
 		}
 		// The calls that need no decision run at once; those that wait
 		// for a person's run as each is decided (its decision stored
@@ -215,6 +245,11 @@ func SessionWorkflow(ctx workflow.Context, in RunInput) (result RunResult, _ err
 // seq from the session store (workflow.GetVersion: runs begun before it
 // replay as they were).
 const versionSeqFromStore = "agrun.seq-from-store"
+
+// versionLocalCalls marks the change that runs calls as local activities
+// where they may be (runs begun before it replay their calls as activity
+// tasks).
+const versionLocalCalls = "agrun.local-calls"
 
 // startSeq reads the session's next record with the local SeqActivity and
 // publishes it as the run's MemoSeq (Client.Follow shows the run's records

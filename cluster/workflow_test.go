@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/agcore/agrun/cluster/store"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,7 +110,11 @@ func (f *fakeTool) Grant() registry.Grant {
 }
 func (f *fakeTool) Execute(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 	if f.queues != nil {
-		f.queues.Store(f.name, activity.GetInfo(ctx).TaskQueue)
+		q := activity.GetInfo(ctx).TaskQueue
+		if activity.GetInfo(ctx).IsLocalActivity {
+			q += " (local)"
+		}
+		f.queues.Store(f.name, q)
 	}
 	if f.run != nil {
 		return f.run(ctx, args)
@@ -147,6 +153,13 @@ func quietSuite() *testsuite.WorkflowTestSuite {
 }
 
 func newEnv(t *testing.T, a *Activities) *testsuite.TestWorkflowEnvironment {
+	return newEnvServing(t, a, nil)
+}
+
+// newEnvServing is newEnv whose workflow worker serves the queues in
+// serves (WorkerOptions.Serve names), running their calls as local
+// activities, that many at once.
+func newEnvServing(t *testing.T, a *Activities, serves map[string]int) *testsuite.TestWorkflowEnvironment {
 	s := quietSuite()
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(SessionWorkflow, workflow.RegisterOptions{Name: WorkflowName})
@@ -155,9 +168,13 @@ func newEnv(t *testing.T, a *Activities) *testsuite.TestWorkflowEnvironment {
 		env.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ModelActivity})
 		env.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ToolActivity})
 		env.RegisterActivityWithOptions(a.Decide, activity.RegisterOptions{Name: DecideActivity})
+		// newEnv's workflow worker serves no tool queue: every call is
+		// an activity task on its queue (TestLocalCalls runs them local).
+		env.RegisterActivityWithOptions(a.localTool(serves), activity.RegisterOptions{Name: LocalToolActivity})
 	} else {
 		// The doubles' sessions are empty: a run begins at 0.
 		env.RegisterActivityWithOptions(func(context.Context, string) (int64, error) { return 0, nil }, activity.RegisterOptions{Name: SeqActivity})
+		env.RegisterActivityWithOptions(func(context.Context, ToolStep) (localCall, error) { return localCall{}, nil }, activity.RegisterOptions{Name: LocalToolActivity})
 	}
 	env.SetTestTimeout(time.Minute)
 	return env
@@ -236,6 +253,102 @@ func TestWorkflowParallelCallsInOrderOnTheirQueues(t *testing.T) {
 	}
 	if n := kindOfRecords(t, recs); n["request"] != 2 || n["call"] != 2 || n["message"] != 5 {
 		t.Errorf("records %v", n)
+	}
+}
+
+// TestLocalCalls: on a workflow worker that serves the WASM queue, a
+// read-only WASM call runs as its local activity; a call with side
+// effects stays an activity task on the WASM queue (a lost worker's
+// attempt must be known, not run again), unless the run retries side
+// effects; a read-only MCP call, whose queue this worker does not serve,
+// goes to the MCP queue. The results reach the model in call order either
+// way.
+func TestLocalCalls(t *testing.T) {
+	for _, retrySE := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retry_side_effects=%v", retrySE), func(t *testing.T) {
+			srv := chattest.New(t,
+				chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "reader", Args: `{}`}, {ID: "c2", Name: "writer", Args: `{}`}, {ID: "c3", Name: "remote", Args: `{}`}}},
+				chattest.Reply{Text: "done", Check: func(t testing.TB, r chattest.Request) {
+					var ids []string
+					for _, m := range r.Messages {
+						if m.Role == "tool" {
+							ids = append(ids, m.ToolCallID+"="+*m.Content)
+						}
+					}
+					if strings.Join(ids, ",") != `c1={"tool":"reader"},c2={"tool":"writer"},c3={"tool":"remote"}` {
+						t.Errorf("tool messages %v", ids)
+					}
+				}},
+			)
+			var queues sync.Map
+			answer := func(name string) func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return func(context.Context, json.RawMessage) (json.RawMessage, error) {
+					return json.RawMessage(`{"tool":"` + name + `"}`), nil
+				}
+			}
+			reader := &fakeTool{name: "reader", source: "wasm", perms: []permission.Permission{permission.Read}, queues: &queues, run: answer("reader")}
+			writer := &fakeTool{name: "writer", source: "wasm", perms: []permission.Permission{permission.Write}, queues: &queues, run: answer("writer")}
+			remote := &fakeTool{name: "remote", source: "mcp", hints: []string{"read_only"}, queues: &queues, run: answer("remote")}
+			a, _ := newActivities(t, srv, reader, writer, remote)
+			env := newEnvServing(t, a, map[string]int{ServeWASM: 8, ServeLLM: 8})
+			env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s1", Prompt: "go", Queues: QueuesFor(""), RetrySideEffects: retrySE})
+			var res RunResult
+			if err := env.GetWorkflowResult(&res); err != nil || string(res.Text.Data) != "done" || res.ErrorKind != "" {
+				t.Fatalf("result %+v, %v", res, err)
+			}
+			// The test environment runs a workflow's local activities on
+			// the queue "default-test-taskqueue".
+			local := "default-test-taskqueue (local)"
+			want := map[string]string{"reader": local, "writer": "agrun-wasm", "remote": "agrun-mcp"}
+			if retrySE {
+				want["writer"] = local
+			}
+			for name, w := range want {
+				if q, _ := queues.Load(name); q != w {
+					t.Errorf("%s ran on %v, want %s", name, q, w)
+				}
+			}
+		})
+	}
+}
+
+// TestLocalCallsWhileSlotsLast: two read-only calls that run at the same
+// time (each waits for the other to start) on a worker with one local
+// slot for WASM: one runs local, the other goes to the WASM queue.
+func TestLocalCallsWhileSlotsLast(t *testing.T) {
+	srv := chattest.New(t,
+		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "a", Args: `{}`}, {ID: "c2", Name: "b", Args: `{}`}}},
+		chattest.Reply{Text: "done"},
+	)
+	var queues sync.Map
+	var started sync.WaitGroup
+	started.Add(2)
+	both := make(chan struct{})
+	go func() { started.Wait(); close(both) }()
+	meet := func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		started.Done()
+		select {
+		case <-both:
+			return json.RawMessage(`{}`), nil
+		case <-time.After(5 * time.Second):
+			return nil, errors.New("the calls did not run at the same time")
+		}
+	}
+	ta := &fakeTool{name: "a", source: "wasm", perms: []permission.Permission{permission.Read}, queues: &queues, run: meet}
+	tb := &fakeTool{name: "b", source: "wasm", perms: []permission.Permission{permission.Read}, queues: &queues, run: meet}
+	a, _ := newActivities(t, srv, ta, tb)
+	env := newEnvServing(t, a, map[string]int{ServeWASM: 1, ServeLLM: 1})
+	env.ExecuteWorkflow(WorkflowName, RunInput{Session: "s1", Prompt: "go", Queues: QueuesFor("")})
+	var res RunResult
+	if err := env.GetWorkflowResult(&res); err != nil || string(res.Text.Data) != "done" || res.ErrorKind != "" {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	qa, _ := queues.Load("a")
+	qb, _ := queues.Load("b")
+	got := []string{fmt.Sprint(qa), fmt.Sprint(qb)}
+	slices.Sort(got)
+	if strings.Join(got, ",") != "agrun-wasm,default-test-taskqueue (local)" {
+		t.Errorf("the calls ran on %v, want one local and one on the WASM queue", got)
 	}
 }
 

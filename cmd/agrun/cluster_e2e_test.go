@@ -21,6 +21,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/agcore/agrun/cluster"
@@ -165,8 +166,9 @@ func messagesOf(t *testing.T, dir, id string) []loop.Message {
 // TestClusterSurvivesAWorkerKilledMidCall is the end-to-end test of issue
 // 21: a real Temporal server, two `agrun worker` processes, a scripted
 // model; `agrun run` on the cluster asks for a slow tool call; the worker
-// running it is killed with SIGKILL; the call is retried on the other
-// worker after the heartbeat timeout, and the run completes there. The
+// running it (a local call, in the session's workflow task) is killed
+// with SIGKILL; the call is run again on the other worker once the
+// workflow task times out, and the run completes there. The
 // model server saw each request once (the completed model step was not
 // repeated), and the session holds the same history a local run of the
 // same script produces.
@@ -223,26 +225,18 @@ func TestClusterSurvivesAWorkerKilledMidCall(t *testing.T) {
 	if n := len(srv.Requests()); n != 2 {
 		t.Fatalf("the model server saw %d requests, want 2", n)
 	}
-	// The call completed on the survivor, on its second attempt.
+	// The call (read-only: a local call of the worker running the
+	// session's workflow task) ran again on the survivor once the
+	// victim's workflow task timed out, and only the survivor's run of it
+	// was recorded.
 	var survivor string
 	for name := range workers {
 		if name != victim {
 			survivor = name
 		}
 	}
-	it := tc.GetWorkflowHistory(ctx, cluster.WorkflowID("e2e"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var toolStarts []string
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
-			toolStarts = append(toolStarts, fmt.Sprintf("%s#%d", a.GetIdentity(), a.GetAttempt()))
-		}
-	}
-	if got := strings.Join(toolStarts, ","); !strings.Contains(got, survivor+"#2") {
-		t.Errorf("activity starts %s: the call's retry did not run on %s", got, survivor)
+	if got := callRuns(ctx, t, tc, "e2e"); got != survivor+"@local" {
+		t.Errorf("call runs %q: want the one call recorded as %s's local call", got, survivor)
 	}
 
 	// The same script on the local path: the same history.
@@ -464,16 +458,36 @@ func TestClusterInterruptThenRerun(t *testing.T) {
 }
 
 // runningToolWorker waits until a tool call of session's run is running
-// and returns the identity of the worker running it.
+// and returns the identity of the worker running it: a started tool
+// activity's worker, or — a local call (cluster.LocalToolActivity) runs
+// inside a workflow task — the worker of the workflow task in progress
+// once the model step that asked for the call is done (run has printed
+// its tool_started; when run is nil, the caller's ready says so).
 func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, session string, run *backgroundRun) string {
 	t.Helper()
+	return runningCallWorker(ctx, t, tc, session, run, func() bool {
+		return strings.Contains(run.stdout.String(), `"type":"tool_started"`)
+	})
+}
+
+// runningCallWorker is runningToolWorker for any run: ready reports that
+// the model step asking for the call is done.
+func runningCallWorker(ctx context.Context, t *testing.T, tc client.Client, session string, run *backgroundRun, ready func() bool) string {
+	t.Helper()
 	for {
+		var done <-chan error
+		if run != nil {
+			done = run.done
+		}
 		select {
-		case err := <-run.done:
+		case err := <-done:
 			t.Fatalf("the run ended before the call was seen running: %v\n%s\n%s", err, run.stdout.String(), run.stderr.String())
 		case <-ctx.Done():
 			t.Fatal("the tool call never started")
 		case <-time.After(100 * time.Millisecond):
+		}
+		if !ready() {
+			continue
 		}
 		d, err := tc.DescribeWorkflow(ctx, cluster.WorkflowID(session), "")
 		if err != nil {
@@ -484,7 +498,53 @@ func runningToolWorker(ctx context.Context, t *testing.T, tc client.Client, sess
 				return pa.GetLastWorkerIdentity()
 			}
 		}
+		if len(d.RawResponse.GetPendingActivities()) > 0 {
+			continue
+		}
+		// No activity pending: the call is local, in the workflow task
+		// that started last and has not completed.
+		it := tc.GetWorkflowHistory(ctx, cluster.WorkflowID(session), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var last *historypb.HistoryEvent
+		for it.HasNext() {
+			if last, err = it.Next(); err != nil {
+				break
+			}
+		}
+		if a := last.GetWorkflowTaskStartedEventAttributes(); err == nil && a != nil {
+			return a.GetIdentity()
+		}
 	}
+}
+
+// callRuns lists where a session's tool calls ran, comma-separated, from
+// its workflow's history: IDENTITY#ATTEMPT for each start of a tool
+// activity, IDENTITY@local for each local call recorded (the worker whose
+// workflow task recorded it: the one that ran it).
+func callRuns(ctx context.Context, t *testing.T, tc client.Client, session string) string {
+	t.Helper()
+	it := tc.GetWorkflowHistory(ctx, cluster.WorkflowID(session), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var runs []string
+	var task string // the identity of the last completed workflow task
+	tools := map[int64]bool{} // the tool activities' scheduled event ids
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return ""
+		}
+		if a := ev.GetWorkflowTaskCompletedEventAttributes(); a != nil {
+			task = a.GetIdentity()
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == cluster.ToolActivity {
+			tools[ev.GetEventId()] = true
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && tools[a.GetScheduledEventId()] {
+			runs = append(runs, fmt.Sprintf("%s#%d", a.GetIdentity(), a.GetAttempt()))
+		}
+		if a := ev.GetMarkerRecordedEventAttributes(); a != nil && strings.Contains(a.GetDetails()["data"].String(), cluster.LocalToolActivity) {
+			runs = append(runs, task+"@local")
+		}
+	}
+	return strings.Join(runs, ",")
 }
 
 // TestClusterWorkerStopsGracefully: SIGTERM to the worker running a

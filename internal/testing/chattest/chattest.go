@@ -54,6 +54,13 @@ type Request struct {
 	// ResponseFormat is "response_format" as sent (nil if absent).
 	ResponseFormat json.RawMessage `json:"response_format"`
 
+	// Received is when the request arrived; Answered when its reply was
+	// written (zero until then, and for a refused request): the gap from
+	// one's Answered to the next's Received is the client's time between
+	// two model requests (benchmarks read it).
+	Received time.Time `json:"-"`
+	Answered time.Time `json:"-"`
+
 	Raw    []byte      `json:"-"` // the body as sent
 	Auth   string      `json:"-"` // the Authorization header
 	Header http.Header `json:"-"` // all headers
@@ -264,7 +271,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Raw, req.Auth, req.Header = raw, r.Header.Get("Authorization"), r.Header.Clone()
+	req.Received = time.Now()
 	s.mu.Lock()
+	n := len(s.reqs)
 	s.reqs = append(s.reqs, req)
 	refuse := s.missingReasoning(&req)
 	var rep Reply
@@ -329,6 +338,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, rep)
 	}
+	s.mu.Lock()
+	s.reqs[n].Answered = time.Now()
+	s.mu.Unlock()
 }
 
 // Chunk is the JSON of one streamed chunk with this delta (a JSON object)

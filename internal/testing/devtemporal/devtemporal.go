@@ -33,7 +33,16 @@ import (
 // a workflow schedules (an activity, the workflow task after it) waited
 // about 45 ms for the next read — most of a cluster tool call's cost
 // (docs/SCALING.md, "Figures").
-var LowLatency = []string{"--dynamic-config-value", "history.transferProcessorMaxPollRPS=10000"}
+//
+// And one partition per task queue (matching.numTaskqueue*Partitions,
+// 4 by default): with few pollers, a task written to a partition that no
+// poller waits on waited about 2 s to be forwarded — one run in ten of
+// a 5-call benchmark.
+var LowLatency = []string{
+	"--dynamic-config-value", "history.transferProcessorMaxPollRPS=10000",
+	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+}
 
 // Binary returns the dev server's executable, or "" if there is none.
 func Binary() string {
