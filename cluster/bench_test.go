@@ -153,7 +153,15 @@ func BenchmarkClusterWorkers(b *testing.B) {
 	for _, dispatch := range []string{"local", "queued"} {
 		for _, workers := range []int{1, 2, 4} {
 			b.Run(fmt.Sprintf("%s/workers=%d", dispatch, workers), func(b *testing.B) {
-				srv := chattest.New(b, benchScript(b.N, 1)...)
+				// The sessions run at once: each is answered by where it
+				// is (a call first, then the answer), not by a shared script.
+				srv := chattest.New(b)
+				srv.Respond(func(r chattest.Request) chattest.Reply {
+					if m := r.Messages; len(m) > 0 && m[len(m)-1].Role == "tool" {
+						return chattest.Reply{Text: "done"}
+					}
+					return chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}}
+				})
 				a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
 				q := QueuesFor(fmt.Sprintf("pool%s%d-", dispatch, workers))
 				startWorkers(b, tc, a, q, workers, 1, dispatch == "queued")

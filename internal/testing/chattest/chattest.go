@@ -190,6 +190,7 @@ type Server struct {
 	script  []Reply
 	reqs    []Request
 	servedN int
+	respond func(Request) Reply
 	// thinking: DeepSeek's thinking mode (RequireReasoning): the
 	// reasoning sent with each tool call id.
 	thinking  bool
@@ -245,6 +246,15 @@ func New(t testing.TB, script ...Reply) *Server {
 // test's end closes it too.
 func (s *Server) Close() { s.srv.Close() }
 
+// Respond answers every request with f's reply instead of the script's
+// next: a reply that depends on the request (sessions run at once, each
+// answered by where it is). f runs under the server's lock.
+func (s *Server) Respond(f func(Request) Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.respond = f
+}
+
 // Add appends replies to the script.
 func (s *Server) Add(r ...Reply) {
 	s.mu.Lock()
@@ -277,8 +287,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	refuse := s.missingReasoning(&req)
 	var rep Reply
-	ok := !refuse && s.servedN < len(s.script)
-	if ok {
+	ok := !refuse && (s.respond != nil || s.servedN < len(s.script))
+	switch {
+	case ok && s.respond != nil:
+		rep = s.respond(req)
+	case ok:
 		rep = s.script[s.servedN]
 		s.servedN++
 	}
