@@ -32,7 +32,8 @@ import (
 // calls run where the workflow task runs (local, the default) and as
 // activity tasks on their queue (queued: WorkerOptions.QueuedCalls).
 // BenchmarkClusterWorkers runs sessions whose one call takes 200 ms of
-// waiting (a slow tool: I/O, a remote API) on 1, 2 and 4 workers of one
+// waiting (slow=tool: I/O, a remote API; slow=model: each model request
+// takes 200 ms instead) on 1, 2 and 4 workers of one
 // activity slot each (and one local call slot, unless queued), all
 // sessions started at once: sessions per minute.
 
@@ -150,37 +151,52 @@ func medianGap(reqs []chattest.Request) float64 {
 
 func BenchmarkClusterWorkers(b *testing.B) {
 	tc := benchCluster(b)
-	for _, dispatch := range []string{"local", "queued"} {
-		for _, workers := range []int{1, 2, 4} {
-			b.Run(fmt.Sprintf("%s/workers=%d", dispatch, workers), func(b *testing.B) {
-				// The sessions run at once: each is answered by where it
-				// is (a call first, then the answer), not by a shared script.
-				srv := chattest.New(b)
-				srv.Respond(func(r chattest.Request) chattest.Reply {
-					if m := r.Messages; len(m) > 0 && m[len(m)-1].Role == "tool" {
-						return chattest.Reply{Text: "done"}
-					}
-					return chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}}
+	for _, slow := range []string{"tool", "model"} {
+		for _, dispatch := range []string{"local", "queued"} {
+			for _, workers := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("slow=%s/%s/workers=%d", slow, dispatch, workers), func(b *testing.B) {
+					benchWorkers(b, tc, slow, dispatch, workers)
 				})
-				a, st := newActivities(b, srv, benchTool(200*time.Millisecond))
-				q := QueuesFor(fmt.Sprintf("pool%s%d-", dispatch, workers))
-				startWorkers(b, tc, a, q, workers, 1, dispatch == "queued")
-				cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				for i := range b.N {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						res, err := cl.Run(context.Background(), fmt.Sprintf("p%s%d-%d", dispatch, workers, i), "go")
-						if err != nil || res.ErrorKind != "" {
-							b.Errorf("%+v %v", res, err)
-						}
-					}()
-				}
-				wg.Wait()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "sessions/min")
-			})
+			}
 		}
 	}
+}
+
+// benchWorkers runs b.N sessions at once, each one call, on workers
+// workers of one slot each; slow says what waits 200 ms: the tool, or
+// each model request.
+func benchWorkers(b *testing.B, tc client.Client, slow, dispatch string, workers int) {
+	var toolWait, modelWait time.Duration
+	if slow == "tool" {
+		toolWait = 200 * time.Millisecond
+	} else {
+		modelWait = 200 * time.Millisecond
+	}
+	// The sessions run at once: each is answered by where it is (a call
+	// first, then the answer), not by a shared script.
+	srv := chattest.New(b)
+	srv.Respond(func(r chattest.Request) chattest.Reply {
+		if m := r.Messages; len(m) > 0 && m[len(m)-1].Role == "tool" {
+			return chattest.Reply{Text: "done", Delay: modelWait}
+		}
+		return chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "t", Args: `{}`}}, Delay: modelWait}
+	})
+	a, st := newActivities(b, srv, benchTool(toolWait))
+	q := QueuesFor(fmt.Sprintf("pool%s%s%d-", slow, dispatch, workers))
+	startWorkers(b, tc, a, q, workers, 1, dispatch == "queued")
+	cl := &Client{Temporal: tc, Sessions: st, Blobs: a.Blobs, Defaults: RunInput{Queues: q}}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range b.N {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cl.Run(context.Background(), fmt.Sprintf("p%s%s%d-%d", slow, dispatch, workers, i), "go")
+			if err != nil || res.ErrorKind != "" {
+				b.Errorf("%+v %v", res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "sessions/min")
 }

@@ -216,6 +216,10 @@ func (s *Server) clusterRun(w http.ResponseWriter, r *http.Request) {
 			out = pendingEvent(id, *e)
 		case *loop.ApprovalRequired:
 			out = pendingEvent(id, PendingCall{ApprovalRequest: e.ApprovalRequest})
+		case *loop.ReasoningDelta:
+			if !req.ShowReasoning {
+				continue
+			}
 		case *loop.ToolExecutionStarted, *loop.StructuredOutput:
 		default:
 			continue // an event of the runner's own: not part of the API

@@ -524,7 +524,7 @@ func callRuns(ctx context.Context, t *testing.T, tc client.Client, session strin
 	t.Helper()
 	it := tc.GetWorkflowHistory(ctx, cluster.WorkflowID(session), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var runs []string
-	var task string // the identity of the last completed workflow task
+	var task string           // the identity of the last completed workflow task
 	tools := map[int64]bool{} // the tool activities' scheduled event ids
 	for it.HasNext() {
 		ev, err := it.Next()

@@ -44,6 +44,8 @@ func TestClusterLiveText(t *testing.T) {
 		chattest.Reply{Text: "Once upon", Cut: true}, // broken off: the step is retried
 		pacedReply("Once ", "upon ", "a time."),
 		pacedReply("Served ", "live ", "too."),
+		reasonedReply(),
+		reasonedReply(),
 	)
 	e := newTestEnv(t, srv.URL, fmt.Sprintf(`
 [cluster]
@@ -123,4 +125,38 @@ session_store = "postgres"
 	if n < 3 || text != "Served live too." || done.data["text"] != text {
 		t.Fatalf("serve: %d text deltas %q, done %s", n, text, done.raw)
 	}
+
+	// The reasoning streams through serve too when the client asks
+	// (show_reasoning), as on a local serve; not otherwise.
+	for _, show := range []bool{true, false} {
+		id := fmt.Sprintf("live-reasoning-%v", show)
+		st, events, body, _ := streamRun(t, base, token, fmt.Sprintf(`{"prompt":"go","session":%q,"show_reasoning":%v}`, id, show))
+		if st != http.StatusOK {
+			t.Fatalf("POST /v1/runs: %d %s", st, body)
+		}
+		seen = nil
+		done := until(t, events, "done", &seen)
+		var reasoning string
+		for _, ev := range seen {
+			if ev.typ == "reasoning_delta" {
+				reasoning += fmt.Sprint(ev.data["text"])
+			}
+		}
+		want := ""
+		if show {
+			want = "thinking it over"
+		}
+		if reasoning != want || done.data["text"] != "Yes." {
+			t.Fatalf("show_reasoning %v: reasoning %q, want %q; done %s", show, reasoning, want, done.raw)
+		}
+	}
+}
+
+// reasonedReply is a streamed reply whose reasoning ("thinking it over")
+// comes before its text ("Yes."), its parts 150 ms apart.
+func reasonedReply() chattest.Reply {
+	return chattest.Reply{Chunks: []string{
+		chattest.ReasoningChunk("reasoning_content", "thinking "), chattest.ReasoningChunk("reasoning_content", "it over"),
+		chattest.TextChunk("Yes."), chattest.FinishChunk("stop"),
+	}, ChunkEvery: 150 * time.Millisecond}
 }

@@ -334,7 +334,9 @@ type Cluster struct {
 	// worker was lost is run again. Off: the model is told.
 	RetrySideEffects bool `toml:"retry_side_effects"`
 	// HeartbeatTimeout: a worker silent this long is lost and its
-	// activity retried elsewhere; unset: 20s.
+	// activity retried elsewhere; unset: 20s. Also the run's workflow
+	// task timeout (10s to 120s): how a lost worker's local call is
+	// noticed.
 	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
 	// ApprovalTimeout: a call that needs a person's yes waits this long
 	// for the decision (`agrun run` on a terminal, `run --approve`), then
