@@ -172,3 +172,5 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 )
+
+replace github.com/tetratelabs/wazero => ./third_party/wazero

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -200,5 +201,56 @@ func TestPreparedNotForRefused(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(dir, preparedDirName, "*")); len(files) != 0 {
 		t.Fatalf("files for a refused module: %v", files)
+	}
+}
+
+// TestCompiledCacheDamaged: wazero's compiled code in the cache directory,
+// damaged, makes Compile fail with ErrCompile; it never runs, and a
+// damaged entry is never taken for the module. Since the patched wazero
+// (third_party/wazero.patch) skips validating the function bodies of a
+// module whose compiled code it finds, this is what stands between a
+// damaged file and the guest: wazero's CRC-32C over the machine code and
+// its length checks. (A file replaced on purpose with other valid
+// machine code is not damage: whoever can write the cache directory can
+// run code in the process, docs/SECURITY.md.)
+func TestCompiledCacheDamaged(t *testing.T) {
+	wasm := wat(t, "reactorstate")
+	for _, tt := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"empty", func([]byte) []byte { return nil }},
+		{"one bit flipped in the machine code", func(b []byte) []byte { b[len(b)/2] ^= 1; return b }},
+		{"last byte gone", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"garbage", func([]byte) []byte { return []byte("WAZEVO\x07v1.12.0\xff\xff\xff\xff") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			compile(t, newRuntime(t, Config{CacheDir: dir}), wasm)
+			files, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+			if len(files) != 1 {
+				t.Fatalf("files %v", files)
+			}
+			good, _ := os.ReadFile(files[0])
+			if err := os.WriteFile(files[0], tt.damage(append([]byte(nil), good...)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := newRuntime(t, Config{CacheDir: dir})
+			m, err := r.Compile(context.Background(), wasm)
+			if err == nil {
+				// Only a recompile may succeed: then the call runs as it
+				// should.
+				if _, err := r.Run(context.Background(), m, Input{}); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				t.Log("compiled again")
+				return
+			}
+			t.Logf("Compile: %v", err)
+			if !errors.Is(err, ErrCompile) {
+				t.Fatalf("Compile: %v, want ErrCompile", err)
+			}
+		})
 	}
 }

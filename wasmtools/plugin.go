@@ -27,7 +27,7 @@ type Plugin struct {
 // IsPlugin reports whether wasm is an Extism plug-in: a well-formed module
 // that imports from extism:host/env.
 func IsPlugin(wasm []byte) bool {
-	m, err := wasmbin.ParseLenient(wasm)
+	m, err := wasmbin.ParseImports(wasm)
 	if err != nil {
 		return false
 	}

@@ -3,6 +3,7 @@ package wasmbin
 import (
 	"bytes"
 	"fmt"
+	"slices"
 )
 
 // Limits of Parse. They follow the limits JavaScript engines apply
@@ -197,6 +198,23 @@ func Parse(b []byte) (*Module, error) { return parse(b, strict) }
 // *Error values.
 func ParseLenient(b []byte) (*Module, error) { return parse(b, lenient) }
 
+// ParseImports is ParseLenient without the code section: Code stays zero
+// and everything else is as ParseLenient returns it (which never fails on
+// the code), at a fraction of the work for a large module. For a caller
+// that needs only the imports, exports, memories or custom sections.
+func ParseImports(b []byte) (*Module, error) {
+	secs, err := ReadSections(b)
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseSections(b, slices.DeleteFunc(slices.Clone(secs), func(s Section) bool { return s.ID == SecCode }), lenient)
+	if err != nil {
+		return nil, err
+	}
+	m.Sections = secs
+	return m, nil
+}
+
 // mode is how strictly parse reads.
 type mode bool
 
@@ -226,7 +244,13 @@ func parse(b []byte, o mode) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseSections(b, secs, o)
+}
+
+// parseSections is parse of b's sections secs.
+func parseSections(b []byte, secs []Section, o mode) (*Module, error) {
 	m := &Module{Size: len(b), Sections: secs}
+	var err error
 	last := 0
 	for _, s := range secs {
 		sr := s.Reader()

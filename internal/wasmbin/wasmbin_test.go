@@ -27,7 +27,8 @@ func wat(tb testing.TB, name string) []byte {
 
 // FuzzParse: Parse never panics and never accepts what it cannot follow;
 // every error wraps ErrMalformed; ParseLenient accepts what Parse accepts
-// and reads the same imports, exports, tables and memories; a module with
+// and reads the same imports, exports, tables and memories; ParseImports
+// reads all ParseLenient does but the code; a module with
 // its data segments merged,
 // or its data section stripped, parses again; ScanCode agrees with Parse
 // on the code section of an accepted module.
@@ -40,6 +41,16 @@ func FuzzParse(f *testing.F) {
 		d, lerr := ParseLenient(b)
 		if lerr != nil && !errors.Is(lerr, ErrMalformed) {
 			t.Fatalf("ParseLenient: error %v (%T) does not wrap ErrMalformed", lerr, lerr)
+		}
+		h, herr := ParseImports(b)
+		if lerr == nil {
+			withoutCode := *d
+			withoutCode.Code = Code{}
+			if herr != nil || !reflect.DeepEqual(*h, withoutCode) {
+				t.Fatalf("ParseImports reads what ParseLenient reads differently (%v):\n%+v\n%+v", herr, h, d)
+			}
+		} else if herr == nil || herr.Error() != lerr.Error() {
+			t.Fatalf("ParseImports: %v, ParseLenient: %v", herr, lerr)
 		}
 		m, err := Parse(b)
 		if err == nil && (lerr != nil || !reflect.DeepEqual(d.Imports, m.Imports) || !reflect.DeepEqual(d.Exports, m.Exports) ||

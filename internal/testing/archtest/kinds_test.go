@@ -22,7 +22,7 @@ func TestKindsDeclaredOnce(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".cache" || d.Name() == "testdata" || d.Name() == "node_modules") {
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".cache" || d.Name() == "testdata" || d.Name() == "node_modules" || d.Name() == "third_party") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
