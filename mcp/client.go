@@ -155,6 +155,9 @@ type Client struct {
 	calls       sync.Map      // progress token -> progressCall of the call in progress
 	nextCall    atomic.Int64  // progress tokens
 	refreshOnce sync.Once     // starts the refresher
+	// updated gets the server's notifications/resources/updated
+	// (onResourceUpdated; nil: dropped).
+	updated atomic.Pointer[func(uri string)]
 
 	rootsMu  sync.Mutex // serializes SetRoots
 	rootURIs []string   // the roots offered, as URIs
@@ -262,6 +265,11 @@ func NewClient(serverName string, t Transport, opts *ClientOptions) (*Client, er
 			}
 			if call.sink != nil { // agrun mcp serve's client asked for it
 				call.sink(p)
+			}
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if f := c.updated.Load(); f != nil && *f != nil && req.Params != nil {
+				(*f)(req.Params.URI)
 			}
 		},
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) {

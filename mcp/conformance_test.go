@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agcore/agrun/internal/testing/mcpconform"
 	"github.com/agcore/agrun/registry"
 )
 
@@ -48,11 +49,7 @@ func conformanceRegistry(t *testing.T) *registry.Registry {
 // agrun re-serves a blob as a placeholder, and neither templates nor
 // subscriptions (see testdata/conformance-baseline.yml).
 func conformanceUpstream(t *testing.T) *Client {
-	up := sdk.NewServer(&sdk.Implementation{Name: "test"}, nil)
-	up.AddResource(&sdk.Resource{URI: "test://static-text", Name: "static-text", Description: "a static text resource", MIMEType: "text/plain"},
-		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
-			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "This is the content of the static text resource."}}}, nil
-		})
+	up := mcpconform.Upstream()
 	st, ct := sdk.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := up.Connect(ctx, st, nil)

@@ -37,8 +37,8 @@ func TestServeCapabilitiesExactly(t *testing.T) {
 
 // TestServeResourcesFromUpstream: with Upstreams the server declares
 // resources and prompts and re-serves an upstream's, as agrun's client
-// sees them: listed with their URIs, read as cleaned text (a blob as a
-// placeholder), prompts as SERVER__NAME with their arguments, got
+// sees them: listed with their URIs, read as cleaned text, a blob as its
+// bytes, prompts under their own names with their arguments, got
 // through the upstream with the caller's arguments, cleaned.
 func TestServeResourcesFromUpstream(t *testing.T) {
 	up := sdk.NewServer(&sdk.Implementation{Name: "docs"}, nil)
@@ -93,17 +93,17 @@ func TestServeResourcesFromUpstream(t *testing.T) {
 		t.Errorf("read %q", got)
 	}
 	rr, err = cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "docs://logo"})
-	if err != nil || !strings.Contains(rr.Contents[0].Text, "image/png, 3 bytes") {
+	if err != nil || len(rr.Contents) != 1 || string(rr.Contents[0].Blob) != "\x01\x02\x03" || rr.Contents[0].MIMEType != "image/png" {
 		t.Errorf("blob: %+v %v", rr, err)
 	}
 	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "file:///etc/passwd"}); err == nil {
 		t.Error("a resource no upstream lists was read")
 	}
 	ps, err := cs.ListPrompts(ctx, nil)
-	if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != "docs__greet" || len(ps.Prompts[0].Arguments) != 1 || !ps.Prompts[0].Arguments[0].Required {
+	if err != nil || len(ps.Prompts) != 1 || ps.Prompts[0].Name != "greet" || len(ps.Prompts[0].Arguments) != 1 || !ps.Prompts[0].Arguments[0].Required {
 		t.Fatalf("prompts %+v %v", ps, err)
 	}
-	gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "docs__greet", Arguments: map[string]string{"who": "ann"}})
+	gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "ann"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +140,14 @@ func TestRepublisherKeepsWhatAFailedUpstreamServed(t *testing.T) {
 	defer cl.Close(ctx)
 	p := &republisher{ups: []*Client{cl}, srv: sdk.NewServer(&sdk.Implementation{Name: "agrun"}, nil), log: discardLog{}}
 	p.sync(ctx)
-	if !p.served("docs__greet") || len(p.resources) != 1 {
-		t.Fatalf("first sync: prompt served %v, resources %v", p.served("docs__greet"), p.resources)
+	if !p.served("greet") || len(p.resources) != 1 {
+		t.Fatalf("first sync: prompt served %v, resources %v", p.served("greet"), p.resources)
 	}
 	ss.Close() // the upstream goes away: its listings fail
 	p.last = time.Time{}
 	p.sync(ctx)
-	if !p.served("docs__greet") || len(p.resources) != 1 {
-		t.Errorf("after a failed listing: prompt served %v, resources %v", p.served("docs__greet"), p.resources)
+	if !p.served("greet") || len(p.resources) != 1 {
+		t.Errorf("after a failed listing: prompt served %v, resources %v", p.served("greet"), p.resources)
 	}
 }
 

@@ -57,16 +57,24 @@ type ServerOptions struct {
 	// run. An answer is only as good as the client: one that answers for
 	// its user is trusted to. Nil: every call runs unasked.
 	Approve func(ApprovalCall) Approval
-	// Upstreams, if set, have their resources and prompts re-served
-	// (`[mcp.NAME] serve_resources`): the server then declares the
-	// resources and prompts capabilities, lists what these clients list
-	// (again at most every 5 seconds) and answers resources/read and
-	// prompts/get through them, everything as agrun's Client gives it:
-	// cleaned and bounded (Client.Resources, ReadResource, Prompts,
-	// GetPrompt; a resource's contents as text, a blob as a placeholder).
-	// A resource keeps its URI, served by the first client in this order
-	// that lists it; a prompt is served as SERVER__NAME. Nil: the
-	// resources and prompts listings are empty.
+	// Upstreams, if set, have their resources, resource templates and
+	// prompts re-served (`[mcp.NAME] serve_resources`): the server then
+	// lists what these clients list (again at most every 5 seconds) and
+	// answers resources/read and prompts/get through them, everything
+	// cleaned and bounded as agrun's Client takes it (Client.Resources,
+	// ResourceTemplates, Prompts; text cut to MaxResourceTextBytes, binary
+	// data — blobs, images, audio — passed on up to MaxResourceBlobBytes
+	// per answer, more an error). A resource keeps its URI and a template
+	// its URI template, served by the first client in this order that
+	// lists it; a prompt keeps its name, served by the first client
+	// listing it, a later client's prompt of the same name as
+	// SERVER__NAME. completion/complete and resource subscriptions are
+	// declared when an upstream offers them (as it did when NewServer
+	// was called) and forwarded to the one serving the prompt, template
+	// or resource named (MaxCompletionValues, MaxSubscriptionsPerSession,
+	// MaxSubscriptions, MaxUpdatesPerSecond). A client's
+	// notifications/resources/updated go to the server NewServer made
+	// last with it. Nil: the resources and prompts listings are empty.
 	Upstreams []*Client
 	// Observe, if set, is told of each request the server receives, with
 	// the client's params._meta (where trace context travels): package
@@ -139,22 +147,35 @@ func NewServer(reg *registry.Registry, opts *ServerOptions) *sdk.Server {
 	// Resources and prompts are declared always, as they are answered
 	// (empty listings without upstreams, which the conformance suite's
 	// resources-list and prompts-list check); their lists change only
-	// when re-served from upstreams.
+	// when re-served from upstreams. Completions and subscriptions are
+	// declared when an upstream re-served offers them, and forwarded.
 	caps.Resources = &sdk.ResourceCapabilities{ListChanged: len(o.Upstreams) > 0}
 	caps.Prompts = &sdk.PromptCapabilities{ListChanged: len(o.Upstreams) > 0}
+	so := &sdk.ServerOptions{Logger: o.Logger, Capabilities: caps}
+	var up *republisher
+	if len(o.Upstreams) > 0 {
+		up = &republisher{ups: o.Upstreams, log: o.Logger}
+		for _, c := range o.Upstreams {
+			uc := c.currentCaps()
+			if uc.Completions != nil {
+				so.CompletionHandler = up.complete
+			}
+			if uc.Resources != nil && uc.Resources.Subscribe {
+				caps.Resources.Subscribe = true
+				so.SubscribeHandler, so.UnsubscribeHandler = up.subscribe, up.unsubscribe
+			}
+		}
+	}
 	b := &bridge{reg: reg, log: o.Logger, exposed: map[string]string{}, approve: newApprover(&o), progressEvery: o.ProgressInterval}
 	if b.progressEvery == 0 {
 		b.progressEvery = DefaultProgressInterval
 	}
-	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, &sdk.ServerOptions{
-		Logger:       o.Logger,
-		Capabilities: caps,
-	})
-	b.sync()
-	var up *republisher
-	if len(o.Upstreams) > 0 {
-		up = &republisher{ups: o.Upstreams, srv: b.srv, log: o.Logger}
+	b.srv = sdk.NewServer(&sdk.Implementation{Name: o.Name, Version: o.Version}, so)
+	if up != nil {
+		up.srv = b.srv
+		up.watchUpdates()
 	}
+	b.sync()
 	b.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			switch {

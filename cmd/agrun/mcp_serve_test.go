@@ -54,10 +54,10 @@ func TestMCPServeResources(t *testing.T) {
 		t.Errorf("read %q %v", text, err)
 	}
 	ps, err := cl.Prompts(ctx)
-	if err != nil || len(ps) != 1 || ps[0].Name != "docs__review" {
+	if err != nil || len(ps) != 1 || ps[0].Name != "review" {
 		t.Fatalf("prompts %+v %v", ps, err)
 	}
-	msgs, err := cl.GetPrompt(ctx, "docs__review", map[string]string{"file": "main.go"})
+	msgs, err := cl.GetPrompt(ctx, "review", map[string]string{"file": "main.go"})
 	if err != nil || len(msgs) != 1 || msgs[0].Text != "review main.go" {
 		t.Errorf("prompt %+v %v", msgs, err)
 	}

@@ -238,9 +238,11 @@ type MCPServer struct {
 	// Resources offers the server's resources to the model as the tool
 	// NAME__read_resource (it declares "read").
 	Resources bool `toml:"resources"`
-	// ServeResources re-serves the server's resources and prompts to the
-	// clients of `agrun mcp serve` (cleaned and bounded; prompts as
-	// NAME__PROMPT).
+	// ServeResources re-serves the server's resources, resource
+	// templates, prompts, completions and resource subscriptions to the
+	// clients of `agrun mcp serve` (cleaned and bounded; a prompt under
+	// its own name, or NAME__PROMPT when a server earlier by name serves
+	// one of that name).
 	ServeResources bool `toml:"serve_resources"`
 	// Sampling is whether the server may have agrun's model write for
 	// it (sampling/createMessage): "ask" (the default, ""), "allow" or
