@@ -21,7 +21,7 @@ const resyncEvery = 5 * time.Second
 
 // syncedMethods are the methods before which a republisher syncs.
 var syncedMethods = map[string]bool{"resources/list": true, "resources/read": true, "resources/templates/list": true,
-	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true, "completion/complete": true}
+	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true, "prompts/list": true, "prompts/get": true, "completion/complete": true}
 
 // republisher keeps an sdk.Server's resources, resource templates and
 // prompts in step with those of upstream MCP servers

@@ -119,7 +119,7 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 	s := &p.subs
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p.prune(ctx)
+	p.drop(ctx, p.prune())
 	mine := s.bySession[req.Session]
 	if mine[uri] {
 		return nil
@@ -158,14 +158,43 @@ func (p *republisher) unsubscribe(ctx context.Context, req *sdk.UnsubscribeReque
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.bySession[req.Session], req.Params.URI)
-	p.prune(ctx)
+	p.drop(ctx, p.prune())
 	return nil
 }
 
-// prune forgets the subscriptions of sessions that ended, and unsubscribes
-// upstream from the resources no live session is subscribed to any more
-// (an upstream's failure to unsubscribe is logged). Called with s.mu held.
-func (p *republisher) prune(ctx context.Context) {
+// upstreamSub is one resource subscribed to upstream.
+type upstreamSub struct {
+	c   *Client
+	uri string
+}
+
+// unsubscribeTimeout bounds one upstream unsubscription, which runs apart
+// from the request that caused it.
+const unsubscribeTimeout = 10 * time.Second
+
+// drop unsubscribes upstream from subs, apart from ctx's cancellation
+// (its request may be ending: under the 2026-07-28 protocol an
+// unsubscription is the end of the client's subscriptions/listen request,
+// whose context is cancelled by then), each within unsubscribeTimeout;
+// an upstream's failure is logged. Called with s.mu held, as subscribe's
+// upstream call is, so that an unsubscription and a new subscription of
+// one resource reach the upstream in the order they were decided.
+func (p *republisher) drop(ctx context.Context, subs []upstreamSub) {
+	ctx = context.WithoutCancel(ctx)
+	for _, d := range subs {
+		uctx, cancel := context.WithTimeout(ctx, unsubscribeTimeout)
+		err := d.c.unsubscribe(uctx, d.uri)
+		cancel()
+		if err != nil {
+			p.log.Warn("mcp serve: upstream resource not unsubscribed", "server", d.c.Name(), "error", err.Error())
+		}
+	}
+}
+
+// prune forgets the subscriptions of sessions that ended, and the
+// upstream subscriptions of the resources no live session is subscribed
+// to any more, which it returns for drop. Called with s.mu held.
+func (p *republisher) prune() []upstreamSub {
 	s := &p.subs
 	live := map[*sdk.ServerSession]bool{}
 	for ss := range p.srv.Sessions() {
@@ -181,13 +210,13 @@ func (p *republisher) prune(ctx context.Context) {
 			held[uri] = true
 		}
 	}
+	var drop []upstreamSub
 	for uri, c := range s.upstream {
 		if held[uri] {
 			continue
 		}
 		delete(s.upstream, uri)
-		if err := c.unsubscribe(ctx, uri); err != nil {
-			p.log.Warn("mcp serve: upstream resource not unsubscribed", "server", c.Name(), "error", err.Error())
-		}
+		drop = append(drop, upstreamSub{c, uri})
 	}
+	return drop
 }
