@@ -9,6 +9,7 @@ package buildinfo
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -55,8 +56,14 @@ func Text(bi *debug.BuildInfo, ok bool, cluster bool) string {
 		for _, d := range bi.Deps {
 			if d.Path == "github.com/tetratelabs/wazero" {
 				wazero = d.Version
-				if d.Replace != nil {
-					wazero = d.Version + " => " + d.Replace.Path + " " + d.Replace.Version
+				switch r := d.Replace; {
+				case r == nil:
+				case (r.Version == "" || r.Version == "(devel)") && (strings.HasPrefix(r.Path, ".") || filepath.IsAbs(r.Path)):
+					// agrun's own patched copy (docs/RATIONALE.md, "wazero,
+					// patched"): the release it is, then that it is patched.
+					wazero = d.Version + " (patched: " + filepath.ToSlash(r.Path) + ")"
+				default:
+					wazero = d.Version + " => " + r.Path + " " + r.Version
 				}
 			}
 		}
