@@ -89,6 +89,9 @@ func checkCovers(t testing.TB, ctx context.Context, rt wazero.Runtime, wasm []by
 // cover every instruction that ran (checkCovers). How much more it
 // charged is logged: that is what merging stretches costs in precision.
 func TestMeterCoversEveryInstruction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs some 70 modules twice, metered and Exact (10-20 s; more under -race), like TestInstrumentedBehavesAsOriginal")
+	}
 	ctx := context.Background()
 	_, metered := diffRuntimes(t)
 	compared := 0
