@@ -19,12 +19,16 @@ func repeated(unit []byte, n int) []byte {
 }
 
 // TestCompileRefusesBeforeMetering: modules whose metered code would
-// pass a limit of Compile (calls times locals included, which used to be
-// checked on the metered module once built) are refused naming the
-// function, the measure and the limit, having allocated about the
+// pass a limit of Compile (metered blocks times locals included, which
+// used to be checked on the metered module once built) are refused naming
+// the function, the measure and the limit, having allocated about the
 // module's size (Parse) and not what metering or wazero would have built.
+// The amplifying shape is a run of memory.grow (each followed by a charge
+// in an if); a run of calls was, until calls stopped ending the meter's
+// stretches, and now grows by 4 bytes a call.
 func TestCompileRefusesBeforeMetering(t *testing.T) {
 	call0 := []byte{0x10, 0x00}
+	grow := []byte{0x41, 0, 0x40, 0, 0x1a}
 	ifs := []byte{0x41, 0, 0x04, 0x40, 0x0b}
 	plain := []byte{0x41, 0, 0x1a}
 	for _, c := range []struct {
@@ -33,12 +37,12 @@ func TestCompileRefusesBeforeMetering(t *testing.T) {
 		bodies [][]byte
 		want   string
 	}{
-		{"the amplification module (issue 27)", Config{}, [][]byte{repeated(call0, 3_499_999), repeated(call0, 3_499_999)}, "over the limit of 10000 per function"},
+		{"the amplification module (issue 27), of grows", Config{}, [][]byte{repeated(grow, 1_399_999), repeated(grow, 1_399_999)}, "over the limit of 10000 per function"},
 		{"a metered body over 1 MiB", Config{}, [][]byte{repeated(plain, 400_000)}, "over the limit of 1048576 bytes per metered function body"},
 		{"12,000 ifs", Config{}, [][]byte{repeated(ifs, 12_000)}, "over the limit of 10000 per function"},
 		{"many functions of 9,000 blocks", Config{}, bytes.Split(bytes.Repeat(append(repeated(ifs, 9_000), '|'), 40), []byte{'|'})[:40], "compile cost up to it"},
-		{"calls times locals", Config{}, [][]byte{append(append([]byte{1, 0x90, 0x4e, wasmbin.ValI64}, bytes.Repeat(call0, 5000)...), 0x0b)}, "compile cost up to it (nesting of blocks and loops, locals times blocks)"},
-		{"metered code over Config.MaxMeteredCodeBytes", Config{MaxMeteredCodeBytes: 512 << 10}, [][]byte{repeated(call0, 5000), repeated(call0, 5000), repeated(call0, 5000), repeated(call0, 5000)}, "over the limit of 524288 bytes of metered code per module"},
+		{"grows times locals", Config{}, [][]byte{append(append([]byte{1, 0x90, 0x4e, wasmbin.ValI64}, bytes.Repeat(grow, 2500)...), 0x0b)}, "compile cost up to it (nesting of blocks and loops, locals times blocks)"},
+		{"metered code over Config.MaxMeteredCodeBytes", Config{MaxMeteredCodeBytes: 512 << 10}, bytes.Split(bytes.Repeat(append(repeated(grow, 1000), '|'), 20), []byte{'|'})[:20], "over the limit of 524288 bytes of metered code per module"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			funcs := make([]uint32, len(c.bodies))

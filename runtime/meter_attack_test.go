@@ -110,9 +110,10 @@ func TestHostCallsEndAtTheDeadline(t *testing.T) {
 }
 
 // TestMeteredCompileBudget: a body without blocks of its own but with many
-// calls and many locals costs nothing to compile as written and minutes
-// once every call is followed by a charge (a block): the budget is checked
-// on the metered module too.
+// memory.grow and many locals costs nothing to compile as written and
+// minutes once every grow is followed by a charge (two blocks): the budget
+// is checked on the metered module too. (Calls were such a shape until
+// they stopped ending the meter's stretches.)
 func TestMeteredCompileBudget(t *testing.T) {
 	r := newRuntime(t, Config{})
 	var body []byte
@@ -120,7 +121,7 @@ func TestMeteredCompileBudget(t *testing.T) {
 	body = wasmbin.AppendU32(body, 10_000)
 	body = append(body, wasmbin.ValI64)
 	for i := 0; i < 1000; i++ {
-		body = append(body, 0x10, 0) // call $n
+		body = append(body, 0x41, 0, 0x40, 0, 0x1a) // (drop (memory.grow (i32.const 0)))
 	}
 	body = append(body, 0x0b)
 	wasm := module([][]byte{typeVoid}, []uint32{0, 0, 0}, [][]byte{{0, 0x0b}, body, {0, 0x10, 1, 0x0b}}, nil)

@@ -131,10 +131,18 @@ func runPlain(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, 
 		WithStdout(&stdout).WithStderr(&stderr).WithArgs("probe", "echo")
 	exps := cm.ExportedFunctions()
 	_, reactor := exps["_initialize"]
-	if reactor {
+	_, counted := ctx.Value(fuelKey{}).(*fuelAccount)
+	if reactor || counted {
 		cfg = cfg.WithStartFunctions()
 	}
 	mod, err := rt.InstantiateModule(ctx, cm, cfg)
+	if err == nil && counted && !reactor {
+		// _start called here, not by InstantiateModule: mod is kept, so
+		// that fuelAccount.end reads its counter even after a trap.
+		if f := mod.ExportedFunction("_start"); f != nil {
+			_, err = f.Call(ctx)
+		}
+	}
 	if err == nil && reactor {
 		if _, err = mod.ExportedFunction("_initialize").Call(ctx); err == nil {
 			if f := mod.ExportedFunction("agrun_call"); f != nil {
@@ -143,6 +151,9 @@ func runPlain(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, 
 		}
 	}
 	if mod != nil {
+		if a, ok := ctx.Value(fuelKey{}).(*fuelAccount); ok {
+			a.end(mod)
+		}
 		mod.Close(ctx)
 	}
 	end := "ok"
@@ -203,6 +214,9 @@ func diffRuntimes(t testing.TB) (plain, metered wazero.Runtime) {
 		if ctx.Err() != nil {
 			stopGuest(ctx)
 		}
+		if a, ok := ctx.Value(fuelKey{}).(*fuelAccount); ok {
+			a.refill(int64(s[0]))
+		}
 		if left, ok := ctx.Value(refillsKey{}).(*int); ok {
 			if *left--; *left < 0 {
 				stopGuest(ctx)
@@ -222,7 +236,8 @@ func diffRuntimes(t testing.TB) (plain, metered wazero.Runtime) {
 
 // FuzzInstrumentedBehavesAsOriginal: modules the fuzzer derives from the
 // test fixtures that wazero accepts run the same, instrumented or not
-// (outcomes that depend on the time limit are not compared).
+// (outcomes that depend on the time limit are not compared), and the
+// meter charges at least what they run (checkCovers).
 func FuzzInstrumentedBehavesAsOriginal(f *testing.F) {
 	files, _ := filepath.Glob("testdata/wat/*.wat")
 	for _, file := range files {
@@ -263,5 +278,6 @@ func FuzzInstrumentedBehavesAsOriginal(f *testing.F) {
 		if want != got && !strings.Contains(want, "time limit") {
 			t.Fatalf("original: %s\ninstrumented: %s", want, got)
 		}
+		checkCovers(t, ctx, metered, wasm, stdin, 100*time.Millisecond)
 	})
 }

@@ -40,7 +40,7 @@ import (
 // Instrument, AddExports, StripSections, MergeData; buildImage;
 // newSnapshotter; validate's rules): TestPreparedGolden fails until you
 // do, so that no process reuses what an older agrun prepared.
-const preparedVersion = 3
+const preparedVersion = 4
 
 // preparedMagic starts every prepared file.
 const preparedMagic = "agrun-prepared\n"

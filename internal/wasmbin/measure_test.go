@@ -165,9 +165,10 @@ func TestMeasureMeterShapes(t *testing.T) {
 	t.Logf("%d modules measured; largest body growth %.1fx", accepted, maxGrowth)
 }
 
-// TestMeasureMeterStopsEarly: the amplification case, a body of calls
-// near the body limit, is refused after measuring about the limit's
-// worth of it, and the error names the function and both sizes.
+// TestMeasureMeterStopsEarly: the amplification cases, a body of calls
+// near the body limit and one of ifs past the block limits, are refused
+// after measuring about the limit's worth of them, and the error names
+// the function and both sizes.
 func TestMeasureMeterStopsEarly(t *testing.T) {
 	body := append([]byte{0}, bytes.Repeat([]byte{0x10, 0x00}, 3_000_000)...)
 	b := genEncode(t, 1, 0, 0, [][]byte{append(body, 0x0b), {0, 0x0b}})
@@ -186,6 +187,12 @@ func TestMeasureMeterStopsEarly(t *testing.T) {
 		t.Fatalf("code limit: err = %v", err)
 	}
 	t.Log(err)
+	// Calls add no blocks (their code stays in one stretch): the block
+	// limits are met by a body of ifs.
+	ifs := append([]byte{0}, bytes.Repeat([]byte{0x41, 0, 0x04, 0x40, 0x0b}, 20_000)...)
+	if m, err = Parse(genEncode(t, 1, 0, 0, [][]byte{append(ifs, 0x0b), {0, 0x0b}})); err != nil {
+		t.Fatal(err)
+	}
 	_, err = MeasureMeter(m, MeterOptions{ImportModule: "meter"}, MeterLimits{Blocks: 10_000})
 	if !errors.As(err, &e) || e.Limit != "Blocks" || e.Got != 10_001 {
 		t.Fatalf("blocks limit: err = %v", err)

@@ -29,20 +29,30 @@ import (
 //     ends the call.
 //
 // Where the charges go. A metering point stands at a function's entry,
-// at the start of each loop body, after each call of a defined function
-// or call_indirect, after the end of every block, if or loop that
-// contains a metering point, and at the start of an else branch whose
-// then branch contains one. Each charges the instructions from it to the
-// next point in code order. Control can enter such a stretch of code only
-// at its start (forward branches land after the end of a construct, and
-// such an end is a metering point whenever the branch could come from
-// another stretch; backward branches land at loop headers), so every
-// instruction executed has been paid for first, and at most one stretch
-// of code per suspended frame is paid for but not yet executed — a
-// frame's stretch never extends past a call. The counter is therefore
-// never more than one stretch (bounded by a function body's size) behind
-// the instructions actually run, and the host is asked at least once per
-// refill quantum.
+// at the start of each loop body, after the end of every block, if or
+// loop that contains a metering point, and at the start of an else branch
+// whose then branch contains one; and, for precision, after the end (or
+// at the else) of a construct that contains a call but no metering point
+// once it costs more than callMerge. Each charges the instructions from
+// it to the next point in code order. Control can enter such a stretch of
+// code only at its start (forward branches land after the end of a
+// construct, and such an end is a metering point whenever the branch
+// could come from another stretch; backward branches land at loop
+// headers; a call returns into the stretch that made it), so every
+// instruction executed has been paid for first: the counter is never
+// behind the instructions run, and a guest stops before it runs more than
+// its fuel. A stretch runs on past calls (of defined functions and
+// call_indirect; a host call is charged hostCallCost in its stretch):
+// the code after a call is paid for with the code before it, one charge
+// where there were two, which is most of what the meter added to a Go
+// module (Go's code is a call every few instructions). What that costs in
+// precision is overcharge, never undercharge: a frame suspended in a call
+// holds the rest of its stretch paid for and not yet run (at most its
+// body, per frame on the stack), lost if the callee does not return; a
+// forward branch past the rest of a stretch leaves it unrun as before.
+// Across the runtime's test modules the meter charges 1.13 times what
+// they run (TestMeterCoversEveryInstruction, against an Exact meter), and
+// the host is asked at least once per refill quantum of charges.
 //
 // The rewritten module's function indices shift by two after the imports
 // (the two added imports come last among them); every reference is
@@ -56,7 +66,8 @@ import (
 // [MeasureMeter] walks the original bodies through the same rewrite in a
 // mode that builds nothing and counts the bytes, blocks and compile cost
 // it would emit, so that a caller can refuse a module that metering would
-// amplify (a run of calls grows 13.5 times) before any of it is built.
+// amplify (a run of memory.grow grows about 20 times) before any of it is
+// built.
 
 // MeterOptions configure [Instrument].
 type MeterOptions struct {
@@ -67,6 +78,13 @@ type MeterOptions struct {
 	// stack import is called (at most 1 GiB). Zero leaves the stack
 	// unmetered.
 	MaxStack uint32
+	// Exact, for tests only, charges every instruction just before it
+	// runs and never calls refill: the fuel counter then falls from zero
+	// by exactly the units of what ran (instructions, with host calls and
+	// bulk lengths weighed as usual), which is what the stretches of the
+	// ordinary rewrite must cover. The code is several times larger and
+	// slower.
+	Exact bool
 }
 
 // MeterImports are the names of the functions Instrument imports from
@@ -273,9 +291,10 @@ func (e *MeterLimitError) Error() string {
 // a limit and returns a *MeterLimitError.
 //
 // A body grows by up to about 24 times its size once metered (a run of
-// memory.grow or of calls, each followed by its charge; 13 to 15 times
-// for a run of "call 0"), and by nothing for code without calls, loops
-// and bulk instructions: bound the metered sizes, not the original ones.
+// memory.grow or of bulk instructions, each followed by its charge; a
+// run of "call 0" by 4 bytes a call, restoring the stack depth), and by
+// nothing for code without calls, loops and bulk instructions: bound the
+// metered sizes, not the original ones.
 func MeasureMeter(m *Module, opt MeterOptions, lim MeterLimits) (MeterSize, error) {
 	if opt.ImportModule == "" || opt.MaxStack > 1<<30 {
 		return MeterSize{}, fmt.Errorf("%w: bad options", ErrMetering)
@@ -664,9 +683,14 @@ type piece struct {
 
 // construct is an open block, loop or if during the rewrite.
 type construct struct {
-	loop     bool
-	metered  bool // contains a metering point
-	entry    int  // operand stack height below the construct's parameters
+	loop    bool
+	metered bool // contains a metering point
+	// calls: contains a call (of a defined function, or call_indirect)
+	// but no metering point; openCost is the current stretch's cost when
+	// it opened (see callMerge).
+	calls    bool
+	openCost int64
+	entry    int // operand stack height below the construct's parameters
 	params   int
 	results  int
 	deadCode bool // after an unconditional branch
@@ -724,6 +748,30 @@ func (w *fnWriter) point() {
 	if len(w.open) > 0 {
 		w.open[len(w.open)-1].metered = true
 	}
+}
+
+// callMerge is the most a construct that contains calls but no metering
+// point may cost (its instructions, with its end) for the code after it to
+// stay in the stretch before it. A larger one ends its stretch at its end
+// (and at its else), as a construct with a metering point does: so that a
+// forward branch past it, or a call that does not return, leaves at most
+// this much paid for and not run, as the metering point after each call
+// did before (see the package notes).
+const callMerge = 48
+
+// called marks the innermost open construct as containing a call: the
+// code after a call stays in the stretch before it (charged before the
+// call), and the construct's end may end the stretch (mergeTooBig).
+func (w *fnWriter) called() {
+	if len(w.open) > 1 {
+		w.open[len(w.open)-1].calls = true
+	}
+}
+
+// mergeTooBig says whether construct c, at its else or end, contains calls
+// and costs more than callMerge: the stretch then ends there.
+func (w *fnWriter) mergeTooBig(c *construct) bool {
+	return c.calls && !c.metered && w.costs[w.cur]-c.openCost > callMerge
 }
 
 // settle counts the charge of the current stretch (measure mode), as
@@ -788,8 +836,12 @@ func (w *fnWriter) meterCode(b []byte, c int64) []byte {
 	return w.refillCheck(b)
 }
 
-// refillCheck appends: if fuel < 0 { fuel = refill(fuel) }.
+// refillCheck appends: if fuel < 0 { fuel = refill(fuel) } (nothing if
+// the meter is Exact).
 func (w *fnWriter) refillCheck(b []byte) []byte {
+	if w.ins.opt.Exact {
+		return b
+	}
 	b = append(b, 0x23)
 	b = AppendU32(b, w.ins.fuel)
 	w.opened(false, w.at)
@@ -1022,6 +1074,9 @@ func (w *fnWriter) body(r *Reader) error {
 		if err != nil {
 			return err
 		}
+		if ins.opt.Exact && w.costs[w.cur] > 0 {
+			w.point()
+		}
 		w.costs[w.cur]++
 		w.defs++
 		copyOp := true
@@ -1044,6 +1099,7 @@ func (w *fnWriter) body(r *Reader) error {
 				c.entry = 0
 			}
 			after = func() {
+				c.openCost = w.costs[w.cur]
 				w.open = append(w.open, c)
 				if op == 0x03 {
 					w.point()
@@ -1053,7 +1109,7 @@ func (w *fnWriter) body(r *Reader) error {
 			top := &w.open[len(w.open)-1]
 			w.h = top.entry + top.params
 			top.deadCode = false
-			if top.metered {
+			if top.metered || w.mergeTooBig(top) {
 				after = w.point
 			}
 		case op == 0x0b: // end
@@ -1061,8 +1117,12 @@ func (w *fnWriter) body(r *Reader) error {
 			w.open = w.open[:len(w.open)-1]
 			w.h = top.entry
 			w.push(top.results)
-			if len(w.open) > 0 && (top.metered || top.loop) {
-				after = w.point
+			if len(w.open) > 0 {
+				if top.metered || top.loop || w.mergeTooBig(&top) {
+					after = w.point
+				} else if top.calls {
+					w.open[len(w.open)-1].calls = true
+				}
 			}
 		case op == 0x0c: // br
 			_, err = r.U32()
@@ -1100,7 +1160,7 @@ func (w *fnWriter) body(r *Reader) error {
 			w.buf = AppendU32(w.buf, ins.fn(f))
 			if int(f) >= ins.nImpFuncs {
 				w.restoreDepth()
-				w.point()
+				w.called()
 			} else {
 				w.costs[w.cur] += hostCallCost - 1
 			}
@@ -1119,7 +1179,7 @@ func (w *fnWriter) body(r *Reader) error {
 			w.pop(1 + len(t.Params))
 			w.push(len(t.Results))
 			w.defs += len(t.Results)
-			after = func() { w.restoreDepth(); w.point() }
+			after = func() { w.restoreDepth(); w.called() }
 		case op == 0x1a: // drop
 			w.pop(1)
 		case op == 0x1b: // select
