@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	goruntime "runtime"
 
 	"github.com/agcore/agrun/internal/wasmbin"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -101,13 +103,43 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	}
 }
 
+// borrowCompileSlots takes the compile slots free now, up to GOMAXPROCS
+// in all with the one held, without waiting, and returns how many it took.
+func (r *Runtime) borrowCompileSlots() int {
+	n := 0
+	for n+1 < goruntime.GOMAXPROCS(0) {
+		select {
+		case r.compileSem <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
 func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*moduleInfo, wazero.CompiledModule, error) {
 	select {
 	case r.compileSem <- struct{}{}:
-		defer func() { <-r.compileSem }()
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
+	// Idle compile slots lend their cores to this compile: wazero compiles
+	// the module's functions on that many goroutines (its experimental
+	// compilation workers), so a cold compile alone on the machine uses
+	// every core a compile may, not one (docs/PERFORMANCE.md, "Cold first
+	// call"). The borrowed slots are held until it ends, so compiles
+	// still use at most MaxCompiles cores, and compile memory, at once; a
+	// compile arriving meanwhile waits for them, as it would for another
+	// compile.
+	workers := 1 + r.borrowCompileSlots()
+	defer func() {
+		for range workers {
+			<-r.compileSem
+		}
+	}()
+	r.compileWorkers.Add(int64(workers))
+	ctx = experimental.WithCompilationWorkers(ctx, workers)
 	var key string
 	if r.preparedDir != "" {
 		key = r.preparedKey(sum)

@@ -31,11 +31,14 @@ type Runtime struct {
 	// already compiled module answered (Stats).
 	preparedHits          atomic.Int64
 	compiles, compileHits atomic.Int64
-	wasiSigs              map[string]wasmbin.FuncType
-	modCfg                wazero.ModuleConfig
-	sem                   chan struct{}
-	compileSem            chan struct{} // a slot per compile (Config.MaxCompiles)
-	pool                  *memPool      // guest memories kept for reuse
+	// compileWorkers sums the goroutines wazero compiled on, over the
+	// compiles that reached wazero (borrowCompileSlots).
+	compileWorkers atomic.Int64
+	wasiSigs       map[string]wasmbin.FuncType
+	modCfg         wazero.ModuleConfig
+	sem            chan struct{}
+	compileSem     chan struct{} // a slot per compile (Config.MaxCompiles)
+	pool           *memPool      // guest memories kept for reuse
 
 	closing context.Context // done when Close starts
 	stop    context.CancelFunc

@@ -22,6 +22,11 @@ type Stats struct {
 	// bytes), PreparedHits those compiled from a prepared module on disk
 	// (prepared.go: a warm start skipped agrun's own steps).
 	Compiles, CompileHits, PreparedHits int64
+	// CompileWorkers sums, over the modules this Runtime compiled or
+	// loaded through wazero, the goroutines wazero compiled each on: one
+	// per compile slot (Config.MaxCompiles) free when it started, up to
+	// GOMAXPROCS.
+	CompileWorkers int64
 }
 
 // Stats returns the Runtime's counters now.
@@ -38,5 +43,6 @@ func (r *Runtime) Stats() Stats {
 		Compiles:          r.compiles.Load(),
 		CompileHits:       r.compileHits.Load(),
 		PreparedHits:      r.preparedHits.Load(),
+		CompileWorkers:    r.compileWorkers.Load(),
 	}
 }
