@@ -36,8 +36,6 @@ import (
 	"github.com/agcore/agrun/wasmtools"
 )
 
-func init() { buildTags = []string{"-tags", "cluster"} }
-
 // clusterTestEnv writes a config whose [cluster] is the dev server at addr,
 // with the hostile guest as tool "hostile" (pure compute: no side effects,
 // so a call whose worker is lost is retried) and a short heartbeat
