@@ -62,6 +62,17 @@ module_store = "objects"
 	return newTestEnv(t, llmURL, extra)
 }
 
+// The fake S3 servers' credentials, the same for each (s3test.Credentials),
+// are set for the whole package: a test that reaches its fake in-process
+// (an in-process agrun run, an s3store client) can then be parallel,
+// which s3test.Start's t.Setenv would forbid.
+func init() {
+	for _, kv := range s3test.Credentials {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+}
+
 // startWorker starts `agrun worker` and waits until it serves.
 func startWorker(t *testing.T, e *testEnv, name string) *exec.Cmd {
 	t.Helper()
@@ -299,10 +310,11 @@ func TestClusterChatAndErrors(t *testing.T) {
 // The tool's 300 KiB result goes through the workflow by reference to the
 // bucket; the transcript, whole, is in PostgreSQL.
 func TestClusterOnS3AndPostgres(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
-	s3 := s3test.Start(t)
+	s3 := s3test.StartQuiet(t) // its credentials: init below
 	dsn := pgtest.Start(t)
-	t.Setenv("AGRUN_POSTGRES_DSN", dsn)
+	dsnEnv := setenvOwn(t, "AGRUN_TEST_DSN", dsn)
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"big","n":307200}`}}},
 		chattest.Reply{Text: "that was big"},
@@ -322,7 +334,8 @@ module_store = "s3://%s/shared"
 s3_endpoint = %q
 s3_path_style = true
 session_store = "postgres"
-`, wasm, manifest, addr, s3test.Bucket, s3.URL))
+postgres_dsn_env = %q
+`, wasm, manifest, addr, s3test.Bucket, s3.URL, dsnEnv))
 	startWorker(t, e, "w1")
 	r := e.run("", "run", "--json", "--session", "pg1", "make it big")
 	if r.code != 0 || !strings.Contains(r.stdout, `"type":"done","session":"pg1","text":"that was big"`) {

@@ -2,10 +2,14 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
+
+	"github.com/agcore/agrun/internal/testing/providertest"
 )
 
 // TestMain runs this package's tests with go test's -parallel at twice
@@ -23,10 +27,35 @@ func TestMain(m *testing.M) {
 	// out of t.Parallel (the package's serial phase was half its time).
 	// A test that needs another value, or none, sets its own.
 	os.Setenv("AGRUN_TEST_KEY", "k")
+	// The model-API tests' key (modelEnv), for the same reason.
+	os.Setenv(modelKeyEnv, modelSecret)
+	// No config but the one a test names (-c), no serve tokens (serve
+	// trusts loopback clients: startServe), and none of the Gemini
+	// SDK's own variables, which the Gemini kit would otherwise clear with
+	// t.Setenv (providertest.Gemini): the tests that read neither can
+	// be parallel.
+	for _, k := range append([]string{"AGRUN_CONFIG", "AGRUN_TOKENS"}, providertest.GeminiEnv...) {
+		os.Unsetenv(k)
+	}
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if !given {
 		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
 	}
 	os.Exit(m.Run())
+}
+
+// ownVars numbers the variables of setenvOwn.
+var ownVars atomic.Int64
+
+// setenvOwn sets a variable that only this test reads, named prefix and a
+// number of its own, for the test's in-process runs and the processes it
+// starts, and returns its name (for the config key that names it, as
+// [cluster] postgres_dsn_env). Unlike t.Setenv it works in a parallel
+// test: no other test reads the variable. It is unset when the test ends.
+func setenvOwn(t *testing.T, prefix, value string) string {
+	name := fmt.Sprintf("%s_%d", prefix, ownVars.Add(1))
+	os.Setenv(name, value)
+	t.Cleanup(func() { os.Unsetenv(name) })
+	return name
 }
