@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,21 @@ module_store = "objects"
 `, addr)
 	}
 	return newTestEnv(t, llmURL, extra)
+}
+
+// ownVars numbers the variables of setenvOwn.
+var ownVars atomic.Int64
+
+// setenvOwn sets a variable that only this test reads, named prefix and a
+// number of its own, for the test's in-process runs and the processes it
+// starts, and returns its name (for the config key that names it, as
+// [cluster] postgres_dsn_env). Unlike t.Setenv it works in a parallel
+// test: no other test reads the variable. It is unset when the test ends.
+func setenvOwn(t *testing.T, prefix, value string) string {
+	name := fmt.Sprintf("%s_%d", prefix, ownVars.Add(1))
+	os.Setenv(name, value)
+	t.Cleanup(func() { os.Unsetenv(name) })
+	return name
 }
 
 // The fake S3 servers' credentials, the same for each (s3test.Credentials),

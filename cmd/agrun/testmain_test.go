@@ -2,11 +2,9 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/providertest"
@@ -43,19 +41,4 @@ func TestMain(m *testing.M) {
 		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
 	}
 	os.Exit(m.Run())
-}
-
-// ownVars numbers the variables of setenvOwn.
-var ownVars atomic.Int64
-
-// setenvOwn sets a variable that only this test reads, named prefix and a
-// number of its own, for the test's in-process runs and the processes it
-// starts, and returns its name (for the config key that names it, as
-// [cluster] postgres_dsn_env). Unlike t.Setenv it works in a parallel
-// test: no other test reads the variable. It is unset when the test ends.
-func setenvOwn(t *testing.T, prefix, value string) string {
-	name := fmt.Sprintf("%s_%d", prefix, ownVars.Add(1))
-	os.Setenv(name, value)
-	t.Cleanup(func() { os.Unsetenv(name) })
-	return name
 }
