@@ -31,6 +31,23 @@ import (
 	"github.com/agcore/agrun/wasmtools"
 )
 
+// The shared after-conditions of every case. A case takes a snapshot of the
+// process before the attack and hands the outcome to Fixture.After, which
+// checks, in order:
+//
+//  1. the failure is a *registry.Error of the expected Kind (or the call
+//     succeeded, when the attack must simply not work);
+//  2. the message the model would read is valid UTF-8 without control
+//     characters but newline and tab;
+//  3. an honest tool (word_count) still works;
+//  4. no goroutine and no file descriptor was leaked (counts settle back);
+//  5. the Go heap and the RSS did not grow by more than a bound;
+//  6. no file outside the sandbox changed (a hash of the whole tree but
+//     the granted mount; cases with a read-only mount hash that too).
+//
+// The process being alive is implied in-process; cases that could kill it
+// run in a child (RegisterChild, Child).
+
 // Bounds of the leak checks.
 const (
 	Settle          = 10 * time.Second // how long counts may take to come back (a loaded CI machine)
