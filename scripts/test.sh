@@ -32,4 +32,26 @@ export AGRUN_TEST_CACHE="${AGRUN_TEST_CACHE:-$PWD/.cache/test}"
 if [ $# -gt 0 ]; then
   exec go test -tags cluster -count=1 "$@"
 fi
-phase "go test ./..." "6-7 min, plus 3-5 min to compile on an empty Go build cache" go test -tags cluster -count=1 -timeout 20m ./...
+# go test prints each package's line in the order of the packages, so a
+# long package early in the list (cmd/agrun) holds back the lines of all
+# that end after it: minutes without a line (issue 31). While go test
+# runs, a line a minute names the test binaries still running and for
+# how long.
+gotest() {
+  local start=$SECONDS rc=0
+  go test "$@" &
+  local pid=$!
+  (
+    while sleep 60; do
+      kill -0 "$pid" 2>/dev/null || exit 0
+      running=$(ps -o etimes=,args= --ppid "$pid" 2>/dev/null |
+        awk '{ n = $2; sub(/.*\//, "", n); if (n ~ /\.test$/) { printf "%s%s %d s", sep, substr(n, 1, length(n) - 5), $1; sep = ", " } }')
+      echo "test.sh: go test: $((SECONDS - start)) s so far; running: ${running:-none (compiling)}" >&2
+    done
+  ) &
+  local watcher=$!
+  wait "$pid" || rc=$?
+  kill "$watcher" 2>/dev/null || true
+  return "$rc"
+}
+phase "go test ./..." "4.5-5 min on a busy 2-core machine, plus 3-5 min to compile on an empty Go build cache" gotest -tags cluster -count=1 -timeout 20m ./...

@@ -367,6 +367,7 @@ func TestApprovalJSONPauseAndResume(t *testing.T) {
 // a denial reaches the model as denied_by_user and nothing is written; a
 // decision about no pending call is a 404, a bad answer a 400.
 func TestApprovalServeAsksClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		answer, wantTool string
 		written          bool
@@ -468,14 +469,25 @@ func TestApprovalServeAsksClient(t *testing.T) {
 }
 
 // startServe runs `agrun serve` on e's config on a free loopback port and
-// returns its base URL; it stops with the test.
+// returns its base URL; it stops with the test. Its data directory (its
+// runs' sessions) is the test's own, a [serve] data_dir added to the
+// config; $AGRUN_TOKENS is unset for the package (TestMain): serve trusts
+// loopback clients.
 func startServe(t *testing.T, e *testEnv) string {
 	t.Helper()
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(cfg), "\n[serve]\n") {
+		t.Fatal("startServe adds the [serve] table; the config has one")
+	}
+	if err := os.WriteFile(e.config, fmt.Appendf(cfg, "\n[serve]\ndata_dir = %q\n", t.TempDir()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
-	t.Setenv("AGRUN_TOKENS", "")
-	t.Setenv("XDG_DATA_HOME", t.TempDir()) // serve's data directory (its runs' sessions): the test's own
 	go func() {
 		done <- run(ctx, []string{"-c", e.config, "serve", "--addr", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw)
 		pw.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,13 +23,12 @@ import (
 	"github.com/agcore/agrun/mcp"
 )
 
-// noConfig runs the test in an empty folder with no config to find; the
-// default compilation cache is the suite's shared one (not the user's).
+// noConfig is an empty folder with no config to find, for the tests of
+// agrun without one; runAt runs agrun there. The default compilation
+// cache is the suite's shared one (not the user's).
 func noConfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	t.Chdir(dir)
-	t.Setenv("AGRUN_CONFIG", "")
 	// The default compile cache ($XDG_CACHE_HOME/agrun) is the suite's
 	// shared one, so that each test does not compile the same guests
 	// again (the hostile guest alone takes 10 s on a busy machine).
@@ -39,8 +39,30 @@ func noConfig(t *testing.T) string {
 	if err := os.Symlink(testguest.CompilationCacheDir(t), filepath.Join(cache, "agrun")); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("XDG_CACHE_HOME", cache)
 	return dir
+}
+
+// runAt runs the built agrun in dir (a noConfig folder): a child process
+// with dir as its working directory, no $AGRUN_CONFIG and dir/.cache as
+// $XDG_CACHE_HOME. A child rather than run in-process, because the
+// working directory and the environment are the process's: with t.Chdir
+// and t.Setenv these tests could not be parallel (CONTRIBUTING, "Suite
+// time").
+func runAt(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb strings.Builder
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AGRUN_CONFIG=", "XDG_CACHE_HOME="+filepath.Join(dir, ".cache"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("agrun %q: %v", args, err)
+	}
+	return result{out.String(), errb.String(), cmd.ProcessState.ExitCode()}
 }
 
 // hostileTool writes the hostile guest (one misbehaviour per "op") and a
@@ -59,6 +81,7 @@ func hostileTool(t *testing.T, dir, output string) (wasm, manifest string) {
 // TestCallFile: `agrun call FILE.wasm` with no config at all, with exactly
 // the grants given on the command line.
 func TestCallFile(t *testing.T) {
+	t.Parallel()
 	dir := noConfig(t)
 	root := repoRoot(t)
 	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
@@ -66,35 +89,35 @@ func TestCallFile(t *testing.T) {
 	wc := filepath.Join(root, "testdata/word_count.wasm")
 	readFile := filepath.Join(root, "testdata/read_file.wasm")
 
-	r := runIn(t, "", "call", wc, `{"text":"one two"}`).wantCode(t, exitOK)
+	r := runAt(t, dir, "", "call", wc, `{"text":"one two"}`).wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, `"words":2`) {
 		t.Fatalf("word_count file: %+v", r)
 	}
 	// Nothing is granted by default: a filesystem tool is refused, and
 	// the message says which flag grants it.
-	r = runIn(t, "", "call", readFile, `{"path":"/data/x.txt"}`).wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "call", readFile, `{"path":"/data/x.txt"}`).wantCode(t, exitFailure)
 	for _, want := range []string{"permission_denied", "filesystem is not in [permissions] allowed (the default policy: no config file; `agrun init` writes one)", "--mount HOST:GUEST[:MODE]"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("no mount: stderr lacks %q: %s", want, r.stderr)
 		}
 	}
-	r = runIn(t, "", "call", readFile, `{"path":"/data/x.txt"}`, "--mount", "./data:/data:ro").wantCode(t, exitOK)
+	r = runAt(t, dir, "", "call", readFile, `{"path":"/data/x.txt"}`, "--mount", "./data:/data:ro").wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "mounted text") {
 		t.Fatalf("with --mount: %+v", r)
 	}
 	// Only what was mounted exists.
-	r = runIn(t, "", "call", readFile, `{"path":"/etc/passwd"}`, "--mount", "./data:/data").wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "call", readFile, `{"path":"/etc/passwd"}`, "--mount", "./data:/data").wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "execution_failed") {
 		t.Fatalf("outside the mount: %+v", r)
 	}
 	// A writable mount consents to "write" for this call.
 	os.MkdirAll(filepath.Join(dir, "notes"), 0o755)
-	runIn(t, "", "call", filepath.Join(root, "testdata/write_note.wasm"), `{"name":"n","text":"hi"}`, "--mount", "notes:/notes:rw").wantCode(t, exitOK)
+	runAt(t, dir, "", "call", filepath.Join(root, "testdata/write_note.wasm"), `{"name":"n","text":"hi"}`, "--mount", "notes:/notes:rw").wantCode(t, exitOK)
 	if b, err := os.ReadFile(filepath.Join(dir, "notes", "n.txt")); err != nil || string(b) != "hi" {
 		t.Fatalf("note: %q %v", b, err)
 	}
 	// A grant the tool cannot use is a warning, not silence.
-	r = runIn(t, "", "call", wc, `{"text":"x"}`, "--mount", "./data:/data", "--allow-host", "example.com").wantCode(t, exitOK)
+	r = runAt(t, dir, "", "call", wc, `{"text":"x"}`, "--mount", "./data:/data", "--allow-host", "example.com").wantCode(t, exitOK)
 	// The flags as given, not their placeholders (the mount's host made
 	// absolute, as the call used it).
 	if !strings.Contains(r.stderr, "warning: --mount "+filepath.Join(dir, "data")+`:/data:ro has no effect: the tool does not declare "filesystem"`) ||
@@ -102,26 +125,26 @@ func TestCallFile(t *testing.T) {
 		t.Fatalf("no warning for unusable grants: %q", r.stderr)
 	}
 	// Grant flags on a configured tool's name, a missing file, a bad mount.
-	r = runIn(t, "", "call", "word_count", "--allow-host", "a.example", "{}").wantCode(t, exitUsage)
+	r = runAt(t, dir, "", "call", "word_count", "--allow-host", "a.example", "{}").wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "--allow-host applies to a FILE.wasm only") {
 		t.Fatalf("grant flag on a name: %q", r.stderr)
 	}
-	r = runIn(t, "", "call", "--json", "./missing.wasm", "{}").wantCode(t, exitUsage)
+	r = runAt(t, dir, "", "call", "--json", "./missing.wasm", "{}").wantCode(t, exitUsage)
 	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"module_refused","message":"./missing.wasm: open ./missing.wasm: no such file`) {
 		t.Fatalf("missing file: %q", r.stdout)
 	}
-	runIn(t, "", "call", wc, "--mount", "nocolon", "{}").wantCode(t, exitUsage)
-	r = runIn(t, "", "call", wc, "--mount", "nocolon", "--json", "{}").wantCode(t, exitUsage)
+	runAt(t, dir, "", "call", wc, "--mount", "nocolon", "{}").wantCode(t, exitUsage)
+	r = runAt(t, dir, "", "call", wc, "--mount", "nocolon", "--json", "{}").wantCode(t, exitUsage)
 	if !strings.HasPrefix(r.stdout, `{"ok":false,"error":{"kind":"usage","message":"call: invalid value \"nocolon\" for --mount: mount \"nocolon\": want HOST:GUEST[:MODE]"}}`) {
 		t.Fatalf("a flag error before --json: %q", r.stdout)
 	}
 	// A module without a manifest says how to give one; --manifest does.
 	wasm, man := hostileTool(t, dir, "json")
-	r = runIn(t, "", "call", wasm, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitUsage)
+	r = runAt(t, dir, "", "call", wasm, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitUsage)
 	if !strings.Contains(r.stderr, "module_refused") || !strings.Contains(r.stderr, "--manifest FILE") {
 		t.Fatalf("no manifest: %q", r.stderr)
 	}
-	r = runIn(t, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitOK)
+	r = runAt(t, dir, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"a\":1}"}`).wantCode(t, exitOK)
 	if r.stdout != `{"a":1}`+"\n" {
 		t.Fatalf("--manifest: %+v", r)
 	}
@@ -131,6 +154,7 @@ func TestCallFile(t *testing.T) {
 // setting that changes it, for a file (flags) and a configured tool
 // (keys).
 func TestErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
 	dir := noConfig(t)
 	wasm, man := hostileTool(t, dir, "json")
 	for _, tc := range []struct {
@@ -145,7 +169,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"no network grant", []string{`{"op":"http","url":"http://example.com/"}`}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runIn(t, "", append([]string{"call", "--json", wasm, "--manifest", man}, tc.args...)...)
+			r := runAt(t, dir, "", append([]string{"call", "--json", wasm, "--manifest", man}, tc.args...)...)
 			if tc.kind == "" {
 				return // the guest reports its own refusal; only no crash matters
 			}
@@ -159,7 +183,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 			}
 		})
 	}
-	if r := runIn(t, "", "call", wasm, "--manifest", man, "--memory", "8MiB", `{"op":"alloc"}`); !strings.Contains(r.stderr, "memory limit 8MiB exceeded (--memory)") {
+	if r := runAt(t, dir, "", "call", wasm, "--manifest", man, "--memory", "8MiB", `{"op":"alloc"}`); !strings.Contains(r.stderr, "memory limit 8MiB exceeded (--memory)") {
 		t.Fatalf("memory hint: %q", r.stderr)
 	}
 
@@ -173,11 +197,11 @@ wasm = %q
 manifest = %q
 timeout = "1s"
 `, testguest.CompilationCacheDir(t), wasm, man)), 0o644)
-	r := runIn(t, "", "call", "slow", `{"op":"spin"}`).wantCode(t, exitFailure)
+	r := runAt(t, dir, "", "call", "slow", `{"op":"spin"}`).wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, `tool "slow": timeout: timeout after 1s ([tools.slow] timeout)`) {
 		t.Fatalf("timeout: %q", r.stderr)
 	}
-	r = runIn(t, "", "call", "slow", `{"op":"alloc"}`).wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "call", "slow", `{"op":"alloc"}`).wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "memory limit 8MiB exceeded ([sandbox] memory, or [tools.slow] memory for this tool)") {
 		t.Fatalf("memory: %q", r.stderr)
 	}
@@ -201,50 +225,52 @@ func TestLoopbackNamesAllowPrivate(t *testing.T) {
 // string with --json); -v shows guest logs and a failing tool's stderr
 // under the tool's name.
 func TestTextOutputAndVerbose(t *testing.T) {
+	t.Parallel()
 	dir := noConfig(t)
 	wasm, man := hostileTool(t, dir, "text")
-	r := runIn(t, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
+	r := runAt(t, dir, "", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
 	if r.stdout != "line one\nline two\n" {
 		t.Fatalf("text output: %q", r.stdout)
 	}
-	r = runIn(t, "", "call", "--json", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
+	r = runAt(t, dir, "", "call", "--json", wasm, "--manifest", man, `{"op":"emit","stdout":"line one\nline two"}`).wantCode(t, exitOK)
 	if r.stdout != `{"ok":true,"result":"line one\nline two"}`+"\n" {
 		t.Fatalf("text --json: %q", r.stdout)
 	}
 	// Quiet by default; -v: the guest's log and the stderr of a failure.
-	r = runIn(t, "", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
 	if strings.Contains(r.stderr, "hello-token") {
 		t.Fatalf("guest log shown without -v: %q", r.stderr)
 	}
-	r = runIn(t, "", "-v", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "-v", "call", wasm, "--manifest", man, "--timeout", "1s", `{"op":"spin","log":"hello-token"}`).wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "agrun: info: hostile: hello-token") {
 		t.Fatalf("-v: no guest log by tool name: %q", r.stderr)
 	}
-	r = runIn(t, "", "--log-level", "debug", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"error\":\"bad\"}","stderr":"stderr-tail-token","exit":3}`).wantCode(t, exitFailure)
+	r = runAt(t, dir, "", "--log-level", "debug", "call", wasm, "--manifest", man, `{"op":"emit","stdout":"{\"error\":\"bad\"}","stderr":"stderr-tail-token","exit":3}`).wantCode(t, exitFailure)
 	if !strings.Contains(r.stderr, "agrun: debug: hostile: failed call's stderr: stderr-tail-token") {
 		t.Fatalf("debug: no stderr tail: %q", r.stderr)
 	}
-	runIn(t, "", "--log-level", "loud", "tools").wantCode(t, exitUsage)
+	runAt(t, dir, "", "--log-level", "loud", "tools").wantCode(t, exitUsage)
 }
 
 // TestInit: agrun init writes a config that loads, and never overwrites.
 func TestInit(t *testing.T) {
+	t.Parallel()
 	dir := noConfig(t)
-	r := runIn(t, "", "tools").wantCode(t, exitOK)
+	r := runAt(t, dir, "", "tools").wantCode(t, exitOK)
 	if !strings.Contains(r.stderr, "no config file found") || !strings.Contains(r.stderr, "agrun init") {
 		t.Fatalf("tools without a config: %q", r.stderr)
 	}
-	runIn(t, "", "init").wantCode(t, exitOK)
+	runAt(t, dir, "", "init").wantCode(t, exitOK)
 	p := filepath.Join(dir, "agrun.toml")
 	if _, err := config.Load(p); err != nil {
 		t.Fatalf("the written config does not load: %v", err)
 	}
 	os.WriteFile(p, []byte("# mine\n"), 0o644)
-	r = runIn(t, "", "init").wantCode(t, exitUsage)
+	r = runAt(t, dir, "", "init").wantCode(t, exitUsage)
 	if b, _ := os.ReadFile(p); string(b) != "# mine\n" || !strings.Contains(r.stderr, "not overwritten") {
 		t.Fatalf("init overwrote: %q, %q", b, r.stderr)
 	}
-	r = runIn(t, "", "tools").wantCode(t, exitOK)
+	r = runAt(t, dir, "", "tools").wantCode(t, exitOK)
 	if strings.Contains(r.stderr, "no config file") {
 		t.Fatalf("config not found after init: %q", r.stderr)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,8 +36,6 @@ import (
 	"github.com/agcore/agrun/session"
 	"github.com/agcore/agrun/wasmtools"
 )
-
-func init() { buildTags = []string{"-tags", "cluster"} }
 
 // clusterTestEnv writes a config whose [cluster] is the dev server at addr,
 // with the hostile guest as tool "hostile" (pure compute: no side effects,
@@ -62,6 +61,32 @@ module_store = "objects"
 `, addr)
 	}
 	return newTestEnv(t, llmURL, extra)
+}
+
+// ownVars numbers the variables of setenvOwn.
+var ownVars atomic.Int64
+
+// setenvOwn sets a variable that only this test reads, named prefix and a
+// number of its own, for the test's in-process runs and the processes it
+// starts, and returns its name (for the config key that names it, as
+// [cluster] postgres_dsn_env). Unlike t.Setenv it works in a parallel
+// test: no other test reads the variable. It is unset when the test ends.
+func setenvOwn(t *testing.T, prefix, value string) string {
+	name := fmt.Sprintf("%s_%d", prefix, ownVars.Add(1))
+	os.Setenv(name, value)
+	t.Cleanup(func() { os.Unsetenv(name) })
+	return name
+}
+
+// The fake S3 servers' credentials, the same for each (s3test.Credentials),
+// are set for the whole package: a test that reaches its fake in-process
+// (an in-process agrun run, an s3store client) can then be parallel,
+// which s3test.Start's t.Setenv would forbid.
+func init() {
+	for _, kv := range s3test.Credentials {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
 }
 
 // startWorker starts `agrun worker` and waits until it serves.
@@ -301,10 +326,11 @@ func TestClusterChatAndErrors(t *testing.T) {
 // The tool's 300 KiB result goes through the workflow by reference to the
 // bucket; the transcript, whole, is in PostgreSQL.
 func TestClusterOnS3AndPostgres(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
-	s3 := s3test.Start(t)
+	s3 := s3test.StartQuiet(t) // its credentials: init below
 	dsn := pgtest.Start(t)
-	t.Setenv("AGRUN_POSTGRES_DSN", dsn)
+	dsnEnv := setenvOwn(t, "AGRUN_TEST_DSN", dsn)
 	srv := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "call_1", Name: "hostile", Args: `{"op":"big","n":307200}`}}},
 		chattest.Reply{Text: "that was big"},
@@ -324,7 +350,8 @@ module_store = "s3://%s/shared"
 s3_endpoint = %q
 s3_path_style = true
 session_store = "postgres"
-`, wasm, manifest, addr, s3test.Bucket, s3.URL))
+postgres_dsn_env = %q
+`, wasm, manifest, addr, s3test.Bucket, s3.URL, dsnEnv))
 	startWorker(t, e, "w1")
 	r := e.run("", "run", "--json", "--session", "pg1", "make it big")
 	if r.code != 0 || !strings.Contains(r.stdout, `"type":"done","session":"pg1","text":"that was big"`) {

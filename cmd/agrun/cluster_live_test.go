@@ -36,9 +36,10 @@ func pacedReply(parts ...string) chattest.Reply {
 // and was retried shows no text twice; and a run through `agrun serve`
 // streams text_delta events the same way.
 func TestClusterLiveText(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	dsn := pgtest.Start(t)
-	t.Setenv("AGRUN_POSTGRES_DSN", dsn)
+	dsnEnv := setenvOwn(t, "AGRUN_TEST_DSN", dsn)
 	srv := chattest.New(t,
 		pacedReply("Streams ", "come ", "in ", "small ", "pieces."),
 		chattest.Reply{Text: "Once upon", Cut: true}, // broken off: the step is retried
@@ -54,7 +55,8 @@ task_queue_prefix = "live-"
 heartbeat_timeout = "2s"
 module_store = "objects"
 session_store = "postgres"
-`, addr))
+postgres_dsn_env = %q
+`, addr, dsnEnv))
 	startWorker(t, e, "w1")
 	pg, err := pgstore.New(context.Background(), dsn)
 	if err != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -17,9 +19,13 @@ import (
 // config there); a bad global flag after a command is that command's
 // three-line usage error.
 func TestGlobalFlagsAfterTheCommand(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
-	t.Setenv("AGRUN_CONFIG", "")
-	t.Chdir(t.TempDir()) // no ./agrun.toml: only the flag finds the config
+	// Only the flag finds the config: there is no $AGRUN_CONFIG (TestMain)
+	// and no ./agrun.toml in the package's folder, where the test runs.
+	if _, err := os.Stat("agrun.toml"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("./agrun.toml: %v, want none", err)
+	}
 
 	// The same answer, wherever the flag is.
 	same := func(before []string, after ...[]string) {

@@ -596,16 +596,13 @@ func TestSessionLocked(t *testing.T) {
 	wg.Wait()
 }
 
-// buildTags are the build flags of the binary the tests run: the test
-// binary's own (-tags cluster, cluster_e2e_test.go).
-var buildTags []string
-
 // binary is the agrun command for end-to-end tests: built once per
-// version of the sources into the shared test cache, the same build the
+// version of the sources into the shared test cache, with the test
+// binary's own build tags (-tags cluster or none), the same build the
 // hostile suite runs.
 func binary(t *testing.T) string {
 	t.Helper()
-	return testguest.Agrun(t, buildTags...)
+	return testguest.Agrun(t)
 }
 
 // TestMCPServerTools: an MCP server from the config contributes

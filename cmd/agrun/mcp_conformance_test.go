@@ -45,6 +45,7 @@ var conformanceTools = map[string]string{
 // suite exits non-zero when a scenario outside it fails or one inside it
 // passes. It needs Node 22.
 func TestMCPServeConformance(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	node, suite := mcpconform.Suite(t, root)
 	up := mcpconform.Upstream()

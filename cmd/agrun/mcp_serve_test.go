@@ -23,6 +23,7 @@ import (
 // mcp serve` (the built binary) re-serve that server's resources and
 // prompts, cleaned; a server without it contributes none.
 func TestMCPServeResources(t *testing.T) {
+	t.Parallel()
 	up := func(name string) string {
 		s := sdk.NewServer(&sdk.Implementation{Name: name}, nil)
 		s.AddResource(&sdk.Resource{URI: name + "://readme", Name: "readme"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {

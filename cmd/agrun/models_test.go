@@ -14,7 +14,9 @@ import (
 )
 
 // modelEnv is a test env whose [llm] speaks api to a fake server of that
-// API, with reasoning on and the key in AGRUN_TEST_KEY.
+// API, with reasoning on and the key modelSecret in $AGRUN_TEST_MODEL_KEY
+// (set for the whole package by TestMain, so that these tests can be
+// parallel).
 func modelEnv(t *testing.T, api string, steps ...providertest.Step) (*testEnv, providertest.Fake) {
 	t.Helper()
 	kit, ok := providertest.Kits[api]
@@ -28,14 +30,18 @@ func modelEnv(t *testing.T, api string, steps ...providertest.Step) (*testEnv, p
 		t.Fatal(err)
 	}
 	cfg = []byte(strings.Replace(string(cfg), "[llm]\n", "[llm]\napi = \""+api+"\"\nreasoning = \"medium\"\n", 1))
+	cfg = []byte(strings.Replace(string(cfg), `api_key_env = "AGRUN_TEST_KEY"`, `api_key_env = "`+modelKeyEnv+`"`, 1))
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AGRUN_TEST_KEY", modelSecret)
 	return e, f
 }
 
-const modelSecret = "sk-e2e-do-not-print"
+// modelSecret is the model-API tests' key, in $modelKeyEnv.
+const (
+	modelSecret = "sk-e2e-do-not-print"
+	modelKeyEnv = "AGRUN_TEST_MODEL_KEY"
+)
 
 // apis are the [llm] api values, sorted.
 func apis() []string {
@@ -75,6 +81,7 @@ var countSteps = []providertest.Step{
 // events with usage, the key in the API's own header and printed
 // nowhere, and a 400 ending the run with exit 1 and kind provider.
 func TestRunEveryAPI(t *testing.T) {
+	t.Parallel()
 	for _, api := range apis() {
 		t.Run(api, func(t *testing.T) {
 			kit := providertest.Kits[api]
@@ -134,6 +141,7 @@ func TestRunEveryAPI(t *testing.T) {
 // Each API through agrun chat (a tool round trip, then the next line of
 // the same session) and through agrun serve's POST /v1/runs.
 func TestChatAndServeEveryAPI(t *testing.T) {
+	t.Parallel()
 	for _, api := range apis() {
 		t.Run(api, func(t *testing.T) {
 			steps := append(append([]providertest.Step{}, countSteps...), providertest.Step{Text: "Yes, three."})
@@ -180,6 +188,7 @@ func TestChatAndServeEveryAPI(t *testing.T) {
 // signature it did not make, some refuse fields they do not know); a
 // session written before reasoning was kept continues as it was.
 func TestSessionAcrossAPIs(t *testing.T) {
+	t.Parallel()
 	e, _ := modelEnv(t, "anthropic", countSteps...)
 	e.run("", "run", "--session", "x1", "How many words in 'a b c'?").wantCode(t, exitOK)
 	if s := e.sessionFile("x1"); !strings.Contains(s, `"api":"anthropic"`) || !strings.Contains(s, `"signature"`) {

@@ -629,6 +629,7 @@ func TestTelemetryCaptureContentOverOTLP(t *testing.T) {
 // operation is generate_content (and names its span), and the usage the
 // API reported (cache reads, reasoning) is on the request's span.
 func TestTelemetryEveryAPIOverOTLP(t *testing.T) {
+	t.Parallel()
 	want := map[string][2]string{"chat": {"openai", "chat"}, "responses": {"openai", "chat"}, "anthropic": {"anthropic", "chat"}, "gemini": {"gcp.gemini", "generate_content"}}
 	for _, api := range apis() {
 		t.Run(api, func(t *testing.T) {

@@ -195,6 +195,7 @@ func TestMCPPluginREADME(t *testing.T) {
 // TestMCPPluginConfig: what [plugins.NAME] refuses, and a plug-in that
 // fails to load shows as NAME__* with the reason.
 func TestMCPPluginConfig(t *testing.T) {
+	t.Parallel()
 	textkit := filepath.Join(repoRoot(t), "testdata/plugins/textkit.wasm")
 	for _, c := range []struct{ extra, want string }{
 		{"[plugins.kit]\nwasm = %q\ndescription = \"x\"\n", `plugins.kit.description: a plug-in's tools are described by its own list`},
@@ -224,6 +225,7 @@ func TestMCPPluginConfig(t *testing.T) {
 // are listed, granted the network the example's allowed_hosts implies,
 // and ask before they run.
 func TestPluginsConfigExample(t *testing.T) {
+	t.Parallel()
 	var block string
 	for _, b := range mddoc.Read(t, "docs/CONFIG.md").Section(t, "## [plugins.NAME] — an MCP-style plug-in; its tools are `NAME__tool`").Blocks("toml") {
 		if strings.HasPrefix(b, "[plugins.kit]") {

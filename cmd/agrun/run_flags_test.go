@@ -356,6 +356,7 @@ func TestChatFlags(t *testing.T) {
 // TestRunCtrlCBinary: SIGINT to the built binary while a reply streams:
 // exit 130, "interrupted" on stderr, the streamed text on stdout.
 func TestRunCtrlCBinary(t *testing.T) {
+	t.Parallel()
 	srv := chattest.New(t, chattest.Reply{Chunks: []string{chattest.TextChunk("streamed so far")}, Stall: true})
 	e := newTestEnv(t, srv.URL, "")
 	cmd := e.cmd("run", "--no-tools", "hi")

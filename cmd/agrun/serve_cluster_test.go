@@ -65,9 +65,10 @@ func httpDo(t *testing.T, method, url, contentType string, body []byte) (int, st
 // uploaded through A is listed and called through B; replaced through B,
 // A's next call runs the new module; deleted through A, B answers 404.
 func TestServeClusterReplicas(t *testing.T) {
+	t.Parallel()
 	addr := devtemporal.Start(t)
 	dsn := pgtest.Start(t)
-	s3 := s3test.Start(t)
+	s3 := s3test.StartQuiet(t) // the replicas' credentials: env
 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agrun.toml")

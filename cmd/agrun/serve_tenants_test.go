@@ -110,6 +110,7 @@ func TestServeTenantsConfigErrors(t *testing.T) {
 // it: each tenant's upload is its own, another's is not found, a quota
 // answers 429, and the serving line counts tenants.
 func TestServeTenantsBinary(t *testing.T) {
+	t.Parallel()
 	cfg := tenantsConfig(t)
 	cmd := exec.Command(binary(t), "-c", cfg, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "ACME_TOKENS="+acmeTok, "GLOBEX_TOKENS="+globexTok, "AGRUN_TOKENS=")
@@ -178,6 +179,7 @@ func TestServeTenantsBinary(t *testing.T) {
 // likewise; a tenant not configured is a usage error; without --tenant
 // the [sessions] folder is read, which serve's runs never touch.
 func TestAuditTenant(t *testing.T) {
+	t.Parallel()
 	chat := chattest.New(t,
 		chattest.Reply{ToolCalls: []chattest.Call{{ID: "c1", Name: "word_count", Args: `{"text":"a b"}`}}},
 		chattest.Reply{Text: "two"},

@@ -31,6 +31,7 @@ func (e *testEnv) pushed(t *testing.T, file, ref string) string {
 // sha256-<hex>.sig tag): the pull, the [trust] block as written, and the
 // call, offline.
 func TestSignToolExample(t *testing.T) {
+	t.Parallel()
 	host, stop := startRegistry(t)
 	sec := mddoc.Read(t, "README.md").Section(t, "### Sign it, and require the signature")
 	sec.Text = strings.ReplaceAll(sec.Text, "localhost:5000", host)
@@ -175,6 +176,7 @@ oci = "`+host+`/tools/elsewhere:1@`+elsewhere+`"
 // TestSignedWasmFile: a wasm = FILE tool with signature = its sigstore
 // bundle.
 func TestSignedWasmFile(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	wasmPath := filepath.Join(repoRoot(t), "testdata", "word_count.wasm")
 	wasm, err := os.ReadFile(wasmPath)
@@ -216,6 +218,7 @@ signature = "other.sigstore.json"
 // file, an exempt tool, an oci tool never pulled; and the keyless one,
 // with a trusted root and a bundle signed as its identity.
 func TestTrustConfigExample(t *testing.T) {
+	t.Parallel()
 	sec := mddoc.Read(t, "docs/CONFIG.md").Section(t, "## [trust] — whose signatures a module may carry")
 	blocks := sec.Blocks("toml")
 	if len(blocks) != 2 {
@@ -320,6 +323,7 @@ func TestPushSign(t *testing.T) {
 // requiring a signature it lacks is refused (NAME__*, module_refused); a
 // wasm plug-in required signed without a bundle is a config error.
 func TestSignedPlugin(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "", "")
 	wasmPath := filepath.Join(repoRoot(t), "testdata", "plugins", "textkit.wasm")
 	wasm, err := os.ReadFile(wasmPath)

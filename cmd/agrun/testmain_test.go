@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/agcore/agrun/internal/testing/providertest"
 )
 
 // TestMain runs this package's tests with go test's -parallel at twice
@@ -23,6 +25,16 @@ func TestMain(m *testing.M) {
 	// out of t.Parallel (the package's serial phase was half its time).
 	// A test that needs another value, or none, sets its own.
 	os.Setenv("AGRUN_TEST_KEY", "k")
+	// The model-API tests' key (modelEnv), for the same reason.
+	os.Setenv(modelKeyEnv, modelSecret)
+	// No config but the one a test names (-c), no serve tokens (serve
+	// trusts loopback clients: startServe), and none of the Gemini
+	// SDK's own variables, which the Gemini kit would otherwise clear with
+	// t.Setenv (providertest.Gemini): the tests that read neither can
+	// be parallel.
+	for _, k := range append([]string{"AGRUN_CONFIG", "AGRUN_TOKENS"}, providertest.GeminiEnv...) {
+		os.Unsetenv(k)
+	}
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if !given {

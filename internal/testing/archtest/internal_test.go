@@ -36,7 +36,7 @@ func TestInternalEdges(t *testing.T) {
 				continue
 			}
 			switch {
-			case strings.HasPrefix(irel, "internal/testing/") || irel == "internal/testing/hostile":
+			case strings.HasPrefix(irel, "internal/testing/"): // the kits and the hostile suite
 				if !mayImportKit(rel, irel) {
 					t.Errorf("%s imports %s: test kits are for tests only", rel, irel)
 				}
@@ -82,7 +82,13 @@ func mayImportKit(rel, kit string) bool {
 	if strings.HasPrefix(rel, "internal/testing/") {
 		return true
 	}
-	return strings.HasPrefix(rel, "internal/cmd/") && strings.HasPrefix(kit, "internal/testing/") && kit != "internal/testing/hostile"
+	return strings.HasPrefix(rel, "internal/cmd/") && strings.HasPrefix(kit, "internal/testing/") && !isHostile(kit)
+}
+
+// isHostile reports whether pkg is the hostile suite: its kit
+// (internal/testing/hostile) or one of its packages of cases.
+func isHostile(pkg string) bool {
+	return pkg == "internal/testing/hostile" || strings.HasPrefix(pkg, "internal/testing/hostile/")
 }
 
 // TestMayImportKit pins mayImportKit: only the kits themselves and the dev
@@ -96,6 +102,8 @@ func TestMayImportKit(t *testing.T) {
 		{"internal/cmd/bench", "internal/testing/testguest", true},
 		{"internal/cmd/other/sub", "internal/testing/require", true},
 		{"internal/cmd/bench", "internal/testing/hostile", false},
+		{"internal/cmd/bench", "internal/testing/hostile/sandbox", false},
+		{"internal/testing/hostile/cli", "internal/testing/hostile", true},
 		{"internal/cmdx", "internal/testing/testguest", false},
 		{"internal/cmd", "internal/testing/testguest", false},
 		{"internal/testing/hostile", "internal/testing/testguest", true},

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/anthropictest"
@@ -98,6 +99,12 @@ var Chat = Kit{
 	WantUsage: plain,
 }
 
+// GeminiEnv are the Gemini SDK's own variables, which would change where
+// and how its client connects. The Gemini kit clears those that are set
+// with t.Setenv, which a parallel test cannot call: a package that runs
+// its tests in parallel unsets them first (cmd/agrun's TestMain).
+var GeminiEnv = []string{"GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"}
+
 // Gemini is the kit of loop/gemini, against geminitest, which signs
 // replies with reasoning (thought signatures) as Gemini 3 does. The
 // Gemini API gives function calls no id (Vertex does): the script leaves
@@ -105,8 +112,10 @@ var Chat = Kit{
 var Gemini = Kit{
 	API: "gemini",
 	Serve: func(t testing.TB, steps ...Step) Fake {
-		for _, k := range []string{"GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI"} {
-			t.Setenv(k, "")
+		for _, k := range GeminiEnv {
+			if os.Getenv(k) != "" {
+				t.Setenv(k, "")
+			}
 		}
 		var script []geminitest.Reply
 		for _, st := range steps {

@@ -8,6 +8,7 @@ package s3test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,10 +51,13 @@ func Start(t testing.TB) *Server {
 
 // Env is what a child process needs to reach the server: the AWS
 // variables, and no shared config or credentials files that could name
-// others.
-func (s *Server) Env() []string {
-	return []string{"AWS_ACCESS_KEY_ID=test-key-id", "AWS_SECRET_ACCESS_KEY=test-secret", "AWS_REGION=us-east-1"}
-}
+// others (Credentials).
+func (s *Server) Env() []string { return slices.Clone(Credentials) }
+
+// Credentials are the AWS variables of every fake server, the same for
+// each: a package whose tests reach fakes in-process may set them once
+// (os.Setenv before its tests run) and keep those tests parallel.
+var Credentials = []string{"AWS_ACCESS_KEY_ID=test-key-id", "AWS_SECRET_ACCESS_KEY=test-secret", "AWS_REGION=us-east-1"}
 
 // StartQuiet starts a fake S3 with Bucket for the test without setting
 // any variable (see Env).

@@ -73,14 +73,22 @@ func BuildNative(tb testing.TB, dir string) string {
 	return p
 }
 
+// agrunFlags are Agrun's go build flags when none are given: -tags
+// cluster in a test binary built with that tag (cluster.go), else none.
+var agrunFlags []string
+
 // Agrun returns the path (named agrun) of the agrun command (cmd/agrun of this module)
-// built for the host with the extra go build flags (e.g. -tags cluster):
-// built once per version of the module's sources and flags, into the
-// shared cache, so that the test binaries of a run (cmd/agrun's, the
-// hostile suite's) and later runs share one build instead of linking a
-// 90 MB program each.
+// built for the host with the extra go build flags (e.g. -tags cluster;
+// none given: the test binary's own cluster tag, so that all the
+// packages of a `go test -tags cluster` run share one build): built once
+// per version of the module's sources and flags, into the shared cache,
+// so that the test binaries of a run (cmd/agrun's, the hostile suite's)
+// and later runs share one build instead of linking a 90 MB program each.
 func Agrun(tb testing.TB, flags ...string) string {
 	tb.Helper()
+	if len(flags) == 0 {
+		flags = agrunFlags
+	}
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		tb.Fatal("testguest: cannot locate the module")

@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
@@ -40,7 +41,7 @@ func checkNoPanicText(t testing.TB, what, s string) {
 	t.Helper()
 	for _, m := range hostPanicText {
 		if strings.Contains(s, m) {
-			t.Errorf("%s carries host text %q: %s", what, m, truncate(s, 1500))
+			t.Errorf("%s carries host text %q: %s", what, m, hostile.Truncate(s, 1500))
 			return
 		}
 	}
@@ -59,26 +60,26 @@ func shortHash(wasm []byte) string {
 // after-conditions hold.
 func TestWASIPanics(t *testing.T) {
 	var logs syncbuf.Buffer
-	f := newFixture(t, runtime.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	f := hostile.NewFixture(t, runtime.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, c := range wasiPanics {
 		t.Run(c.name, func(t *testing.T) {
-			wasm := pack(t, wat(t, c.file), c.file)
-			f.register(t, f.load(t, wasm, wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second}}))
-			before := f.snapshot(t)
-			got := inv(f.reg.Invoke(context.Background(), c.file, json.RawMessage(`{}`)))
-			f.after(t, before, got, registry.ExecutionFailed)
+			wasm := hostile.Pack(t, hostile.WAT(t, c.file), c.file)
+			f.Register(t, f.Load(t, wasm, wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second}}))
+			before := f.Snapshot(t)
+			got := hostile.Inv(f.Reg.Invoke(context.Background(), c.file, json.RawMessage(`{}`)))
+			f.After(t, before, got, registry.ExecutionFailed)
 			var re *registry.Error
-			if !errors.As(got.err, &re) {
+			if !errors.As(got.Err, &re) {
 				return // after reported it
 			}
 			msg := re.Message()
 			if !strings.Contains(msg, "the host refused a call to "+c.fn) {
-				t.Errorf("message %q; want it to say the host refused a call to %s", truncate(msg, 1500), c.fn)
+				t.Errorf("message %q; want it to say the host refused a call to %s", hostile.Truncate(msg, 1500), c.fn)
 			}
 			checkNoPanicText(t, "the message", msg)
-			checkNoPanicText(t, "the error", got.err.Error())
+			checkNoPanicText(t, "the error", got.Err.Error())
 			if l := logs.String(); !strings.Contains(l, "module="+shortHash(wasm)) || !strings.Contains(l, "function="+c.fn) {
-				t.Errorf("the refusal was not logged with the module's hash %s: %s", shortHash(wasm), truncate(l, 2000))
+				t.Errorf("the refusal was not logged with the module's hash %s: %s", shortHash(wasm), hostile.Truncate(l, 2000))
 			}
 		})
 	}
@@ -91,9 +92,9 @@ func wasiPanicTools(t *testing.T, dir string) (toml string, hashes map[string]st
 	var b strings.Builder
 	hashes = map[string]string{}
 	for _, c := range wasiPanics {
-		wasm := pack(t, wat(t, c.file), c.file)
+		wasm := hostile.Pack(t, hostile.WAT(t, c.file), c.file)
 		p := filepath.Join(dir, c.file+".wasm")
-		must(t, os.WriteFile(p, wasm, 0o644))
+		hostile.Must(t, os.WriteFile(p, wasm, 0o644))
 		fmt.Fprintf(&b, "\n[tools.%s]\nwasm = %q\n", c.file, p)
 		hashes[c.file] = shortHash(wasm)
 	}
@@ -106,10 +107,10 @@ func wasiPanicTools(t *testing.T, dir string) (toml string, hashes map[string]st
 // module's hash.
 func TestCLIWASIPanics(t *testing.T) {
 	tools, hashes := wasiPanicTools(t, t.TempDir())
-	e := newCLIEnv(t, "", tools)
+	e := hostile.NewCLIEnv(t, "", tools)
 	for _, c := range wasiPanics {
 		t.Run(c.name, func(t *testing.T) {
-			r := e.run("", "call", "--json", c.file, "{}")
+			r := e.Run("", "call", "--json", c.file, "{}")
 			var res struct {
 				OK    bool `json:"ok"`
 				Error struct {
@@ -117,22 +118,22 @@ func TestCLIWASIPanics(t *testing.T) {
 					Message string `json:"message"`
 				} `json:"error"`
 			}
-			if err := json.Unmarshal(r.stdout, &res); err != nil {
-				t.Fatalf("stdout is not one JSON object (%v): %s", err, truncate(string(r.stdout), 2000))
+			if err := json.Unmarshal(r.Stdout, &res); err != nil {
+				t.Fatalf("stdout is not one JSON object (%v): %s", err, hostile.Truncate(string(r.Stdout), 2000))
 			}
-			if r.code != 1 || res.OK || res.Error.Kind != string(registry.ExecutionFailed) {
-				t.Errorf("exit %d, %s; want exit 1 and execution_failed", r.code, truncate(string(r.stdout), 2000))
+			if r.Code != 1 || res.OK || res.Error.Kind != string(registry.ExecutionFailed) {
+				t.Errorf("exit %d, %s; want exit 1 and execution_failed", r.Code, hostile.Truncate(string(r.Stdout), 2000))
 			}
 			if !strings.Contains(res.Error.Message, "the host refused a call to "+c.fn) {
-				t.Errorf("message %q; want it to say the host refused", truncate(res.Error.Message, 1500))
+				t.Errorf("message %q; want it to say the host refused", hostile.Truncate(res.Error.Message, 1500))
 			}
-			if len(r.stdout) > 1024 {
-				t.Errorf("stdout is %d bytes; want a bounded message", len(r.stdout))
+			if len(r.Stdout) > 1024 {
+				t.Errorf("stdout is %d bytes; want a bounded message", len(r.Stdout))
 			}
-			checkNoPanicText(t, "stdout", string(r.stdout))
-			checkTerminalSafe(t, "stderr", r.stderr)
-			if !bytes.Contains(r.stderr, []byte("module="+hashes[c.file])) {
-				t.Errorf("stderr lacks the log line with the module's hash %s: %s", hashes[c.file], truncate(string(r.stderr), 2000))
+			checkNoPanicText(t, "stdout", string(r.Stdout))
+			hostile.CheckTerminalSafe(t, "stderr", r.Stderr)
+			if !bytes.Contains(r.Stderr, []byte("module="+hashes[c.file])) {
+				t.Errorf("stderr lacks the log line with the module's hash %s: %s", hashes[c.file], hostile.Truncate(string(r.Stderr), 2000))
 			}
 		})
 	}
@@ -142,7 +143,7 @@ func TestCLIWASIPanics(t *testing.T) {
 // gets an execution_failed answer that says the host refused, without the
 // host's stack, and the server keeps serving.
 func TestServeWASIPanics(t *testing.T) {
-	e := newCLIEnv(t, "", fmt.Sprintf("\n[serve]\ndata_dir = %q\n", filepath.Join(t.TempDir(), "serve")))
+	e := hostile.NewCLIEnv(t, "", fmt.Sprintf("\n[serve]\ndata_dir = %q\n", filepath.Join(t.TempDir(), "serve")))
 	base, _ := startServe(t, e, nil)
 	client := &http.Client{Timeout: 30 * time.Second}
 	post := func(path, ctype string, body []byte) (int, []byte) {
@@ -157,7 +158,7 @@ func TestServeWASIPanics(t *testing.T) {
 	}
 	for _, c := range wasiPanics {
 		t.Run(c.name, func(t *testing.T) {
-			if code, raw := post("/v1/tools", "application/wasm", pack(t, wat(t, c.file), c.file)); code/100 != 2 {
+			if code, raw := post("/v1/tools", "application/wasm", hostile.Pack(t, hostile.WAT(t, c.file), c.file)); code/100 != 2 {
 				t.Fatalf("upload: %d %s", code, raw)
 			}
 			_, raw := post("/v1/tools/"+c.file+"/call", "application/json", []byte(`{}`))
@@ -170,7 +171,7 @@ func TestServeWASIPanics(t *testing.T) {
 			}
 			if err := json.Unmarshal(raw, &a); err != nil || a.OK || a.Error.Kind != string(registry.ExecutionFailed) ||
 				!strings.Contains(a.Error.Message, "the host refused a call to "+c.fn) {
-				t.Errorf("answer %s; want execution_failed saying the host refused", truncate(string(raw), 2000))
+				t.Errorf("answer %s; want execution_failed saying the host refused", hostile.Truncate(string(raw), 2000))
 			}
 			if len(raw) > 1024 {
 				t.Errorf("answer is %d bytes; want a bounded message", len(raw))
@@ -178,7 +179,7 @@ func TestServeWASIPanics(t *testing.T) {
 			checkNoPanicText(t, "the answer", string(raw))
 		})
 	}
-	if code, raw := post("/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 {
+	if code, raw := post("/v1/tools/word_count/call", "application/json", []byte(hostile.WordCountArgs)); code != 200 {
 		t.Errorf("word_count after the attacks: %d %s", code, raw)
 	}
 }

@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/textsafe"
 )
 
@@ -25,7 +26,7 @@ const invisibleAttack = "safe\u2066\u202e txet \u202c\u2069\u200b\u200d\U000E006
 func checkSafeText(t testing.TB, what, s string) {
 	t.Helper()
 	if i := textsafe.IndexUnsafe(s); i >= 0 {
-		t.Errorf("%s holds an unsafe rune at byte %d: %q", what, i, truncate(s[i:], 200))
+		t.Errorf("%s holds an unsafe rune at byte %d: %q", what, i, hostile.Truncate(s[i:], 200))
 	}
 }
 
@@ -64,18 +65,18 @@ func checkToolMessageSafe(t testing.TB, what, content string) {
 // any rune textsafe calls unsafe, the JSON results still JSON; the session
 // file holds the same clean messages.
 func TestRunToolTextReachesModelClean(t *testing.T) {
-	jsonOut, _ := json.Marshal(map[string]any{"x": terminalAttack, "inv": invisibleAttack, invisibleAttack: 1})
+	jsonOut, _ := json.Marshal(map[string]any{"x": hostile.TerminalAttack, "inv": invisibleAttack, invisibleAttack: 1})
 	calls := []chattest.Call{
-		{ID: "a", Name: "out_json", Args: string(argsJSON(t, emit(t, string(jsonOut), "", 0)))},
-		{ID: "b", Name: "out_text", Args: string(argsJSON(t, emit(t, terminalAttack+invisibleAttack, "", 0)))},
-		{ID: "c", Name: "out_json", Args: string(argsJSON(t, emit(t, "", terminalAttack+invisibleAttack, 1)))},
-		{ID: "d", Name: "out_json", Args: string(argsJSON(t, emit(t, `{"error":"\u001b]0;pwned\u0007\u009b31m\u202e`+strings.ReplaceAll(invisibleAttack, `"`, ``)+`"}`, "", 1)))},
+		{ID: "a", Name: "out_json", Args: string(hostile.ArgsJSON(t, hostile.Emit(t, string(jsonOut), "", 0)))},
+		{ID: "b", Name: "out_text", Args: string(hostile.ArgsJSON(t, hostile.Emit(t, hostile.TerminalAttack+invisibleAttack, "", 0)))},
+		{ID: "c", Name: "out_json", Args: string(hostile.ArgsJSON(t, hostile.Emit(t, "", hostile.TerminalAttack+invisibleAttack, 1)))},
+		{ID: "d", Name: "out_json", Args: string(hostile.ArgsJSON(t, hostile.Emit(t, `{"error":"\u001b]0;pwned\u0007\u009b31m\u202e`+strings.ReplaceAll(invisibleAttack, `"`, ``)+`"}`, "", 1)))},
 	}
 	srv := chattest.New(t, chattest.Reply{ToolCalls: calls}, chattest.Reply{Text: "done"})
-	e := newCLIEnv(t, srv.URL, "")
-	r := e.run("", "run", "--session", "clean", "hi")
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout %q\nstderr %q", r.code, truncate(string(r.stdout), 500), truncate(string(r.stderr), 500))
+	e := hostile.NewCLIEnv(t, srv.URL, "")
+	r := e.Run("", "run", "--session", "clean", "hi")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", r.Code, hostile.Truncate(string(r.Stdout), 500), hostile.Truncate(string(r.Stderr), 500))
 	}
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
@@ -92,8 +93,8 @@ func TestRunToolTextReachesModelClean(t *testing.T) {
 	if tools != len(calls) {
 		t.Errorf("%d tool messages for %d calls", tools, len(calls))
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "sessions", "clean.jsonl"))
-	must(t, err)
+	b, err := os.ReadFile(filepath.Join(e.Dir, "sessions", "clean.jsonl"))
+	hostile.Must(t, err)
 	checkSafeText(t, "session file", string(b))
 }
 
@@ -105,15 +106,15 @@ func TestRunToolTextReachesModelClean(t *testing.T) {
 // full".
 func TestSessionWithHugeLine(t *testing.T) {
 	srv := chattest.New(t, chattest.Reply{Text: "continued"})
-	e := newCLIEnv(t, srv.URL, "")
-	dir := filepath.Join(e.dir, "sessions")
-	must(t, os.MkdirAll(dir, 0o700))
+	e := hostile.NewCLIEnv(t, srv.URL, "")
+	dir := filepath.Join(e.Dir, "sessions")
+	hostile.Must(t, os.MkdirAll(dir, 0o700))
 	f, err := os.OpenFile(filepath.Join(dir, "huge.jsonl"), os.O_CREATE|os.O_WRONLY, 0o600)
-	must(t, err)
+	hostile.Must(t, err)
 	w := bufio.NewWriterSize(f, 1<<20)
 	line := func(msg string) {
 		b, err := json.Marshal(map[string]any{"time": time.Unix(1700000000, 0).UTC(), "message": json.RawMessage(msg)})
-		must(t, err)
+		hostile.Must(t, err)
 		w.Write(append(b, '\n'))
 	}
 	line(`{"role":"user","content":"first prompt"}`)
@@ -126,23 +127,23 @@ func TestSessionWithHugeLine(t *testing.T) {
 	}
 	w.WriteString(`","tool_call_id":"c1","name":"out_json"}}` + "\n")
 	line(`{"role":"assistant","content":"after the huge line"}`)
-	must(t, w.Flush())
-	must(t, f.Close())
+	hostile.Must(t, w.Flush())
+	hostile.Must(t, f.Close())
 
-	r := e.run("", "sessions")
-	if r.code != 0 || !bytes.Contains(r.stdout, []byte("huge")) {
-		t.Errorf("sessions: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, truncate(string(r.stderr), 500))
+	r := e.Run("", "sessions")
+	if r.Code != 0 || !bytes.Contains(r.Stdout, []byte("huge")) {
+		t.Errorf("sessions: exit %d\nstdout %q\nstderr %q", r.Code, r.Stdout, hostile.Truncate(string(r.Stderr), 500))
 	}
-	r = e.run("", "sessions", "show", "huge")
-	if r.code != 0 || !bytes.Contains(r.stdout, []byte("after the huge line")) || !bytes.Contains(r.stderr, []byte("line 3")) {
-		t.Errorf("sessions show: exit %d\nstdout %q\nstderr %q", r.code, truncate(string(r.stdout), 500), truncate(string(r.stderr), 500))
+	r = e.Run("", "sessions", "show", "huge")
+	if r.Code != 0 || !bytes.Contains(r.Stdout, []byte("after the huge line")) || !bytes.Contains(r.Stderr, []byte("line 3")) {
+		t.Errorf("sessions show: exit %d\nstdout %q\nstderr %q", r.Code, hostile.Truncate(string(r.Stdout), 500), hostile.Truncate(string(r.Stderr), 500))
 	}
-	checkTerminalSafe(t, "sessions show stdout", r.stdout)
-	checkTerminalSafe(t, "sessions show stderr", r.stderr)
+	hostile.CheckTerminalSafe(t, "sessions show stdout", r.Stdout)
+	hostile.CheckTerminalSafe(t, "sessions show stderr", r.Stderr)
 
-	r = e.run("", "run", "--session", "huge", "go on")
-	if r.code != 0 || !bytes.Contains(r.stdout, []byte("continued")) {
-		t.Fatalf("run --session huge: exit %d\nstdout %q\nstderr %q", r.code, truncate(string(r.stdout), 500), truncate(string(r.stderr), 500))
+	r = e.Run("", "run", "--session", "huge", "go on")
+	if r.Code != 0 || !bytes.Contains(r.Stdout, []byte("continued")) {
+		t.Fatalf("run --session huge: exit %d\nstdout %q\nstderr %q", r.Code, hostile.Truncate(string(r.Stdout), 500), hostile.Truncate(string(r.Stderr), 500))
 	}
 	reqs := srv.Requests()
 	if len(reqs) != 1 {
@@ -161,8 +162,8 @@ func TestSessionWithHugeLine(t *testing.T) {
 	if got := strings.Join(roles, ","); got != "system,user,assistant,tool,assistant,user" && got != "user,assistant,tool,assistant,user" {
 		t.Errorf("resumed history roles %s", got)
 	}
-	r = e.run("", "sessions", "show", "huge")
-	if r.code != 0 || !bytes.Contains(r.stdout, []byte("continued")) {
-		t.Errorf("show after continuing: exit %d\nstdout %q", r.code, truncate(string(r.stdout), 500))
+	r = e.Run("", "sessions", "show", "huge")
+	if r.Code != 0 || !bytes.Contains(r.Stdout, []byte("continued")) {
+		t.Errorf("show after continuing: exit %d\nstdout %q", r.Code, hostile.Truncate(string(r.Stdout), 500))
 	}
 }

@@ -1,4 +1,4 @@
-package hostile
+package sandbox
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -22,46 +22,16 @@ import (
 // abuses each host function. Every case must end as the Kind it names,
 // with the host alive, an honest tool still working and nothing leaked.
 
-// extismPlugin registers export fn of the hostile plug-in as the tool
-// x_fn (its arguments: {"n": "..."}).
-func (f *fixture) extismPlugin(t *testing.T, fn string, config map[string]string, g wasmtools.Grant, perms ...string) {
-	t.Helper()
-	f.extismPluginAs(t, "x_"+fn, fn, config, g, perms...)
-}
-
-// extismPluginAs registers export fn of the hostile plug-in as the tool
-// name.
-func (f *fixture) extismPluginAs(t *testing.T, name, fn string, config map[string]string, g wasmtools.Grant, perms ...string) {
-	t.Helper()
-	wasm, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "plugins", "hostile.wasm"))
-	must(t, err)
-	if g.Limits.Timeout == 0 {
-		// No case here expects a timeout: each must meet its limit
-		// (memory, output) first, even on a machine at load 8, where
-		// config_flood's 32 MiB took over 2 s.
-		g.Limits.Timeout = 15 * time.Second
-	}
-	tool, err := wasmtools.LoadPlugin(context.Background(), f.rt, wasm, wasmtools.Plugin{
-		Manifest: wasmtools.Manifest{Name: name, Description: "hostile plug-in", Output: "text", Permissions: mustPerms(t, perms...),
-			Parameters: json.RawMessage(`{"type":"object"}`)},
-		Function: fn,
-		Config:   config,
-	}, g)
-	must(t, err)
-	t.Cleanup(func() { tool.Close(context.Background()) })
-	f.register(t, tool)
-}
-
 func TestExtismHostFunctions(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	mem := wasmtools.Grant{Limits: runtime.Limits{MemoryBytes: 32 << 20}}
 	for _, fn := range []string{"huge_alloc", "many_allocs", "tiny_allocs", "load_oob", "load_edge", "store_oob", "load_u8_oob",
 		"output_flood", "output_lie", "log_flood", "log_bad", "var_flood"} {
-		f.extismPlugin(t, fn, nil, mem)
+		f.ExtismPlugin(t, fn, nil, mem)
 	}
-	f.extismPlugin(t, "config_flood", map[string]string{"big": strings.Repeat("c", 512<<10)}, mem)
-	target := newPeer(t, nil)
-	f.extismPlugin(t, "http_get", nil, wasmtools.Grant{AllowedHosts: []string{target.host, "*", "*.0.0.1"}}, "network")
+	f.ExtismPlugin(t, "config_flood", map[string]string{"big": strings.Repeat("c", 512<<10)}, mem)
+	target := hostile.NewPeer(t, nil)
+	f.ExtismPlugin(t, "http_get", nil, wasmtools.Grant{AllowedHosts: []string{target.Host, "*", "*.0.0.1"}}, "network")
 	for _, c := range []struct {
 		name, tool, n string
 		want          registry.Kind
@@ -97,19 +67,19 @@ func TestExtismHostFunctions(t *testing.T) {
 		{"http to the metadata address", "http_get", "http://169.254.169.254/latest/meta-data/", registry.PermissionDenied, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			args, _ := json.Marshal(map[string]string{"n": c.n})
-			got := inv(f.reg.Invoke(context.Background(), "x_"+c.tool, args))
-			f.after(t, before, got, c.want)
-			if got.err != nil {
-				t.Log(got.err)
+			got := hostile.Inv(f.Reg.Invoke(context.Background(), "x_"+c.tool, args))
+			f.After(t, before, got, c.want)
+			if got.Err != nil {
+				t.Log(got.Err)
 			}
-			if c.check != nil && got.err == nil {
-				c.check(t, got.out)
+			if c.check != nil && got.Err == nil {
+				c.check(t, got.Out)
 			}
 		})
 	}
-	if n := target.hits.Load(); n != 0 {
+	if n := target.Hits.Load(); n != 0 {
 		t.Errorf("the peer was reached %d times", n)
 	}
 }
@@ -124,24 +94,24 @@ func TestExtismHostFunctions(t *testing.T) {
 // Kind it names, its message fit for a terminal, with the host alive and
 // nothing leaked; no server is reached more than the grant allows.
 func TestExtismHostFunctionSections(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	mem := wasmtools.Grant{Limits: runtime.Limits{MemoryBytes: 32 << 20}}
 	for _, fn := range []string{"store_u8_oob", "free_abuse", "input_oob", "error_flood", "error_bad", "config_bad",
 		"var_get_bad", "var_set_bad", "http_no_request", "http_bad_json", "http_bad_addr"} {
-		f.extismPlugin(t, fn, nil, mem)
+		f.ExtismPlugin(t, fn, nil, mem)
 	}
-	counted := newPeer(t, nil)
-	huge := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+	counted := hostile.NewPeer(t, nil)
+	huge := hostile.NewPeer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(strings.Repeat("h", 8<<20)))
 	})
-	redirector := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+	redirector := hostile.NewPeer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})
-	target := newPeer(t, nil) // not granted: only a redirect points at it
-	netGrant := wasmtools.Grant{AllowedHosts: []string{counted.host, huge.host, redirector.host}, AllowPrivate: true,
+	target := hostile.NewPeer(t, nil) // not granted: only a redirect points at it
+	netGrant := wasmtools.Grant{AllowedHosts: []string{counted.Host, huge.Host, redirector.Host}, AllowPrivate: true,
 		Limits: runtime.Limits{MemoryBytes: 32 << 20}}
 	for _, fn := range []string{"http_flood", "http_big_body", "http_header_flood", "http_get"} {
-		f.extismPluginAs(t, "n_"+fn, fn, nil, netGrant, "network")
+		f.ExtismPluginAs(t, "n_"+fn, fn, nil, netGrant, "network")
 	}
 	for _, c := range []struct {
 		name, tool, n string
@@ -174,7 +144,7 @@ func TestExtismHostFunctionSections(t *testing.T) {
 		{"http_request: not JSON", "x_http_bad_json", "", registry.ExecutionFailed, nil},
 		{"http_request: request at a bad address", "x_http_bad_addr", fmt.Sprint(uint64(1) << 33), registry.ExecutionFailed, nil},
 		{"http_request: 100 requests", "n_http_flood", counted.URL, registry.ExecutionFailed, func(t *testing.T, _ json.RawMessage, _ error) {
-			if n := counted.hits.Swap(0); n != 16 {
+			if n := counted.Hits.Swap(0); n != 16 {
 				t.Errorf("the granted host was reached %d times; want the per-call cap, 16", n)
 			}
 		}},
@@ -185,22 +155,22 @@ func TestExtismHostFunctionSections(t *testing.T) {
 		{"http_request: redirected to the metadata address", "n_http_get", redirector.URL + "/?to=http://169.254.169.254/latest/meta-data/", registry.PermissionDenied, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			args, _ := json.Marshal(map[string]string{"n": c.n})
-			got := inv(f.reg.Invoke(context.Background(), c.tool, args))
-			f.after(t, before, got, c.want)
-			if got.err != nil {
-				t.Log(got.err)
+			got := hostile.Inv(f.Reg.Invoke(context.Background(), c.tool, args))
+			f.After(t, before, got, c.want)
+			if got.Err != nil {
+				t.Log(got.Err)
 			}
 			if c.check != nil {
-				c.check(t, got.out, got.err)
+				c.check(t, got.Out, got.Err)
 			}
 		})
 	}
-	if n := counted.hits.Load(); n != 0 {
+	if n := counted.Hits.Load(); n != 0 {
 		t.Errorf("a request over the cap reached the server %d times", n)
 	}
-	if n := target.hits.Load(); n != 0 {
+	if n := target.Hits.Load(); n != 0 {
 		t.Errorf("the host not granted was reached %d times", n)
 	}
 }
@@ -211,10 +181,10 @@ func TestExtismHostFunctionSections(t *testing.T) {
 // terminal, and the host unharmed; a hostile answer to a call ends as the
 // Kind the case names, its text cleaned.
 func TestMCPPluginListings(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	wasm, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "plugins", "hostile.wasm"))
-	must(t, err)
-	g := wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout * 5, MaxStdout: 1 << 20}}
+	f := hostile.NewFixture(t, runtime.Config{})
+	wasm, err := os.ReadFile(filepath.Join(hostile.RepoRoot, "testdata", "plugins", "hostile.wasm"))
+	hostile.Must(t, err)
+	g := wasmtools.Grant{Limits: runtime.Limits{Timeout: hostile.CallTimeout * 5, MaxStdout: 1 << 20}}
 	for _, c := range []struct{ list, want string }{
 		{"flood", "300 tools, at most 256"},
 		{"dup", `both map to the name "h__a_b"`},
@@ -226,8 +196,8 @@ func TestMCPPluginListings(t *testing.T) {
 		{"empty", "lists no tools"},
 	} {
 		t.Run(c.list, func(t *testing.T) {
-			before := f.snapshot(t)
-			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": c.list}}, g)
+			before := f.Snapshot(t)
+			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.Rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": c.list}}, g)
 			for _, tool := range tools {
 				tool.Close(context.Background())
 			}
@@ -235,27 +205,27 @@ func TestMCPPluginListings(t *testing.T) {
 				t.Fatalf("got %d tools, error %v; want the plug-in refused: %q", len(tools), err, c.want)
 			}
 			t.Log(err)
-			checkModelText(t, err.Error())
+			hostile.CheckModelText(t, err.Error())
 			if len(err.Error()) > 2<<10 {
 				t.Errorf("the refusal is %d bytes", len(err.Error()))
 			}
-			f.stillWorks(t)
-			checkLeaks(t, before)
+			f.StillWorks(t)
+			hostile.CheckLeaks(t, before)
 		})
 	}
 	t.Run("evil names and descriptions are cleaned", func(t *testing.T) {
-		tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": "evil"}}, g)
-		must(t, err)
+		tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.Rt, wasm, wasmtools.MCPPlugin{Name: "h", Config: map[string]string{"list": "evil"}}, g)
+		hostile.Must(t, err)
 		defer tools[0].Close(context.Background())
 		tool := tools[0]
 		if !registry.ValidName(tool.Name()) {
 			t.Errorf("name %q is not a valid tool name", tool.Name())
 		}
-		checkModelText(t, tool.Description())
+		hostile.CheckModelText(t, tool.Description())
 		if len(tool.Description()) > registry.MaxDescriptionBytes {
 			t.Errorf("description is %d bytes, cap %d", len(tool.Description()), registry.MaxDescriptionBytes)
 		}
-		checkModelText(t, string(tool.Parameters()))
+		hostile.CheckModelText(t, string(tool.Parameters()))
 		if strings.Contains(string(tool.Parameters()), `\u001b`) {
 			t.Errorf("schema keeps an escape: %s", tool.Parameters())
 		}
@@ -269,14 +239,14 @@ func TestMCPPluginListings(t *testing.T) {
 		{"ansi_error", registry.ExecutionFailed, nil},
 		{"ansi_text", "", func(t *testing.T, out json.RawMessage) {
 			var s string
-			must(t, json.Unmarshal(out, &s))
-			checkModelText(t, s)
+			hostile.Must(t, json.Unmarshal(out, &s))
+			hostile.CheckModelText(t, s)
 		}},
 		{"ansi_structured", "", func(t *testing.T, out json.RawMessage) {
 			var m map[string]string
-			must(t, json.Unmarshal(out, &m))
+			hostile.Must(t, json.Unmarshal(out, &m))
 			for k, v := range m {
-				checkModelText(t, k+v)
+				hostile.CheckModelText(t, k+v)
 			}
 		}},
 		{"notjson", registry.ExecutionFailed, nil},
@@ -288,15 +258,15 @@ func TestMCPPluginListings(t *testing.T) {
 		{"huge", registry.OutputLimit, nil},
 	} {
 		t.Run("call "+c.call, func(t *testing.T) {
-			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.rt, wasm, wasmtools.MCPPlugin{Name: "c_" + c.call, Config: map[string]string{"call": c.call}}, g)
-			must(t, err)
-			f.register(t, tools[0])
-			t.Cleanup(func() { f.reg.Unregister(tools[0].Name()); tools[0].Close(context.Background()) })
-			before := f.snapshot(t)
-			got := inv(f.reg.Invoke(context.Background(), tools[0].Name(), json.RawMessage(`{}`)))
-			f.after(t, before, got, c.want)
-			if c.check != nil && got.err == nil {
-				c.check(t, got.out)
+			tools, err := wasmtools.LoadMCPPlugin(context.Background(), f.Rt, wasm, wasmtools.MCPPlugin{Name: "c_" + c.call, Config: map[string]string{"call": c.call}}, g)
+			hostile.Must(t, err)
+			f.Register(t, tools[0])
+			t.Cleanup(func() { f.Reg.Unregister(tools[0].Name()); tools[0].Close(context.Background()) })
+			before := f.Snapshot(t)
+			got := hostile.Inv(f.Reg.Invoke(context.Background(), tools[0].Name(), json.RawMessage(`{}`)))
+			f.After(t, before, got, c.want)
+			if c.check != nil && got.Err == nil {
+				c.check(t, got.Out)
 			}
 		})
 	}

@@ -1,9 +1,8 @@
-package hostile
+package sandbox
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,29 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
 
-// withSection appends a custom section name=data to wasm, bypassing Pack's
-// checks: an attacker writes the bytes it likes.
-func withSection(wasm []byte, name string, data []byte) []byte {
-	body := binary.AppendUvarint(nil, uint64(len(name)))
-	body = append(append(body, name...), data...)
-	out := append(append([]byte{}, wasm...), 0)
-	out = binary.AppendUvarint(out, uint64(len(body)))
-	return append(out, body...)
-}
-
 // TestManifests: manifests written to deceive are refused at load (or at
 // registration) with a typed error, and what is accepted is what the
 // sandbox enforces.
 func TestManifests(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	refHits := newPeer(t, nil)
-	bare := hostileWasm(t)
-	m := func(s string) []byte { return withSection(bare, "agrun.manifest", []byte(s)) }
+	f := hostile.NewFixture(t, runtime.Config{})
+	refHits := hostile.NewPeer(t, nil)
+	bare := hostile.HostileWasm(t)
+	m := func(s string) []byte { return hostile.WithSection(bare, "agrun.manifest", []byte(s)) }
 	ok := `{"name":"x","description":"d"}`
 	for _, c := range []struct {
 		name string
@@ -58,7 +48,7 @@ func TestManifests(t *testing.T) {
 		{"unknown permission", m(`{"name":"x","description":"d","permissions":["root"]}`)},
 		{"permission listed twice", m(`{"name":"x","description":"d","permissions":["network","network"]}`)},
 		{"wrong output", m(`{"name":"x","description":"d","output":"binary"}`)},
-		{"two manifest sections", withSection(m(ok), "agrun.manifest", []byte(`{"name":"y","description":"d","permissions":["network"]}`))},
+		{"two manifest sections", hostile.WithSection(m(ok), "agrun.manifest", []byte(`{"name":"y","description":"d","permissions":["network"]}`))},
 		{"schema $ref to a file", m(`{"name":"x","description":"d","parameters":{"type":"object","$ref":"file:///etc/passwd"}}`)},
 		{"schema $ref to a URL", m(`{"name":"x","description":"d","parameters":{"type":"object","properties":{"a":{"$ref":"` + refHits.URL + `/schema.json"}}}}`)},
 		{"schema $id rebasing to a URL", m(`{"name":"x","description":"d","parameters":{"type":"object","$id":"` + refHits.URL + `/","properties":{"a":{"$ref":"other.json"}}}}`)},
@@ -68,17 +58,17 @@ func TestManifests(t *testing.T) {
 		{"no manifest", bare},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			tool, err := wasmtools.Load(context.Background(), f.rt, c.wasm, wasmtools.Grant{})
+			before := f.Snapshot(t)
+			tool, err := wasmtools.Load(context.Background(), f.Rt, c.wasm, wasmtools.Grant{})
 			if err == nil {
-				err = f.reg.Register(tool)
+				err = f.Reg.Register(tool)
 				tool.Close(context.Background())
 			}
 			if err == nil {
 				t.Errorf("accepted: %s", tool.Name())
-				f.reg.Unregister(tool.Name())
+				f.Reg.Unregister(tool.Name())
 			} else {
-				checkModelText(t, err.Error())
+				hostile.CheckModelText(t, err.Error())
 			}
 			if c.name == "escape in the description" {
 				// Refused at load, naming the field, not cleaned silently.
@@ -87,37 +77,37 @@ func TestManifests(t *testing.T) {
 					t.Errorf("error %v (%T); want a *wasmtools.ManifestError for the description", err, err)
 				}
 			}
-			if refHits.hits.Load() != 0 {
+			if refHits.Hits.Load() != 0 {
 				t.Errorf("a schema reference was fetched")
 			}
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 
 	t.Run("pinned hash mismatch", func(t *testing.T) {
-		before := f.snapshot(t)
-		wasm := pack(t, bare, "pinned")
+		before := f.Snapshot(t)
+		wasm := hostile.Pack(t, bare, "pinned")
 		sum := sha256.Sum256(append(wasm, 0))
-		_, err := wasmtools.Load(context.Background(), f.rt, wasm, wasmtools.Grant{SHA256: hex.EncodeToString(sum[:])})
+		_, err := wasmtools.Load(context.Background(), f.Rt, wasm, wasmtools.Grant{SHA256: hex.EncodeToString(sum[:])})
 		if !errors.Is(err, wasmtools.ErrIntegrity) {
 			t.Errorf("error %v; want ErrIntegrity", err)
 		}
-		f.after(t, before, outcome{}, "")
+		f.After(t, before, hostile.Outcome{}, "")
 	})
 
 	// Lying permissions: what a manifest declares is checked against the
 	// operator's policy before anything runs, and what it does not declare
 	// it does not get.
 	t.Run("declares shell, which the policy denies", func(t *testing.T) {
-		f.register(t, f.load(t, pack(t, bare, "liar_shell", "shell"), wasmtools.Grant{}))
-		before := f.snapshot(t)
-		f.after(t, before, inv(f.reg.Invoke(context.Background(), "liar_shell", argsJSON(t, map[string]any{"op": "spin"}))), registry.PermissionDenied)
+		f.Register(t, f.Load(t, hostile.Pack(t, bare, "liar_shell", "shell"), wasmtools.Grant{}))
+		before := f.Snapshot(t)
+		f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), "liar_shell", hostile.ArgsJSON(t, map[string]any{"op": "spin"}))), registry.PermissionDenied)
 	})
 	t.Run("declares nothing, calls the network", func(t *testing.T) {
-		f.register(t, f.load(t, pack(t, bare, "liar_net"), wasmtools.Grant{AllowedHosts: []string{refHits.host}, AllowPrivate: true}))
-		before := f.snapshot(t)
-		f.after(t, before, inv(f.reg.Invoke(context.Background(), "liar_net", argsJSON(t, map[string]any{"op": "http", "url": refHits.URL}))), registry.PermissionDenied)
-		if refHits.hits.Load() != 0 {
+		f.Register(t, f.Load(t, hostile.Pack(t, bare, "liar_net"), wasmtools.Grant{AllowedHosts: []string{refHits.Host}, AllowPrivate: true}))
+		before := f.Snapshot(t)
+		f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), "liar_net", hostile.ArgsJSON(t, map[string]any{"op": "http", "url": refHits.URL}))), registry.PermissionDenied)
+		if refHits.Hits.Load() != 0 {
 			t.Errorf("the undeclared request reached the server")
 		}
 	})
@@ -128,8 +118,8 @@ func TestManifests(t *testing.T) {
 // schema is {"type":"object"}, so only the decoder stands in the way; had
 // it run, "spin" would end in timeout instead of invalid_arguments.
 func TestArguments(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}})
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: hostile.CallTimeout}})
 	deep := strings.Repeat(`{"a":`, 100000) + `1` + strings.Repeat(`}`, 100000)
 	for _, c := range []struct {
 		name, tool, args string
@@ -154,8 +144,8 @@ func TestArguments(t *testing.T) {
 		{"huge tool name", strings.Repeat("n", 1<<20), `{}`, registry.NotFound},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+			before := f.Snapshot(t)
+			f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
 		})
 	}
 }
@@ -180,7 +170,7 @@ func TestManifestTOMLNesting(t *testing.T) {
 		if !errors.As(err, &me) || !strings.Contains(err.Error(), "nested deeper than") {
 			t.Errorf("error %v (%T); want a *wasmtools.ManifestError about the nesting", err, err)
 		} else {
-			checkModelText(t, err.Error())
+			hostile.CheckModelText(t, err.Error())
 		}
 	case <-time.After(10 * time.Second): // a hang detector, far above any honest parse
 		t.Errorf("ParseManifestTOML of %d nested tables (%d bytes) still running after 10 s", n, len(doc))

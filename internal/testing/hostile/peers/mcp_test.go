@@ -1,4 +1,4 @@
-package hostile
+package peers
 
 import (
 	"bytes"
@@ -17,33 +17,19 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agcore/agrun/wasmtools"
-
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/leak"
-	"github.com/agcore/agrun/internal/testing/testguest"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
+	"github.com/agcore/agrun/wasmtools"
 )
-
-// mcpServer builds a misbehaving MCP server: one of mcp's own test servers
-// (mcp/testdata/servers/NAME) or one of ours (testdata/mcp/NAME).
-func mcpServer(t testing.TB, name string) string {
-	t.Helper()
-	dir := filepath.Join("testdata", "mcp", name)
-	if _, err := os.Stat(dir); err != nil {
-		dir = filepath.Join(repoRoot, "mcp", "testdata", "servers", name)
-	}
-	abs, err := filepath.Abs(dir)
-	must(t, err)
-	return testguest.BuildNative(t, abs)
-}
 
 // TestMCPServers: each misbehaving server costs its own calls a typed
 // error, never the process, the registry or the other tools; closing the
 // client leaves no goroutine, descriptor or process behind.
 func TestMCPServers(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	for _, c := range []struct {
 		name, server, tool string
 		env                []string
@@ -62,45 +48,45 @@ func TestMCPServers(t *testing.T) {
 		{"result full of escapes", "evil", "inject", nil, mcp.ClientOptions{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bin := mcpServer(t, c.server)
+			bin := hostile.McpServer(t, c.server)
 			pidfile := filepath.Join(t.TempDir(), "pid")
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			opts := c.opts
-			opts.Logger = quietLogger
+			opts.Logger = hostile.QuietLogger
 			cl, err := mcp.NewClient(c.server, mcp.Stdio{Command: bin, Env: append([]string{"PIDFILE=" + pidfile}, c.env...)}, &opts)
-			must(t, err)
+			hostile.Must(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := cl.Connect(ctx); err != nil {
 				t.Fatalf("Connect: %v", err)
 			}
-			if err := cl.Sync(f.reg); err != nil {
+			if err := cl.Sync(f.Reg); err != nil {
 				t.Fatalf("Sync: %v", err)
 			}
 			args := json.RawMessage(`{}`)
 			if c.tool == "echo" {
 				args = json.RawMessage(`{"text":"ok"}`)
 			}
-			got := inv(f.reg.Invoke(ctx, mcp.ToolName(c.server, c.tool), args))
-			if got.err == nil {
-				checkMCPOutput(t, got.out)
+			got := hostile.Inv(f.Reg.Invoke(ctx, mcp.ToolName(c.server, c.tool), args))
+			if got.Err == nil {
+				checkMCPOutput(t, got.Out)
 			} else {
 				var re *registry.Error
-				if errors.As(got.err, &re) {
+				if errors.As(got.Err, &re) {
 					checkNoInvisible(t, re.Message())
 				}
 			}
-			f.stillWorks(t)
-			must(t, cl.Close(ctx))
-			for _, name := range f.reg.List() {
+			f.StillWorks(t)
+			hostile.Must(t, cl.Close(ctx))
+			for _, name := range f.Reg.List() {
 				if strings.HasPrefix(name, c.server+"__") {
-					f.reg.Unregister(name)
+					f.Reg.Unregister(name)
 				}
 			}
-			f.after(t, before, got, c.want)
+			f.After(t, before, got, c.want)
 			if b, err := os.ReadFile(pidfile); err == nil && c.server == "grandchild" {
 				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-				deadline := time.Now().Add(settle)
+				deadline := time.Now().Add(hostile.Settle)
 				for pid > 0 && !leak.ProcessGone(pid) && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -133,7 +119,7 @@ func checkNoInvisible(t testing.TB, s string) {
 	t.Helper()
 	for _, r := range s {
 		if r >= 0x80 && r < 0xa0 || r >= 0x200b && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2060 && r <= 0x2064 || r == 0xfeff || r >= 0xe0000 && r <= 0xe007f {
-			t.Errorf("text from the server keeps %U: %q", r, truncate(s, 300))
+			t.Errorf("text from the server keeps %U: %q", r, hostile.Truncate(s, 300))
 			return
 		}
 	}
@@ -143,20 +129,20 @@ func checkNoInvisible(t testing.TB, s string) {
 // capped and without invisible characters or escapes, and schemas that
 // refer to files or URLs leave their tool out instead of being fetched.
 func TestMCPDescriptions(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	bin := mcpServer(t, "evil")
-	before := f.snapshot(t)
-	cl, err := mcp.NewClient("evil", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: quietLogger})
-	must(t, err)
+	f := hostile.NewFixture(t, runtime.Config{})
+	bin := hostile.McpServer(t, "evil")
+	before := f.Snapshot(t)
+	cl, err := mcp.NewClient("evil", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: hostile.QuietLogger})
+	hostile.Must(t, err)
 	ctx := context.Background()
-	must(t, cl.Connect(ctx))
-	must(t, cl.Sync(f.reg))
-	names := f.reg.List()
-	for _, d := range f.reg.Definitions() {
+	hostile.Must(t, cl.Connect(ctx))
+	hostile.Must(t, cl.Sync(f.Reg))
+	names := f.Reg.List()
+	for _, d := range f.Reg.Definitions() {
 		if !strings.HasPrefix(d.Name, "evil__") {
 			continue
 		}
-		checkModelText(t, d.Description)
+		hostile.CheckModelText(t, d.Description)
 		if len(d.Description) > mcp.MaxDescriptionBytes {
 			t.Errorf("%s: description is %d bytes; cap %d", d.Name, len(d.Description), mcp.MaxDescriptionBytes)
 		}
@@ -173,13 +159,13 @@ func TestMCPDescriptions(t *testing.T) {
 			}
 		}
 	}
-	must(t, cl.Close(ctx))
+	hostile.Must(t, cl.Close(ctx))
 	for _, n := range names {
 		if strings.HasPrefix(n, "evil__") {
-			f.reg.Unregister(n)
+			f.Reg.Unregister(n)
 		}
 	}
-	f.after(t, before, outcome{}, "")
+	f.After(t, before, hostile.Outcome{}, "")
 }
 
 // TestMCPOverHTTP: a streamable-HTTP MCP endpoint that misbehaves at the
@@ -187,10 +173,10 @@ func TestMCPDescriptions(t *testing.T) {
 // redirects to a forbidden address) fails the connection with a typed
 // error within the client's timeout and leaves nothing behind.
 func TestMCPOverHTTP(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	metadata := newPeer(t, nil) // stands for an address the client must not be sent to
+	f := hostile.NewFixture(t, runtime.Config{})
+	metadata := hostile.NewPeer(t, nil) // stands for an address the client must not be sent to
 	release := make(chan struct{})
-	srv := newPeer(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := hostile.NewPeer(t, func(w http.ResponseWriter, r *http.Request) {
 		// Read the request, so that the server notices a client that goes.
 		io.Copy(io.Discard, r.Body)
 		switch r.URL.Path {
@@ -227,9 +213,9 @@ func TestMCPOverHTTP(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	for _, path := range []string{"/hang", "/garbage", "/endless", "/sse-flood", "/error", "/redirect"} {
 		t.Run(path, func(t *testing.T) {
-			before := f.snapshot(t)
-			cl, err := mcp.NewClient("web", mcp.HTTP{URL: srv.URL + path}, &mcp.ClientOptions{Timeout: 2 * time.Second, Logger: quietLogger, MaxMessageBytes: 1 << 20})
-			must(t, err)
+			before := f.Snapshot(t)
+			cl, err := mcp.NewClient("web", mcp.HTTP{URL: srv.URL + path}, &mcp.ClientOptions{Timeout: 2 * time.Second, Logger: hostile.QuietLogger, MaxMessageBytes: 1 << 20})
+			hostile.Must(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			err = cl.Connect(ctx)
@@ -249,13 +235,13 @@ func TestMCPOverHTTP(t *testing.T) {
 			if err != nil {
 				// The error quotes what the server sent (garbage, error
 				// pages): cleaned, like everything from a server.
-				checkModelText(t, err.Error())
+				hostile.CheckModelText(t, err.Error())
 				checkNoInvisible(t, err.Error())
 			}
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
-	if n := metadata.hits.Load(); n != 0 {
+	if n := metadata.Hits.Load(); n != 0 {
 		t.Logf("the MCP client followed a redirect to another host (%d requests): MCP endpoints are the operator's choice, so this is by design", n)
 	}
 }
@@ -266,9 +252,9 @@ func TestMCPOverHTTP(t *testing.T) {
 // policy and validation as everywhere (duplicate keys, unknown tools, a
 // guest that spins), while the honest tool keeps working.
 func TestMCPServeHTTP(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}})
-	srv := httptest.NewServer(mcp.NewHTTPHandler(f.reg, &mcp.ServerOptions{Logger: quietLogger}))
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "h", wasmtools.Grant{Limits: runtime.Limits{Timeout: hostile.CallTimeout}})
+	srv := httptest.NewServer(mcp.NewHTTPHandler(f.Reg, &mcp.ServerOptions{Logger: hostile.QuietLogger}))
 	t.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{}}
 	post := func(body io.Reader) int {
@@ -294,21 +280,21 @@ func TestMCPServeHTTP(t *testing.T) {
 		}},
 	} {
 		t.Run("raw "+c.name, func(t *testing.T) {
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			if code := post(c.body()); code/100 == 2 {
 				t.Errorf("answered %d", code)
 			}
 			client.CloseIdleConnections()
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 
 	t.Run("hostile calls through a client", func(t *testing.T) {
-		before := f.snapshot(t)
-		cl, err := mcp.NewClient("agrun", mcp.HTTP{URL: srv.URL}, &mcp.ClientOptions{Timeout: 10 * time.Second, Logger: quietLogger})
-		must(t, err)
+		before := f.Snapshot(t)
+		cl, err := mcp.NewClient("agrun", mcp.HTTP{URL: srv.URL}, &mcp.ClientOptions{Timeout: 10 * time.Second, Logger: hostile.QuietLogger})
+		hostile.Must(t, err)
 		ctx := context.Background()
-		must(t, cl.Connect(ctx))
+		hostile.Must(t, cl.Connect(ctx))
 		for _, c := range []struct {
 			tool, args string
 		}{
@@ -322,17 +308,17 @@ func TestMCPServeHTTP(t *testing.T) {
 				t.Errorf("%s %s: succeeded: %s", c.tool, c.args, out)
 				continue
 			}
-			checkModelText(t, err.Error())
+			hostile.CheckModelText(t, err.Error())
 		}
-		out, err := cl.CallTool(ctx, "word_count", json.RawMessage(wordCountArgs))
+		out, err := cl.CallTool(ctx, "word_count", json.RawMessage(hostile.WordCountArgs))
 		if err != nil {
 			t.Errorf("word_count through MCP: %v", err)
 		} else {
-			jsonEqual(t, out, wordCountResult)
+			hostile.JSONEqual(t, out, hostile.WordCountResult)
 		}
-		must(t, cl.Close(ctx))
+		hostile.Must(t, cl.Close(ctx))
 		client.CloseIdleConnections()
-		f.after(t, before, outcome{}, "")
+		f.After(t, before, hostile.Outcome{}, "")
 	})
 }
 

@@ -1,4 +1,4 @@
-package hostile
+package sandbox
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agcore/agrun/internal/testing/testguest"
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/registry"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -25,13 +25,13 @@ import (
 
 // TestCPU: guests that never stop end with timeout, wherever they are.
 func TestCPU(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: callTimeout}}
-	f.register(t, f.load(t, pack(t, wat(t, "spin"), "wat_spin"), lim))
+	f := hostile.NewFixture(t, runtime.Config{})
+	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: hostile.CallTimeout}}
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "spin"), "wat_spin"), lim))
 	// Overflowing the stack takes a while on a busy machine: a longer
 	// deadline, so that the trap, not the deadline, ends it.
-	f.register(t, f.load(t, pack(t, wat(t, "recurse"), "wat_recurse"), wasmtools.Grant{Limits: runtime.Limits{Timeout: 10 * time.Second}}))
-	f.hostile(t, "spin", lim)
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "recurse"), "wat_recurse"), wasmtools.Grant{Limits: runtime.Limits{Timeout: 10 * time.Second}}))
+	f.Hostile(t, "spin", lim)
 
 	// A guest stuck inside a host call: an HTTP peer that never answers.
 	hang := make(chan struct{})
@@ -44,7 +44,7 @@ func TestCPU(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(hang) })
 	host := strings.TrimPrefix(srv.URL, "http://")
-	f.hostile(t, "stuck", wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true, Limits: lim.Limits}, "network")
+	f.Hostile(t, "stuck", wasmtools.Grant{AllowedHosts: []string{host}, AllowPrivate: true, Limits: lim.Limits}, "network")
 
 	for _, c := range []struct {
 		name, tool, args string
@@ -56,13 +56,13 @@ func TestCPU(t *testing.T) {
 		{"runaway recursion", "wat_recurse", `{}`, registry.ExecutionFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+			before := f.Snapshot(t)
+			f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
 		})
 	}
 
 	t.Run("many at once", func(t *testing.T) {
-		before := f.snapshot(t)
+		before := f.Snapshot(t)
 		var calls []registry.Call
 		for i := range 24 {
 			tool, args := "wat_spin", `{}`
@@ -71,30 +71,30 @@ func TestCPU(t *testing.T) {
 			}
 			calls = append(calls, registry.Call{ID: strconv.Itoa(i), Name: tool, Args: json.RawMessage(args)})
 		}
-		invs := f.reg.InvokeAll(context.Background(), calls)
+		invs := f.Reg.InvokeAll(context.Background(), calls)
 		for _, i := range invs[:len(invs)-1] {
-			checkKind(t, i.Err, registry.Timeout)
+			hostile.CheckKind(t, i.Err, registry.Timeout)
 		}
-		f.after(t, before, inv(invs[len(invs)-1]), registry.Timeout)
+		f.After(t, before, hostile.Inv(invs[len(invs)-1]), registry.Timeout)
 	})
 
 	t.Run("caller cancels", func(t *testing.T) {
-		before := f.snapshot(t)
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout/4)
+		before := f.Snapshot(t)
+		ctx, cancel := context.WithTimeout(context.Background(), hostile.CallTimeout/4)
 		defer cancel()
-		f.after(t, before, inv(f.reg.Invoke(ctx, "wat_spin", json.RawMessage(`{}`))), registry.Timeout)
+		f.After(t, before, hostile.Inv(f.Reg.Invoke(ctx, "wat_spin", json.RawMessage(`{}`))), registry.Timeout)
 	})
 }
 
 // TestMemory: growing past the limit ends the call with memory_limit;
 // modules that would need too much up front are refused at load.
 func TestMemory(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second, MemoryBytes: smallMemory}}
-	f.register(t, f.load(t, pack(t, wat(t, "growmem"), "wat_grow"), lim))
-	f.register(t, f.load(t, pack(t, wat(t, "growhuge"), "wat_growhuge"), lim))
-	f.register(t, f.load(t, pack(t, wat(t, "tablecapped"), "wat_tablecapped"), lim))
-	f.hostile(t, "alloc", lim)
+	f := hostile.NewFixture(t, runtime.Config{})
+	lim := wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second, MemoryBytes: hostile.SmallMemory}}
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "growmem"), "wat_grow"), lim))
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "growhuge"), "wat_growhuge"), lim))
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "tablecapped"), "wat_tablecapped"), lim))
+	f.Hostile(t, "alloc", lim)
 
 	for _, c := range []struct {
 		name, tool, args string
@@ -106,8 +106,8 @@ func TestMemory(t *testing.T) {
 		{"table.grow past a declared maximum is refused in the guest", "wat_tablecapped", `{}`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			f.after(t, before, inv(f.reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
+			before := f.Snapshot(t)
+			f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), c.tool, json.RawMessage(c.args))), c.want)
 		})
 	}
 
@@ -121,10 +121,10 @@ func TestMemory(t *testing.T) {
 		{"initial table of ten million", "tablebig", "table 0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			_, err := wasmtools.Load(context.Background(), f.rt, pack(t, wat(t, c.file), "bomb"), lim)
+			before := f.Snapshot(t)
+			_, err := wasmtools.Load(context.Background(), f.Rt, hostile.Pack(t, hostile.WAT(t, c.file), "bomb"), lim)
 			checkRefused(t, err, c.reason)
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 }
@@ -142,7 +142,7 @@ func checkRefused(t testing.TB, err error, reason string) {
 		t.Errorf("error %v; want a ValidationError naming %q", err, reason)
 	}
 	if err != nil {
-		checkModelText(t, err.Error())
+		hostile.CheckModelText(t, err.Error())
 	}
 }
 
@@ -151,7 +151,7 @@ func checkRefused(t testing.TB, err error, reason string) {
 // (VmHWM) stays within MaxInstances instances' worth: calls over the limit
 // wait for a slot instead of all holding memory at once.
 func TestParallelInstancesBoundedRSS(t *testing.T) {
-	r := memoryChild(t, "parallel-rss", pack(t, wat(t, "touchmem"), "touch"))
+	r := memoryChild(t, "parallel-rss", hostile.Pack(t, hostile.WAT(t, "touchmem"), "touch"))
 	t.Logf("baseline RSS %d MiB, peak %d MiB, %d calls: %v", r.Base>>20, r.Peak>>20, r.Calls, r.Kinds)
 	if r.Kinds[string(registry.Timeout)] != r.Calls {
 		t.Errorf("outcomes %v; want %d timeouts", r.Kinds, r.Calls)
@@ -163,18 +163,13 @@ func TestParallelInstancesBoundedRSS(t *testing.T) {
 	}
 }
 
-func cacheDirFor(t testing.TB) string {
-	t.Helper()
-	return testguest.CompilationCacheDir(t)
-}
-
-var _ = registerChild("parallel-rss", func() (string, error) {
+var _ = hostile.RegisterChild("parallel-rss", func() (string, error) {
 	wasm, err := os.ReadFile(os.Getenv("HOSTILE_WASM"))
 	if err != nil {
 		return "", err
 	}
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 2, Logger: quietLogger})
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 2, Logger: hostile.QuietLogger})
 	if err != nil {
 		return "", err
 	}
@@ -183,7 +178,7 @@ var _ = registerChild("parallel-rss", func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	base, err := readProcStatus("VmRSS")
+	base, err := hostile.ReadProcStatus("VmRSS")
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +201,7 @@ var _ = registerChild("parallel-rss", func() (string, error) {
 		}()
 	}
 	wg.Wait()
-	peak, err := readProcStatus("VmHWM")
+	peak, err := hostile.ReadProcStatus("VmHWM")
 	if err != nil {
 		return "", err
 	}
@@ -221,7 +216,7 @@ var _ = registerChild("parallel-rss", func() (string, error) {
 // Config.MaxStackBytes (16 MiB by default), which wazero's doubling turns
 // into at most about three times that of host memory.
 func TestRecursionStackMemory(t *testing.T) {
-	r := memoryChild(t, "parallel-recurse", pack(t, wat(t, "recurse"), "recurse"))
+	r := memoryChild(t, "parallel-recurse", hostile.Pack(t, hostile.WAT(t, "recurse"), "recurse"))
 	perCall := (r.Peak - r.Base) / 4
 	t.Logf("baseline RSS %d MiB, peak %d MiB with 4 recursions at once (memory limit 1 MiB each): about %d MiB per call; %v", r.Base>>20, r.Peak>>20, perCall>>20, r.Kinds)
 	if r.Kinds[string(registry.ExecutionFailed)] != r.Calls {
@@ -232,13 +227,13 @@ func TestRecursionStackMemory(t *testing.T) {
 	}
 }
 
-var _ = registerChild("parallel-recurse", func() (string, error) {
+var _ = hostile.RegisterChild("parallel-recurse", func() (string, error) {
 	wasm, err := os.ReadFile(os.Getenv("HOSTILE_WASM"))
 	if err != nil {
 		return "", err
 	}
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 4, Logger: quietLogger})
+	rt, err := runtime.New(ctx, runtime.Config{CacheDir: os.Getenv("HOSTILE_CACHE"), MaxInstances: 4, Logger: hostile.QuietLogger})
 	if err != nil {
 		return "", err
 	}
@@ -251,7 +246,7 @@ var _ = registerChild("parallel-recurse", func() (string, error) {
 	if err := reg.Register(tool); err != nil {
 		return "", err
 	}
-	base, err := readProcStatus("VmRSS")
+	base, err := hostile.ReadProcStatus("VmRSS")
 	if err != nil {
 		return "", err
 	}
@@ -264,7 +259,7 @@ var _ = registerChild("parallel-recurse", func() (string, error) {
 	for _, i := range reg.InvokeAll(ctx, calls) {
 		kinds[string(registry.KindOf(i.Err))]++
 	}
-	peak, err := readProcStatus("VmHWM")
+	peak, err := hostile.ReadProcStatus("VmHWM")
 	if err != nil {
 		return "", err
 	}
@@ -307,6 +302,21 @@ func TestReactorAttacks(t *testing.T) {
 			t.Errorf("%s did not run and pass against the reactor build:\n%s", name, out)
 		}
 	}
+}
+
+// TestMain starts the reactor run before the other tests, so that it runs
+// beside them (TestReactorAttacks).
+func TestMain(m *testing.M) {
+	hostile.Main(m, func() func() {
+		if os.Getenv("AGRUN_HOSTILE_REACTOR") != "1" && selected("TestReactorAttacks") {
+			reactor = startReactor()
+		}
+		return func() {
+			if reactor != nil {
+				reactor.stop()
+			}
+		}
+	})
 }
 
 // reactor is the reactor run TestMain started (nil: none, or taken).
@@ -400,8 +410,8 @@ type memoryResult struct {
 // memoryChild runs child name on the module wasm and returns its report.
 func memoryChild(t *testing.T, name string, wasm []byte) memoryResult {
 	t.Helper()
-	wasmPath := writeTemp(t, name+".wasm", wasm)
-	line, st := child(t, name, 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+cacheDirFor(t))
+	wasmPath := hostile.WriteTemp(t, name+".wasm", wasm)
+	line, st := hostile.Child(t, name, 2*time.Minute, "HOSTILE_WASM="+wasmPath, "HOSTILE_CACHE="+hostile.CacheDirFor(t))
 	if !st.Success() {
 		t.Fatalf("child failed: %s", line)
 	}

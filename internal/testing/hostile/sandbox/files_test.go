@@ -1,4 +1,4 @@
-package hostile
+package sandbox
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/leak"
 	"github.com/agcore/agrun/registry"
-
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
@@ -33,9 +33,9 @@ type fsCase struct {
 // outside must not change. The same escapes at the FS level, with errnos,
 // are in runtime/internal/sandboxfs/escape_test.go.
 func TestFilesEscapes(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write", "delete")
-	outsideSecret := filepath.Join(f.outside, "secret.txt")
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "fs", wasmtools.Grant{Mounts: f.MountRW()}, "filesystem", "read", "write", "delete")
+	outsideSecret := filepath.Join(f.Outside, "secret.txt")
 
 	op := func(op, path string, kv ...any) map[string]any {
 		m := map[string]any{"op": op, "path": path}
@@ -75,40 +75,40 @@ func TestFilesEscapes(t *testing.T) {
 		{"proc", op("read", "/proc/self/environ")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := f.snapshot(t)
-			got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, c.args)))
-			f.after(t, before, got, "")
-			if got.err != nil {
+			before := f.Snapshot(t)
+			got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, c.args)))
+			f.After(t, before, got, "")
+			if got.Err != nil {
 				return
 			}
-			r := decodeReply(t, got.out)
+			r := hostile.DecodeReply(t, got.Out)
 			if r.OK {
 				t.Errorf("the escape worked: %+v", r)
 			}
-			if strings.Contains(string(got.out), secret) {
-				t.Errorf("outside content reached the guest: %s", got.out)
+			if strings.Contains(string(got.Out), hostile.Secret) {
+				t.Errorf("outside content reached the guest: %s", got.Out)
 			}
 		})
 	}
 
 	// Guest-made symlinks that exist after the attempts must not lead out.
 	t.Run("guest symlinks stay inside", func(t *testing.T) {
-		before := f.snapshot(t)
-		var last outcome
+		before := f.Snapshot(t)
+		var last hostile.Outcome
 		for _, p := range []string{"/data/mine", "/data/mine2", "/data/mine3/secret.txt"} {
-			last = inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("read", p))))
-			if last.err == nil && strings.Contains(string(last.out), secret) {
-				t.Errorf("%s: read the secret: %s", p, last.out)
+			last = hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, op("read", p))))
+			if last.Err == nil && strings.Contains(string(last.Out), hostile.Secret) {
+				t.Errorf("%s: read the secret: %s", p, last.Out)
 			}
 		}
-		f.after(t, before, last, "")
+		f.After(t, before, last, "")
 	})
 
 	t.Run("only the mount is visible", func(t *testing.T) {
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "probe", "paths": []string{"/etc/passwd", "/outside/secret.txt", "/data/hello.txt"}})))
-		f.after(t, before, got, "")
-		r := decodeReply(t, got.out)
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, map[string]any{"op": "probe", "paths": []string{"/etc/passwd", "/outside/secret.txt", "/data/hello.txt"}})))
+		f.After(t, before, got, "")
+		r := hostile.DecodeReply(t, got.Out)
 		// Listing "/" may fail (there is no root preopen) or show the mount.
 		if ls := r.Each["ls /"]; ls == nil || ls.OK && strings.Join(ls.Names, ",") != "data" {
 			t.Errorf("ls / = %+v; want only data, or an error", ls)
@@ -116,17 +116,17 @@ func TestFilesEscapes(t *testing.T) {
 		if h := r.Each["/data/hello.txt"]; h == nil || h.Data != "hello" {
 			t.Errorf("the mount itself does not work: %+v", h)
 		}
-		if strings.Contains(string(got.out), secret) {
-			t.Errorf("secret reached the guest: %s", got.out)
+		if strings.Contains(string(got.Out), hostile.Secret) {
+			t.Errorf("secret reached the guest: %s", got.Out)
 		}
 	})
 
 	t.Run("directory swapped for a symlink during the run", func(t *testing.T) {
-		before := f.snapshot(t)
-		swapDir := filepath.Join(f.mount, "swap")
-		must(t, os.MkdirAll(swapDir, 0o755))
-		must(t, os.WriteFile(filepath.Join(swapDir, "secret.txt"), []byte("inside"), 0o644))
-		parked := filepath.Join(f.mount, "swap.parked")
+		before := f.Snapshot(t)
+		swapDir := filepath.Join(f.Mount, "swap")
+		hostile.Must(t, os.MkdirAll(swapDir, 0o755))
+		hostile.Must(t, os.WriteFile(filepath.Join(swapDir, "secret.txt"), []byte("inside"), 0o644))
+		parked := filepath.Join(f.Mount, "swap.parked")
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -134,28 +134,28 @@ func TestFilesEscapes(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() {
 				os.Rename(swapDir, parked)
-				os.Symlink(f.outside, swapDir)
+				os.Symlink(f.Outside, swapDir)
 				time.Sleep(50 * time.Microsecond)
 				os.Remove(swapDir)
 				os.Rename(parked, swapDir)
 			}
 		}()
-		var last outcome
+		var last hostile.Outcome
 		for range 20 {
-			last = inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("readn", "/data/swap/secret.txt", "n", 200))))
-			if last.err == nil && strings.Contains(string(last.out), secret) {
-				t.Errorf("read outside content through the swapped directory: %s", last.out)
+			last = hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, op("readn", "/data/swap/secret.txt", "n", 200))))
+			if last.Err == nil && strings.Contains(string(last.Out), hostile.Secret) {
+				t.Errorf("read outside content through the swapped directory: %s", last.Out)
 				break
 			}
-			w := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, op("write", "/data/swap/secret.txt", "data", "overwritten"))))
-			if w.err != nil {
-				t.Errorf("write: %v", w.err)
+			w := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, op("write", "/data/swap/secret.txt", "data", "overwritten"))))
+			if w.Err != nil {
+				t.Errorf("write: %v", w.Err)
 			}
 		}
 		stop.Store(true)
 		wg.Wait()
-		f.after(t, before, last, "")
-		if b, _ := os.ReadFile(filepath.Join(f.outside, "secret.txt")); string(b) != secret {
+		f.After(t, before, last, "")
+		if b, _ := os.ReadFile(filepath.Join(f.Outside, "secret.txt")); string(b) != hostile.Secret {
 			t.Errorf("outside secret is now %q", b)
 		}
 	})
@@ -166,22 +166,22 @@ func TestFilesEscapes(t *testing.T) {
 // TestFilesEscapes), is the same inode; sandboxfs refuses to change a
 // regular file with more than one link, so the outside file stays intact.
 func TestFilesPlantedHardLink(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write")
-	victim := filepath.Join(f.outside, "victim.txt")
-	must(t, os.WriteFile(victim, []byte(secret), 0o644))
-	if err := os.Link(victim, filepath.Join(f.mount, "hard")); err != nil {
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "fs", wasmtools.Grant{Mounts: f.MountRW()}, "filesystem", "read", "write")
+	victim := filepath.Join(f.Outside, "victim.txt")
+	hostile.Must(t, os.WriteFile(victim, []byte(hostile.Secret), 0o644))
+	if err := os.Link(victim, filepath.Join(f.Mount, "hard")); err != nil {
 		t.Fatalf("cannot hard link here: %v", err)
 	}
-	before := f.snapshot(t)
-	got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "write", "path": "/data/hard", "data": "overwritten"})))
-	checkKind(t, got.err, "")
-	f.stillWorks(t)
-	checkLeaks(t, before)
-	if r := decodeReply(t, got.out); r.OK {
-		t.Errorf("the write through the planted hard link worked: %s", got.out)
+	before := f.Snapshot(t)
+	got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, map[string]any{"op": "write", "path": "/data/hard", "data": "overwritten"})))
+	hostile.CheckKind(t, got.Err, "")
+	f.StillWorks(t)
+	hostile.CheckLeaks(t, before)
+	if r := hostile.DecodeReply(t, got.Out); r.OK {
+		t.Errorf("the write through the planted hard link worked: %s", got.Out)
 	}
-	if b, _ := os.ReadFile(victim); string(b) != secret {
+	if b, _ := os.ReadFile(victim); string(b) != hostile.Secret {
 		t.Errorf("a hard link planted in a writable mount let the guest write the outside file it shares an inode with (now %q)", b)
 	}
 }
@@ -189,12 +189,12 @@ func TestFilesPlantedHardLink(t *testing.T) {
 // TestFilesReadOnly: a read-only mount refuses every change, whichever way
 // the read-only-ness came about (the mount, or an undeclared "write").
 func TestFilesReadOnly(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "ro_mount", wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: f.mount, Guest: "/data"}}}, "filesystem", "read", "write", "delete")
-	f.hostile(t, "ro_declared", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read")
-	f.hostile(t, "no_fs_declared", wasmtools.Grant{Mounts: f.mountRW()})
-	f.hostile(t, "no_fs_granted", wasmtools.Grant{}, "filesystem", "read", "write")
-	mountHash := leak.Tree(t, f.mount, "")
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "ro_mount", wasmtools.Grant{Mounts: []wasmtools.Mount{{Host: f.Mount, Guest: "/data"}}}, "filesystem", "read", "write", "delete")
+	f.Hostile(t, "ro_declared", wasmtools.Grant{Mounts: f.MountRW()}, "filesystem", "read")
+	f.Hostile(t, "no_fs_declared", wasmtools.Grant{Mounts: f.MountRW()})
+	f.Hostile(t, "no_fs_granted", wasmtools.Grant{}, "filesystem", "read", "write")
+	mountHash := leak.Tree(t, f.Mount, "")
 	for _, tool := range []string{"ro_mount", "ro_declared", "no_fs_declared", "no_fs_granted"} {
 		for _, a := range []map[string]any{
 			{"op": "write", "path": "/data/new.txt", "data": "x"},
@@ -208,82 +208,82 @@ func TestFilesReadOnly(t *testing.T) {
 			{"op": "writebig", "path": "/data/big", "n": 1 << 20},
 		} {
 			t.Run(tool+"/"+a["op"].(string)+" "+a["path"].(string), func(t *testing.T) {
-				before := f.snapshot(t)
-				got := inv(f.reg.Invoke(context.Background(), tool, argsJSON(t, a)))
-				f.after(t, before, got, "")
-				if got.err == nil && decodeReply(t, got.out).OK {
-					t.Errorf("the change worked: %s", got.out)
+				before := f.Snapshot(t)
+				got := hostile.Inv(f.Reg.Invoke(context.Background(), tool, hostile.ArgsJSON(t, a)))
+				f.After(t, before, got, "")
+				if got.Err == nil && hostile.DecodeReply(t, got.Out).OK {
+					t.Errorf("the change worked: %s", got.Out)
 				}
-				if h := leak.Tree(t, f.mount, ""); h != mountHash {
-					t.Errorf("the read-only mount changed:\n%s", treeListing(t, f.mount))
+				if h := leak.Tree(t, f.Mount, ""); h != mountHash {
+					t.Errorf("the read-only mount changed:\n%s", hostile.TreeListing(t, f.Mount))
 				}
 			})
 		}
 	}
 	t.Run("no_fs_declared sees nothing", func(t *testing.T) {
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "no_fs_declared", argsJSON(t, map[string]any{"op": "probe", "paths": []string{"/data/hello.txt"}})))
-		f.after(t, before, got, "")
-		if strings.Contains(string(got.out), "hello\"") {
-			t.Errorf("a tool that did not declare filesystem read the mount: %s", got.out)
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "no_fs_declared", hostile.ArgsJSON(t, map[string]any{"op": "probe", "paths": []string{"/data/hello.txt"}})))
+		f.After(t, before, got, "")
+		if strings.Contains(string(got.Out), "hello\"") {
+			t.Errorf("a tool that did not declare filesystem read the mount: %s", got.Out)
 		}
 	})
 }
 
 // TestFilesResources: thousands of files, and filling the disk.
 func TestFilesResources(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	f.hostile(t, "fs", wasmtools.Grant{Mounts: f.mountRW(), Limits: runtime.Limits{Timeout: 20 * time.Second}}, "filesystem", "read", "write", "delete")
+	f := hostile.NewFixture(t, runtime.Config{})
+	f.Hostile(t, "fs", wasmtools.Grant{Mounts: f.MountRW(), Limits: runtime.Limits{Timeout: 20 * time.Second}}, "filesystem", "read", "write", "delete")
 
 	t.Run("thousands of open files", func(t *testing.T) {
-		must(t, os.MkdirAll(filepath.Join(f.mount, "many"), 0o755))
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "openmany", "path": "/data/many", "n": 5000})))
-		f.after(t, before, got, "")
-		r := decodeReply(t, got.out)
+		hostile.Must(t, os.MkdirAll(filepath.Join(f.Mount, "many"), 0o755))
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, map[string]any{"op": "openmany", "path": "/data/many", "n": 5000})))
+		f.After(t, before, got, "")
+		r := hostile.DecodeReply(t, got.Out)
 		t.Logf("guest held %d files open, then: %s", r.N, r.Err)
 		if r.OK || r.N > 1024 {
 			t.Errorf("guest held %d files open; want the cap (1024) to stop it", r.N)
 		}
 	})
 
-	f.hostile(t, "fs_short", wasmtools.Grant{Mounts: f.mountRW()}, "filesystem", "read", "write")
+	f.Hostile(t, "fs_short", wasmtools.Grant{Mounts: f.MountRW()}, "filesystem", "read", "write")
 
 	t.Run("a FIFO planted in the mount", func(t *testing.T) {
-		must(t, syscall.Mkfifo(filepath.Join(f.mount, "fifo"), 0o644))
-		defer os.Remove(filepath.Join(f.mount, "fifo"))
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "fs_short", argsJSON(t, map[string]any{"op": "read", "path": "/data/fifo"})))
+		hostile.Must(t, syscall.Mkfifo(filepath.Join(f.Mount, "fifo"), 0o644))
+		defer os.Remove(filepath.Join(f.Mount, "fifo"))
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs_short", hostile.ArgsJSON(t, map[string]any{"op": "read", "path": "/data/fifo"})))
 		// Refused (sandboxfs opens no special files), or at worst ended by
 		// the deadline: never a host thread blocked on the FIFO for good.
-		if got.err != nil {
-			f.after(t, before, got, registry.Timeout)
+		if got.Err != nil {
+			f.After(t, before, got, registry.Timeout)
 		} else {
-			f.after(t, before, got, "")
-			if decodeReply(t, got.out).OK {
-				t.Errorf("read a FIFO: %s", got.out)
+			f.After(t, before, got, "")
+			if hostile.DecodeReply(t, got.Out).OK {
+				t.Errorf("read a FIFO: %s", got.Out)
 			}
 		}
 	})
 
 	t.Run("a 1 GiB sparse file", func(t *testing.T) {
-		p := filepath.Join(f.mount, "sparse")
+		p := filepath.Join(f.Mount, "sparse")
 		fh, err := os.Create(p)
-		must(t, err)
-		must(t, fh.Truncate(1<<30))
+		hostile.Must(t, err)
+		hostile.Must(t, fh.Truncate(1<<30))
 		fh.Close()
 		defer os.Remove(p)
-		before := f.snapshot(t)
-		f.after(t, before, inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "read", "path": "/data/sparse"}))), registry.MemoryLimit)
+		before := f.Snapshot(t)
+		f.After(t, before, hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, map[string]any{"op": "read", "path": "/data/sparse"}))), registry.MemoryLimit)
 	})
 
 	t.Run("filling the disk", func(t *testing.T) {
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "fs", argsJSON(t, map[string]any{"op": "writebig", "path": "/data/big", "n": 512 << 20})))
-		fi, statErr := os.Stat(filepath.Join(f.mount, "big"))
-		os.Remove(filepath.Join(f.mount, "big"))
-		f.after(t, before, got, "")
-		r := decodeReply(t, got.out)
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "fs", hostile.ArgsJSON(t, map[string]any{"op": "writebig", "path": "/data/big", "n": 512 << 20})))
+		fi, statErr := os.Stat(filepath.Join(f.Mount, "big"))
+		os.Remove(filepath.Join(f.Mount, "big"))
+		f.After(t, before, got, "")
+		r := hostile.DecodeReply(t, got.Out)
 		if r.OK || r.N > runtime.DefaultMaxWriteBytes {
 			t.Errorf("the guest wrote %d MiB to the mount (ok=%v); want runtime.Limits.MaxWriteBytes (64 MiB) to stop it", r.N>>20, r.OK)
 		}

@@ -1,4 +1,4 @@
-package hostile
+package peers
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agcore/agrun/internal/testing/chattest"
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/loop"
 	"github.com/agcore/agrun/loop/chat"
 	"github.com/agcore/agrun/permission"
@@ -34,9 +35,9 @@ func (c *counter) Execute(ctx context.Context, args json.RawMessage) (json.RawMe
 // itself forever gets typed error messages back, and the run ends within
 // its bounds with a history that is still valid to send.
 func TestModelOutput(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	cnt := &counter{}
-	f.register(t, cnt)
+	f.Register(t, cnt)
 
 	many := make([]chattest.Call, 5000)
 	for i := range many {
@@ -72,13 +73,13 @@ func TestModelOutput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := chattest.New(t, c.script...)
 			cnt.n.Store(0)
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			tr := &http.Transport{}
 			p, err := chat.New(chat.Config{BaseURL: srv.URL, Model: "m", HTTPClient: &http.Client{Transport: tr}})
-			must(t, err)
+			hostile.Must(t, err)
 			cy, err := loop.New(loop.Config{Provider: p, Limits: loop.Limits{MaxTurns: 20}})
-			must(t, err)
-			resp, err := cy.SubmitWithTools(context.Background(), "go", f.reg)
+			hostile.Must(t, err)
+			resp, err := cy.SubmitWithTools(context.Background(), "go", f.Reg)
 			if c.wantErr == nil && err != nil || c.wantErr != nil && !errors.Is(err, c.wantErr) {
 				t.Errorf("run error %v; want %v", err, c.wantErr)
 			}
@@ -94,7 +95,7 @@ func TestModelOutput(t *testing.T) {
 				if m.Role == loop.RoleTool {
 					toolMsgs = append(toolMsgs, m)
 					answered[m.ToolCallID] = true
-					checkModelText(t, m.Content)
+					hostile.CheckModelText(t, m.Content)
 					if len(m.Content) > 64<<10 {
 						t.Errorf("tool message of %d bytes", len(m.Content))
 					}
@@ -113,7 +114,7 @@ func TestModelOutput(t *testing.T) {
 				}
 			}
 			tr.CloseIdleConnections()
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 }

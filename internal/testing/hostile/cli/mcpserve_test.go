@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
@@ -21,16 +22,16 @@ import (
 // malformed line gets a JSON-RPC error, the process does not exit, and the
 // honest call after each one is answered.
 func TestMCPServeStdioMalformed(t *testing.T) {
-	e := newCLIEnv(t, "", "")
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve")
+	e := hostile.NewCLIEnv(t, "", "")
+	cmd := exec.Command(hostile.AgrunBinary(t), "-c", e.Config, "mcp", "serve")
 	cmd.Env = os.Environ()
 	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
-	must(t, err)
+	hostile.Must(t, err)
 	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
+	hostile.Must(t, err)
+	hostile.Must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	exited := make(chan struct{})
 	replies := make(chan string)
@@ -52,7 +53,7 @@ func TestMCPServeStdioMalformed(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("writing to agrun: %v (stderr: %s)", err, truncate(stderr.String(), 2000))
+				t.Fatalf("writing to agrun: %v (stderr: %s)", err, hostile.Truncate(stderr.String(), 2000))
 			}
 		case <-time.After(2 * time.Minute):
 			t.Fatal("agrun stopped reading its stdin")
@@ -70,16 +71,16 @@ func TestMCPServeStdioMalformed(t *testing.T) {
 		select {
 		case line, ok := <-replies:
 			if !ok {
-				t.Fatalf("agrun closed its stdout (exited: %v); stderr: %s", cmd.ProcessState, truncate(stderr.String(), 2000))
+				t.Fatalf("agrun closed its stdout (exited: %v); stderr: %s", cmd.ProcessState, hostile.Truncate(stderr.String(), 2000))
 			}
 			var r reply
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
-				t.Fatalf("stdout line is not JSON: %q", truncate(line, 300))
+				t.Fatalf("stdout line is not JSON: %q", hostile.Truncate(line, 300))
 			}
-			checkTerminalSafe(t, "reply", []byte(strings.TrimSuffix(line, "\n")))
+			hostile.CheckTerminalSafe(t, "reply", []byte(strings.TrimSuffix(line, "\n")))
 			return r, line
 		case <-time.After(2 * time.Minute):
-			t.Fatalf("no reply; stderr: %s", truncate(stderr.String(), 2000))
+			t.Fatalf("no reply; stderr: %s", hostile.Truncate(stderr.String(), 2000))
 		}
 		return reply{}, ""
 	}
@@ -104,23 +105,23 @@ func TestMCPServeStdioMalformed(t *testing.T) {
 	} {
 		send(c.line)
 		if r, line := next(); r.Error == nil || r.Error.Code != c.code {
-			t.Errorf("%s: reply %s, want error %d", c.name, truncate(line, 300), c.code)
+			t.Errorf("%s: reply %s, want error %d", c.name, hostile.Truncate(line, 300), c.code)
 		}
 		id := 100 + i
-		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"word_count","arguments":%s}}`, id, wordCountArgs))
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"word_count","arguments":%s}}`, id, hostile.WordCountArgs))
 		if r, line := next(); string(r.ID) != fmt.Sprint(id) || r.Error != nil || len(r.Result) == 0 || strings.Contains(string(r.Result), `"isError":true`) {
-			t.Errorf("%s: the call after it: %s", c.name, truncate(line, 300))
+			t.Errorf("%s: the call after it: %s", c.name, hostile.Truncate(line, 300))
 		}
 	}
 	if s := stderr.String(); strings.Contains(s, "pwned") || strings.Contains(s, "AAAAAAAA") {
-		t.Errorf("the log quotes the input: %s", truncate(s, 1000))
+		t.Errorf("the log quotes the input: %s", hostile.Truncate(s, 1000))
 	}
 	stdin.Close()
 	go func() { cmd.Wait(); close(exited) }()
 	select {
 	case <-exited:
 		if code := cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("exit %d at the end of stdin; stderr: %s", code, truncate(stderr.String(), 2000))
+			t.Errorf("exit %d at the end of stdin; stderr: %s", code, hostile.Truncate(stderr.String(), 2000))
 		}
 	case <-time.After(time.Minute):
 		t.Error("agrun mcp serve did not exit at the end of stdin")
@@ -133,17 +134,17 @@ func TestMCPServeStdioMalformed(t *testing.T) {
 // without the bearer token or with a wrong one gets 401, and the right
 // one is served.
 func TestMCPServeHTTPListener(t *testing.T) {
-	e := newCLIEnv(t, "", "")
+	e := hostile.NewCLIEnv(t, "", "")
 	for _, c := range []struct{ name, tokens string }{
 		{"no tokens", ""},
 		{"short token", "short"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(agrunBinary(t), "-c", e.config, "mcp", "serve", "--http", "0.0.0.0:0")
+			cmd := exec.Command(hostile.AgrunBinary(t), "-c", e.Config, "mcp", "serve", "--http", "0.0.0.0:0")
 			cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+c.tokens)
 			var stderr syncbuf.Buffer
 			cmd.Stderr = &stderr
-			must(t, cmd.Start())
+			hostile.Must(t, cmd.Start())
 			done := make(chan struct{})
 			go func() { cmd.Wait(); close(done) }()
 			select {
@@ -151,7 +152,7 @@ func TestMCPServeHTTPListener(t *testing.T) {
 			case <-time.After(time.Minute):
 				cmd.Process.Kill()
 				<-done
-				t.Fatalf("agrun mcp serve --http 0.0.0.0:0 with AGRUN_TOKENS=%q is serving; stderr: %s", c.tokens, truncate(stderr.String(), 1000))
+				t.Fatalf("agrun mcp serve --http 0.0.0.0:0 with AGRUN_TOKENS=%q is serving; stderr: %s", c.tokens, hostile.Truncate(stderr.String(), 1000))
 			}
 			if code := cmd.ProcessState.ExitCode(); code != 2 {
 				t.Errorf("exit %d, want 2; stderr: %s", code, stderr.String())
@@ -171,24 +172,24 @@ func TestMCPServeHTTPListener(t *testing.T) {
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer wrong-token-0123456789", "Basic " + token, "Bearer " + token + "x", "Bearer " + token[:len(token)-1]} {
 		if code, body := post(auth); code != http.StatusUnauthorized {
-			t.Errorf("Authorization %q: status %d (%s), want 401", auth, code, truncate(body, 200))
+			t.Errorf("Authorization %q: status %d (%s), want 401", auth, code, hostile.Truncate(body, 200))
 		}
 	}
 	if code, body := post("Bearer " + token); code != http.StatusOK || !strings.Contains(body, `"serverInfo"`) {
-		t.Errorf("the right token: status %d: %s", code, truncate(body, 300))
+		t.Errorf("the right token: status %d: %s", code, hostile.Truncate(body, 300))
 	}
 }
 
 // startMCPHTTP starts `agrun mcp serve --http addr` with $AGRUN_TOKENS set
 // to tokens and returns its endpoint on 127.0.0.1.
-func startMCPHTTP(t *testing.T, e *cliEnv, addr, tokens string, flags ...string) string {
+func startMCPHTTP(t *testing.T, e *hostile.CLIEnv, addr, tokens string, flags ...string) string {
 	t.Helper()
-	cmd := exec.Command(agrunBinary(t), append([]string{"-c", e.config, "mcp", "serve", "--http", addr}, flags...)...)
+	cmd := exec.Command(hostile.AgrunBinary(t), append([]string{"-c", e.Config, "mcp", "serve", "--http", addr}, flags...)...)
 	cmd.Env = append(os.Environ(), "AGRUN_TOKENS="+tokens)
 	pr, pw := io.Pipe()
 	var stderr syncbuf.Buffer
 	cmd.Stderr = io.MultiWriter(&stderr, pw)
-	must(t, cmd.Start())
+	hostile.Must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
 	portc := make(chan string, 1)
 	go func() { // the port it chose, from its "MCP server on" line
@@ -237,14 +238,14 @@ func postInitialize(t *testing.T, client *http.Client, url, host, auth string) (
 // TestMCPServeHTTPLoopback: on loopback `agrun mcp serve --http` needs no
 // token, as before, and still refuses a foreign Host (DNS rebinding).
 func TestMCPServeHTTPLoopback(t *testing.T) {
-	e := newCLIEnv(t, "", "")
+	e := hostile.NewCLIEnv(t, "", "")
 	url := startMCPHTTP(t, e, "127.0.0.1:0", "")
 	client := &http.Client{Timeout: 30 * time.Second}
 	if code, body := postInitialize(t, client, url, "", ""); code != http.StatusOK {
-		t.Errorf("loopback without a token: status %d: %s", code, truncate(body, 300))
+		t.Errorf("loopback without a token: status %d: %s", code, hostile.Truncate(body, 300))
 	}
 	if code, body := postInitialize(t, client, url, "attacker.example", ""); code != http.StatusForbidden {
-		t.Errorf("foreign Host: status %d (%s), want 403", code, truncate(body, 300))
+		t.Errorf("foreign Host: status %d (%s), want 403", code, hostile.Truncate(body, 300))
 	}
 }
 
@@ -253,7 +254,7 @@ func TestMCPServeHTTPLoopback(t *testing.T) {
 // of growing the server by a session each, and its open sessions still
 // work.
 func TestMCPServeHTTPSessionCap(t *testing.T) {
-	e := newCLIEnv(t, "", "")
+	e := hostile.NewCLIEnv(t, "", "")
 	url := startMCPHTTP(t, e, "127.0.0.1:0", "")
 	client := &http.Client{Timeout: 30 * time.Second}
 	opened, refused := 0, 0
@@ -264,7 +265,7 @@ func TestMCPServeHTTPSessionCap(t *testing.T) {
 		case http.StatusTooManyRequests:
 			refused++
 		default:
-			t.Fatalf("initialize %d: status %d: %s", i, code, truncate(body, 300))
+			t.Fatalf("initialize %d: status %d: %s", i, code, hostile.Truncate(body, 300))
 		}
 	}
 	if opened != 16 || refused != 24 {

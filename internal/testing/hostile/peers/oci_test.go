@@ -1,4 +1,4 @@
-package hostile
+package peers
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/hostile"
 )
 
 // The OCI section: a hostile registry against the built `agrun pull`.
@@ -144,8 +146,8 @@ func TestOCIHostileRegistry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			host := hostileRegistry(t, c.serve)
-			e := newCLIEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
-			cmd := exec.Command(agrunBinary(t), "-c", e.config, "pull", host+"/x/y:1")
+			e := hostile.NewCLIEnv(t, "", "\n[oci]\ndir = \"modules\"\n")
+			cmd := exec.Command(hostile.AgrunBinary(t), "-c", e.Config, "pull", host+"/x/y:1")
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			start := time.Now()
@@ -164,19 +166,19 @@ func TestOCIHostileRegistry(t *testing.T) {
 			if cmd.ProcessState.ExitCode() == 0 {
 				t.Fatalf("agrun pull succeeded: %s", out.String())
 			}
-			checkTerminalSafe(t, "stderr", errb.Bytes())
+			hostile.CheckTerminalSafe(t, "stderr", errb.Bytes())
 			if !strings.Contains(strings.ToLower(errb.String()), c.want) {
-				t.Errorf("stderr %q, want it to mention %q", truncate(errb.String(), 500), c.want)
+				t.Errorf("stderr %q, want it to mention %q", hostile.Truncate(errb.String(), 500), c.want)
 			}
 			// ru_maxrss counts what the child was at fork (this test
 			// process) too: compared with a child that does nothing.
 			if peak, base := maxRSS(cmd), idleRSS(t); peak > base+128<<10 {
 				t.Errorf("agrun pull peaked at %d MiB RSS, an idle agrun at %d MiB", peak>>10, base>>10)
 			}
-			if mods, _ := filepath.Glob(filepath.Join(filepath.Dir(e.config), "modules", "sha256", "*.wasm")); len(mods) != 0 {
+			if mods, _ := filepath.Glob(filepath.Join(filepath.Dir(e.Config), "modules", "sha256", "*.wasm")); len(mods) != 0 {
 				t.Errorf("a refused pull stored %v", mods)
 			}
-			t.Logf("%s: refused after %s: %s", c.name, time.Since(start).Round(time.Millisecond), truncate(strings.TrimSpace(errb.String()), 300))
+			t.Logf("%s: refused after %s: %s", c.name, time.Since(start).Round(time.Millisecond), hostile.Truncate(strings.TrimSpace(errb.String()), 300))
 		})
 	}
 }
@@ -192,7 +194,7 @@ func maxRSS(cmd *exec.Cmd) int64 {
 // idleRSS is the peak RSS of `agrun --version` started from this process
 // now, in KiB: the part of ru_maxrss that is not the child's own work.
 func idleRSS(t *testing.T) int64 {
-	cmd := exec.Command(agrunBinary(t), "--version")
+	cmd := exec.Command(hostile.AgrunBinary(t), "--version")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
@@ -24,8 +25,8 @@ import (
 // the operator's tools, holds no more descriptors than before and stays
 // within a memory bound; a SIGTERM still ends it cleanly.
 func TestServe(t *testing.T) {
-	peer := newPeer(t, nil)
-	e := newCLIEnv(t, "", fmt.Sprintf(`
+	peer := hostile.NewPeer(t, nil)
+	e := hostile.NewCLIEnv(t, "", fmt.Sprintf(`
 [permissions]
 allowed = ["read", "network", "filesystem", "write"]
 
@@ -56,15 +57,15 @@ memory = "16MiB"
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			t.Fatalf("%s %s: %v (server stderr: %s)", method, path, err, truncate(stderr.String(), 2000))
+			t.Fatalf("%s %s: %v (server stderr: %s)", method, path, err, hostile.Truncate(stderr.String(), 2000))
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
 		var a answer
 		if err := json.Unmarshal(raw, &a); err != nil {
-			t.Errorf("%s %s: answer is not JSON: %q", method, path, truncate(string(raw), 300))
+			t.Errorf("%s %s: answer is not JSON: %q", method, path, hostile.Truncate(string(raw), 300))
 		}
-		checkTerminalSafe(t, method+" "+path+" answer", raw)
+		hostile.CheckTerminalSafe(t, method+" "+path+" answer", raw)
 		return resp.StatusCode, a, raw
 	}
 	upload := func(wasm []byte) (int, answer) {
@@ -87,7 +88,7 @@ memory = "16MiB"
 		}
 		return 0
 	}
-	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 || !a.OK {
+	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(hostile.WordCountArgs)); code != 200 || !a.OK {
 		t.Fatalf("word_count before the attacks: %d %+v", code, a)
 	}
 	fdsBefore, rssBefore := fds(), rss()
@@ -99,12 +100,12 @@ memory = "16MiB"
 		kind string
 	}{
 		{"random bytes", bytes.Repeat([]byte{0xde, 0xad}, 500), "malformed_module"},
-		{"no manifest", hostileWasm(t), "no_manifest"},
-		{"table growth bomb", pack(t, wat(t, "tablegrow"), "bomb"), "module_refused"},
-		{"declared memory over the limit", pack(t, wat(t, "bigmin"), "bigmin"), "module_refused"},
-		{"undeclared import", pack(t, wat(t, "undeclared_env"), "envimport"), "module_refused"},
-		{"over an operator tool", pack(t, hostileWasm(t), "word_count"), "forbidden"},
-		{"invalid manifest", withSection(hostileWasm(t), "agrun.manifest", []byte(`{"name":"x","name":"y","description":"d"}`)), "invalid_manifest"},
+		{"no manifest", hostile.HostileWasm(t), "no_manifest"},
+		{"table growth bomb", hostile.Pack(t, hostile.WAT(t, "tablegrow"), "bomb"), "module_refused"},
+		{"declared memory over the limit", hostile.Pack(t, hostile.WAT(t, "bigmin"), "bigmin"), "module_refused"},
+		{"undeclared import", hostile.Pack(t, hostile.WAT(t, "undeclared_env"), "envimport"), "module_refused"},
+		{"over an operator tool", hostile.Pack(t, hostile.HostileWasm(t), "word_count"), "forbidden"},
+		{"invalid manifest", hostile.WithSection(hostile.HostileWasm(t), "agrun.manifest", []byte(`{"name":"x","name":"y","description":"d"}`)), "invalid_manifest"},
 	} {
 		t.Run("upload "+c.name, func(t *testing.T) {
 			if _, a := upload(c.wasm); a.OK || a.Error.Kind != c.kind {
@@ -113,10 +114,10 @@ memory = "16MiB"
 		})
 	}
 	// The attacker itself, asking for everything; uploads get nothing.
-	if code, a := upload(pack(t, hostileWasm(t), "attacker", "network", "filesystem", "read", "write")); code/100 != 2 {
+	if code, a := upload(hostile.Pack(t, hostile.HostileWasm(t), "attacker", "network", "filesystem", "read", "write")); code/100 != 2 {
 		t.Fatalf("upload attacker: %d %+v", code, a)
 	}
-	if code, a := upload(pack(t, wat(t, "growmem"), "grower")); code/100 != 2 {
+	if code, a := upload(hostile.Pack(t, hostile.WAT(t, "growmem"), "grower")); code/100 != 2 {
 		t.Fatalf("upload grower: %d %+v", code, a)
 	}
 	if _, a, raw := do("POST", "/v1/tools/grower/call", "application/json", []byte(`{}`)); a.Error.Kind != "memory_limit" {
@@ -131,47 +132,47 @@ memory = "16MiB"
 		{"stdout flood", map[string]any{"op": "flood"}, "output_limit"},
 		{"network it asked for", map[string]any{"op": "http", "url": peer.URL}, "permission_denied"},
 		{"files it asked for", map[string]any{"op": "probe", "paths": []string{"/etc/passwd", "/data/x"}}, ""},
-		{"escapes in the error", emit(t, "", terminalAttack, 1), "execution_failed"},
-		{"escapes in the result", emit(t, `{"x":"\u001b[2J"}`, "", 0), ""},
+		{"escapes in the error", hostile.Emit(t, "", hostile.TerminalAttack, 1), "execution_failed"},
+		{"escapes in the result", hostile.Emit(t, `{"x":"\u001b[2J"}`, "", 0), ""},
 		{"duplicate keys", nil, "invalid_arguments"},
 	} {
 		t.Run("call "+c.name, func(t *testing.T) {
-			body := argsJSON(t, c.args)
+			body := hostile.ArgsJSON(t, c.args)
 			if c.args == nil {
 				body = []byte(`{"op":"emit","op":"spin"}`)
 			}
 			_, a, raw := do("POST", "/v1/tools/attacker/call", "application/json", body)
 			if c.kind == "" && !a.OK || c.kind != "" && a.Error.Kind != c.kind {
-				t.Errorf("answer %s; want kind %q", truncate(string(raw), 300), c.kind)
+				t.Errorf("answer %s; want kind %q", hostile.Truncate(string(raw), 300), c.kind)
 			}
-			if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("root:x:0:0")) {
+			if bytes.Contains(raw, []byte(hostile.Secret)) || bytes.Contains(raw, []byte("root:x:0:0")) {
 				t.Errorf("host content reached the client: %s", raw)
 			}
 		})
 	}
-	if peer.hits.Load() != 0 {
+	if peer.Hits.Load() != 0 {
 		t.Errorf("an uploaded tool reached the network")
 	}
-	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 || !a.OK {
+	if code, a, _ := do("POST", "/v1/tools/word_count/call", "application/json", []byte(hostile.WordCountArgs)); code != 200 || !a.OK {
 		t.Errorf("word_count after the attacks: %d %+v", code, a)
 	}
-	deadline := time.Now().Add(settle)
+	deadline := time.Now().Add(hostile.Settle)
 	for fds() > fdsBefore && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if n := fds(); n > fdsBefore {
 		t.Errorf("server holds %d descriptors, %d before the attacks", n, fdsBefore)
 	}
-	if r := rss(); r > rssBefore+maxRSSGrowth {
+	if r := rss(); r > rssBefore+hostile.MaxRSSGrowth {
 		t.Errorf("server RSS grew from %d to %d MiB", rssBefore>>20, r>>20)
 	}
-	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	hostile.Must(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("agrun serve after SIGTERM: %v\n%s", err, truncate(stderr.String(), 2000))
+			t.Errorf("agrun serve after SIGTERM: %v\n%s", err, hostile.Truncate(stderr.String(), 2000))
 		}
 	case <-time.After(time.Minute):
 		t.Errorf("agrun serve did not stop after SIGTERM")
@@ -183,17 +184,17 @@ memory = "16MiB"
 // killed at the end of the test. The process gets env added to the test's
 // environment ($AGRUN_TOKENS is empty unless env sets it); its stderr also
 // goes to stderr, if not nil.
-func startServe(t *testing.T, e *cliEnv, stderr io.Writer, env ...string) (string, *exec.Cmd) {
+func startServe(t *testing.T, e *hostile.CLIEnv, stderr io.Writer, env ...string) (string, *exec.Cmd) {
 	t.Helper()
 	var log syncbuf.Buffer
 	if stderr == nil {
 		stderr = &log
 	}
-	cmd := exec.Command(agrunBinary(t), "-c", e.config, "serve", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(hostile.AgrunBinary(t), "-c", e.Config, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(append(os.Environ(), "AGRUN_TOKENS="), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(stderr, &log, pw)
-	must(t, cmd.Start())
+	hostile.Must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); pw.Close() })
 	addrc := make(chan string, 1)
 	go func() { // the port the server chose, from its "serving on" line
@@ -210,7 +211,7 @@ func startServe(t *testing.T, e *cliEnv, stderr io.Writer, env ...string) (strin
 	case a := <-addrc:
 		return "http://" + a, cmd
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("agrun serve did not say where it listens: %s", truncate(log.String(), 2000))
+		t.Fatalf("agrun serve did not say where it listens: %s", hostile.Truncate(log.String(), 2000))
 		return "", nil
 	}
 }

@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/mcp"
 	"github.com/agcore/agrun/permission"
 	"github.com/agcore/agrun/registry"
@@ -50,8 +51,8 @@ func nestedA(depth int) string {
 func withParameters(t testing.TB, name string, schema json.RawMessage) []byte {
 	t.Helper()
 	m, err := json.Marshal(map[string]any{"name": name, "description": "a costly schema", "parameters": schema})
-	must(t, err)
-	return withSection(hostileWasm(t), "agrun.manifest", m)
+	hostile.Must(t, err)
+	return hostile.WithSection(hostile.HostileWasm(t), "agrun.manifest", m)
 }
 
 // schemaTool is a registry.Tool with the given schema, counting its runs.
@@ -79,7 +80,7 @@ func checkCostRefusal(t testing.TB, err error) {
 	if want := fmt.Sprintf("more than %d subschemas", registry.MaxSchemaCost); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not name the cost (%q)", err, want)
 	}
-	checkModelText(t, err.Error())
+	hostile.CheckModelText(t, err.Error())
 }
 
 // TestSchemaBombs: the issue's schemas are refused when a tool is loaded
@@ -87,54 +88,54 @@ func checkCostRefusal(t testing.TB, err error) {
 // a schema whose cost grows with the arguments' depth is stopped by the
 // run-time budget before the tool runs. The host keeps its memory bound.
 func TestSchemaBombs(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	ctx := context.Background()
 	for _, c := range []struct {
 		kw string
 		n  int
 	}{{"anyOf", 26}, {"allOf", 40}} {
 		t.Run(fmt.Sprintf("%s %d", c.kw, c.n), func(t *testing.T) {
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			schema := chainSchema(c.kw, c.n)
-			_, err := wasmtools.Load(ctx, f.rt, withParameters(t, "bomb", schema), wasmtools.Grant{})
+			_, err := wasmtools.Load(ctx, f.Rt, withParameters(t, "bomb", schema), wasmtools.Grant{})
 			checkCostRefusal(t, err)
 			tool := &schemaTool{name: "bomb", schema: schema}
-			checkCostRefusal(t, f.reg.Register(tool))
-			if _, ok := f.reg.Get("bomb"); ok {
+			checkCostRefusal(t, f.Reg.Register(tool))
+			if _, ok := f.Reg.Get("bomb"); ok {
 				t.Error("the tool was registered")
 			}
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 	t.Run("under the cap", func(t *testing.T) {
-		before := f.snapshot(t)
-		f.register(t, f.load(t, withParameters(t, "chain", chainSchema("anyOf", 11)), wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second}}))
-		defer f.reg.Unregister("chain")
+		before := f.Snapshot(t)
+		f.Register(t, f.Load(t, withParameters(t, "chain", chainSchema("anyOf", 11)), wasmtools.Grant{Limits: runtime.Limits{Timeout: 5 * time.Second}}))
+		defer f.Reg.Unregister("chain")
 		// A failing value walks every path: invalid_arguments, the guest never runs.
-		got := inv(f.reg.Invoke(ctx, "chain", json.RawMessage(`{"x":1}`)))
-		if got.err != nil && strings.Contains(got.err.Error(), registry.ErrValidationBudget.Error()) {
-			t.Errorf("a value under the cap hit the budget: %v", got.err)
+		got := hostile.Inv(f.Reg.Invoke(ctx, "chain", json.RawMessage(`{"x":1}`)))
+		if got.Err != nil && strings.Contains(got.Err.Error(), registry.ErrValidationBudget.Error()) {
+			t.Errorf("a value under the cap hit the budget: %v", got.Err)
 		}
-		f.after(t, before, got, registry.InvalidArguments)
+		f.After(t, before, got, registry.InvalidArguments)
 		// A valid value passes and the guest runs.
-		args := emit(t, `{"ok":true}`, "", 0)
+		args := hostile.Emit(t, `{"ok":true}`, "", 0)
 		args["x"] = "s"
-		got = inv(f.reg.Invoke(ctx, "chain", argsJSON(t, args)))
-		f.after(t, before, got, "")
+		got = hostile.Inv(f.Reg.Invoke(ctx, "chain", hostile.ArgsJSON(t, args)))
+		f.After(t, before, got, "")
 	})
 	t.Run("cost grows with the arguments", func(t *testing.T) {
-		before := f.snapshot(t)
-		f.register(t, f.load(t, withParameters(t, "levels", json.RawMessage(levelBomb)), wasmtools.Grant{}))
-		defer f.reg.Unregister("levels")
+		before := f.Snapshot(t)
+		f.Register(t, f.Load(t, withParameters(t, "levels", json.RawMessage(levelBomb)), wasmtools.Grant{}))
+		defer f.Reg.Unregister("levels")
 		tool := &schemaTool{name: "levels_go", schema: json.RawMessage(levelBomb)}
-		f.register(t, tool)
-		defer f.reg.Unregister("levels_go")
+		f.Register(t, tool)
+		defer f.Reg.Unregister("levels_go")
 		for _, name := range []string{"levels", "levels_go"} {
-			got := inv(f.reg.Invoke(ctx, name, json.RawMessage(nestedA(60))))
-			if !errors.Is(got.err, registry.ErrValidationBudget) {
-				t.Errorf("%s: %v, want the validation budget", name, got.err)
+			got := hostile.Inv(f.Reg.Invoke(ctx, name, json.RawMessage(nestedA(60))))
+			if !errors.Is(got.Err, registry.ErrValidationBudget) {
+				t.Errorf("%s: %v, want the validation budget", name, got.Err)
 			}
-			f.after(t, before, got, registry.InvalidArguments)
+			f.After(t, before, got, registry.InvalidArguments)
 		}
 		if tool.runs != 0 {
 			t.Error("the tool ran")
@@ -147,33 +148,33 @@ func TestSchemaBombs(t *testing.T) {
 // whose cost grows with the arguments is stopped before it reaches the
 // server.
 func TestSchemaBombsMCP(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	bin := mcpServer(t, "schemabomb")
-	before := f.snapshot(t)
-	cl, err := mcp.NewClient("bombs", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: quietLogger})
-	must(t, err)
+	f := hostile.NewFixture(t, runtime.Config{})
+	bin := hostile.McpServer(t, "schemabomb")
+	before := f.Snapshot(t)
+	cl, err := mcp.NewClient("bombs", mcp.Stdio{Command: bin}, &mcp.ClientOptions{Logger: hostile.QuietLogger})
+	hostile.Must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	must(t, cl.Connect(ctx))
-	must(t, cl.Sync(f.reg))
+	hostile.Must(t, cl.Connect(ctx))
+	hostile.Must(t, cl.Sync(f.Reg))
 	for _, name := range []string{"anyof", "allof"} {
-		if _, ok := f.reg.Get(mcp.ToolName("bombs", name)); ok {
+		if _, ok := f.Reg.Get(mcp.ToolName("bombs", name)); ok {
 			t.Errorf("tool %s was registered", name)
 		}
 	}
-	got := inv(f.reg.Invoke(ctx, mcp.ToolName("bombs", "fine"), json.RawMessage(`{"x":"s"}`)))
-	checkKind(t, got.err, "")
-	got = inv(f.reg.Invoke(ctx, mcp.ToolName("bombs", "levels"), json.RawMessage(nestedA(60))))
-	if !errors.Is(got.err, registry.ErrValidationBudget) {
-		t.Errorf("levels: %v, want the validation budget", got.err)
+	got := hostile.Inv(f.Reg.Invoke(ctx, mcp.ToolName("bombs", "fine"), json.RawMessage(`{"x":"s"}`)))
+	hostile.CheckKind(t, got.Err, "")
+	got = hostile.Inv(f.Reg.Invoke(ctx, mcp.ToolName("bombs", "levels"), json.RawMessage(nestedA(60))))
+	if !errors.Is(got.Err, registry.ErrValidationBudget) {
+		t.Errorf("levels: %v, want the validation budget", got.Err)
 	}
-	must(t, cl.Close(ctx))
-	for _, name := range f.reg.List() {
+	hostile.Must(t, cl.Close(ctx))
+	for _, name := range f.Reg.List() {
 		if strings.HasPrefix(name, "bombs__") {
-			f.reg.Unregister(name)
+			f.Reg.Unregister(name)
 		}
 	}
-	f.after(t, before, got, registry.InvalidArguments)
+	f.After(t, before, got, registry.InvalidArguments)
 }
 
 // TestSchemaBombsServe: through `agrun serve` (the built binary), which
@@ -199,10 +200,10 @@ func TestSchemaBombsServe(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
-		checkTerminalSafe(t, "POST "+path+" answer", raw)
+		hostile.CheckTerminalSafe(t, "POST "+path+" answer", raw)
 		var a answer
 		if err := json.Unmarshal(raw, &a); err != nil {
-			t.Fatalf("POST %s: answer is not JSON: %q", path, truncate(string(raw), 300))
+			t.Fatalf("POST %s: answer is not JSON: %q", path, hostile.Truncate(string(raw), 300))
 		}
 		return resp.StatusCode, a
 	}
@@ -231,7 +232,7 @@ func TestSchemaBombsServe(t *testing.T) {
 	case <-time.After(30 * time.Second): // call_timeout is 60s; before the fix: never
 		t.Fatal("the call was not answered")
 	}
-	if code, a := post("/v1/tools/word_count/call", "application/json", []byte(wordCountArgs)); code != 200 || !a.OK {
+	if code, a := post("/v1/tools/word_count/call", "application/json", []byte(hostile.WordCountArgs)); code != 200 || !a.OK {
 		t.Errorf("word_count after the attacks: %d %+v", code, a)
 	}
 }
@@ -241,7 +242,7 @@ func TestSchemaBombsServe(t *testing.T) {
 // end of the test.
 func startSchemaServe(t *testing.T) string {
 	t.Helper()
-	e := newCLIEnv(t, "", fmt.Sprintf(`
+	e := hostile.NewCLIEnv(t, "", fmt.Sprintf(`
 [serve]
 data_dir = %q
 call_timeout = "60s"

@@ -1,4 +1,4 @@
-package hostile
+package sandbox
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/testrt"
 	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
@@ -18,33 +19,33 @@ import (
 // none traps the host. The guest checks each answer itself and exits with
 // the number of the first wrong one.
 func TestHostFunctionAbuse(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	g := wasmtools.Grant{AllowedHosts: []string{"api.example.com"}, Limits: runtime.Limits{Timeout: 5 * time.Second}}
-	f.register(t, f.load(t, pack(t, wat(t, "hostabuse"), "hostabuse", "network"), g))
-	f.register(t, f.load(t, pack(t, wat(t, "respnopending"), "respsize", "network"), g))
-	f.register(t, f.load(t, pack(t, wat(t, "hostabuse"), "hostabuse_ungranted", "network"), wasmtools.Grant{}))
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "hostabuse"), "hostabuse", "network"), g))
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "respnopending"), "respsize", "network"), g))
+	f.Register(t, f.Load(t, hostile.Pack(t, hostile.WAT(t, "hostabuse"), "hostabuse_ungranted", "network"), wasmtools.Grant{}))
 
 	t.Run("bad pointers and lengths", func(t *testing.T) {
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "hostabuse", json.RawMessage(`{}`)))
-		f.after(t, before, got, "")
-		if got.err == nil {
-			jsonEqual(t, got.out, `{"ok":true}`)
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "hostabuse", json.RawMessage(`{}`)))
+		f.After(t, before, got, "")
+		if got.Err == nil {
+			hostile.JSONEqual(t, got.Out, `{"ok":true}`)
 		}
 	})
 	t.Run("bad pointers without a grant", func(t *testing.T) {
 		// The faults are answered before the grant is looked at: no
 		// request was described, so nothing was "used".
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "hostabuse_ungranted", json.RawMessage(`{}`)))
-		f.after(t, before, got, "")
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "hostabuse_ungranted", json.RawMessage(`{}`)))
+		f.After(t, before, got, "")
 	})
 	t.Run("response buffer too small, then right, then twice", func(t *testing.T) {
-		before := f.snapshot(t)
-		got := inv(f.reg.Invoke(context.Background(), "respsize", json.RawMessage(`{}`)))
-		f.after(t, before, got, "")
-		if got.err == nil && !bytes.Contains(got.out, []byte(`"forbidden"`)) {
-			t.Errorf("response %s; want the forbidden answer", got.out)
+		before := f.Snapshot(t)
+		got := hostile.Inv(f.Reg.Invoke(context.Background(), "respsize", json.RawMessage(`{}`)))
+		f.After(t, before, got, "")
+		if got.Err == nil && !bytes.Contains(got.Out, []byte(`"forbidden"`)) {
+			t.Errorf("response %s; want the forbidden answer", got.Out)
 		}
 	})
 }
@@ -54,7 +55,7 @@ func TestHostFunctionAbuse(t *testing.T) {
 // non-commands are refused at load with a reason, and loading goes on
 // working.
 func TestModulesRefused(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
+	f := hostile.NewFixture(t, runtime.Config{})
 	for _, c := range []struct{ file, reason string }{
 		{"badsig_req", "signature"},
 		{"badsig_log", "signature"},
@@ -73,10 +74,10 @@ func TestModulesRefused(t *testing.T) {
 		{"nomemory", "memory"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			before := f.snapshot(t)
-			_, err := wasmtools.Load(context.Background(), f.rt, pack(t, wat(t, c.file), "refused"), wasmtools.Grant{})
+			before := f.Snapshot(t)
+			_, err := wasmtools.Load(context.Background(), f.Rt, hostile.Pack(t, hostile.WAT(t, c.file), "refused"), wasmtools.Grant{})
 			checkRefused(t, err, c.reason)
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 }
@@ -86,8 +87,8 @@ func TestModulesRefused(t *testing.T) {
 // count against the bytes left before allocating), never hang or allocate
 // what the count claims.
 func TestModulesMalformed(t *testing.T) {
-	f := newFixture(t, runtime.Config{})
-	good := pack(t, wordCountWasm(t), "good")
+	f := hostile.NewFixture(t, runtime.Config{})
+	good := hostile.Pack(t, hostile.WordCountWasm(t), "good")
 	header := []byte("\x00asm\x01\x00\x00\x00")
 	leb := func(v uint32) []byte { return binary.AppendUvarint(nil, uint64(v)) }
 	section := func(id byte, body []byte) []byte {
@@ -118,12 +119,12 @@ func TestModulesMalformed(t *testing.T) {
 	}
 	for name, wasm := range cases {
 		t.Run(name, func(t *testing.T) {
-			before := f.snapshot(t)
+			before := f.Snapshot(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang detector, not a timing assertion
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := wasmtools.LoadWithManifest(ctx, f.rt, wasm, wasmtools.Manifest{Name: "bad", Description: "x"}, wasmtools.Grant{})
+				_, err := wasmtools.LoadWithManifest(ctx, f.Rt, wasm, wasmtools.Manifest{Name: "bad", Description: "x"}, wasmtools.Grant{})
 				done <- err
 			}()
 			select {
@@ -135,15 +136,15 @@ func TestModulesMalformed(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("compiling a malformed module did not finish")
 			}
-			f.after(t, before, outcome{}, "")
+			f.After(t, before, hostile.Outcome{}, "")
 		})
 	}
 	t.Run("over the module size limit", func(t *testing.T) {
-		before := f.snapshot(t)
+		before := f.Snapshot(t)
 		rt := testrt.New(t, runtime.Config{MaxModuleBytes: 1 << 20})
 		_, err := wasmtools.LoadWithManifest(context.Background(), rt, append(append([]byte{}, header...), make([]byte, 2<<20)...), wasmtools.Manifest{Name: "big", Description: "x"}, wasmtools.Grant{})
 		checkRefused(t, err, "")
-		f.after(t, before, outcome{}, "")
+		f.After(t, before, hostile.Outcome{}, "")
 	})
 }
 

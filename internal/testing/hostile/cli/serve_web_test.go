@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 )
 
@@ -25,8 +26,8 @@ type webServe struct {
 	base   string // http://127.0.0.1:PORT
 	port   string
 	stderr *syncbuf.Buffer
-	tool   *peer // what the toucher reaches
-	model  *peer // the [llm] base_url
+	tool   *hostile.Peer // what the toucher reaches
+	model  *hostile.Peer // the [llm] base_url
 }
 
 // startWebServe starts `agrun serve` with serveExtra in [serve] and the
@@ -34,9 +35,9 @@ type webServe struct {
 // answers the toucher.
 func startWebServe(t *testing.T, serveExtra, tokens string, toolPeer http.HandlerFunc) *webServe {
 	t.Helper()
-	w := &webServe{t: t, stderr: &syncbuf.Buffer{}, tool: newPeer(t, toolPeer), model: newPeer(t, nil)}
-	toucher := writeTemp(t, "toucher.wasm", pack(t, hostileWasm(t), "toucher", "network"))
-	e := newCLIEnv(t, w.model.URL+"/v1", fmt.Sprintf(`
+	w := &webServe{t: t, stderr: &syncbuf.Buffer{}, tool: hostile.NewPeer(t, toolPeer), model: hostile.NewPeer(t, nil)}
+	toucher := hostile.WriteTemp(t, "toucher.wasm", hostile.Pack(t, hostile.HostileWasm(t), "toucher", "network"))
+	e := hostile.NewCLIEnv(t, w.model.URL+"/v1", fmt.Sprintf(`
 [tools.toucher]
 wasm = %q
 allowed_hosts = [%q]
@@ -47,7 +48,7 @@ timeout = "60s"
 data_dir = %q
 call_timeout = "60s"
 %s
-`, toucher, w.tool.host, filepath.Join(t.TempDir(), "serve"), serveExtra))
+`, toucher, w.tool.Host, filepath.Join(t.TempDir(), "serve"), serveExtra))
 	w.base, _ = startServe(t, e, w.stderr, "AGRUN_TOKENS="+tokens, "HOSTILE_TEST_KEY=k")
 	_, w.port, _ = net.SplitHostPort(strings.TrimPrefix(w.base, "http://"))
 	return w
@@ -68,7 +69,7 @@ type webAnswer struct {
 func (w *webServe) send(method, path, body string, header ...string) webAnswer {
 	w.t.Helper()
 	req, err := http.NewRequest(method, w.base+path, strings.NewReader(body))
-	must(w.t, err)
+	hostile.Must(w.t, err)
 	for i := 0; i+1 < len(header); i += 2 {
 		if header[i] == "Host" {
 			req.Host = header[i+1]
@@ -78,7 +79,7 @@ func (w *webServe) send(method, path, body string, header ...string) webAnswer {
 	}
 	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
 	if err != nil {
-		w.t.Errorf("%s %s: %v (server stderr: %s)", method, path, err, truncate(w.stderr.String(), 2000))
+		w.t.Errorf("%s %s: %v (server stderr: %s)", method, path, err, hostile.Truncate(w.stderr.String(), 2000))
 		return webAnswer{status: -1}
 	}
 	defer resp.Body.Close()
@@ -86,10 +87,10 @@ func (w *webServe) send(method, path, body string, header ...string) webAnswer {
 	a := webAnswer{status: resp.StatusCode, raw: string(raw)}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &a); err != nil {
-			w.t.Errorf("%s %s: answer is not JSON: %q", method, path, truncate(string(raw), 300))
+			w.t.Errorf("%s %s: answer is not JSON: %q", method, path, hostile.Truncate(string(raw), 300))
 		}
 	}
-	checkTerminalSafe(w.t, method+" "+path+" answer", raw)
+	hostile.CheckTerminalSafe(w.t, method+" "+path+" answer", raw)
 	return a
 }
 
@@ -107,10 +108,10 @@ func TestServeRefusesWebPages(t *testing.T) {
 	for _, host := range []string{"rebind.attacker.example:" + w.port, "rebind.attacker.example", "localhost:80"} {
 		a := w.send("GET", "/v1/tools", "", "Host", host)
 		if a.status != http.StatusMisdirectedRequest || a.Error.Kind != "bad_host" || strings.Contains(a.raw, "toucher") || strings.Contains(a.raw, "word_count") {
-			t.Errorf("Host %q: the tool list answered %d %s", host, a.status, truncate(a.raw, 300))
+			t.Errorf("Host %q: the tool list answered %d %s", host, a.status, hostile.Truncate(a.raw, 300))
 		}
 		if a := w.send("POST", "/v1/tools/toucher/call", w.toucherArgs(), "Host", host, "Content-Type", ctJSON); a.status != http.StatusMisdirectedRequest {
-			t.Errorf("Host %q: a call answered %d %s", host, a.status, truncate(a.raw, 300))
+			t.Errorf("Host %q: a call answered %d %s", host, a.status, hostile.Truncate(a.raw, 300))
 		}
 	}
 	for _, c := range []struct {
@@ -128,31 +129,31 @@ func TestServeRefusesWebPages(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if a := w.send("POST", "/v1/tools/toucher/call", w.toucherArgs(), c.header...); a.status != c.status || a.Error.Kind != c.kind {
-				t.Errorf("call: %d %s; want %d %s", a.status, truncate(a.raw, 300), c.status, c.kind)
+				t.Errorf("call: %d %s; want %d %s", a.status, hostile.Truncate(a.raw, 300), c.status, c.kind)
 			}
 			if a := w.send("POST", "/v1/runs", `{"prompt":"call toucher"}`, c.header...); a.status != c.status || a.Error.Kind != c.kind {
-				t.Errorf("run: %d %s; want %d %s", a.status, truncate(a.raw, 300), c.status, c.kind)
+				t.Errorf("run: %d %s; want %d %s", a.status, hostile.Truncate(a.raw, 300), c.status, c.kind)
 			}
 		})
 	}
-	if n := w.tool.hits.Load(); n != 0 {
+	if n := w.tool.Hits.Load(); n != 0 {
 		t.Fatalf("requests from web pages ran the tool %d times", n)
 	}
-	if n := w.model.hits.Load(); n != 0 {
+	if n := w.model.Hits.Load(); n != 0 {
 		t.Fatalf("requests from web pages started %d model requests", n)
 	}
 	// The server's own clients: curl-like (no Origin) and the server's own
 	// origin. The tool really runs (its peer sees it).
 	if a := w.send("POST", "/v1/tools/toucher/call", w.toucherArgs(), "Content-Type", ctJSON); a.status != 200 || !a.OK {
-		t.Errorf("a legitimate call: %d %s", a.status, truncate(a.raw, 300))
+		t.Errorf("a legitimate call: %d %s", a.status, hostile.Truncate(a.raw, 300))
 	}
 	if a := w.send("POST", "/v1/tools/toucher/call", w.toucherArgs(), "Content-Type", ctJSON, "Origin", "http://localhost:"+w.port); a.status != 200 || !a.OK {
-		t.Errorf("a call from the server's own origin: %d %s", a.status, truncate(a.raw, 300))
+		t.Errorf("a call from the server's own origin: %d %s", a.status, hostile.Truncate(a.raw, 300))
 	}
 	if a := w.send("GET", "/v1/tools", "", "Host", "localhost:"+w.port); a.status != 200 || !strings.Contains(a.raw, "toucher") {
-		t.Errorf("the tool list for localhost: %d %s", a.status, truncate(a.raw, 300))
+		t.Errorf("the tool list for localhost: %d %s", a.status, hostile.Truncate(a.raw, 300))
 	}
-	if n := w.tool.hits.Load(); n != 2 {
+	if n := w.tool.Hits.Load(); n != 2 {
 		t.Errorf("the tool ran %d times for 2 legitimate calls", n)
 	}
 }
@@ -168,7 +169,7 @@ body_timeout = "3s"`, "", nil)
 	var conns []net.Conn
 	for i := 0; i < 8; i++ {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(w.base, "http://"))
-		must(t, err)
+		hostile.Must(t, err)
 		defer conn.Close()
 		path, ctype := "/v1/tools/toucher/call", "application/json"
 		if i%2 == 1 {
@@ -180,7 +181,7 @@ body_timeout = "3s"`, "", nil)
 	time.Sleep(time.Second) // their headers are read; their handlers wait for the bodies
 	start := time.Now()
 	if a := w.send("POST", "/v1/tools/toucher/call", w.toucherArgs(), "Content-Type", "application/json"); a.status != 200 || !a.OK {
-		t.Fatalf("a call while slow clients stall: %d %s", a.status, truncate(a.raw, 300))
+		t.Fatalf("a call while slow clients stall: %d %s", a.status, hostile.Truncate(a.raw, 300))
 	}
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("the call took %v while slow clients stalled", d)
@@ -236,7 +237,7 @@ func TestServeTokenShare(t *testing.T) {
 	select {
 	case r := <-fromA:
 		if r.status != http.StatusTooManyRequests || r.Error.Kind != "busy" {
-			t.Errorf("token a's second call: %d %s; want 429 busy", r.status, truncate(r.raw, 300))
+			t.Errorf("token a's second call: %d %s; want 429 busy", r.status, hostile.Truncate(r.raw, 300))
 		}
 	case <-arrived:
 		t.Errorf("token a took every call slot")
@@ -248,14 +249,14 @@ func TestServeTokenShare(t *testing.T) {
 	select {
 	case <-arrived:
 	case r := <-fromB:
-		t.Fatalf("token b was refused while token a held its share: %d %s", r.status, truncate(r.raw, 300))
+		t.Fatalf("token b was refused while token a held its share: %d %s", r.status, hostile.Truncate(r.raw, 300))
 	case <-time.After(2 * time.Minute):
 		t.Fatal("token b's call never ran")
 	}
 	close(gate)
 	for _, r := range []webAnswer{<-fromA, <-fromB} {
 		if r.status != 200 || !r.OK {
-			t.Errorf("a call within its share: %d %s", r.status, truncate(r.raw, 300))
+			t.Errorf("a call within its share: %d %s", r.status, hostile.Truncate(r.raw, 300))
 		}
 	}
 }

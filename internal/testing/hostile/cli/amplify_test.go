@@ -1,4 +1,4 @@
-package hostile
+package cli
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agcore/agrun/internal/testing/hostile"
 	"github.com/agcore/agrun/internal/testing/syncbuf"
 	"github.com/agcore/agrun/internal/wasmbin"
 )
@@ -51,7 +52,7 @@ func amplifier(t testing.TB) []byte {
 		code = append(code, body...)
 	}
 	out = sec(out, wasmbin.SecCode, code)
-	return pack(t, out, "amplifier")
+	return hostile.Pack(t, out, "amplifier")
 }
 
 // TestCompileAmplificationCLI: `agrun call --json` of the amplification
@@ -60,11 +61,11 @@ func amplifier(t testing.TB) []byte {
 // maxCompileGrowth of an ordinary call's.
 func TestCompileAmplificationCLI(t *testing.T) {
 	wasm := amplifier(t)
-	path := writeTemp(t, "amplifier.wasm", wasm)
-	e := newCLIEnv(t, "", fmt.Sprintf("\n[tools.amplifier]\nwasm = %q\n", path))
-	peak := func(args ...string) (cliResult, int64, time.Duration) {
+	path := hostile.WriteTemp(t, "amplifier.wasm", wasm)
+	e := hostile.NewCLIEnv(t, "", fmt.Sprintf("\n[tools.amplifier]\nwasm = %q\n", path))
+	peak := func(args ...string) (hostile.CLIResult, int64, time.Duration) {
 		t.Helper()
-		cmd := exec.Command(agrunBinary(t), append([]string{"-c", e.config}, args...)...)
+		cmd := exec.Command(hostile.AgrunBinary(t), append([]string{"-c", e.Config}, args...)...)
 		cmd.Env = append(os.Environ(), "HOSTILE_TEST_KEY=k")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -72,10 +73,10 @@ func TestCompileAmplificationCLI(t *testing.T) {
 		cmd.Run()
 		d := time.Since(start)
 		if cmd.ProcessState == nil || !cmd.ProcessState.Exited() {
-			t.Fatalf("agrun %v did not exit normally: %v\nstderr: %s", args, cmd.ProcessState, truncate(errb.String(), 2000))
+			t.Fatalf("agrun %v did not exit normally: %v\nstderr: %s", args, cmd.ProcessState, hostile.Truncate(errb.String(), 2000))
 		}
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		return cliResult{out.Bytes(), errb.Bytes(), cmd.ProcessState.ExitCode()}, ru.Maxrss << 10, d
+		return hostile.CLIResult{Stdout: out.Bytes(), Stderr: errb.Bytes(), Code: cmd.ProcessState.ExitCode()}, ru.Maxrss << 10, d
 	}
 	// The baseline: the same process answering a refusal that costs
 	// nothing (a declared memory over the limit).
@@ -88,8 +89,8 @@ func TestCompileAmplificationCLI(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(r.stdout, &res); err != nil || res.OK || res.Error.Kind != "module_refused" {
-		t.Fatalf("call amplifier: exit %d, %q (%v)\n%s", r.code, r.stdout, err, truncate(string(r.stderr), 2000))
+	if err := json.Unmarshal(r.Stdout, &res); err != nil || res.OK || res.Error.Kind != "module_refused" {
+		t.Fatalf("call amplifier: exit %d, %q (%v)\n%s", r.Code, r.Stdout, err, hostile.Truncate(string(r.Stderr), 2000))
 	}
 	for _, want := range []string{"function 0", "once metered", "over the limit"} {
 		if !strings.Contains(res.Error.Message, want) {
@@ -110,12 +111,12 @@ func TestCompileAmplificationCLI(t *testing.T) {
 // more.
 func TestCompileAmplificationServe(t *testing.T) {
 	wasm := amplifier(t)
-	e := newCLIEnv(t, "", fmt.Sprintf("\n[serve]\ndata_dir = %q\n", filepath.Join(t.TempDir(), "serve")))
+	e := hostile.NewCLIEnv(t, "", fmt.Sprintf("\n[serve]\ndata_dir = %q\n", filepath.Join(t.TempDir(), "serve")))
 	var stderr syncbuf.Buffer
 	base, cmd := startServe(t, e, &stderr)
 	status := func(field string) int64 {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-		must(t, err)
+		hostile.Must(t, err)
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, field+":"); ok {
 				var kb int64
@@ -146,13 +147,13 @@ func TestCompileAmplificationServe(t *testing.T) {
 		case resp.StatusCode == http.StatusTooManyRequests && res.Error.Kind == "busy":
 			return false, true
 		case resp.StatusCode != http.StatusUnprocessableEntity || res.Error.Kind != "module_refused" || !strings.Contains(res.Error.Message, "once metered"):
-			t.Errorf("upload: %d %s (server stderr: %s)", resp.StatusCode, truncate(string(b), 300), truncate(stderr.String(), 2000))
+			t.Errorf("upload: %d %s (server stderr: %s)", resp.StatusCode, hostile.Truncate(string(b), 300), hostile.Truncate(stderr.String(), 2000))
 		}
 		return true, false
 	}
 	for _, n := range []int{1, 4} {
 		rss := status("VmRSS")
-		must(t, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", cmd.Process.Pid), []byte("5"), 0))
+		hostile.Must(t, os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", cmd.Process.Pid), []byte("5"), 0))
 		start := time.Now()
 		var refused, busy atomic.Int64
 		var wg sync.WaitGroup
