@@ -103,6 +103,17 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	}
 }
 
+// oneCompileSlot is the context key of WithOneCompileSlot.
+type oneCompileSlot struct{}
+
+// WithOneCompileSlot returns ctx for a Compile that takes one compile slot
+// and compiles on one goroutine, borrowing no idle slot: for a server
+// whose clients share the slots fairly (a compile that borrowed every
+// idle slot would make another client's compile wait for it to end).
+func WithOneCompileSlot(ctx context.Context) context.Context {
+	return context.WithValue(ctx, oneCompileSlot{}, true)
+}
+
 // borrowCompileSlots takes the compile slots free now, up to GOMAXPROCS
 // in all with the one held, without waiting, and returns how many it took.
 func (r *Runtime) borrowCompileSlots() int {
@@ -131,8 +142,12 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*modu
 	// call"). The borrowed slots are held until it ends, so compiles
 	// still use at most MaxCompiles cores, and compile memory, at once; a
 	// compile arriving meanwhile waits for them, as it would for another
-	// compile.
-	workers := 1 + r.borrowCompileSlots()
+	// compile (a server's clients' compiles borrow none:
+	// WithOneCompileSlot).
+	workers := 1
+	if ctx.Value(oneCompileSlot{}) == nil {
+		workers += r.borrowCompileSlots()
+	}
 	defer func() {
 		for range workers {
 			<-r.compileSem

@@ -9,7 +9,8 @@ import (
 // TestCompileBorrowsIdleSlots: a compile alone takes the free compile
 // slots as wazero compilation workers (up to GOMAXPROCS), gives them back
 // when it ends, and its machine code behaves as a compile on one worker
-// does; with MaxCompiles 1 there is nothing to borrow.
+// does; with MaxCompiles 1 there is nothing to borrow, and a compile
+// WithOneCompileSlot borrows nothing.
 func TestCompileBorrowsIdleSlots(t *testing.T) {
 	wasm := probe(t)
 	ctx := context.Background()
@@ -41,6 +42,15 @@ func TestCompileBorrowsIdleSlots(t *testing.T) {
 	}
 	if n := len(many.compileSem); n != 0 {
 		t.Errorf("%d compile slots still held after the compile", n)
+	}
+
+	// A server's clients' compiles borrow nothing.
+	fair := newRuntime(t, Config{DisableCache: true, MaxCompiles: 4})
+	if _, err := fair.Compile(WithOneCompileSlot(ctx), wasm); err != nil {
+		t.Fatal(err)
+	}
+	if w := fair.Stats().CompileWorkers; w != 1 {
+		t.Errorf("WithOneCompileSlot: %d workers", w)
 	}
 
 	// Slots held by other compiles are not borrowed: with all but one

@@ -572,7 +572,7 @@ func (s *Server) restoreOne(ctx context.Context, tn *tenant, name string, e inde
 	if err != nil {
 		return nil, err
 	}
-	t, err := wasmtools.Load(ctx, s.rt, wasm, tn.grant)
+	t, err := wasmtools.Load(runtime.WithOneCompileSlot(ctx), s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, err
 	}

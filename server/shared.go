@@ -11,6 +11,7 @@ import (
 
 	"github.com/agcore/agrun/internal/textsafe"
 	"github.com/agcore/agrun/registry"
+	"github.com/agcore/agrun/runtime"
 	"github.com/agcore/agrun/wasmtools"
 )
 
@@ -342,7 +343,7 @@ func (s *Server) loadShared(ctx context.Context, tn *tenant, name string, e inde
 	if err != nil {
 		return nil, fmt.Errorf("fetching its module: %w", err), false
 	}
-	t, err := wasmtools.Load(ctx, s.rt, wasm, tn.grant)
+	t, err := wasmtools.Load(runtime.WithOneCompileSlot(ctx), s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, err, ctx.Err() == nil
 	}

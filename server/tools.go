@@ -165,7 +165,7 @@ func (s *Server) doUpload(w http.ResponseWriter, r *http.Request, tn *tenant) (*
 	if err != nil {
 		return nil, err
 	}
-	t, err := wasmtools.Load(r.Context(), s.rt, wasm, tn.grant)
+	t, err := wasmtools.Load(runtime.WithOneCompileSlot(r.Context()), s.rt, wasm, tn.grant)
 	if err != nil {
 		return nil, loadError(err)
 	}

@@ -92,7 +92,7 @@ func (u *Uploads) Refresh(ctx context.Context, force bool) error {
 			u.log.Warn("uploaded tool not fetched", "tool", name, "sha256", rec.SHA256, "error", err)
 			continue
 		}
-		t, err := wasmtools.Load(ctx, u.rt, wasm, u.grant)
+		t, err := wasmtools.Load(runtime.WithOneCompileSlot(ctx), u.rt, wasm, u.grant)
 		if err == nil && t.Name() != name {
 			t.Close(ctx)
 			err = fmt.Errorf("the stored module is named %q", t.Name())
