@@ -19,6 +19,8 @@
 //	go test ./internal/testing/hostile/...                 # the suite
 //	go test ./internal/testing/hostile/sandbox -run Net    # one category
 //
-// A test kit: only tests import it (archtest). docs/SECURITY.md maps each
+// A test kit: only tests import it (archtest). Its helpers build on Unix
+// only, as the leak kit they count with does (windows cross-builds of
+// ./... see this file alone). docs/SECURITY.md maps each
 // defence to the test here (or in the component's package) that proves it.
 package hostile
