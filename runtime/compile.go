@@ -114,11 +114,12 @@ func WithOneCompileSlot(ctx context.Context) context.Context {
 	return context.WithValue(ctx, oneCompileSlot{}, true)
 }
 
-// borrowCompileSlots takes the compile slots free now, up to GOMAXPROCS
-// in all with the one held, without waiting, and returns how many it took.
-func (r *Runtime) borrowCompileSlots() int {
+// borrowCompileSlots takes the compile slots free now, at most limit and
+// up to GOMAXPROCS in all with the one held, without waiting, and returns
+// how many it took.
+func (r *Runtime) borrowCompileSlots(limit int) int {
 	n := 0
-	for n+1 < goruntime.GOMAXPROCS(0) {
+	for n < limit && n+1 < goruntime.GOMAXPROCS(0) {
 		select {
 		case r.compileSem <- struct{}{}:
 			n++
@@ -135,26 +136,7 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*modu
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	// Idle compile slots lend their cores to this compile: wazero compiles
-	// the module's functions on that many goroutines (its experimental
-	// compilation workers), so a cold compile alone on the machine uses
-	// every core a compile may, not one (docs/PERFORMANCE.md, "Cold first
-	// call"). The borrowed slots are held until it ends, so compiles
-	// still use at most MaxCompiles cores, and compile memory, at once; a
-	// compile arriving meanwhile waits for them, as it would for another
-	// compile (a server's clients' compiles borrow none:
-	// WithOneCompileSlot).
-	workers := 1
-	if ctx.Value(oneCompileSlot{}) == nil {
-		workers += r.borrowCompileSlots()
-	}
-	defer func() {
-		for range workers {
-			<-r.compileSem
-		}
-	}()
-	r.compileWorkers.Add(int64(workers))
-	ctx = experimental.WithCompilationWorkers(ctx, workers)
+	defer func() { <-r.compileSem }()
 	var key string
 	if r.preparedDir != "" {
 		key = r.preparedKey(sum)
@@ -172,7 +154,25 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*modu
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	cm, err := r.wz.CompileModule(ctx, bin)
+	// Idle compile slots lend their cores to this compile: wazero compiles
+	// the module's functions on that many goroutines (its experimental
+	// compilation workers), so a cold compile alone on the machine uses
+	// every core a compile may, not one (docs/PERFORMANCE.md, "Cold first
+	// call"). Borrowed only around wazero's compile (agrun's own steps
+	// above are serial) and held to its end, so compiles still use at
+	// most MaxCompiles cores at once; a server's clients' compiles borrow
+	// none (WithOneCompileSlot). wazero's serial compile never looked at
+	// ctx; its parallel one does, and on cancellation leaves memory it
+	// mapped unreleased, so it gets ctx without its cancellation.
+	extra := 0
+	if ctx.Value(oneCompileSlot{}) == nil {
+		extra = r.borrowCompileSlots(goruntime.GOMAXPROCS(0) - 1)
+	}
+	r.compileWorkers.Add(int64(1 + extra))
+	cm, err := r.wz.CompileModule(experimental.WithCompilationWorkers(context.WithoutCancel(ctx), 1+extra), bin)
+	for range extra {
+		<-r.compileSem
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}

@@ -22,10 +22,10 @@ type Stats struct {
 	// bytes), PreparedHits those compiled from a prepared module on disk
 	// (prepared.go: a warm start skipped agrun's own steps).
 	Compiles, CompileHits, PreparedHits int64
-	// CompileWorkers sums, over the modules this Runtime compiled or
-	// loaded through wazero, the goroutines wazero compiled each on: one
-	// per compile slot (Config.MaxCompiles) free when it started, up to
-	// GOMAXPROCS.
+	// CompileWorkers sums, over the modules this Runtime compiled (not
+	// loaded prepared or from a cache), the goroutines wazero compiled
+	// each on: its own compile slot and those (Config.MaxCompiles) free
+	// when wazero's compile started, up to GOMAXPROCS.
 	CompileWorkers int64
 }
 
