@@ -5,14 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agcore/agrun/internal/testing/mcpconform"
 	"github.com/agcore/agrun/registry"
@@ -42,31 +36,11 @@ func conformanceRegistry(t *testing.T) *registry.Registry {
 	return reg
 }
 
-// conformanceUpstream is an upstream MCP server whose resources agrun
-// re-serves (ServerOptions.Upstreams, `serve_resources`) as the suite's
-// resource scenarios ask: the proxy half of `agrun mcp serve`. The
-// scenarios' blob, template and subscription resources are left out:
-// agrun re-serves a blob as a placeholder, and neither templates nor
-// subscriptions (see testdata/conformance-baseline.yml).
-func conformanceUpstream(t *testing.T) *Client {
-	up := mcpconform.Upstream()
-	st, ct := sdk.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := up.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cl, err := NewClient("test", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close(ctx) })
-	return cl
-}
+// conformanceUpstream is agrun's Client of mcpconform.Upstream, whose
+// resources, templates, prompts and completions agrun re-serves
+// (ServerOptions.Upstreams, `serve_resources`) as the suite's scenarios
+// ask: the proxy half of `agrun mcp serve`.
+func conformanceUpstream(t *testing.T) *Client { return upstreamOf(t, mcpconform.Upstream()) }
 
 // TestConformance runs the official conformance suite
 // (@modelcontextprotocol/conformance, installed by scripts/setup-npm.sh)
@@ -96,19 +70,5 @@ func TestConformance(t *testing.T) {
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "server", "--url", url, "--suite", "all",
-		"--expected-failures", baseline, "-o", t.TempDir())
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	summary := out
-	if i := strings.Index(out, "=== SUMMARY ==="); i >= 0 {
-		summary = out[i:]
-	}
-	if err != nil {
-		t.Fatalf("conformance suite: %v\n%s", err, summary)
-	}
-	t.Logf("conformance suite:\n%s", summary)
+	mcpconform.RunServer(t, node, cli, url, baseline, nil)
 }

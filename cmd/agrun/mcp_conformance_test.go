@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -76,21 +75,7 @@ func TestMCPServeConformance(t *testing.T) {
 	// closes none: more than the default per-client cap.
 	url, stderr := startMCPServeHTTP(t, e, "--max-sessions-per-client", "256")
 	baseline := filepath.Join(root, "mcp", "testdata", "conformance-baseline.yml")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--suite", "all",
-		"--expected-failures", baseline, "-o", t.TempDir())
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	summary := out
-	if i := strings.Index(out, "=== SUMMARY ==="); i >= 0 {
-		summary = out[i:]
-	}
-	if err != nil {
-		t.Fatalf("conformance suite: %v\n%s\nagrun's stderr:\n%s", err, summary, stderr.String())
-	}
-	t.Logf("conformance suite:\n%s", summary)
+	mcpconform.RunServer(t, node, suite, url, baseline, func() string { return "agrun's stderr:\n" + stderr.String() })
 }
 
 // startMCPServeHTTP starts the built `agrun mcp serve --http 127.0.0.1:0`

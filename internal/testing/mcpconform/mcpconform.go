@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -120,4 +121,32 @@ func Suite(t testing.TB, root string) (node, suite string) {
 		t.Fatalf("the conformance suite is not installed (%s): run scripts/setup-npm.sh", suite)
 	}
 	return node, suite
+}
+
+// RunServer runs the suite (node, suite: from Suite) in server mode,
+// `--suite all` against the MCP endpoint url, with baseline as its
+// expected failures, within 5 minutes; it fails t with the suite's
+// summary (and extra, when the server's own output helps) when the suite
+// exits non-zero: a scenario outside the baseline failed, or one in it
+// passed. It logs the summary otherwise.
+func RunServer(t testing.TB, node, suite, url, baseline string, extra func() string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--suite", "all",
+		"--expected-failures", baseline, "-o", t.TempDir())
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	b, err := cmd.CombinedOutput()
+	summary := string(b)
+	if i := strings.Index(summary, "=== SUMMARY ==="); i >= 0 {
+		summary = summary[i:]
+	}
+	if err != nil {
+		more := ""
+		if extra != nil {
+			more = "\n" + extra()
+		}
+		t.Fatalf("conformance suite: %v\n%s%s", err, summary, more)
+	}
+	t.Logf("conformance suite:\n%s", summary)
 }
