@@ -47,6 +47,10 @@ func ParseRef(s string) (Ref, error) {
 	if i := strings.LastIndex(path, ":"); i >= 0 {
 		r.Tag = path[i+1:]
 		path = path[:i]
+		if r.Tag == "" {
+			// "repo:@sha256:..." would print back without its ':'.
+			return bad("empty tag after ':'")
+		}
 	}
 	r.Registry, r.Repository = host, path
 	if r.Tag == "" && r.Digest == "" {
