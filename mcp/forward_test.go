@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agcore/agrun/registry"
@@ -18,6 +19,12 @@ import (
 // `[mcp.up] serve_resources = true` would, and returns it.
 func upstreamOf(t *testing.T, srv *sdk.Server) *Client {
 	t.Helper()
+	return upstreamNamed(t, "up", srv)
+}
+
+// upstreamNamed is upstreamOf for a server named name.
+func upstreamNamed(t *testing.T, name string, srv *sdk.Server) *Client {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
@@ -25,7 +32,7 @@ func upstreamOf(t *testing.T, srv *sdk.Server) *Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cl, err := NewClient("up", SDKTransport{New: func() sdk.Transport { return ct }}, nil)
+	cl, err := NewClient(name, SDKTransport{New: func() sdk.Transport { return ct }}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +288,22 @@ func testForwardSubscriptions(t *testing.T, version string) {
 		up.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: fmt.Sprintf("up://r%d", i%3+1)})
 	}
 	got := 0
+	var first time.Time
 	deadline := time.After(10 * time.Second)
 	for got < MaxUpdatesPerSecond+3 {
 		select {
 		case <-updates:
-			got++
+			if got++; got == 1 {
+				first = time.Now()
+			}
+			// Past the first second's 20, the coalesced rest waits for
+			// the next second (a lower bound: a slow machine only makes
+			// it later).
+			if got == MaxUpdatesPerSecond+1 {
+				if d := time.Since(first); d < 800*time.Millisecond {
+					t.Errorf("update %d relayed %s after the first, within the first second", got, d)
+				}
+			}
 		case <-deadline:
 			t.Fatalf("%d updates relayed, want %d", got, MaxUpdatesPerSecond+3)
 		}
@@ -306,4 +324,150 @@ func testForwardSubscriptions(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	upstream("both sessions left r0", func(n, r0 int) bool { return r0 == 0 && n == MaxSubscriptionsPerSession-1 })
+}
+
+// subscribableUpstream is an upstream server offering the resources uris
+// for subscription, whose unsubscribe handler is unsub (nil: accepts).
+// It speaks protocol 2025-11-25 at most, as most servers do today: it
+// refuses server/discover, so that a client falls back to initialize and
+// waits for the answer to each resources/subscribe and unsubscribe
+// (under 2026-07-28 the go-sdk's client waits for neither).
+func subscribableUpstream(uris []string, unsub func(context.Context, *sdk.UnsubscribeRequest) error) *sdk.Server {
+	if unsub == nil {
+		unsub = func(context.Context, *sdk.UnsubscribeRequest) error { return nil }
+	}
+	up := sdk.NewServer(&sdk.Implementation{Name: "up"}, &sdk.ServerOptions{
+		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: unsub,
+	})
+	up.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "server/discover" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	h := func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "x"}}}, nil
+	}
+	for _, uri := range uris {
+		up.AddResource(&sdk.Resource{URI: uri, Name: "r"}, h)
+	}
+	return up
+}
+
+// TestForwardSubscriptionsHungUpstream: an upstream that never answers an
+// unsubscription holds up neither another session's subscription to a
+// resource of another upstream nor the updates relayed from it.
+func TestForwardSubscriptionsHungUpstream(t *testing.T) {
+	release, unsubscribing := make(chan struct{}), make(chan struct{})
+	var returned sync.WaitGroup
+	returned.Add(1)
+	var once sync.Once
+	slow := subscribableUpstream([]string{"slow://x"}, func(ctx context.Context, _ *sdk.UnsubscribeRequest) error {
+		defer once.Do(returned.Done)
+		close(unsubscribing)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	fast := subscribableUpstream([]string{"fast://y"}, nil)
+	srv := NewServer(registry.New(), &ServerOptions{
+		Upstreams: []*Client{upstreamNamed(t, "slow", slow), upstreamNamed(t, "fast", fast)},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	ctx := context.Background()
+
+	a := connectClient(t, srv, "2025-11-25", nil, false)
+	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "slow://x"}); err != nil {
+		t.Fatal(err)
+	}
+	unsubscribed := make(chan error, 1)
+	go func() { unsubscribed <- a.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "slow://x"}) }()
+	<-unsubscribing
+
+	updates := make(chan string, 10)
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	b, err := sdk.NewClient(&sdk.Implementation{Name: "b"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
+	}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	// First of the clean-ups: the sessions' Close waits for the handler.
+	t.Cleanup(func() { close(release); returned.Wait() })
+	if err := b.Subscribe(ctx, &sdk.SubscribeParams{URI: "fast://y"}); err != nil {
+		t.Fatal(err)
+	}
+	fast.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "fast://y"})
+	select {
+	case u := <-updates:
+		if u != "fast://y" {
+			t.Fatalf("update of %q", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update relayed from the upstream that answers")
+	}
+	// All that happened while the slow upstream still held the
+	// unsubscription (its deadline is unsubscribeTimeout, 10 s).
+	select {
+	case err := <-unsubscribed:
+		t.Fatalf("the hung unsubscription was answered (%v) before the other session was served: the test proves nothing", err)
+	default:
+	}
+
+}
+
+// TestForwardSubscriptionsTotalCap: past MaxSubscriptions resources
+// subscribed upstream, for all sessions, one more is refused; one
+// unsubscription makes room again.
+func TestForwardSubscriptionsTotalCap(t *testing.T) {
+	// Two upstreams: one lists at most MaxResources.
+	uris := make([]string, MaxSubscriptions+1)
+	for i := range uris {
+		uris[i] = fmt.Sprintf("up%d://r%d", i%2, i)
+	}
+	var half [2][]string
+	for i, uri := range uris {
+		half[i%2] = append(half[i%2], uri)
+	}
+	srv := NewServer(registry.New(), &ServerOptions{
+		Upstreams: []*Client{upstreamNamed(t, "up0", subscribableUpstream(half[0], nil)), upstreamNamed(t, "up1", subscribableUpstream(half[1], nil))},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	ctx := context.Background()
+	var sessions []*sdk.ClientSession
+	for i := range MaxSubscriptions / MaxSubscriptionsPerSession {
+		cs := connectClient(t, srv, "2025-11-25", nil, false)
+		sessions = append(sessions, cs)
+		for j := range MaxSubscriptionsPerSession {
+			if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[i*MaxSubscriptionsPerSession+j]}); err != nil {
+				t.Fatalf("subscription %d of session %d: %v", j, i, err)
+			}
+		}
+	}
+	last := connectClient(t, srv, "2025-11-25", nil, false)
+	err := last.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[MaxSubscriptions]})
+	if err == nil || !strings.Contains(err.Error(), "too many subscriptions (the server keeps at most 1000)") {
+		t.Fatalf("subscription %d: %v, want refused", MaxSubscriptions+1, err)
+	}
+	// A resource already subscribed upstream costs nothing more.
+	if err := last.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[0]}); err != nil {
+		t.Fatalf("a second session on a subscribed resource: %v", err)
+	}
+	if err := sessions[1].Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: uris[MaxSubscriptionsPerSession]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[MaxSubscriptions]}); err != nil {
+		t.Fatalf("after an unsubscription: %v", err)
+	}
 }

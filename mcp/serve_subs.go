@@ -27,11 +27,72 @@ const (
 // republisher, forwarded to the upstreams serving the resources: one
 // upstream subscription per resource, whatever the number of client
 // sessions subscribed to it, kept while a live session is.
+//
+// mu guards the maps only and is never held across a call to an
+// upstream: one upstream that stops answering must not hold up the
+// subscriptions to the others, nor the updates relayed from them. The
+// upstream calls for one resource keep the order in which they were
+// decided through a queue per resource (tail).
+//
+// A session holds a resource or not, as the go-sdk's own record of
+// subscriptions does (one entry per session and resource, which its
+// unsubscribe deletes): under 2026-07-28, a subscriptions/listen of a
+// resource started while the same session's previous listen of it is
+// still ending can lose the subscription in the SDK, and does here too,
+// so that agrun never keeps an upstream subscription whose updates the
+// SDK would deliver to nobody.
 type subscriptions struct {
 	mu        sync.Mutex
 	bySession map[*sdk.ServerSession]map[string]bool // client session -> URIs
-	upstream  map[string]*Client                     // URI -> the upstream subscribed to
+	upstream  map[string]*upstreamSub                // URI -> its upstream subscription
+	tail      map[string]chan struct{}               // URI -> closed when its last queued upstream call is done
 	relays    map[*Client]*updateRelay
+}
+
+// upstreamSub is one resource subscribed to upstream, or being
+// subscribed to (pending until the upstream answered).
+type upstreamSub struct {
+	c       *Client
+	uri     string
+	pending bool
+	ready   chan struct{} // closed when the upstream answered
+	err     error         // its refusal, set before ready is closed
+}
+
+// enqueue queues an upstream call for uri after those already queued,
+// and returns what to wait for before making it and what to call when it
+// is done. Called with s.mu held.
+func (s *subscriptions) enqueue(uri string) (prev <-chan struct{}, done func()) {
+	if s.tail == nil {
+		s.tail = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	prev = s.tail[uri]
+	s.tail[uri] = ch
+	return prev, func() {
+		s.mu.Lock()
+		if s.tail[uri] == ch {
+			delete(s.tail, uri)
+		}
+		s.mu.Unlock()
+		close(ch)
+	}
+}
+
+// wait waits for prev (nil: nothing queued before) or ctx's end; it
+// reports whether prev is done. When ctx ends first, done is called
+// later, once prev is, so that the queue behind keeps its order.
+func wait(ctx context.Context, prev <-chan struct{}, done func()) bool {
+	if prev == nil {
+		return true
+	}
+	select {
+	case <-prev:
+		return true
+	case <-ctx.Done():
+		go func() { <-prev; done() }()
+		return false
+	}
 }
 
 // updateRelay paces the updates relayed from one upstream
@@ -56,7 +117,7 @@ func (p *republisher) watchUpdates() {
 func (p *republisher) updated(c *Client, uri string) {
 	s := &p.subs
 	s.mu.Lock()
-	if s.upstream[uri] != c {
+	if e := s.upstream[uri]; e == nil || e.c != c {
 		s.mu.Unlock()
 		return // not asked for (or asked of another upstream): dropped
 	}
@@ -93,7 +154,7 @@ func (p *republisher) flush(c *Client) {
 	r := s.relays[c]
 	var uris []string
 	for uri := range r.pending {
-		if s.upstream[uri] == c {
+		if e := s.upstream[uri]; e != nil && e.c == c {
 			uris = append(uris, uri)
 		}
 	}
@@ -106,7 +167,8 @@ func (p *republisher) flush(c *Client) {
 
 // subscribe serves resources/subscribe: uri must be a resource served,
 // by an upstream that offers subscriptions; the first session to
-// subscribe to it has agrun subscribe upstream.
+// subscribe to it has agrun subscribe upstream, and the sessions that ask
+// meanwhile wait for that answer.
 func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
 	uri := req.Params.URI
 	c := p.ownerOf(uri, false)
@@ -118,27 +180,61 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 	}
 	s := &p.subs
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	p.drop(ctx, p.prune())
+	drops := p.prune()
+	// Other sessions' leftovers are unsubscribed apart from this request.
+	defer func() { go p.drop(ctx, drops) }()
 	mine := s.bySession[req.Session]
 	if mine[uri] {
+		s.mu.Unlock()
 		return nil
 	}
 	if len(mine) >= MaxSubscriptionsPerSession {
+		s.mu.Unlock()
 		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions in this session (at most 100)"}
 	}
-	if s.upstream[uri] == nil {
+	e := s.upstream[uri]
+	if e == nil {
 		if len(s.upstream) >= MaxSubscriptions {
+			s.mu.Unlock()
 			return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions (the server keeps at most 1000)"}
 		}
-		if err := c.subscribe(ctx, uri); err != nil {
-			return upstreamError(err)
-		}
+		e = &upstreamSub{c: c, uri: uri, pending: true, ready: make(chan struct{})}
 		if s.upstream == nil {
-			s.upstream = map[string]*Client{}
+			s.upstream = map[string]*upstreamSub{}
 		}
-		s.upstream[uri] = c
+		s.upstream[uri] = e
+		prev, done := s.enqueue(uri)
+		s.mu.Unlock()
+		err := ctx.Err()
+		if wait(ctx, prev, done) {
+			err = c.subscribe(ctx, uri)
+			done()
+		}
+		s.mu.Lock()
+		e.pending, e.err = false, err
+		if err != nil && s.upstream[uri] == e {
+			delete(s.upstream, uri)
+		}
+		close(e.ready)
+	} else {
+		s.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return upstreamError(ctx.Err())
+		}
+		s.mu.Lock()
 	}
+	defer s.mu.Unlock()
+	if e.err != nil {
+		return upstreamError(e.err)
+	}
+	if s.upstream[uri] != e {
+		// Unsubscribed upstream while this request waited (every session
+		// holding it left): the client asks again.
+		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: the resource was unsubscribed meanwhile; subscribe again"}
+	}
+	mine = s.bySession[req.Session]
 	if mine == nil {
 		mine = map[string]bool{}
 		if s.bySession == nil {
@@ -152,49 +248,88 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 
 // unsubscribe serves resources/unsubscribe (of a URI not subscribed to:
 // nothing happens); the last session to unsubscribe from a resource has
-// agrun unsubscribe upstream.
+// agrun unsubscribe upstream before the answer.
 func (p *republisher) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
 	s := &p.subs
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.bySession[req.Session], req.Params.URI)
-	p.drop(ctx, p.prune())
+	drops := p.prune()
+	s.mu.Unlock()
+	p.drop(ctx, drops)
 	return nil
 }
 
-// upstreamSub is one resource subscribed to upstream.
-type upstreamSub struct {
-	c   *Client
-	uri string
+// queuedDrop is an upstream unsubscription decided (and queued) by prune.
+type queuedDrop struct {
+	*upstreamSub
+	prev <-chan struct{}
+	done func()
 }
 
-// unsubscribeTimeout bounds one upstream unsubscription, which runs apart
-// from the request that caused it.
+// unsubscribeTimeout bounds the upstream unsubscriptions one drop asks
+// of one upstream, all together; they run apart from the request that
+// caused them.
 const unsubscribeTimeout = 10 * time.Second
 
-// drop unsubscribes upstream from subs, apart from ctx's cancellation
-// (its request may be ending: under the 2026-07-28 protocol an
-// unsubscription is the end of the client's subscriptions/listen request,
-// whose context is cancelled by then), each within unsubscribeTimeout;
-// an upstream's failure is logged. Called with s.mu held, as subscribe's
-// upstream call is, so that an unsubscription and a new subscription of
-// one resource reach the upstream in the order they were decided.
-func (p *republisher) drop(ctx context.Context, subs []upstreamSub) {
-	ctx = context.WithoutCancel(ctx)
+// drop unsubscribes upstream from subs, each in its resource's queue,
+// apart from ctx's cancellation (its request may be ending: under the
+// 2026-07-28 protocol an unsubscription is the end of the client's
+// subscriptions/listen request, whose context is cancelled by then). The
+// upstreams are asked side by side, each within unsubscribeTimeout for
+// all its resources; past an upstream's first failure, or its deadline,
+// the rest of its resources are abandoned (left subscribed upstream,
+// their updates dropped here) rather than waited for one by one, and
+// logged once.
+func (p *republisher) drop(ctx context.Context, subs []queuedDrop) {
+	byUp := map[*Client][]queuedDrop{}
 	for _, d := range subs {
-		uctx, cancel := context.WithTimeout(ctx, unsubscribeTimeout)
-		err := d.c.unsubscribe(uctx, d.uri)
-		cancel()
-		if err != nil {
-			p.log.Warn("mcp serve: upstream resource not unsubscribed", "server", d.c.Name(), "error", err.Error())
-		}
+		byUp[d.c] = append(byUp[d.c], d)
 	}
+	ctx = context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for c, subs := range byUp {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, unsubscribeTimeout)
+			defer cancel()
+			var failed error
+			abandoned := 0
+			for _, d := range subs {
+				if failed != nil {
+					// Not called, but done in order, once prev is.
+					abandoned++
+					go func() {
+						if d.prev != nil {
+							<-d.prev
+						}
+						d.done()
+					}()
+					continue
+				}
+				if !wait(ctx, d.prev, d.done) {
+					failed = ctx.Err()
+					abandoned++
+					continue
+				}
+				err := c.unsubscribe(ctx, d.uri)
+				d.done()
+				if err != nil {
+					failed = err
+					abandoned++
+				}
+			}
+			if failed != nil {
+				p.log.Warn("mcp serve: upstream resources not unsubscribed", "server", c.Name(), "count", abandoned, "of", len(subs), "error", failed.Error())
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // prune forgets the subscriptions of sessions that ended, and the
 // upstream subscriptions of the resources no live session is subscribed
-// to any more, which it returns for drop. Called with s.mu held.
-func (p *republisher) prune() []upstreamSub {
+// to any more (not those still pending), and queues their upstream
+// unsubscriptions, which it returns for drop. Called with s.mu held.
+func (p *republisher) prune() []queuedDrop {
 	s := &p.subs
 	live := map[*sdk.ServerSession]bool{}
 	for ss := range p.srv.Sessions() {
@@ -210,13 +345,14 @@ func (p *republisher) prune() []upstreamSub {
 			held[uri] = true
 		}
 	}
-	var drop []upstreamSub
-	for uri, c := range s.upstream {
-		if held[uri] {
+	var drop []queuedDrop
+	for uri, e := range s.upstream {
+		if held[uri] || e.pending {
 			continue
 		}
 		delete(s.upstream, uri)
-		drop = append(drop, upstreamSub{c, uri})
+		prev, done := s.enqueue(uri)
+		drop = append(drop, queuedDrop{e, prev, done})
 	}
 	return drop
 }
