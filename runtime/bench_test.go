@@ -234,3 +234,30 @@ func BenchmarkAuditCPUWindow(b *testing.B) {
 		startThreadCPU().stop()
 	}
 }
+
+// BenchmarkRunSnapshotLargeReuse is BenchmarkRunSnapshotLarge with the
+// default configuration (instances prepared ahead and reused when the
+// rules allow): the 20 KB row of the peer bench. Its reused/op is 0: on
+// this input Go's heap grows the memory (52 to 64 pages), and a grown
+// memory cannot be put back (docs/PERFORMANCE.md, "Instance reuse").
+func BenchmarkRunSnapshotLargeReuse(b *testing.B) {
+	r := newRuntime(b, Config{})
+	m := compile(b, r, testguest.Build(b, "testdata/guests/wordcount", "-buildmode=c-shared"))
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog\n", 460)
+	stdin, _ := json.Marshal(map[string]string{"text": text})
+	in := Input{Args: []string{"wordcount"}, Stdin: stdin}
+	ctx := context.Background()
+	first, err := r.Run(ctx, m, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := r.Stats().InstancesReused
+	defer reportCPU(b)()
+	for b.Loop() {
+		out, err := r.Run(ctx, m, in)
+		if err != nil || string(out.Stdout) != string(first.Stdout) {
+			b.Fatalf("%v %+v", err, out)
+		}
+	}
+	b.ReportMetric(float64(r.Stats().InstancesReused-before)/float64(b.N), "reused/op")
+}

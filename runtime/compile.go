@@ -166,7 +166,9 @@ func (r *Runtime) compile(ctx context.Context, wasm []byte, sum [32]byte) (*modu
 	// mapped unreleased, so it gets ctx without its cancellation.
 	extra := 0
 	if ctx.Value(oneCompileSlot{}) == nil {
-		extra = r.borrowCompileSlots(goruntime.GOMAXPROCS(0) - 1)
+		// A worker beyond the functions to compile would hold its slot
+		// idle to the compile's end.
+		extra = r.borrowCompileSlots(min(goruntime.GOMAXPROCS(0), info.funcs) - 1)
 	}
 	r.compileWorkers.Add(int64(1 + extra))
 	cm, err := r.wz.CompileModule(experimental.WithCompilationWorkers(context.WithoutCancel(ctx), 1+extra), bin)
@@ -198,7 +200,7 @@ func (r *Runtime) prepareModule(wasm []byte) (info *moduleInfo, bin, image []byt
 	// data segments (see wasmbin.MergeData); for a reactor whose state can
 	// be snapshotted after _initialize, also export its mutable globals
 	// (see snapshot.go).
-	info = &moduleInfo{reactor: isReactor(m)}
+	info = &moduleInfo{reactor: isReactor(m), funcs: len(m.FuncTypes)}
 	image, hasImage := buildImage(m)
 	if hasImage {
 		info.image = dataImage(image)

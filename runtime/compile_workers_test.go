@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	goruntime "runtime"
 	"testing"
+	"time"
 )
 
 // TestCompileBorrowsIdleSlots: a compile alone takes the free compile
@@ -65,5 +67,52 @@ func TestCompileBorrowsIdleSlots(t *testing.T) {
 	}
 	for range 3 {
 		<-busy.compileSem
+	}
+
+	// A module of one function has one to compile: no slot is borrowed
+	// to sit idle.
+	single := newRuntime(t, Config{DisableCache: true, MaxCompiles: 4})
+	if _, err := single.Compile(ctx, wat(t, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	if w := single.Stats().CompileWorkers; w != 1 {
+		t.Errorf("one function: %d workers", w)
+	}
+}
+
+// TestCompileCancelledMidway: a compile on borrowed workers whose context
+// ends while wazero compiles gives every slot back (wazero finishes with
+// the context's cancellation removed: its parallel compile would
+// otherwise leave what it mapped behind), and the Runtime compiles and
+// runs the module afterwards.
+func TestCompileCancelledMidway(t *testing.T) {
+	if goruntime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: no worker to borrow")
+	}
+	wasm := probe(t)
+	r := newRuntime(t, Config{DisableCache: true, MaxCompiles: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	// Cancelled once the compile has borrowed its workers, i.e. while
+	// wazero compiles (agrun's own steps before it hold one slot).
+	go func() {
+		for r.Stats().CompileWorkers == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := r.Compile(ctx, wasm)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrCompile) {
+		t.Fatalf("cancelled compile: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the compile ended before it was cancelled: the test proves nothing")
+	}
+	if n := len(r.compileSem); n != 0 {
+		t.Fatalf("%d compile slots still held after a cancelled compile", n)
+	}
+	m := compile(t, r, wasm)
+	out, err := r.Run(context.Background(), m, Input{Args: []string{"probe", "echo"}, Stdin: []byte("after")})
+	if err != nil || string(out.Stdout) != "after" {
+		t.Fatalf("after a cancelled compile: %q, %v", out.Stdout, err)
 	}
 }

@@ -78,6 +78,10 @@ type moduleInfo struct {
 	// snap is non-nil when a reactor's instances can start from a snapshot
 	// taken after _initialize (snapshot.go).
 	snap *snapshotter
+	// funcs is the number of functions the module defines, set by
+	// prepareModule (not kept with a prepared module): a compile borrows
+	// no more workers than there are functions to compile.
+	funcs int
 }
 
 // New returns a Runtime. It fails only if the wazero runtime or the
