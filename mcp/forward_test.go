@@ -333,11 +333,20 @@ func testForwardSubscriptions(t *testing.T, version string) {
 // waits for the answer to each resources/subscribe and unsubscribe
 // (under 2026-07-28 the go-sdk's client waits for neither).
 func subscribableUpstream(uris []string, unsub func(context.Context, *sdk.UnsubscribeRequest) error) *sdk.Server {
+	return subscribableUpstreamWith(uris, nil, unsub)
+}
+
+// subscribableUpstreamWith is subscribableUpstream whose subscribe
+// handler is sub (nil: accepts).
+func subscribableUpstreamWith(uris []string, sub func(context.Context, *sdk.SubscribeRequest) error, unsub func(context.Context, *sdk.UnsubscribeRequest) error) *sdk.Server {
+	if sub == nil {
+		sub = func(context.Context, *sdk.SubscribeRequest) error { return nil }
+	}
 	if unsub == nil {
 		unsub = func(context.Context, *sdk.UnsubscribeRequest) error { return nil }
 	}
 	up := sdk.NewServer(&sdk.Implementation{Name: "up"}, &sdk.ServerOptions{
-		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		SubscribeHandler:   sub,
 		UnsubscribeHandler: unsub,
 	})
 	up.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
@@ -469,5 +478,58 @@ func TestForwardSubscriptionsTotalCap(t *testing.T) {
 	}
 	if err := last.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[MaxSubscriptions]}); err != nil {
 		t.Fatalf("after an unsubscription: %v", err)
+	}
+}
+
+// TestForwardSubscriptionsSessionCapConcurrent: a session's subscriptions
+// still waiting for the upstream count against its cap, so requests made
+// at once cannot pass MaxSubscriptionsPerSession together.
+func TestForwardSubscriptionsSessionCapConcurrent(t *testing.T) {
+	uris := make([]string, MaxSubscriptionsPerSession+4)
+	for i := range uris {
+		uris[i] = fmt.Sprintf("up://r%d", i)
+	}
+	release, entered := make(chan struct{}), make(chan string, len(uris))
+	slowFrom := MaxSubscriptionsPerSession - 1
+	up := subscribableUpstreamWith(uris, func(ctx context.Context, req *sdk.SubscribeRequest) error {
+		var i int
+		fmt.Sscanf(req.Params.URI, "up://r%d", &i)
+		if i >= slowFrom {
+			entered <- req.Params.URI
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}, nil)
+	srv := NewServer(registry.New(), &ServerOptions{Upstreams: []*Client{upstreamOf(t, up)}, Logger: slog.New(slog.DiscardHandler)})
+	cs := connectClient(t, srv, "2025-11-25", nil, false)
+	ctx := context.Background()
+	for _, uri := range uris[:slowFrom] {
+		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One slot left; five requests at once. The one that reaches the
+	// upstream first holds it until released; the others are refused
+	// meanwhile.
+	t.Cleanup(func() { close(release) })
+	errs := make(chan error, 5)
+	for _, uri := range uris[slowFrom:] {
+		go func() { errs <- cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}) }()
+	}
+	<-entered
+	for range 4 {
+		select {
+		case err := <-errs:
+			if err == nil || !strings.Contains(err.Error(), "too many subscriptions in this session") {
+				t.Fatalf("a request past the cap while another waited: %v", err)
+			}
+		case uri := <-entered:
+			t.Fatalf("a second request (%s) reached the upstream past the session's cap", uri)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request past the cap was neither refused nor sent upstream")
+		}
 	}
 }

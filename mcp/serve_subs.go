@@ -44,6 +44,7 @@ const (
 type subscriptions struct {
 	mu        sync.Mutex
 	bySession map[*sdk.ServerSession]map[string]bool // client session -> URIs
+	asking    map[*sdk.ServerSession]int             // client session -> its subscriptions waiting for the upstream
 	upstream  map[string]*upstreamSub                // URI -> its upstream subscription
 	tail      map[string]chan struct{}               // URI -> closed when its last queued upstream call is done
 	relays    map[*Client]*updateRelay
@@ -188,16 +189,27 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 		s.mu.Unlock()
 		return nil
 	}
-	if len(mine) >= MaxSubscriptionsPerSession {
+	// Those still waiting for the upstream count too: a session's
+	// concurrent requests cannot pass the cap together.
+	if len(mine)+s.asking[req.Session] >= MaxSubscriptionsPerSession {
 		s.mu.Unlock()
 		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions in this session (at most 100)"}
 	}
 	e := s.upstream[uri]
-	if e == nil {
-		if len(s.upstream) >= MaxSubscriptions {
-			s.mu.Unlock()
-			return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions (the server keeps at most 1000)"}
+	if e == nil && len(s.upstream) >= MaxSubscriptions {
+		s.mu.Unlock()
+		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions (the server keeps at most 1000)"}
+	}
+	if s.asking == nil {
+		s.asking = map[*sdk.ServerSession]int{}
+	}
+	s.asking[req.Session]++
+	answered := func() { // with s.mu held
+		if s.asking[req.Session]--; s.asking[req.Session] <= 0 {
+			delete(s.asking, req.Session)
 		}
+	}
+	if e == nil {
 		e = &upstreamSub{c: c, uri: uri, pending: true, ready: make(chan struct{})}
 		if s.upstream == nil {
 			s.upstream = map[string]*upstreamSub{}
@@ -221,11 +233,15 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 		select {
 		case <-e.ready:
 		case <-ctx.Done():
+			s.mu.Lock()
+			answered()
+			s.mu.Unlock()
 			return upstreamError(ctx.Err())
 		}
 		s.mu.Lock()
 	}
 	defer s.mu.Unlock()
+	answered()
 	if e.err != nil {
 		return upstreamError(e.err)
 	}
