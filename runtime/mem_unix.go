@@ -122,18 +122,20 @@ func (m *mmapMemory) Free() {
 
 // resetForReuse makes the memory exactly its image again, for another
 // call of the same instance (reuse.go), and says whether it did: not if
-// the guest grew the memory past size, the size its instance started
-// with (wazero cannot shrink a memory, so the next call would see a
-// larger one than a fresh instance has), if more of it was ever touched
-// than the pool keeps (Free unmaps such a memory rather than reset it),
-// or if it was freed. It compares and rewrites the same pages as Free's
-// reset.
+// the memory is not size bytes long (the size its instance started with;
+// a memory the guest grew is shrunk back first, reuse.go shrinkTo), if
+// more of it was ever touched than the pool keeps (Free unmaps such a
+// memory rather than reset it), or if it was freed. It compares and
+// rewrites the same pages as Free's reset, up to the most the guest
+// reached: the bytes past size are zeros again when the memory grows next
+// (wazero's Shrink zeroes them too; this does not rely on it).
 func (m *mmapMemory) resetForReuse(size uint64) bool {
-	if m.mem == nil || m.used != size || uint64(len(m.mem)) != size || m.resident > keepResident ||
+	if m.mem == nil || uint64(len(m.mem)) != size || m.used < size || m.resident > keepResident ||
 		(m.image != nil && m.image.size != size) {
 		return false
 	}
-	resetTo(m.mem, m.image)
+	resetTo(m.mem[:m.used], m.image)
+	m.used = size
 	return true
 }
 

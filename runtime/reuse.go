@@ -20,9 +20,10 @@ import (
 //
 // What an instance holds, and why putting it back is exact:
 //   - Its memory: rewritten page by page to the snapshot's image (the
-//     same comparison as the pool's reset, mem_unix.go resetTo). A memory
-//     the guest grew is not reused: wazero cannot shrink it, and the next
-//     call would see a larger memory than a fresh instance has.
+//     same comparison as the pool's reset, mem_unix.go resetTo), and set
+//     back to the snapshot's size if the guest grew it (shrinkTo: the next
+//     call must see the memory.size a fresh instance has, and zeros
+//     wherever it grows).
 //   - Its mutable globals: the module's own are all exported for the
 //     snapshot and set back to it; the meter's fuel and depth counters
 //     (wasmbin.Instrument exports both) are set back to zero.
@@ -93,7 +94,7 @@ func resetInstance(p *prepared, s *snapshotter, snap *snapshot) bool {
 	if !ok || p.mod.IsClosed() {
 		return false
 	}
-	if pages, _ := p.mod.Memory().Grow(0); uint64(pages)*65536 != snap.mem.size || !mem.resetForReuse(snap.mem.size) {
+	if !shrinkTo(p.mod.Memory(), snap.mem.size) || !mem.resetForReuse(snap.mem.size) {
 		return false
 	}
 	if restore(p.mod, s, snap) != nil {
@@ -107,6 +108,28 @@ func resetInstance(p *prepared, s *snapshotter, snap *snapshot) bool {
 		g.Set(0)
 	}
 	return true
+}
+
+// memoryShrinker is experimental.MemoryShrinker of agrun's patched wazero
+// (third_party/wazero.patch), named here by its method so that agrun
+// still builds against upstream wazero, as it does for a program that
+// imports agrun without go.mod's replace: there a grown memory is simply
+// not reused.
+type memoryShrinker interface{ Shrink(pages uint32) bool }
+
+// shrinkTo gives memory the size (in bytes, whole pages) it started the
+// call with, shrinking it if the guest grew it (memoryShrinker,
+// agrun's wazero patch: wazevo's compiled code learns the new length as it
+// learns a grown one, and the dropped bytes are zeroed), and says whether
+// it has that size now. Called only between calls: no guest code is
+// running on the instance.
+func shrinkTo(memory api.Memory, size uint64) bool {
+	pages, _ := memory.Grow(0)
+	if uint64(pages)*65536 == size {
+		return true
+	}
+	s, ok := memory.(memoryShrinker)
+	return ok && uint64(pages)*65536 > size && size%65536 == 0 && s.Shrink(uint32(size/65536))
 }
 
 // keepsInstance says whether a call of WASI function name with params

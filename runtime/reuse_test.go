@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agcore/agrun/internal/testing/testguest"
 )
 
 // result is what a call shows its caller: what a reused instance must
@@ -48,8 +50,9 @@ func reuseInput(mode byte, depth uint16, marker string) Input {
 // against a guest that looks for what earlier calls left in memory, in
 // globals, in its table, in the stack-depth and fuel counters and in its
 // file table, in calls that return, trap, time out, are cancelled, exit,
-// close stderr, open files, grow memory and read random bytes and clocks,
-// in a random order. The oracle is the same calls with DisablePrepare (a
+// close stderr, open files, grow memory (and look in the pages an earlier
+// call grew, wrote and had taken away when its instance was reset) and
+// read random bytes and clocks, in a random order. The oracle is the same calls with DisablePrepare (a
 // new instance for every call).
 func TestReuseDifferential(t *testing.T) {
 	const maxStack = 64 << 10
@@ -80,7 +83,7 @@ func TestReuseDifferential(t *testing.T) {
 	depth := lo
 
 	rng := rand.New(rand.NewPCG(29, 1))
-	modes := "nnnnnnnnnrrrttlLxycogw"
+	modes := "nnnnnnnnnrrrttlLxycoggghhw"
 	before := reuse.Stats().InstancesReused
 	for i := range 300 {
 		mode := modes[rng.IntN(len(modes))]
@@ -116,7 +119,11 @@ func TestReuseDifferential(t *testing.T) {
 		if got != want {
 			t.Fatalf("call %d (mode %c, depth %d): reused %+v\nfresh %+v", i, mode, d, got, want)
 		}
-		if want.Err == "" && !strings.HasPrefix(want.Stdout, "CH\x0212\x02I") {
+		size := "\x02" // memory.size as the call sees it first
+		if mode == 'h' {
+			size = "\x03"
+		}
+		if want.Err == "" && !strings.HasPrefix(want.Stdout, "CH\x0212"+size+"I") {
 			t.Fatalf("call %d (mode %c): a fresh instance saw %q", i, mode, want.Stdout)
 		}
 	}
@@ -182,6 +189,62 @@ func TestReuseGoGuest(t *testing.T) {
 	}
 	if reuse.Stats().InstancesReused == 0 {
 		t.Error("no instance was reused")
+	}
+}
+
+// A Go tool's call that grows its memory (word_count on 20 KB: Go's heap
+// takes the rest of its first arena) leaves an instance that is shrunk
+// back and reused, and the calls after it, large or small, give the same
+// output as on fresh instances and spend the same fuel as the same call
+// on the Runtime's first, fresh instance: Go's runtime finds the memory
+// size it recorded at start-up, and zeros wherever it grows again. (Fuel
+// is compared within one Runtime: word_count's map hashes with the seed
+// in each Runtime's own snapshot.)
+func TestReuseGrownGoGuest(t *testing.T) {
+	wasm := testguest.Build(t, "testdata/guests/wordcount", "-buildmode=c-shared")
+	fresh := newRuntime(t, Config{DisablePrepare: true})
+	reuse := newRuntime(t, Config{})
+	fm, rm := compile(t, fresh, wasm), compile(t, reuse, wasm)
+	ctx := context.Background()
+	input := func(words int) Input {
+		stdin, _ := json.Marshal(map[string]string{"text": strings.Repeat("the quick brown fox jumps over the lazy dog\n", words/9)})
+		return Input{Args: []string{"wordcount"}, Stdin: stdin}
+	}
+	small, err := fresh.Run(ctx, fm, input(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fuel := map[int]int64{} // words: the fuel of its first call on reuse
+	grown := 0
+	for i := range 12 {
+		words := []int{4140, 9000, 9}[i%3] // 20 KB, 44 KB, 45 bytes
+		in := input(words)
+		want, err := fresh.Run(ctx, fm, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := reuse.Run(ctx, rm, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Stdout) != string(want.Stdout) || got.ExitCode != 0 || len(got.Stderr) != 0 {
+			t.Fatalf("call %d (%d words): reused %+v\nfresh %+v", i, words, resultOf(got, nil, false), resultOf(want, nil, false))
+		}
+		if f, ok := fuel[words]; !ok {
+			fuel[words] = got.Fuel
+		} else if got.Fuel != f {
+			t.Fatalf("call %d (%d words) spent %d fuel on a reused instance, %d the first time", i, words, got.Fuel, f)
+		}
+		if got.Audit.MemoryPeak > small.Audit.MemoryPeak {
+			grown++
+		}
+		waitIdle(t, reuse)
+	}
+	if grown < 8 {
+		t.Fatalf("%d of 12 calls grew the memory; want the 8 large ones", grown)
+	}
+	if n := reuse.Stats().InstancesReused; n < 11 {
+		t.Errorf("%d of 12 instances reused; want every one (%d calls grew the memory)", n, grown)
 	}
 }
 

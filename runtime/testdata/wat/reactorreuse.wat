@@ -12,7 +12,9 @@
 ;;   'n' returns; 't' traps; 'l' loops for ever; 'x' proc_exit(0);
 ;;   'y' proc_exit(3); 'c' closes stderr and returns; 'o' tries to open a
 ;;   file and returns; 'g' grows the memory by a page, writes the marker
-;;   there and returns; 'r' reads random bytes and the clock and returns.
+;;   there and returns; 'h' grows the memory by a page before it looks
+;;   (the marker in a page an earlier call grew must not be there) and
+;;   returns; 'r' reads random bytes and the clock and returns.
 (module
   (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
@@ -63,6 +65,9 @@
   (func (export "agrun_call") (local $top i32) (local $mode i32)
     (call $read)
     (local.set $mode (i32.load8_u (i32.const 0x1000)))
+    ;; 'h': grow by a page before looking, so that the search covers
+    ;; pages an earlier call grew, wrote and had taken away
+    (if (i32.eq (local.get $mode) (i32.const 0x68)) (then (drop (memory.grow (i32.const 1)))))
     (i32.store8 (i32.const 0x200) (select (i32.const 0x46) (i32.const 0x43) (call $search)))
     (i32.store8 (i32.const 0x201) (global.get $h))
     (i32.store8 (i32.const 0x202) (global.get $k))

@@ -50,3 +50,20 @@ func WithMemoryAllocator(ctx context.Context, allocator MemoryAllocator) context
 	}
 	return ctx
 }
+
+// MemoryShrinker is implemented by the api.Memory of a module instance's
+// own memory (api.Module Memory). It is outside the WebAssembly
+// specification, in which a memory never shrinks: it is for a host that
+// resets an instance between calls to reuse it, and that must give the
+// next call the memory size a fresh instance would have.
+//
+//	if s, ok := mod.Memory().(experimental.MemoryShrinker); ok && s.Shrink(1) { ... }
+type MemoryShrinker interface {
+	// Shrink sets the memory's size to pages, at least its declared
+	// minimum and at most its current size, and reports whether it did
+	// (never for a shared memory). The bytes past the new size are zeroed,
+	// so that a later growth finds zeros there. It must not be called
+	// while any function of the module, or of a module importing the
+	// memory, is running.
+	Shrink(pages uint32) bool
+}

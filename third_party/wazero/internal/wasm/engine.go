@@ -88,6 +88,7 @@ type ModuleEngine interface {
 	// the initialization via ElementSegment.
 	FunctionInstanceReference(funcIndex Index) Reference
 
-	// MemoryGrown notifies the engine that the memory has grown.
+	// MemoryGrown notifies the engine that the memory's size has changed:
+	// it grew, or MemoryInstance.Shrink made it smaller.
 	MemoryGrown()
 }

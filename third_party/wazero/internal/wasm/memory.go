@@ -280,6 +280,44 @@ func (m *MemoryInstance) Grow(delta uint32) (result uint32, ok bool) {
 	return currentPages, true
 }
 
+// Shrink implements experimental.MemoryShrinker: it sets the memory's size
+// back to pages and reports whether it did. It refuses a shared memory, a
+// size below the declared minimum or above the current size. The bytes
+// past pages are zeroed first, so that a later Grow finds zeros there as
+// the specification requires; if the allocator then refuses the smaller
+// length (a LinearMemory's Reallocate returned nil) the size is
+// unchanged, those bytes are zero, and Shrink reports false.
+//
+// It must not be called while a function of the module is running:
+// compiled code keeps the memory's length in its registers while it runs.
+// Engines learn the new length as they learn a grown one (MemoryGrown).
+func (m *MemoryInstance) Shrink(pages uint32) bool {
+	if m.Shared {
+		return false
+	}
+	current := m.Pages()
+	if pages < m.Min || pages > current {
+		return false
+	}
+	if pages == current {
+		return true
+	}
+	size := MemoryPagesToBytesNum(pages)
+	clear(m.Buffer[size:])
+	if m.expBuffer != nil {
+		buffer := m.expBuffer.Reallocate(size)
+		if buffer == nil {
+			return false
+		}
+		m.Buffer = buffer
+		m.Cap = pages
+	} else {
+		m.Buffer = m.Buffer[:size]
+	}
+	m.ownerModuleEngine.MemoryGrown()
+	return true
+}
+
 // Pages implements the same method as documented on api.Memory.
 func (m *MemoryInstance) Pages() (result uint32) {
 	return memoryBytesNumToPages(uint64(len(m.Buffer)))
