@@ -7,6 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agcore/agrun/registry"
 )
 
 // Bounds of the resource subscriptions `agrun mcp serve` forwards.
@@ -47,6 +49,7 @@ type subscriptions struct {
 	asking    map[*sdk.ServerSession]int             // client session -> its subscriptions waiting for the upstream
 	upstream  map[string]*upstreamSub                // URI -> its upstream subscription
 	tail      map[string]chan struct{}               // URI -> closed when its last queued upstream call is done
+	watched   map[*sdk.ServerSession]bool            // client sessions whose end is watched (watchEnd)
 	relays    map[*Client]*updateRelay
 }
 
@@ -58,6 +61,7 @@ type upstreamSub struct {
 	pending bool
 	ready   chan struct{} // closed when the upstream answered
 	err     error         // its refusal, set before ready is closed
+	gaveUp  bool          // err is the end of the asking request's context: the others waiting ask again
 }
 
 // enqueue queues an upstream call for uri after those already queued,
@@ -179,6 +183,18 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 	if caps := c.currentCaps(); caps.Resources == nil || !caps.Resources.Subscribe {
 		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: the server serving this resource offers no subscriptions"}
 	}
+	for {
+		// Asked again when the request this one waited for gave up (its
+		// own end is no answer for this one).
+		if again, err := p.subscribeOnce(ctx, req, c, uri); !again {
+			return err
+		}
+	}
+}
+
+// subscribeOnce is one attempt of subscribe; again: the request whose
+// upstream answer this one waited for gave up, ask again.
+func (p *republisher) subscribeOnce(ctx context.Context, req *sdk.SubscribeRequest, c *Client, uri string) (again bool, _ error) {
 	s := &p.subs
 	s.mu.Lock()
 	drops := p.prune()
@@ -187,18 +203,18 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 	mine := s.bySession[req.Session]
 	if mine[uri] {
 		s.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	// Those still waiting for the upstream count too: a session's
 	// concurrent requests cannot pass the cap together.
 	if len(mine)+s.asking[req.Session] >= MaxSubscriptionsPerSession {
 		s.mu.Unlock()
-		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions in this session (at most 100)"}
+		return false, &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions in this session (at most 100)"}
 	}
 	e := s.upstream[uri]
 	if e == nil && len(s.upstream) >= MaxSubscriptions {
 		s.mu.Unlock()
-		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions (the server keeps at most 1000)"}
+		return false, &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: too many subscriptions (the server keeps at most 1000)"}
 	}
 	if s.asking == nil {
 		s.asking = map[*sdk.ServerSession]int{}
@@ -209,7 +225,8 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 			delete(s.asking, req.Session)
 		}
 	}
-	if e == nil {
+	creator := e == nil
+	if creator {
 		e = &upstreamSub{c: c, uri: uri, pending: true, ready: make(chan struct{})}
 		if s.upstream == nil {
 			s.upstream = map[string]*upstreamSub{}
@@ -217,15 +234,31 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 		s.upstream[uri] = e
 		prev, done := s.enqueue(uri)
 		s.mu.Unlock()
-		err := ctx.Err()
-		if wait(ctx, prev, done) {
+		var err error
+		called := false
+		if !wait(ctx, prev, done) {
+			err = ctx.Err() // never asked upstream
+		} else if err = ctx.Err(); err == nil {
+			called = true
 			err = c.subscribe(ctx, uri)
+			done()
+		} else {
 			done()
 		}
 		s.mu.Lock()
 		e.pending, e.err = false, err
-		if err != nil && s.upstream[uri] == e {
-			delete(s.upstream, uri)
+		if err != nil {
+			e.gaveUp = ctx.Err() != nil
+			if s.upstream[uri] == e {
+				delete(s.upstream, uri)
+			}
+			// Not answered in time (this request ended, or the upstream's
+			// deadline passed): the upstream may still take it, so it is
+			// unsubscribed, in the resource's queue.
+			if called && (ctx.Err() != nil || registry.KindOf(err) == registry.MCPTimeout) {
+				prev, done := s.enqueue(uri)
+				drops = append(drops, queuedDrop{e, prev, done})
+			}
 		}
 		close(e.ready)
 	} else {
@@ -236,19 +269,22 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 			s.mu.Lock()
 			answered()
 			s.mu.Unlock()
-			return upstreamError(ctx.Err())
+			return false, upstreamError(ctx.Err())
 		}
 		s.mu.Lock()
 	}
 	defer s.mu.Unlock()
 	answered()
 	if e.err != nil {
-		return upstreamError(e.err)
+		if !creator && e.gaveUp && ctx.Err() == nil {
+			return true, nil
+		}
+		return false, upstreamError(e.err)
 	}
 	if s.upstream[uri] != e {
 		// Unsubscribed upstream while this request waited (every session
 		// holding it left): the client asks again.
-		return &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: the resource was unsubscribed meanwhile; subscribe again"}
+		return false, &jsonrpc.Error{Code: codeServerError, Message: "resources/subscribe: the resource was unsubscribed meanwhile; subscribe again"}
 	}
 	mine = s.bySession[req.Session]
 	if mine == nil {
@@ -259,7 +295,31 @@ func (p *republisher) subscribe(ctx context.Context, req *sdk.SubscribeRequest) 
 		s.bySession[req.Session] = mine
 	}
 	mine[uri] = true
-	return nil
+	p.watchEnd(req.Session)
+	return false, nil
+}
+
+// watchEnd has the subscriptions of ss forgotten, and those upstream no
+// live session holds any more dropped, as soon as ss ends (not at some
+// other session's next request). Called with s.mu held.
+func (p *republisher) watchEnd(ss *sdk.ServerSession) {
+	s := &p.subs
+	if s.watched[ss] {
+		return
+	}
+	if s.watched == nil {
+		s.watched = map[*sdk.ServerSession]bool{}
+	}
+	s.watched[ss] = true
+	go func() {
+		ss.Wait()
+		s.mu.Lock()
+		delete(s.watched, ss)
+		delete(s.bySession, ss) // it may still be listed as live for a moment
+		drops := p.prune()
+		s.mu.Unlock()
+		p.drop(context.Background(), drops)
+	}()
 }
 
 // unsubscribe serves resources/unsubscribe (of a URI not subscribed to:
