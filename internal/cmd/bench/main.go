@@ -67,6 +67,7 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "cache of built programs and compiled modules (default: user cache dir + /agrun-bench)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	profile := fs.String("profile", "", "instead of the comparison, write a CPU profile of -calls agrun calls of word_count to this file")
+	profileLarge := fs.Bool("profile-large", false, "with -profile: the calls of section 1b (20 KB of text), not section 1's")
 	only := fs.String("only", "", "run only these sections, by number, comma-separated ("+strings.Join(sectionNumbers(), ", ")+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -90,7 +91,7 @@ func doMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *profile != "" {
-		if err := Profile(ctx, cfg, *profile); err != nil {
+		if err := Profile(ctx, cfg, *profile, *profileLarge); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}
