@@ -34,3 +34,51 @@ func TestMemPoolBounds(t *testing.T) {
 		t.Error("reserve beyond the resident budget")
 	}
 }
+
+// A memory grown, written past its start size, shrunk back without the
+// allocator's own zeroing (resetForReuse does not rely on wazero's), reused,
+// grown less the next time and then freed to the pool hands a mapping of
+// zeros beyond the image to an instance of another image, however far it
+// grows.
+func TestResetForReuseShrunkThenPooled(t *testing.T) {
+	const page = 65536
+	p := &memPool{max: 4}
+	defer p.drain()
+	imA := dataImage([]byte("image A"))
+	imA.size = 2 * page
+	a := &memAllocator{pool: p, limit: 16 * page, image: imA, onExceed: func() {}}
+	m := a.allocate(16 * page).(*mmapMemory)
+	m.Reallocate(2 * page)
+	b := m.Reallocate(6 * page) // call 1 grows to 6 pages
+	for i := 2 * page; i < 6*page; i += 4096 {
+		b[i+7] = 0xaa
+	}
+	m.Reallocate(2 * page) // a shrink that does not zero
+	if !m.resetForReuse(2 * page) {
+		t.Fatal("not reset")
+	}
+	b = m.Reallocate(3 * page) // call 2 grows less
+	for i := 2 * page; i < 3*page; i++ {
+		if b[i] != 0 {
+			t.Fatalf("call 2 sees %#x at %d", b[i], i)
+		}
+	}
+	b[2*page+1] = 0xbb
+	m.Free()
+	imB := dataImage([]byte("B"))
+	bAlloc := &memAllocator{pool: p, limit: 16 * page, image: imB, onExceed: func() {}}
+	n := bAlloc.allocate(16 * page).(*mmapMemory)
+	if n.resident < 6*page {
+		t.Errorf("resident %d: the pooled mapping's touched pages were forgotten", n.resident)
+	}
+	c := n.Reallocate(16 * page)
+	if c[0] != 'B' {
+		t.Fatal("image B not applied")
+	}
+	for i := 1; i < len(c); i++ {
+		if c[i] != 0 {
+			t.Fatalf("another image's instance sees %#x at %d", c[i], i)
+		}
+	}
+	n.Free()
+}
