@@ -237,9 +237,9 @@ func BenchmarkAuditCPUWindow(b *testing.B) {
 
 // BenchmarkRunSnapshotLargeReuse is BenchmarkRunSnapshotLarge with the
 // default configuration (instances prepared ahead and reused when the
-// rules allow): the 20 KB row of the peer bench. Its reused/op is 0: on
-// this input Go's heap grows the memory (52 to 64 pages), and a grown
-// memory cannot be put back (docs/PERFORMANCE.md, "Instance reuse").
+// rules allow): the 20 KB row of the peer bench. On this input Go's heap
+// grows the memory (52 to 64 pages); the reset shrinks it back, so
+// reused/op is 1 (docs/PERFORMANCE.md, "The 20 KB call is reused").
 func BenchmarkRunSnapshotLargeReuse(b *testing.B) {
 	r := newRuntime(b, Config{})
 	m := compile(b, r, testguest.Build(b, "testdata/guests/wordcount", "-buildmode=c-shared"))
