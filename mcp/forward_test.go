@@ -240,20 +240,7 @@ func testForwardSubscriptions(t *testing.T, version string) {
 	srv := NewServer(registry.New(), &ServerOptions{Upstreams: []*Client{upstreamOf(t, up)}, Logger: slog.New(slog.DiscardHandler)})
 
 	ctx := context.Background()
-	updates := make(chan string, 1000)
-	st, ct := sdk.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "c"}, &sdk.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
-	}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs, updates := updatesClient(t, srv, version, 1000)
 	if v := cs.InitializeResult().ProtocolVersion; v != version {
 		t.Fatalf("protocol %s, want %s", v, version)
 	}
@@ -269,7 +256,7 @@ func testForwardSubscriptions(t *testing.T, version string) {
 		}
 	}
 	upstream("the first 100", func(n, r0 int) bool { return n == MaxSubscriptionsPerSession })
-	err = cs.Subscribe(ctx, &sdk.SubscribeParams{URI: fmt.Sprintf("up://r%d", MaxSubscriptionsPerSession)})
+	err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: fmt.Sprintf("up://r%d", MaxSubscriptionsPerSession)})
 	if legacy && (err == nil || !strings.Contains(err.Error(), "too many subscriptions in this session")) {
 		t.Errorf("subscription past the cap: %v", err)
 	}
@@ -398,20 +385,7 @@ func TestForwardSubscriptionsHungUpstream(t *testing.T) {
 	go func() { unsubscribed <- a.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "slow://x"}) }()
 	<-unsubscribing
 
-	updates := make(chan string, 10)
-	st, ct := sdk.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	b, err := sdk.NewClient(&sdk.Implementation{Name: "b"}, &sdk.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
-	}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b, updates := updatesClient(t, srv, "2025-11-25", 10)
 	// First of the clean-ups: the sessions' Close waits for the handler.
 	t.Cleanup(func() { close(release); returned.Wait() })
 	if err := b.Subscribe(ctx, &sdk.SubscribeParams{URI: "fast://y"}); err != nil {
@@ -532,4 +506,27 @@ func TestForwardSubscriptionsSessionCapConcurrent(t *testing.T) {
 			t.Fatal("a request past the cap was neither refused nor sent upstream")
 		}
 	}
+}
+
+// updatesClient connects a client session to srv under protocol version
+// that sends each resource update it is notified of to updates (room
+// for buf of them); both ends close with the test.
+func updatesClient(t *testing.T, srv *sdk.Server, version string, buf int) (_ *sdk.ClientSession, updates chan string) {
+	t.Helper()
+	ctx := context.Background()
+	updates = make(chan string, buf)
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "c"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
+	}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, updates
 }

@@ -37,6 +37,14 @@ func (u *upCounter) get(uri string) (held, subs int) {
 	return u.held[uri], u.subs
 }
 
+// subscribeAsync subscribes cs to uri in the background; its answer
+// arrives on the channel.
+func subscribeAsync(ctx context.Context, cs *sdk.ClientSession, uri string) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}) }()
+	return errc
+}
+
 // within5s waits up to 5 s for cond.
 func within5s(cond func() bool) bool {
 	deadline := time.Now().Add(5 * time.Second)
@@ -91,8 +99,7 @@ func TestForwardSubscriptionsCancelledWhileQueued(t *testing.T) {
 	// waits in the queue of x; then B gives up.
 	b := connectClient(t, srv, "2025-11-25", nil, false)
 	bctx, cancel := context.WithCancel(ctx)
-	berr := make(chan error, 1)
-	go func() { berr <- b.Subscribe(bctx, &sdk.SubscribeParams{URI: uri}) }()
+	berr := subscribeAsync(bctx, b, uri)
 	time.Sleep(300 * time.Millisecond) // B's request is queued
 	cancel()
 	if err := <-berr; err == nil {
@@ -109,20 +116,7 @@ func TestForwardSubscriptionsCancelledWhileQueued(t *testing.T) {
 	}
 
 	// C subscribes now: the upstream must hold x again.
-	updates := make(chan string, 10)
-	st, ct := sdk.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	c, err := sdk.NewClient(&sdk.Implementation{Name: "c"}, &sdk.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
-	}).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, updates := updatesClient(t, srv, "2025-11-25", 10)
 	if err := c.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +157,9 @@ func TestForwardSubscriptionsOtherSessionCancels(t *testing.T) {
 	a := connectClient(t, srv, "2025-11-25", nil, false)
 	b := connectClient(t, srv, "2025-11-25", nil, false)
 	actx, cancel := context.WithCancel(ctx)
-	aerr := make(chan error, 1)
-	go func() { aerr <- a.Subscribe(actx, &sdk.SubscribeParams{URI: uri}) }()
+	aerr := subscribeAsync(actx, a, uri)
 	<-entered // A's subscription is with the upstream
-	berr := make(chan error, 1)
-	go func() { berr <- b.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}) }()
+	berr := subscribeAsync(ctx, b, uri)
 	time.Sleep(300 * time.Millisecond) // B waits for A's answer
 	cancel()
 	<-aerr
@@ -212,8 +204,7 @@ func TestForwardSubscriptionsCancelledAnsweredLate(t *testing.T) {
 
 	a := connectClient(t, srv, "2025-11-25", nil, false)
 	actx, cancel := context.WithCancel(ctx)
-	aerr := make(chan error, 1)
-	go func() { aerr <- a.Subscribe(actx, &sdk.SubscribeParams{URI: uri}) }()
+	aerr := subscribeAsync(actx, a, uri)
 	<-entered
 	cancel()
 	if err := <-aerr; err == nil {

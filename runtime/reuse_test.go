@@ -135,6 +135,22 @@ func TestReuseDifferential(t *testing.T) {
 	}
 }
 
+// runBoth makes the same call on a Runtime that makes a fresh instance
+// per call and on one that reuses instances; the test fails if either
+// errs.
+func runBoth(t *testing.T, fresh *Runtime, fm *Module, reuse *Runtime, rm *Module, in Input) (want, got *Output) {
+	t.Helper()
+	want, err := fresh.Run(context.Background(), fm, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = reuse.Run(context.Background(), rm, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want, got
+}
+
 // A Go tool's calls give the same output and spend the same fuel whether
 // its instance is reused or fresh (the fuel says the guest took the same
 // path: Go's runtime found the same state), and a reactor's instance
@@ -175,14 +191,7 @@ func TestReuseGoGuest(t *testing.T) {
 			msg, _ := json.Marshal(strings.Repeat(fmt.Sprint(i, " "), rng.IntN(2000)))
 			in = Input{Args: []string{"probe", "echo"}, Stdin: msg}
 		}
-		want, err := fresh.Run(ctx, fm, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := reuse.Run(ctx, rm, in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want, got := runBoth(t, fresh, fm, reuse, rm, in)
 		if a, b := resultOf(got, nil, true), resultOf(want, nil, true); a != b {
 			t.Fatalf("call %d %v: reused %+v\nfresh %+v", i, in.Args, a, b)
 		}
@@ -219,14 +228,7 @@ func TestReuseGrownGoGuest(t *testing.T) {
 	for i := range 12 {
 		words := []int{4140, 9000, 9}[i%3] // 20 KB, 44 KB, 45 bytes
 		in := input(words)
-		want, err := fresh.Run(ctx, fm, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := reuse.Run(ctx, rm, in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want, got := runBoth(t, fresh, fm, reuse, rm, in)
 		if string(got.Stdout) != string(want.Stdout) || got.ExitCode != 0 || len(got.Stderr) != 0 {
 			t.Fatalf("call %d (%d words): reused %+v\nfresh %+v", i, words, resultOf(got, nil, false), resultOf(want, nil, false))
 		}
