@@ -122,16 +122,21 @@ func (m *mmapMemory) Free() {
 
 // resetForReuse makes the memory exactly its image again, for another
 // call of the same instance (reuse.go), and says whether it did: not if
-// the memory is not size bytes long (the size its instance started with;
-// a memory the guest grew is shrunk back first, reuse.go shrinkTo), if
 // more of it was ever touched than the pool keeps (Free unmaps such a
-// memory rather than reset it), or if it was freed. It compares and
-// rewrites the same pages as Free's reset, up to the most the guest
-// reached: the bytes past size are zeros again when the memory grows next
-// (wazero's Shrink zeroes them too; this does not rely on it).
-func (m *mmapMemory) resetForReuse(size uint64) bool {
-	if m.mem == nil || uint64(len(m.mem)) != size || m.used < size || m.resident > keepResident ||
-		(m.image != nil && m.image.size != size) {
+// memory rather than reset it), if it was freed, or if it is not size
+// bytes long (the size its instance started with) once shrink has run
+// (reuse.go shrinkTo: a memory the guest grew is shrunk back). shrink
+// runs only within those bounds: a shrink zeroes what it drops, which
+// must not mean writing the hundreds of MiB a guest grew and never
+// touched. It compares and rewrites the same pages as Free's reset, up to
+// the most the guest reached: the bytes past size are zeros again when
+// the memory grows next (wazero's Shrink zeroes them too; this does not
+// rely on it).
+func (m *mmapMemory) resetForReuse(size uint64, shrink func() bool) bool {
+	if m.mem == nil || m.resident > keepResident || (m.image != nil && m.image.size != size) {
+		return false
+	}
+	if !shrink() || uint64(len(m.mem)) != size || m.used < size {
 		return false
 	}
 	resetTo(m.mem[:m.used], m.image)

@@ -53,8 +53,8 @@ func TestResetForReuseShrunkThenPooled(t *testing.T) {
 	for i := 2 * page; i < 6*page; i += 4096 {
 		b[i+7] = 0xaa
 	}
-	m.Reallocate(2 * page) // a shrink that does not zero
-	if !m.resetForReuse(2 * page) {
+	// A shrink that does not zero.
+	if !m.resetForReuse(2*page, func() bool { return m.Reallocate(2*page) != nil }) {
 		t.Fatal("not reset")
 	}
 	b = m.Reallocate(3 * page) // call 2 grows less
@@ -81,4 +81,37 @@ func TestResetForReuseShrunkThenPooled(t *testing.T) {
 		}
 	}
 	n.Free()
+}
+
+// A memory the guest grew past what the pool keeps is not reset for
+// reuse, and not shrunk first either: a shrink zeroes what it drops, and
+// a guest that grew its memory to its limit without touching it must not
+// make the host write all of it.
+func TestResetForReuseBoundsShrink(t *testing.T) {
+	const page = 65536
+	p := &memPool{max: 2}
+	defer p.drain()
+	im := dataImage([]byte("image"))
+	im.size = 2 * page
+	a := &memAllocator{pool: p, limit: 2*keepResident + 2*page, image: im, onExceed: func() {}}
+	m := a.allocate(a.limit).(*mmapMemory)
+	m.Reallocate(2 * page)
+	m.Reallocate(2*page + 2*keepResident) // grown, never touched
+	shrunk := false
+	if m.resetForReuse(2*page, func() bool { shrunk = true; return true }) {
+		t.Error("a memory grown past the pool's bound was reset for reuse")
+	}
+	if shrunk {
+		t.Error("shrunk before its bounds were checked")
+	}
+	m.Free()
+
+	// Within the bounds, a failed shrink means no reuse.
+	m = a.allocate(a.limit).(*mmapMemory)
+	m.Reallocate(2 * page)
+	m.Reallocate(3 * page)
+	if m.resetForReuse(2*page, func() bool { return false }) {
+		t.Error("reset for reuse though the shrink failed")
+	}
+	m.Free()
 }

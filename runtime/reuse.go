@@ -90,11 +90,13 @@ func (r *Runtime) recycle(c *compiled, inst instance) {
 // before (see above); false if it cannot.
 func resetInstance(p *prepared, s *snapshotter, snap *snapshot) bool {
 	p.unbind()
-	mem, ok := p.mem.(interface{ resetForReuse(uint64) bool })
+	mem, ok := p.mem.(interface {
+		resetForReuse(size uint64, shrink func() bool) bool
+	})
 	if !ok || p.mod.IsClosed() {
 		return false
 	}
-	if !shrinkTo(p.mod.Memory(), snap.mem.size) || !mem.resetForReuse(snap.mem.size) {
+	if !mem.resetForReuse(snap.mem.size, func() bool { return shrinkTo(p.mod.Memory(), snap.mem.size) }) {
 		return false
 	}
 	if restore(p.mod, s, snap) != nil {
